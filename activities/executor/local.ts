@@ -1,0 +1,127 @@
+// Local executor: runs a job as a detached process group that outlives the worker.
+// A small sh wrapper records the child's pid and, when it ends, its exit code, each file written to a
+// temporary name and renamed; a retried activity re-attaches through these files instead of starting a
+// second copy. Job workspaces are deterministic (derived from the workflow), never per attempt.
+import { spawn } from 'node:child_process';
+import { existsSync, openSync, closeSync, readFileSync } from 'node:fs';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+export type JobState =
+  | { state: 'running'; pid: number }
+  | { state: 'exited'; exitCode: number }
+  /** The process is gone without an exit code (killed with its wrapper, or the machine restarted). */
+  | { state: 'lost' }
+  | { state: 'absent' };
+
+export interface JobRequest {
+  workdir: string;
+  command: string[];
+  env: Record<string, string>;
+}
+
+const WRAPPER = [
+  '"$@" &',
+  'child=$!',
+  'echo $child > child.pid.tmp && mv child.pid.tmp child.pid',
+  'wait $child',
+  'rc=$?',
+  'echo $rc > exitcode.tmp && mv exitcode.tmp exitcode',
+].join('\n');
+
+export class LocalExecutor {
+  /** Starts the job unless it is already running or has exited; returns what it found. */
+  async startOrAttach(job: JobRequest): Promise<JobState> {
+    const found = jobState(job.workdir);
+    if (found.state === 'running' || found.state === 'exited') return found;
+    await this.spawn(job);
+    return jobState(job.workdir);
+  }
+
+  /** Starts the job again in the same workspace (after a preemption or a lost process). */
+  async restart(job: JobRequest): Promise<JobState> {
+    await rm(join(job.workdir, 'exitcode'), { force: true });
+    await rm(join(job.workdir, 'child.pid'), { force: true });
+    await this.spawn(job);
+    return jobState(job.workdir);
+  }
+
+  state(workdir: string): JobState {
+    return jobState(workdir);
+  }
+
+  /** SIGTERM gives the trainer its grace period to write an emergency checkpoint. */
+  signal(workdir: string, signal: NodeJS.Signals): boolean {
+    const s = jobState(workdir);
+    if (s.state !== 'running') return false;
+    try {
+      process.kill(s.pid, signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private async spawn(job: JobRequest): Promise<void> {
+    await mkdir(job.workdir, { recursive: true });
+    await writeFile(join(job.workdir, 'command.json'), JSON.stringify({ command: job.command, started_at: new Date().toISOString() }));
+    const log = openSync(join(job.workdir, 'job.log'), 'a');
+    try {
+      const child = spawn('sh', ['-c', WRAPPER, 'hanzo-ml-job', ...job.command], {
+        cwd: job.workdir,
+        detached: true,
+        stdio: ['ignore', log, log],
+        env: { ...process.env, ...job.env },
+      });
+      child.unref();
+    } finally {
+      closeSync(log);
+    }
+    await waitFor(() => existsSync(join(job.workdir, 'child.pid')) || existsSync(join(job.workdir, 'exitcode')), 10_000);
+  }
+}
+
+function readInt(path: string): number | null {
+  try {
+    const n = Number.parseInt(readFileSync(path, 'utf8').trim(), 10);
+    return Number.isFinite(n) ? n : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A pid counts as our job only if it is alive and its command line names the workspace (pids are reused). */
+function isOurProcess(pid: number, workdir: string): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    const status = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    if (/\) Z /.test(status)) return false; // a zombie has finished
+    return cmdline.includes(workdir);
+  } catch {
+    return false;
+  }
+}
+
+export function jobState(workdir: string): JobState {
+  const exitCode = readInt(join(workdir, 'exitcode'));
+  if (exitCode !== null) return { state: 'exited', exitCode };
+  const pid = readInt(join(workdir, 'child.pid'));
+  if (pid === null) return { state: 'absent' };
+  if (isOurProcess(pid, workdir)) return { state: 'running', pid };
+  // The wrapper may be writing the exit code right now: look once more before calling it lost.
+  const late = readInt(join(workdir, 'exitcode'));
+  return late !== null ? { state: 'exited', exitCode: late } : { state: 'lost' };
+}
+
+async function waitFor(pred: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error('job did not start within 10 s');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

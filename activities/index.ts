@@ -1,0 +1,19 @@
+// All activities of the worker, built from injected dependencies.
+import type { ActivityDeps } from './deps.js';
+import { createPipelineRecordActivities } from './pipeline-records.js';
+import { createDatasetActivities } from './datasets.js';
+import { createTrainingActivities } from './training.js';
+import { createEvaluationActivities } from './evaluation.js';
+import { createConversionActivities } from './conversion.js';
+import { createRegistryActivities } from './registry.js';
+
+export function createActivities(deps: ActivityDeps) {
+  return {
+    ...createPipelineRecordActivities(deps),
+    ...createDatasetActivities(deps),
+    ...createTrainingActivities(deps),
+    ...createEvaluationActivities(deps),
+    ...createConversionActivities(deps),
+    ...createRegistryActivities(deps),
+  };
+}

@@ -1,0 +1,103 @@
+// The configuration file of spec 000 ("Configuration"), every key overridable by HANZO_ML_{SECTION}_{KEY}.
+// Parsed once at start-up (lib/config.ts); an unknown or malformed key is a start-up error naming the key.
+import { z } from 'zod';
+
+// Environment overrides arrive as strings: "false" must mean false (z.coerce.boolean would say true).
+const bool = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
+const duration = z.string().regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration such as "90s", "10m", "72h"');
+
+export const ConfigSchema = z.strictObject({
+  server: z
+    .strictObject({
+      host: z.string().default('127.0.0.1'),
+      port: z.coerce.number().int().min(1).max(65535).default(8057),
+      workers: z.coerce.number().int().positive().default(4),
+      public_url: z.string().url().optional().describe('URL trainers use to reach this API; default http://host:port'),
+    })
+    .prefault({}),
+  database: z
+    .strictObject({
+      url: z.string().optional().describe('postgres://... ; unset means embedded PGlite in HANZO_ML_HOME/pg'),
+    })
+    .prefault({}),
+  storage: z
+    .strictObject({
+      endpoint: z.string().optional().describe('S3 endpoint URL; unset means file:// under HANZO_ML_HOME/objects'),
+      access_key: z.string().optional(),
+      secret_key: z.string().optional(),
+      region: z.string().default('us-east-1'),
+      buckets: z
+        .strictObject({
+          datasets: z.string().default('hanzo-ml-datasets'),
+          checkpoints: z.string().default('hanzo-ml-checkpoints'),
+          models: z.string().default('hanzo-models'),
+        })
+        .prefault({}),
+    })
+    .prefault({}),
+  stream: z
+    .strictObject({
+      brokers: z.string().optional().describe('Kafka brokers; unset keeps events in the outbox (SSE)'),
+      topic_prefix: z.string().default('hanzo.ml'),
+    })
+    .prefault({}),
+  auth: z
+    .strictObject({
+      iam_url: z.string().optional(),
+      verify_tokens: bool.default(true),
+      dev_token: z.string().min(8).default('hanzo-ml-dev-token').describe('token of the development organization'),
+      dev_organization: z.string().min(1).default('dev'),
+    })
+    .prefault({}),
+  scheduler: z
+    .strictObject({
+      executor: z.enum(['local', 'kubernetes']).default('local'),
+      namespace: z.string().default('hanzo-ml'),
+      default_image: z.string().default('hanzoai/ml-pytorch:2.3-cuda12.4'),
+      gpu_types: z.array(z.string()).default([]),
+      max_concurrent_jobs: z.coerce.number().int().positive().default(32),
+      checkpoint_bucket: z.string().default('hanzo-ml-checkpoints'),
+    })
+    .prefault({}),
+  temporal: z
+    .strictObject({
+      address: z.string().optional().describe('host:port of a Temporal cluster; unset starts the embedded dev server'),
+      namespace: z.string().default('default'),
+      port: z.coerce.number().int().default(7233),
+      ui_port: z.coerce.number().int().default(8233),
+      heartbeat_timeout: duration.default('30s'),
+    })
+    .prefault({}),
+  trainer: z
+    .strictObject({
+      python: z.string().optional().describe('python of the trainer venv; default from the bootstrap'),
+      candle: z.string().optional().describe('hanzo-ml-candle binary; default from the bootstrap'),
+      base_models_dir: z.string().optional(),
+      threads: z.coerce.number().int().positive().default(2),
+      checkpoint_alert_after: duration.default('10m'),
+      gpu_hour_price_usd: z.coerce.number().nonnegative().default(2.5),
+      tokens_per_gpu_second: z.coerce.number().positive().default(3000),
+    })
+    .prefault({}),
+  promotion: z.strictObject({ approval_timeout: duration.default('72h') }).prefault({}),
+  hpo: z
+    .strictObject({
+      max_concurrent_trials: z.coerce.number().int().positive().default(8),
+      default_strategy: z.enum(['grid', 'random', 'bayesian', 'pbt']).default('bayesian'),
+    })
+    .prefault({}),
+  metrics: z
+    .strictObject({
+      enabled: bool.default(true),
+      port: z.coerce.number().int().default(9090),
+      path: z.string().default('/metrics'),
+    })
+    .prefault({}),
+  logging: z
+    .strictObject({
+      level: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+      format: z.enum(['json', 'text']).default('text'),
+    })
+    .prefault({}),
+});
+export type Config = z.infer<typeof ConfigSchema>;

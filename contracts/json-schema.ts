@@ -1,0 +1,15 @@
+import { z } from 'zod';
+import { TrainerJobSpecSchema, TrainProgressSchema, CheckpointManifestSchema } from './trainer-job.js';
+import { CandleReportSchema } from './candle-report.js';
+
+const render = (schema: z.ZodType): string => JSON.stringify(z.toJSONSchema(schema, { io: 'input' }), null, 2) + '\n';
+
+/** file name -> JSON Schema text, for every shape that crosses into Python or Rust. */
+export function generatedSchemas(): Record<string, string> {
+  return {
+    'trainer-job.schema.json': render(TrainerJobSpecSchema),
+    'train-progress.schema.json': render(TrainProgressSchema),
+    'checkpoint-manifest.schema.json': render(CheckpointManifestSchema),
+    'candle-report.schema.json': render(CandleReportSchema),
+  };
+}

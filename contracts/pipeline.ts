@@ -1,0 +1,142 @@
+// The fine-tuning pipeline: its input (what POST /v1/pipelines takes), its progress and its result.
+import { z } from 'zod';
+import { LoraHyperparametersSchema, CheckpointPolicySchema, ModelScoresSchema } from './trainer-job.js';
+import { SplitRatiosSchema } from './datasets.js';
+
+export const PIPELINE_TASK_QUEUE = 'hanzo-ml-pipelines';
+export const pipelineWorkflowId = (id: string): string => `pipeline:${id}`;
+export const pipelineIdFromWorkflowId = (workflowId: string): string => workflowId.replace(/^pipeline:/, '');
+export const scheduleId = (id: string): string => `schedule:${id}`;
+
+/** Custom search attributes registered on the Temporal namespace (the dev server gets them on start). */
+export const SEARCH_ATTRIBUTES = {
+  organization: 'HanzoOrganization',
+  modelName: 'HanzoModelName',
+  stage: 'HanzoStage',
+} as const;
+
+export const PIPELINE_STAGES = [
+  'queued',
+  'preprocess',
+  'train',
+  'eval',
+  'validate',
+  'register',
+  'promote',
+  'completed',
+  'failed',
+] as const;
+export const PipelineStageSchema = z.enum(PIPELINE_STAGES);
+export type PipelineStage = z.infer<typeof PipelineStageSchema>;
+
+const name = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'letters, digits, ".", "_" and "-", starting with a letter or digit');
+
+/** Where the pipeline's data comes from: a new file to preprocess, or an existing dataset version. */
+export const DatasetSourceSchema = z.union([
+  z.strictObject({
+    name,
+    source_uri: z.string().min(1).describe('file:///abs/path or s3://bucket/key of a JSONL or CSV file'),
+    format: z.enum(['jsonl', 'csv']).optional().describe('default: from the file extension'),
+    seed: z.number().int().nonnegative().default(42),
+    splits: SplitRatiosSchema.default({ train: 0.8, validation: 0.1, test: 0.1 }),
+  }),
+  z.strictObject({
+    name,
+    version: z.union([z.number().int().positive(), z.literal('latest')]).default('latest'),
+  }),
+]);
+export type DatasetSource = z.infer<typeof DatasetSourceSchema>;
+
+export const PipelineInputSchema = z.strictObject({
+  model_name: name.describe('registered model the result becomes a version of'),
+  base_model: z.string().min(1).describe('a base model name from the base-models directory, or an absolute path'),
+  dataset: DatasetSourceSchema,
+  method: z.literal('lora').default('lora'),
+  hyperparameters: LoraHyperparametersSchema.prefault({ learning_rate: 2e-3, max_steps: 200, batch_size: 8 }),
+  checkpoint: CheckpointPolicySchema.default({ every_steps: 25, keep_last: 3 }),
+  eval: z.strictObject({ max_new_tokens: z.number().int().positive().default(12) }).prefault({}),
+  validate: z
+    .strictObject({
+      quantization: z.enum(['q8_0', 'q4_k_m', 'q6_k', 'f16']).default('q8_0'),
+      perplexity_tolerance: z.number().positive().max(1).default(0.01),
+      test_prompts: z.array(z.string().min(1)).min(1).default(['Hello, how are you?']),
+    })
+    .prefault({}),
+  promotion: z
+    .strictObject({
+      approval_timeout: z
+        .string()
+        .regex(/^\d+(ms|s|m|h|d)$/)
+        .optional(),
+      auto_approve: z.boolean().default(false).describe('approve without a human (demo and scheduled retraining)'),
+    })
+    .prefault({}),
+});
+export type PipelineInput = z.infer<typeof PipelineInputSchema>;
+export type PipelineRequest = z.input<typeof PipelineInputSchema>;
+
+/** Workflow input: the validated request plus who asked, filled in by the API or the schedule. */
+export const PipelineWorkflowInputSchema = PipelineInputSchema.extend({
+  organization_id: z.string().min(1),
+  requested_by: z.string().min(1),
+  /** Server settings the workflow needs and cannot read itself (workflows do no I/O). */
+  runtime: z.strictObject({
+    heartbeat_timeout: z.string().regex(/^\d+(ms|s|m|h|d)$/),
+    approval_timeout: z.string().regex(/^\d+(ms|s|m|h|d)$/),
+  }),
+});
+export type PipelineWorkflowInput = z.infer<typeof PipelineWorkflowInputSchema>;
+
+export const PromotionDecisionSchema = z.strictObject({
+  decision: z.enum(['approve', 'reject']),
+  approver: z.string().min(1),
+  reason: z.string().min(1).max(2000),
+});
+export type PromotionDecision = z.infer<typeof PromotionDecisionSchema>;
+
+/** A model-version artifact, as spec 000's Model Version Schema writes it. */
+export const ArtifactSchema = z.object({
+  path: z.string(),
+  size_bytes: z.number().int().nonnegative(),
+  checksum: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+});
+export type Artifact = z.infer<typeof ArtifactSchema>;
+
+export const PipelineProgressSchema = z.object({
+  pipeline_id: z.string(),
+  stage: PipelineStageSchema,
+  dataset: z.object({ id: z.string(), name: z.string(), version: z.number().int() }).nullable(),
+  run_id: z.string().nullable(),
+  step: z.number().int().nonnegative(),
+  max_steps: z.number().int().positive(),
+  last_checkpoint: z.string().nullable(),
+  latest_metrics: z.record(z.string(), z.number()),
+  checkpoints: z.array(z.object({ step: z.number().int(), uri: z.string(), sha256: z.string() })),
+  eval: z.object({ base: ModelScoresSchema, tuned: ModelScoresSchema.nullable() }).nullable(),
+  model_version: z.object({ name: z.string(), version: z.number().int(), stage: z.string() }).nullable(),
+  awaiting_approval: z.boolean(),
+  decision: PromotionDecisionSchema.nullable(),
+  error: z.string().nullable(),
+});
+export type PipelineProgress = z.infer<typeof PipelineProgressSchema>;
+
+export const PipelineResultSchema = z.object({
+  outcome: z.enum(['promoted', 'rejected', 'approval_timed_out', 'gate_failed']),
+  reason: z.string(),
+  progress: PipelineProgressSchema,
+  artifacts: z.record(z.string(), ArtifactSchema),
+});
+export type PipelineResult = z.infer<typeof PipelineResultSchema>;
+
+/** Sent by the training activity, throttled, so the progress query can report the step. */
+export const TrainingProgressSignalSchema = z.object({
+  step: z.number().int().nonnegative(),
+  max_steps: z.number().int().positive(),
+  last_checkpoint: z.string().nullable(),
+  metrics: z.record(z.string(), z.number()),
+});
+export type TrainingProgressSignal = z.infer<typeof TrainingProgressSignalSchema>;

@@ -1,0 +1,142 @@
+import { randomUUID } from 'node:crypto';
+import { and, asc, eq, gt, or, sql } from 'drizzle-orm';
+import type { Db } from '../client.js';
+import { experiments, latestMetrics, metrics, runArtifacts, runParams, runs } from '../schema/index.js';
+
+export type RunRow = typeof runs.$inferSelect;
+export interface MetricPoint {
+  key: string;
+  value: number;
+  timestamp: number;
+  step: number;
+}
+
+export async function getOrCreateExperiment(db: Db, organizationId: string, name: string, artifactRoot: string): Promise<string> {
+  const id = randomUUID();
+  await db
+    .insert(experiments)
+    .values({ id, organizationId, name, artifactLocation: `${artifactRoot}/experiments/${id}` })
+    .onConflictDoNothing();
+  const [row] = await db
+    .select({ id: experiments.id })
+    .from(experiments)
+    .where(and(eq(experiments.organizationId, organizationId), eq(experiments.name, name)));
+  return row!.id;
+}
+
+/** Creates a run with a caller-chosen ID, so a retried activity finds the run it already made. */
+export async function createRun(
+  db: Db,
+  p: { id: string; organizationId: string; experimentId: string; name: string; userId: string; artifactRoot: string; config: unknown; params: Record<string, string> },
+): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx
+      .insert(runs)
+      .values({
+        id: p.id,
+        organizationId: p.organizationId,
+        experimentId: p.experimentId,
+        name: p.name,
+        status: 'running',
+        userId: p.userId,
+        artifactUri: `${p.artifactRoot}/runs/${p.id}/artifacts`,
+        config: p.config,
+      })
+      .onConflictDoNothing();
+    const params = Object.entries(p.params).map(([key, value]) => ({ runId: p.id, key, value }));
+    if (params.length) await tx.insert(runParams).values(params).onConflictDoNothing();
+  });
+}
+
+export async function getRun(db: Db, organizationId: string, id: string): Promise<RunRow | null> {
+  const [row] = await db.select().from(runs).where(and(eq(runs.organizationId, organizationId), eq(runs.id, id)));
+  return row ?? null;
+}
+
+/** Run by ID alone, for the trainer's MLflow calls (the caller's organization is checked by the route). */
+export async function getRunById(db: Db, id: string): Promise<RunRow | null> {
+  const [row] = await db.select().from(runs).where(eq(runs.id, id));
+  return row ?? null;
+}
+
+export async function setRunStatus(db: Db, id: string, status: RunRow['status']): Promise<void> {
+  const ended = status === 'completed' || status === 'failed' || status === 'cancelled';
+  await db.update(runs).set({ status, endTime: ended ? new Date() : null }).where(eq(runs.id, id));
+}
+
+/**
+ * Stores a batch of metric points in one transaction: one multi-row insert into the history (a replayed
+ * batch is ignored by the primary key) and one upsert of the latest value per key. Keys are upserted in
+ * sorted order so concurrent batches to one run lock rows in the same order and cannot deadlock.
+ */
+export async function logMetrics(db: Db, runId: string, points: MetricPoint[]): Promise<void> {
+  if (points.length === 0) return;
+  const rows = points.map((p) => ({ runId, key: p.key, step: p.step, timestamp: p.timestamp, value: Number.isNaN(p.value) ? 0 : p.value, isNan: Number.isNaN(p.value) }));
+  const latest = new Map<string, MetricPoint>();
+  for (const p of points) {
+    const cur = latest.get(p.key);
+    if (!cur || p.step > cur.step || (p.step === cur.step && p.timestamp >= cur.timestamp)) latest.set(p.key, p);
+  }
+  const latestRows = [...latest.values()]
+    .sort((a, b) => (a.key < b.key ? -1 : 1))
+    .map((p) => ({ runId, key: p.key, step: p.step, timestamp: p.timestamp, value: Number.isNaN(p.value) ? 0 : p.value }));
+  await db.transaction(async (tx) => {
+    for (let i = 0; i < rows.length; i += 1000) await tx.insert(metrics).values(rows.slice(i, i + 1000)).onConflictDoNothing();
+    await tx
+      .insert(latestMetrics)
+      .values(latestRows)
+      .onConflictDoUpdate({
+        target: [latestMetrics.runId, latestMetrics.key],
+        set: { step: sql`excluded.step`, timestamp: sql`excluded.timestamp`, value: sql`excluded.value` },
+        setWhere: sql`(excluded.step, excluded.timestamp) >= (${latestMetrics.step}, ${latestMetrics.timestamp})`,
+      });
+  });
+}
+
+export async function logParams(db: Db, runId: string, params: Record<string, string>): Promise<void> {
+  const rows = Object.entries(params).map(([key, value]) => ({ runId, key, value }));
+  if (rows.length) await db.insert(runParams).values(rows).onConflictDoNothing();
+}
+
+export async function latestMetricsOf(db: Db, runId: string): Promise<Record<string, { value: number; step: number }>> {
+  const rows = await db.select().from(latestMetrics).where(eq(latestMetrics.runId, runId));
+  return Object.fromEntries(rows.map((r) => [r.key, { value: r.value, step: r.step }]));
+}
+
+export async function paramsOf(db: Db, runId: string): Promise<Record<string, string>> {
+  const rows = await db.select().from(runParams).where(eq(runParams.runId, runId));
+  return Object.fromEntries(rows.map((r) => [r.key, r.value]));
+}
+
+/** One page of a metric's history, ordered by step, continuing after the cursor (step, timestamp). */
+export async function metricHistoryPage(
+  db: Db,
+  runId: string,
+  key: string,
+  opts: { after?: { step: number; timestamp: number }; limit: number },
+): Promise<MetricPoint[]> {
+  const where = [eq(metrics.runId, runId), eq(metrics.key, key)];
+  if (opts.after)
+    where.push(or(gt(metrics.step, opts.after.step), and(eq(metrics.step, opts.after.step), gt(metrics.timestamp, opts.after.timestamp)))!);
+  const rows = await db
+    .select()
+    .from(metrics)
+    .where(and(...where))
+    .orderBy(asc(metrics.step), asc(metrics.timestamp))
+    .limit(opts.limit);
+  return rows.map((r) => ({ key: r.key, value: r.isNan ? NaN : r.value, step: r.step, timestamp: r.timestamp }));
+}
+
+export async function recordArtifact(
+  db: Db,
+  a: { runId: string; path: string; uri: string; sizeBytes: number; sha256: string; metadata?: Record<string, unknown> },
+): Promise<void> {
+  await db
+    .insert(runArtifacts)
+    .values({ ...a, metadata: a.metadata ?? {} })
+    .onConflictDoNothing();
+}
+
+export async function artifactsOf(db: Db, runId: string): Promise<(typeof runArtifacts.$inferSelect)[]> {
+  return db.select().from(runArtifacts).where(eq(runArtifacts.runId, runId)).orderBy(asc(runArtifacts.path));
+}

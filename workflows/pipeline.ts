@@ -1,0 +1,200 @@
+// fineTunePipelineWorkflow: preprocess -> train (checkpoint-watch beside it) -> eval -> validate/quantize ->
+// register -> promote (waits for a human decision). Orchestration only: every side effect is an activity.
+import {
+  ActivityCancellationType,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+  log,
+} from '@temporalio/workflow';
+import type { createActivities } from '../activities/index.js';
+import {
+  PipelineWorkflowInputSchema,
+  PromotionDecisionSchema,
+  pipelineIdFromWorkflowId,
+  SEARCH_ATTRIBUTES,
+  type PipelineProgress,
+  type PipelineResult,
+  type PipelineStage,
+  type PipelineWorkflowInput,
+  type PromotionDecision,
+} from '../contracts/pipeline.js';
+import { pipelineProgressQuery, promotionDecisionUpdate, trainingProgressSignal } from './pipeline-messages.js';
+
+type Activities = ReturnType<typeof createActivities>;
+
+const quick = proxyActivities<Activities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { maximumAttempts: 10, nonRetryableErrorTypes: ['BadInput', 'NotFound'] },
+});
+
+function longRunning(heartbeatTimeout: string) {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: '7 days',
+    heartbeatTimeout,
+    // Without this the SDK sends TRY_CANCEL and forgets the job; we wait until the job is stopped.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry: { maximumAttempts: 10, initialInterval: '2 seconds', nonRetryableErrorTypes: ['BadInput', 'BadJobSpec', 'JobRestartLimit', 'ValidationFailed'] },
+  });
+}
+
+export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput): Promise<PipelineResult> {
+  const parsed = PipelineWorkflowInputSchema.safeParse(rawInput);
+  if (!parsed.success) throw ApplicationFailure.nonRetryable(`invalid pipeline input: ${parsed.error.message}`, 'BadInput');
+  const input = parsed.data;
+  const pipelineId = pipelineIdFromWorkflowId(workflowInfo().workflowId);
+  const jobs = longRunning(input.runtime.heartbeat_timeout);
+  const progress = initialProgress(pipelineId, input);
+  let decision: PromotionDecision | null = null;
+
+  setHandler(pipelineProgressQuery, () => progress);
+  setHandler(trainingProgressSignal, (p) => {
+    progress.step = Math.max(progress.step, p.step);
+    progress.last_checkpoint = p.last_checkpoint;
+    progress.latest_metrics = { ...progress.latest_metrics, ...p.metrics };
+  });
+  setHandler(
+    promotionDecisionUpdate,
+    (d) => {
+      decision = d;
+      progress.decision = d;
+      return progress;
+    },
+    {
+      validator: (d: PromotionDecision) => {
+        const checked = PromotionDecisionSchema.safeParse(d);
+        if (!checked.success) throw new Error(`invalid decision: ${checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+        if (!progress.awaiting_approval) throw new Error(`pipeline ${pipelineId} is not waiting for approval (stage: ${progress.stage})`);
+        if (decision) throw new Error(`pipeline ${pipelineId} already has a decision: ${decision.decision} by ${decision.approver}`);
+      },
+    },
+  );
+
+  const enter = async (stage: PipelineStage, outcome?: string): Promise<void> => {
+    progress.stage = stage;
+    upsertSearchAttributes({ [SEARCH_ATTRIBUTES.stage]: [stage] });
+    await quick.setPipelineStage({ pipelineId, stage, outcome });
+  };
+
+  try {
+    await quick.recordPipeline({ pipelineId, input });
+    await enter('preprocess');
+    const dataset = await quick.prepareDataset({ pipelineId, input });
+    progress.dataset = { id: dataset.id, name: dataset.name, version: dataset.version };
+
+    const { runId } = await quick.createTrackingRun({ pipelineId, input, dataset });
+    progress.run_id = runId;
+
+    await enter('train');
+    const train = await trainWithCheckpointWatch(jobs, { pipelineId, runId, input, dataset }, progress);
+
+    await enter('eval');
+    const evalReport = await jobs.evaluateModels({ pipelineId, runId, input, dataset, adapterPath: train.adapter_path });
+    progress.eval = { base: evalReport.base, tuned: evalReport.tuned };
+
+    await enter('validate');
+    const merged = await jobs.mergeAdapter({ pipelineId, input, dataset, adapterPath: train.adapter_path });
+    const candle = await jobs.validateAndQuantize({ pipelineId, input, merge: merged });
+
+    await enter('register');
+    const registered = await quick.registerModelVersion({ pipelineId, runId, input, dataset, train, evalReport, merge: merged, candle });
+    progress.model_version = { name: input.model_name, version: registered.version, stage: registered.stage };
+    await quick.finishRun({ runId, status: 'completed' });
+
+    if (registered.stage !== 'staging') {
+      await enter('completed', 'gate_failed');
+      return { outcome: 'gate_failed', reason: registered.gateReason, progress, artifacts: registered.artifacts };
+    }
+
+    await enter('promote');
+    const outcome = await awaitPromotion(input, progress, () => decision);
+    if (outcome.decision?.decision === 'approve') {
+      await quick.promoteModelVersion({ organizationId: input.organization_id, modelName: input.model_name, version: registered.version, decision: outcome.decision });
+      progress.model_version = { name: input.model_name, version: registered.version, stage: 'production' };
+    }
+    progress.awaiting_approval = false;
+    await enter('completed', outcome.kind);
+    return { outcome: outcome.kind, reason: outcome.reason, progress, artifacts: registered.artifacts };
+  } catch (err) {
+    progress.error = err instanceof Error ? err.message : String(err);
+    if (!isCancellation(err)) {
+      await CancellationScope.nonCancellable(async () => {
+        if (progress.run_id) await quick.finishRun({ runId: progress.run_id, status: 'failed' });
+        await enter('failed', 'failed');
+      });
+    } else {
+      await CancellationScope.nonCancellable(async () => {
+        if (progress.run_id) await quick.finishRun({ runId: progress.run_id, status: 'cancelled' });
+        await enter('failed', 'cancelled');
+      });
+    }
+    throw err;
+  }
+}
+
+type TrainArgs = Parameters<Activities['trainModel']>[0];
+
+/** Train, with the checkpoint watcher running beside it until training ends; then one final sweep. */
+async function trainWithCheckpointWatch(jobs: ReturnType<typeof longRunning>, args: TrainArgs, progress: PipelineProgress) {
+  const watchScope = new CancellationScope();
+  const watching = watchScope
+    .run(() => jobs.watchCheckpoints({ pipelineId: args.pipelineId, runId: args.runId, organizationId: args.input.organization_id, once: false }))
+    .catch((err: unknown) => {
+      if (!isCancellation(err)) log.warn('checkpoint watcher failed; the final sweep records what it missed', { error: String(err) });
+    });
+  try {
+    const result = await jobs.trainModel(args);
+    progress.step = result.steps;
+    progress.latest_metrics = { ...progress.latest_metrics, ...result.final_metrics };
+    return result;
+  } finally {
+    watchScope.cancel();
+    await watching;
+    const swept = await jobs.watchCheckpoints({ pipelineId: args.pipelineId, runId: args.runId, organizationId: args.input.organization_id, once: true });
+    progress.checkpoints = swept.checkpoints;
+  }
+}
+
+async function awaitPromotion(
+  input: PipelineWorkflowInput,
+  progress: PipelineProgress,
+  decided: () => PromotionDecision | null,
+): Promise<{ kind: PipelineResult['outcome']; reason: string; decision: PromotionDecision | null }> {
+  if (input.promotion.auto_approve) {
+    const d: PromotionDecision = { decision: 'approve', approver: `auto:${input.requested_by}`, reason: 'auto_approve set on the pipeline' };
+    progress.decision = d;
+    return { kind: 'promoted', reason: d.reason, decision: d };
+  }
+  progress.awaiting_approval = true;
+  const timeout = input.promotion.approval_timeout ?? input.runtime.approval_timeout;
+  const gotDecision = await condition(() => decided() !== null, timeout);
+  progress.awaiting_approval = false;
+  const d = decided();
+  if (!gotDecision || !d) return { kind: 'approval_timed_out', reason: `no decision within ${timeout}; the version stays in staging`, decision: null };
+  if (d.decision === 'reject') return { kind: 'rejected', reason: `rejected by ${d.approver}: ${d.reason}`, decision: d };
+  return { kind: 'promoted', reason: `approved by ${d.approver}: ${d.reason}`, decision: d };
+}
+
+function initialProgress(pipelineId: string, input: PipelineWorkflowInput): PipelineProgress {
+  return {
+    pipeline_id: pipelineId,
+    stage: 'queued',
+    dataset: null,
+    run_id: null,
+    step: 0,
+    max_steps: input.hyperparameters.max_steps,
+    last_checkpoint: null,
+    latest_metrics: {},
+    checkpoints: [],
+    eval: null,
+    model_version: null,
+    awaiting_approval: false,
+    decision: null,
+    error: null,
+  };
+}
