@@ -140,3 +140,27 @@ export const TrainingProgressSignalSchema = z.object({
   metrics: z.record(z.string(), z.number()),
 });
 export type TrainingProgressSignal = z.infer<typeof TrainingProgressSignalSchema>;
+
+// ---- schedules (retraining on a Temporal Schedule) -------------------------------------------------
+
+export const ScheduleCreateSchema = z
+  .strictObject({
+    name,
+    every: z
+      .string()
+      .regex(/^\d+(s|m|h|d)$/, 'expected an interval such as "6h" or "1d"')
+      .optional(),
+    cron: z.string().min(9).optional().describe('cron expression, e.g. "0 3 * * 1"'),
+    paused: z.boolean().default(false),
+    pipeline: PipelineInputSchema.refine((p) => !('source_uri' in p.dataset), {
+      message: 'a scheduled pipeline retrains on a named dataset: give dataset {name, version: "latest"}',
+      path: ['dataset'],
+    }),
+  })
+  .refine((s) => (s.every === undefined) !== (s.cron === undefined), { message: 'give exactly one of "every" and "cron"', path: ['every'] });
+export type ScheduleCreate = z.infer<typeof ScheduleCreateSchema>;
+
+export const ApprovalRequestSchema = z.strictObject({
+  reason: z.string().min(1).max(2000),
+  approver: z.string().min(1).optional().describe('default: the caller'),
+});

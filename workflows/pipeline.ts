@@ -17,13 +17,13 @@ import {
   PipelineWorkflowInputSchema,
   PromotionDecisionSchema,
   pipelineIdFromWorkflowId,
-  SEARCH_ATTRIBUTES,
   type PipelineProgress,
   type PipelineResult,
   type PipelineStage,
   type PipelineWorkflowInput,
   type PromotionDecision,
 } from '../contracts/pipeline.js';
+import { STAGE_KEY } from '../contracts/search-attributes.js';
 import { pipelineProgressQuery, promotionDecisionUpdate, trainingProgressSignal } from './pipeline-messages.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -77,7 +77,7 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
 
   const enter = async (stage: PipelineStage, outcome?: string): Promise<void> => {
     progress.stage = stage;
-    upsertSearchAttributes({ [SEARCH_ATTRIBUTES.stage]: [stage] });
+    upsertSearchAttributes([{ key: STAGE_KEY, value: stage }]);
     await quick.setPipelineStage({ pipelineId, stage, outcome });
   };
 

@@ -83,7 +83,9 @@ export async function preprocessDataset(opts: PreprocessOptions): Promise<Prepro
 
 function resolveOptions(opts: PreprocessOptions): Resolved {
   const splits = SplitRatiosSchema.safeParse(opts.splits);
-  if (!splits.success) throw new RangeError(`invalid split ratios ${JSON.stringify(opts.splits)}: ${splits.error.issues[0]?.message}`);
+  if (!splits.success) {
+    throw new RangeError(`invalid split ratios ${JSON.stringify(opts.splits)}: ${splits.error.issues[0]?.message}`);
+  }
   const maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   const maxErrors = opts.maxErrors ?? DEFAULT_MAX_ERRORS;
   requirePositiveInteger('maxLineBytes', maxLineBytes);
@@ -94,7 +96,9 @@ function resolveOptions(opts: PreprocessOptions): Resolved {
 }
 
 function requirePositiveInteger(name: string, value: number): void {
-  if (!Number.isSafeInteger(value) || value <= 0) throw new RangeError(`${name} must be a positive integer, got ${value}`);
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new RangeError(`${name} must be a positive integer, got ${value}`);
+  }
 }
 
 async function assertAbsent(outDir: string): Promise<void> {
@@ -127,7 +131,8 @@ async function buildVersion(options: Resolved, dir: string): Promise<PreprocessR
       if (log.count === 0) sink.add(record);
     };
     const ctx = { log, decoder, emit };
-    const reader: RecordReader = options.format === 'csv' ? new CsvReader(ctx, options.maxLineBytes) : new JsonlReader(ctx);
+    const reader: RecordReader =
+      options.format === 'csv' ? new CsvReader(ctx, options.maxLineBytes) : new JsonlReader(ctx);
     const source = await readSource(options, reader, sink, log);
     if (log.count === 0 && sink.records === 0) {
       log.add(0, null, source.size_bytes === 0 ? 'file is empty (no records)' : reader.emptyMessage());
@@ -141,7 +146,12 @@ async function buildVersion(options: Resolved, dir: string): Promise<PreprocessR
 }
 
 /** Streams the file through the line splitter and the reader, hashing the raw bytes on the way. */
-async function readSource(options: Resolved, reader: RecordReader, sink: SplitSink, log: IssueLog): Promise<PreprocessResult['source']> {
+async function readSource(
+  options: Resolved,
+  reader: RecordReader,
+  sink: SplitSink,
+  log: IssueLog,
+): Promise<PreprocessResult['source']> {
   const hash = createHash('sha256');
   const splitter = new LineSplitter(options.maxLineBytes);
   let size = 0;
@@ -165,7 +175,12 @@ async function readSource(options: Resolved, reader: RecordReader, sink: SplitSi
   return { sha256: hash.digest('hex'), size_bytes: size, lines };
 }
 
-function summarize(source: PreprocessResult['source'], sink: SplitSink, files: SplitFiles, reader: RecordReader): PreprocessResult {
+function summarize(
+  source: PreprocessResult['source'],
+  sink: SplitSink,
+  files: SplitFiles,
+  reader: RecordReader,
+): PreprocessResult {
   const versionHash = createHash('sha256');
   for (const name of SPLIT_NAMES) versionHash.update(files[name].sha256);
   return {

@@ -83,7 +83,9 @@ export class JsonlReader implements RecordReader {
       this.form = form;
       this.formLine = lineNumber;
     } else if (form !== this.form) {
-      const message = `mixed forms: this record is in ${FORM_LABELS[form]}, but line ${this.formLine} is in ${FORM_LABELS[this.form]}; use one form per file`;
+      const message =
+        `mixed forms: this record is in ${FORM_LABELS[form]}, ` +
+        `but line ${this.formLine} is in ${FORM_LABELS[this.form]}; use one form per file`;
       this.ctx.log.add(lineNumber, null, message);
       return false;
     }
@@ -180,7 +182,8 @@ export class CsvReader implements RecordReader {
   private readRow(record: CsvRecord): void {
     const header = this.header as string[];
     if (record.fields.length !== header.length) {
-      const message = `expected ${header.length} fields as in the header row, got ${record.fields.length} (check commas and quotes)`;
+      const got = record.fields.length;
+      const message = `expected ${header.length} fields as in the header row, got ${got} (check commas and quotes)`;
       return this.ctx.log.add(record.line, null, message);
     }
     const row: Record<string, string> = {};

@@ -61,7 +61,8 @@ export class SplitWriter {
     await this.flush();
     await this.file.sync(); // the version is published by rename; its files must be on disk first
     await this.discard();
-    return { path: basename(this.path), num_records: this.records, size_bytes: this.bytes, sha256: this.hash.digest('hex') };
+    const sha256 = this.hash.digest('hex');
+    return { path: basename(this.path), num_records: this.records, size_bytes: this.bytes, sha256 };
   }
 
   /** Closes the file without finishing it (on failure; the directory is removed afterwards). */
@@ -76,7 +77,11 @@ export class SplitWriter {
  * Rewrites a finished split file with one record removed and/or one appended, returning the new file's info.
  * Used only to rebalance tiny datasets, so reading our own normalized lines back with readline is fine.
  */
-export async function rewriteSplit(dir: string, info: SplitInfo, change: { remove?: string; append?: string }): Promise<SplitInfo> {
+export async function rewriteSplit(
+  dir: string,
+  info: SplitInfo,
+  change: { remove?: string; append?: string },
+): Promise<SplitInfo> {
   const path = join(dir, info.path);
   const next = await SplitWriter.create(`${path}.next`);
   try {

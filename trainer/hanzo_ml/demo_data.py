@@ -33,9 +33,18 @@ PRODUCTS = (
     "kettle", "desk lamp", "backpack", "rain jacket", "coffee grinder", "office chair", "blender", "camera",
     "yoga mat", "wool sweater", "toaster", "bookshelf", "headphones", "water bottle", "sofa cushion",
     "running shoes", "tea set", "phone case", "garden hose", "table fan", "winter boots", "cutting board",
+    "picnic blanket", "bicycle helmet", "travel pillow", "frying pan", "laundry basket", "wall clock",
+    "sunglasses", "umbrella", "dinner plate", "notebook", "keyboard", "monitor stand", "hiking poles",
+    "scarf", "duvet", "toolbox", "flower pot", "speaker",
 )
-COLORS = ("black", "white", "red", "green", "navy", "grey", "yellow", "olive", "sand", "silver")
-MATERIALS = ("oak", "steel", "cotton", "wool", "bamboo", "glass", "recycled plastic", "leather", "linen", "ceramic")
+COLORS = (
+    "black", "white", "red", "green", "navy", "grey", "yellow", "olive", "sand", "silver", "orange", "purple",
+    "turquoise", "burgundy", "mint", "charcoal",
+)
+MATERIALS = (
+    "oak", "steel", "cotton", "wool", "bamboo", "glass", "recycled plastic", "leather", "linen", "ceramic",
+    "walnut", "aluminium", "canvas", "cork", "copper", "silicone",
+)
 CITIES = (
     "Lisbon", "Oslo", "Leeds", "Lyon", "Porto", "Utrecht", "Dublin", "Graz", "Turin", "Malmo", "Bilbao", "Ghent",
     "Bergen", "Krakow", "Seville", "Aarhus", "Bremen", "Nantes", "Brno", "Cork", "Tampere", "Verona", "Galway",
@@ -210,6 +219,8 @@ REVIEWERS = (
     "Anna", "Ben", "Carla", "David", "Elif", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Kira", "Luca", "Maya",
     "Nils", "Olga", "Pedro", "Rosa", "Sven", "Tara", "Umar", "Vera", "Wim", "Yara", "Zoe", "Amir", "Bea", "Chen",
     "Dana", "Emil", "Freya", "Goran", "Hana", "Ivan", "Jana", "Karl", "Lena", "Marek", "Nora", "Oscar", "Petra",
+    "Quentin", "Rania", "Stefan", "Tomas", "Ulla", "Viktor", "Wanda", "Xavier", "Yusuf", "Zeynep", "Agnes",
+    "Bruno", "Celine", "Dmitri", "Esther", "Felix", "Gwen", "Henrik", "Ilse", "Joaquim",
 )
 REVIEW_OPENINGS = (
     "I bought the {color} {product} {when}.",
@@ -239,7 +250,10 @@ ADJECTIVES = (
     "sturdy", "light", "comfortable", "quiet", "elegant", "practical", "solid", "cosy", "bright", "compact",
     "durable", "handy", "smooth", "warm", "simple", "clever", "reliable", "lovely", "neat", "soft", "stylish",
     "robust", "tidy", "fast", "friendly", "pleasant", "careful", "generous", "modest", "gentle", "fragile",
-    "heavy", "noisy", "awkward", "slow", "plain", "fancy", "charming", "polished", "rugged",
+    "heavy", "noisy", "awkward", "slow", "plain", "fancy", "charming", "polished", "rugged", "spacious",
+    "flexible", "waterproof", "breathable", "sleek", "colourful", "delicate", "versatile", "minimalist",
+    "ergonomic", "foldable", "portable", "washable", "scratchy", "flimsy", "bulky", "cheerful", "luxurious",
+    "affordable", "sensible",
 )
 ADVERBS = ("really", "very", "surprisingly", "quite", "truly", "remarkably", "perfectly", "nicely", "fairly")
 RELATIVES = ("sister", "brother", "mother", "father", "partner", "daughter", "son", "grandmother", "neighbour")

@@ -2,8 +2,8 @@
 // `npm run gen` rewrites them; test/contracts.test.ts fails when the checked-in files drift.
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { generatedSchemas } from './json-schema.js';
+import { generatedSchemas } from '../contracts/json-schema.js';
 
-const dir = fileURLToPath(new URL('./generated/', import.meta.url));
+const dir = fileURLToPath(new URL('../contracts/generated/', import.meta.url));
 mkdirSync(dir, { recursive: true });
 for (const [file, text] of Object.entries(generatedSchemas())) writeFileSync(dir + file, text);

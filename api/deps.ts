@@ -1,0 +1,23 @@
+import type { Client } from '@temporalio/client';
+import type { Config } from '../contracts/config.js';
+import type { Db } from '../db/client.js';
+import type { Principal } from '../db/repo/auth.js';
+import type { Bootstrap } from '../lib/config.js';
+import type { Logger } from '../lib/log.js';
+import type { ObjectStore } from '../lib/object-store.js';
+
+export interface ApiDeps {
+  db: Db;
+  store: ObjectStore;
+  config: Config;
+  home: string;
+  bootstrap: Bootstrap;
+  temporal: Client;
+  log: Logger;
+  /** Temporal Web UI base URL, for links in responses (null without one). */
+  temporalUiUrl: string | null;
+}
+
+export interface AppEnv {
+  Variables: { requestId: string; principal: Principal };
+}

@@ -1,0 +1,75 @@
+// OpenAPI 3.1 document generated from the contracts (zod -> JSON Schema); served at /openapi.json.
+import { z } from 'zod';
+import { PipelineInputSchema, PipelineProgressSchema, PipelineResultSchema, ScheduleCreateSchema, ApprovalRequestSchema } from '../contracts/pipeline.js';
+import { DatasetSchema, DatasetCreateQuerySchema } from '../contracts/datasets.js';
+import { ErrorBodySchema } from './errors.js';
+
+interface Operation {
+  method: 'get' | 'post' | 'delete' | 'patch';
+  path: string;
+  summary: string;
+  body?: z.ZodType;
+  rawBody?: string;
+  query?: z.ZodObject;
+  response?: z.ZodType;
+}
+
+const js = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' });
+
+const OPERATIONS: Operation[] = [
+  { method: 'post', path: '/v1/datasets', summary: 'Upload a dataset file (JSONL or CSV body) as a new immutable version', rawBody: 'application/octet-stream', query: DatasetCreateQuerySchema, response: DatasetSchema },
+  { method: 'get', path: '/v1/datasets', summary: 'List dataset versions', response: z.object({ datasets: z.array(DatasetSchema) }) },
+  { method: 'get', path: '/v1/datasets/{id}', summary: 'Get a dataset version', response: DatasetSchema },
+  { method: 'post', path: '/v1/pipelines', summary: 'Start a fine-tuning pipeline', body: PipelineInputSchema, response: z.object({ id: z.string(), workflow_id: z.string(), temporal_ui_url: z.string().nullable() }) },
+  { method: 'get', path: '/v1/pipelines', summary: 'List pipelines' },
+  {
+    method: 'get',
+    path: '/v1/pipelines/{id}',
+    summary: 'Pipeline status, progress (stage, step, latest metrics) and result',
+    response: z.object({ id: z.string(), status: z.string(), progress: PipelineProgressSchema, result: PipelineResultSchema.nullable() }),
+  },
+  { method: 'post', path: '/v1/pipelines/{id}/approve', summary: 'Approve promotion to production', body: ApprovalRequestSchema },
+  { method: 'post', path: '/v1/pipelines/{id}/reject', summary: 'Reject promotion', body: ApprovalRequestSchema },
+  { method: 'get', path: '/v1/runs/{id}', summary: 'Run with params, latest metrics and artifacts' },
+  { method: 'get', path: '/v1/runs/{id}/metrics', summary: 'Metric history of one key, paged by cursor' },
+  { method: 'post', path: '/v1/runs/{id}/metrics', summary: 'Log metrics (batch)' },
+  { method: 'get', path: '/v1/models', summary: 'List registered models' },
+  { method: 'get', path: '/v1/models/{name}/versions', summary: 'List versions of a model' },
+  { method: 'get', path: '/v1/models/{name}/versions/{version}', summary: 'Get a model version' },
+  { method: 'post', path: '/v1/schedules', summary: 'Create a retraining schedule', body: ScheduleCreateSchema },
+  { method: 'get', path: '/v1/schedules', summary: 'List retraining schedules' },
+  { method: 'post', path: '/v1/schedules/{id}/pause', summary: 'Pause a schedule' },
+  { method: 'post', path: '/v1/schedules/{id}/unpause', summary: 'Unpause a schedule' },
+  { method: 'delete', path: '/v1/schedules/{id}', summary: 'Delete a schedule' },
+  { method: 'post', path: '/api/2.0/mlflow/runs/log-batch', summary: 'MLflow: log a batch of metrics, params and tags' },
+  { method: 'get', path: '/ready', summary: 'Readiness: catalogue and Temporal reachable' },
+  { method: 'get', path: '/alive', summary: 'Liveness' },
+];
+
+export function openApiDocument(): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const op of OPERATIONS) {
+    const params = [...op.path.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
+    const query = op.query
+      ? Object.entries(op.query.shape).map(([name, s]) => ({ name, in: 'query', required: !(s as z.ZodType).safeParse(undefined).success, schema: js(s as z.ZodType) }))
+      : [];
+    paths[op.path] ??= {};
+    paths[op.path]![op.method] = {
+      summary: op.summary,
+      parameters: [...params, ...query],
+      ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: js(op.body) } } } } : {}),
+      ...(op.rawBody ? { requestBody: { required: true, content: { [op.rawBody]: { schema: { type: 'string', format: 'binary' } } } } } : {}),
+      responses: {
+        '200': { description: 'OK', ...(op.response ? { content: { 'application/json': { schema: js(op.response) } } } : {}) },
+        '4XX': { description: 'Client error', content: { 'application/json': { schema: js(ErrorBodySchema) } } },
+      },
+      security: op.path.startsWith('/v1') || op.path.startsWith('/api') ? [{ bearer: [] }] : [],
+    };
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: 'hanzo-ml API', version: '0.1.0', description: 'HIP-57 ML pipeline control plane' },
+    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+    paths,
+  };
+}

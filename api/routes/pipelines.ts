@@ -1,0 +1,131 @@
+// /v1/pipelines: start a fine-tuning pipeline, follow it, and decide its promotion.
+import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Hono, type Context } from 'hono';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import { TypedSearchAttributes } from '@temporalio/common';
+import type { ApiDeps, AppEnv } from '../deps.js';
+import {
+  ApprovalRequestSchema,
+  PIPELINE_TASK_QUEUE,
+  PipelineInputSchema,
+  pipelineWorkflowId,
+  type PipelineInput,
+  type PipelineWorkflowInput,
+  type PipelineResult,
+} from '../../contracts/pipeline.js';
+import { MODEL_NAME_KEY, ORGANIZATION_KEY, STAGE_KEY } from '../../contracts/search-attributes.js';
+import type { fineTunePipelineWorkflow } from '../../workflows/pipeline.js';
+import { pipelineProgressQuery, promotionDecisionUpdate } from '../../workflows/pipeline-messages.js';
+import { findDatasetVersion } from '../../db/repo/datasets.js';
+import { listPipelines } from '../../db/repo/pipelines.js';
+import { audit } from '../../db/repo/auth.js';
+import type { Principal } from '../../db/repo/auth.js';
+import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
+import { ApiError, invalid, notFound } from '../errors.js';
+import { jsonBody } from '../validate.js';
+import { requireRole } from '../auth.js';
+
+/** The workflow input: the request plus the caller and the server settings a workflow cannot read. */
+export function workflowInput(deps: ApiDeps, req: PipelineInput, principal: Principal): PipelineWorkflowInput {
+  return {
+    ...req,
+    organization_id: principal.organizationId,
+    requested_by: principal.subject,
+    runtime: { heartbeat_timeout: deps.config.temporal.heartbeat_timeout, approval_timeout: deps.config.promotion.approval_timeout },
+  };
+}
+
+/** Rejects a pipeline that cannot start (missing base model, dataset or file) before any job runs. */
+export async function checkPipelineInput(deps: ApiDeps, req: PipelineInput, organizationId: string): Promise<void> {
+  try {
+    resolveBaseModel(req.base_model, deps.config, deps.bootstrap);
+  } catch (err) {
+    if (err instanceof BaseModelError) throw invalid(`base_model: ${err.message}`);
+    throw err;
+  }
+  const ds = req.dataset;
+  if ('source_uri' in ds) {
+    if (ds.source_uri.startsWith('file://') && !existsSync(fileURLToPath(ds.source_uri))) throw invalid(`dataset.source_uri: ${ds.source_uri} does not exist`);
+    if (!/^(file|s3):\/\//.test(ds.source_uri)) throw invalid(`dataset.source_uri: expected file:// or s3://, got ${ds.source_uri}`);
+  } else if (!(await findDatasetVersion(deps.db, organizationId, ds.name, ds.version))) {
+    throw invalid(`dataset: "${ds.name}" has no version ${ds.version}`);
+  }
+}
+
+export function pipelineRoutes(deps: ApiDeps) {
+  const app = new Hono<AppEnv>();
+  const uiLink = (id: string): string | null =>
+    deps.temporalUiUrl ? `${deps.temporalUiUrl}/namespaces/${deps.config.temporal.namespace}/workflows/${encodeURIComponent(pipelineWorkflowId(id))}` : null;
+
+  /** The caller's pipeline, or 404 (another organization's pipeline does not exist for them). */
+  async function ownedHandle(c: Context<AppEnv>, id: string): Promise<{ handle: WorkflowHandle; status: string }> {
+    const principal = c.get('principal');
+    const handle = deps.temporal.workflow.getHandle(pipelineWorkflowId(id));
+    try {
+      const d = await handle.describe();
+      if (d.memo?.organization_id !== principal.organizationId) throw notFound(`pipeline ${id}`);
+      return { handle, status: d.status.name };
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) throw notFound(`pipeline ${id}`);
+      throw err;
+    }
+  }
+
+  app.post('/', async (c) => {
+    const principal = requireRole(c, 'developer');
+    const req = await jsonBody(c, PipelineInputSchema);
+    await checkPipelineInput(deps, req, principal.organizationId);
+    const id = randomUUID();
+    await deps.temporal.workflow.start<typeof fineTunePipelineWorkflow>('fineTunePipelineWorkflow', {
+      taskQueue: PIPELINE_TASK_QUEUE,
+      workflowId: pipelineWorkflowId(id),
+      args: [workflowInput(deps, req, principal)],
+      memo: { organization_id: principal.organizationId },
+      typedSearchAttributes: new TypedSearchAttributes([
+        { key: ORGANIZATION_KEY, value: principal.organizationId },
+        { key: MODEL_NAME_KEY, value: req.model_name },
+        { key: STAGE_KEY, value: 'queued' },
+      ]),
+    });
+    return c.json({ id, workflow_id: pipelineWorkflowId(id), temporal_ui_url: uiLink(id) }, 201);
+  });
+
+  app.get('/', async (c) => {
+    const principal = requireRole(c, 'viewer');
+    const rows = await listPipelines(deps.db, principal.organizationId, 100);
+    return c.json({
+      pipelines: rows.map((r) => ({ id: r.id, model_name: r.modelName, dataset_name: r.datasetName, stage: r.stage, outcome: r.outcome, created_at: r.createdAt.toISOString() })),
+    });
+  });
+
+  app.get('/:id', async (c) => {
+    requireRole(c, 'viewer');
+    const id = c.req.param('id');
+    const { handle, status } = await ownedHandle(c, id);
+    const progress = await handle.query(pipelineProgressQuery);
+    const result = status === 'COMPLETED' ? ((await handle.result()) as PipelineResult) : null;
+    return c.json({ id, workflow_id: pipelineWorkflowId(id), status, progress, result, temporal_ui_url: uiLink(id) });
+  });
+
+  for (const decision of ['approve', 'reject'] as const) {
+    app.post(`/:id/${decision}`, async (c) => {
+      const principal = requireRole(c, 'approver');
+      const id = c.req.param('id');
+      const body = await jsonBody(c, ApprovalRequestSchema);
+      const { handle } = await ownedHandle(c, id);
+      const approver = body.approver ?? principal.subject;
+      try {
+        const progress = await handle.executeUpdate(promotionDecisionUpdate, { args: [{ decision, approver, reason: body.reason }] });
+        await audit(deps.db, { organizationId: principal.organizationId, actor: principal.subject, action: `pipeline.${decision}`, target: id, detail: { approver, reason: body.reason } });
+        return c.json({ id, decision, approver, progress });
+      } catch (err) {
+        if (err instanceof WorkflowUpdateFailedError) throw new ApiError('INVALID_STATE', (err.cause as Error | undefined)?.message ?? err.message);
+        throw err;
+      }
+    });
+  }
+
+  return app;
+}

@@ -1,0 +1,43 @@
+// The CLI's HTTP client for the API: bearer token, JSON, and the API's error shape turned into one line.
+export class ApiClientError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface ApiClient {
+  get<T = unknown>(path: string): Promise<T>;
+  post<T = unknown>(path: string, body?: unknown, opts?: { raw?: RequestInit["body"]; headers?: Record<string, string> }): Promise<T>;
+  del<T = unknown>(path: string): Promise<T>;
+  url: string;
+}
+
+export function createApiClient(url: string, token: string): ApiClient {
+  async function call<T>(method: string, path: string, body?: unknown, opts: { raw?: RequestInit["body"]; headers?: Record<string, string> } = {}): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(url + path, {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...opts.headers },
+        body: opts.raw ?? (body !== undefined ? JSON.stringify(body) : undefined),
+        ...(opts.raw ? { duplex: 'half' } : {}),
+      } as RequestInit);
+    } catch (err) {
+      throw new ApiClientError(0, 'UNAVAILABLE', `cannot reach the hanzo-ml API at ${url} (${(err as Error).cause ?? (err as Error).message}); is \`hanzo-ml dev\` running?`);
+    }
+    const text = await res.text();
+    const json = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+    if (!res.ok) throw new ApiClientError(res.status, String(json.error_code ?? res.status), String(json.message ?? text));
+    return json as T;
+  }
+  return {
+    url,
+    get: (p) => call('GET', p),
+    post: (p, b, o) => call('POST', p, b, o),
+    del: (p) => call('DELETE', p),
+  };
+}

@@ -1,0 +1,98 @@
+// `hanzo-ml demo`: the bundled dataset through the whole pipeline on the embedded stack, then a summary.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { createApiClient, type ApiClient } from './api-client.js';
+import { followPipeline, type PipelineStatus } from './progress.js';
+import { startDevStack, type DevStack } from './dev.js';
+import { repoRoot } from '../lib/config.js';
+import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
+import type { PipelineRequest } from '../contracts/pipeline.js';
+
+export const DEMO_DATASET = join(repoRoot, 'examples', 'data', 'demo-task.jsonl');
+
+export function demoPipelineRequest(overrides: Partial<PipelineRequest> = {}): PipelineRequest {
+  return {
+    model_name: 'demo-topic-classifier',
+    base_model: DEFAULT_BASE_MODEL,
+    dataset: { name: 'demo-task', source_uri: pathToFileURL(DEMO_DATASET).href, seed: 42 },
+    hyperparameters: { learning_rate: 2e-3, max_steps: 200, batch_size: 8, warmup_steps: 10, lora_rank: 16, lora_alpha: 32, max_seq_length: 128, seed: 42 },
+    checkpoint: { every_steps: 25, keep_last: 3 },
+    ...overrides,
+  };
+}
+
+/** A `hanzo-ml dev` already running on this machine, if any: the demo then uses it. */
+async function runningApi(): Promise<string | null> {
+  const url = process.env.HANZO_ML_API_URL ?? `http://127.0.0.1:${process.env.HANZO_ML_SERVER_PORT ?? 8057}`;
+  try {
+    const res = await fetch(`${url}/alive`, { signal: AbortSignal.timeout(1000) });
+    return res.ok ? url : null;
+  } catch {
+    return null;
+  }
+}
+
+export async function runDemo(opts: { waitForApproval: boolean; apiUrl?: string; token?: string }): Promise<number> {
+  if (!existsSync(DEMO_DATASET)) throw new Error(`${DEMO_DATASET} is missing`);
+  let stack: DevStack | null = null;
+  let api: ApiClient;
+  const running = opts.apiUrl ?? (await runningApi());
+  if (running) {
+    api = createApiClient(running, opts.token ?? process.env.HANZO_ML_TOKEN ?? 'hanzo-ml-dev-token');
+    process.stderr.write(`using the hanzo-ml API at ${running}\n`);
+  } else {
+    stack = await startDevStack();
+    api = createApiClient(stack.runtime.apiUrl, stack.token);
+  }
+  const onSignal = (): void => void stack?.stop().then(() => process.exit(130));
+  process.once('SIGINT', onSignal);
+  try {
+    const started = Date.now();
+    const { id } = await api.post<{ id: string }>('/v1/pipelines', demoPipelineRequest());
+    process.stderr.write(`pipeline ${id} started\n`);
+    let status = await followPipeline(api, id, { until: (s) => s.progress.awaiting_approval });
+    if (status.progress.awaiting_approval) {
+      if (opts.waitForApproval) {
+        process.stderr.write(`\nwaiting for your decision:\n  hanzo-ml pipeline approve ${id} --reason "..."\n  hanzo-ml pipeline reject ${id} --reason "..."\n`);
+      } else {
+        await api.post(`/v1/pipelines/${id}/approve`, { reason: 'demo: eval gate passed, approved by the demo command', approver: 'demo' });
+        process.stderr.write('promotion approved (demo)\n');
+      }
+      status = await followPipeline(api, id);
+    }
+    printSummary(status, await api.get(`/v1/datasets/${status.progress.dataset!.id}`), Date.now() - started);
+    return status.result?.outcome === 'promoted' ? 0 : 1;
+  } finally {
+    process.off('SIGINT', onSignal);
+    await stack?.stop();
+  }
+}
+
+function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, ms: number): void {
+  const p = s.progress;
+  const r = s.result;
+  const lines: string[] = ['', '=== hanzo-ml demo: summary ==='];
+  lines.push(`pipeline        ${s.id}  (${s.status}, ${(ms / 1000).toFixed(0)} s)`);
+  const meta = dataset.metadata as { duplicates_removed: number; token_counts: Record<string, number>; cost_estimate: { usd_per_epoch: number } };
+  const splits = dataset.splits as Record<string, { num_records: number }>;
+  lines.push(
+    `dataset         ${String(dataset.name)} v${String(dataset.version)}  sha256 ${String(dataset.sha256).slice(0, 16)}…  ${String(dataset.num_records)} records ` +
+      `(train ${splits.train!.num_records} / validation ${splits.validation!.num_records} / test ${splits.test!.num_records}), ${meta.duplicates_removed} duplicates removed, ` +
+      `${meta.token_counts.train} train tokens, est. $${meta.cost_estimate.usd_per_epoch}/epoch`,
+  );
+  if (p.eval) {
+    const f = (x: number) => x.toFixed(3);
+    lines.push(`eval (test)     base:  exact_match ${f(p.eval.base.exact_match)}  loss ${f(p.eval.base.loss)}  perplexity ${f(p.eval.base.perplexity)}`);
+    if (p.eval.tuned) lines.push(`                tuned: exact_match ${f(p.eval.tuned.exact_match)}  loss ${f(p.eval.tuned.loss)}  perplexity ${f(p.eval.tuned.perplexity)}`);
+  }
+  lines.push(`training        ${p.step}/${p.max_steps} steps, run ${p.run_id}`);
+  lines.push(`checkpoints     ${p.checkpoints.map((c) => `step ${c.step} (manifest sha256 ${c.sha256.slice(0, 12)}…)`).join(', ') || 'none'}`);
+  for (const [name, a] of Object.entries(r?.artifacts ?? {})) lines.push(`artifact        ${name.padEnd(12)} ${a.checksum}  ${a.size_bytes} bytes  ${a.path}`);
+  const gguf = Object.entries(r?.artifacts ?? {}).find(([k]) => k.startsWith('gguf'));
+  if (gguf) lines.push(`GGUF            ${gguf[1].path.replace(/^file:\/\//, '')}`);
+  if (p.model_version) lines.push(`model version   ${p.model_version.name} v${p.model_version.version}  stage: ${p.model_version.stage}`);
+  lines.push(`outcome         ${r?.outcome ?? s.status}: ${r?.reason ?? p.error ?? ''}`);
+  if (s.temporal_ui_url) lines.push(`Temporal UI     ${s.temporal_ui_url}`);
+  process.stdout.write(lines.join('\n') + '\n');
+}

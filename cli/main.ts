@@ -1,0 +1,172 @@
+// The `hanzo-ml` command line. Every command but `dev` and `demo` talks to the API over HTTP
+// (HANZO_ML_API_URL, default http://127.0.0.1:8057; token HANZO_ML_TOKEN, default the dev token).
+import { createReadStream, existsSync, statSync } from 'node:fs';
+import { basename, extname, resolve } from 'node:path';
+import { Readable } from 'node:stream';
+import { pathToFileURL } from 'node:url';
+import { Command, Option } from 'commander';
+import { createApiClient, ApiClientError, type ApiClient } from './api-client.js';
+import { followPipeline, type PipelineStatus } from './progress.js';
+import { runDev } from './dev.js';
+import { runDemo } from './demo.js';
+import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
+
+const api = (): ApiClient =>
+  createApiClient(process.env.HANZO_ML_API_URL ?? `http://127.0.0.1:${process.env.HANZO_ML_SERVER_PORT ?? 8057}`, process.env.HANZO_ML_TOKEN ?? process.env.HANZO_ML_AUTH_DEV_TOKEN ?? 'hanzo-ml-dev-token');
+const print = (v: unknown): void => void process.stdout.write(JSON.stringify(v, null, 2) + '\n');
+const table = (rows: Record<string, unknown>[]): void => {
+  if (!rows.length) return void process.stdout.write('(none)\n');
+  const cols = Object.keys(rows[0]!);
+  const width = cols.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c] ?? '').length)));
+  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(width[i]!)).join('  ').trimEnd();
+  process.stdout.write([line(cols), ...rows.map((r) => line(cols.map((c) => String(r[c] ?? ''))))].join('\n') + '\n');
+};
+
+export function buildCli(): Command {
+  const program = new Command('hanzo-ml').description('ML training and fine-tuning control plane (HIP-57)').showHelpAfterError();
+
+  program.command('dev').description('run the embedded stack: Temporal dev server, catalogue, object store, worker and API').action(runDev);
+  program
+    .command('demo')
+    .description('fine-tune the bundled tiny model on the bundled dataset through the whole pipeline')
+    .option('--wait-for-approval', 'wait for a human approval instead of approving automatically')
+    .option('--api-url <url>', 'use a running hanzo-ml instead of starting the embedded stack')
+    .action(async (o: { waitForApproval?: boolean; apiUrl?: string }) => {
+      process.exitCode = await runDemo({ waitForApproval: Boolean(o.waitForApproval), ...(o.apiUrl ? { apiUrl: o.apiUrl } : {}) });
+    });
+
+  const pipeline = program.command('pipeline').description('start and steer fine-tuning pipelines');
+  pipeline
+    .command('start')
+    .description('start a pipeline from a request file (JSON), or from flags')
+    .option('-f, --file <request.json>', 'pipeline request (the POST /v1/pipelines body)')
+    .option('--model <name>', 'registered model name')
+    .option('--base-model <name>', 'base model', DEFAULT_BASE_MODEL)
+    .option('--data <file>', 'dataset file (JSONL or CSV) to preprocess into a new version')
+    .option('--dataset <name>', 'dataset name (with --data), or an existing dataset to use its latest version')
+    .option('--max-steps <n>', 'training steps', (v) => Number(v))
+    .option('--follow', 'follow progress with a progress bar until it ends or waits for approval')
+    .action(async (o: { file?: string; model?: string; baseModel: string; data?: string; dataset?: string; maxSteps?: number; follow?: boolean }) => {
+      const body = o.file ? JSON.parse(await import('node:fs/promises').then((f) => f.readFile(o.file!, 'utf8'))) : requestFromFlags(o);
+      const res = await api().post<{ id: string; temporal_ui_url: string | null }>('/v1/pipelines', body);
+      process.stdout.write(`${res.id}\n`);
+      if (res.temporal_ui_url) process.stderr.write(`Temporal UI: ${res.temporal_ui_url}\n`);
+      if (o.follow) reportStatus(await followPipeline(api(), res.id, { until: (s) => s.progress.awaiting_approval }));
+    });
+  pipeline
+    .command('status <id>')
+    .option('--follow', 'follow until it ends or waits for approval')
+    .action(async (id: string, o: { follow?: boolean }) => {
+      const s = o.follow ? await followPipeline(api(), id, { until: (x) => x.progress.awaiting_approval }) : await api().get<PipelineStatus>(`/v1/pipelines/${id}`);
+      print(s);
+    });
+  pipeline.command('list').action(async () => table((await api().get<{ pipelines: Record<string, unknown>[] }>('/v1/pipelines')).pipelines));
+  for (const decision of ['approve', 'reject'] as const) {
+    pipeline
+      .command(`${decision} <id>`)
+      .description(`${decision} promotion of the pipeline's model version to production`)
+      .requiredOption('--reason <text>', 'why (recorded in the audit log)')
+      .option('--approver <name>', 'who decides (default: the token subject)')
+      .action(async (id: string, o: { reason: string; approver?: string }) => {
+        const res = await api().post<{ decision: string; approver: string }>(`/v1/pipelines/${id}/${decision}`, { reason: o.reason, ...(o.approver ? { approver: o.approver } : {}) });
+        process.stdout.write(`${res.decision} recorded for pipeline ${id} (by ${res.approver})\n`);
+      });
+  }
+
+  const dataset = program.command('dataset').description('immutable, versioned datasets');
+  dataset
+    .command('create')
+    .requiredOption('--name <name>', 'dataset name (each upload is a new version)')
+    .requiredOption('--path <file>', 'JSONL (chat messages or instruction/response) or CSV file')
+    .addOption(new Option('--format <format>', 'file format (default: from the extension)').choices(['jsonl', 'csv']))
+    .option('--seed <n>', 'split seed', '42')
+    .option('--tags <a,b>', 'comma-separated tags')
+    .action(async (o: { name: string; path: string; format?: string; seed: string; tags?: string }) => {
+      const path = resolve(o.path);
+      if (!existsSync(path) || !statSync(path).isFile()) throw new ApiClientError(0, 'INVALID_PARAMETER_VALUE', `${o.path}: no such file`);
+      const format = o.format ?? (extname(path).toLowerCase() === '.csv' ? 'csv' : 'jsonl');
+      const q = new URLSearchParams({ name: o.name, format, seed: o.seed, ...(o.tags ? { tags: o.tags } : {}) });
+      const body = Readable.toWeb(createReadStream(path)) as unknown as RequestInit["body"];
+      print(await api().post(`/v1/datasets?${q}`, undefined, { raw: body, headers: { 'content-type': 'application/octet-stream', 'x-filename': basename(path) } }));
+    });
+  dataset
+    .command('list')
+    .option('--name <name>')
+    .action(async (o: { name?: string }) => {
+      const { datasets } = await api().get<{ datasets: Record<string, unknown>[] }>(`/v1/datasets${o.name ? `?name=${encodeURIComponent(o.name)}` : ''}`);
+      table(datasets.map((d) => ({ id: d.id, name: d.name, version: d.version, records: d.num_records, sha256: String(d.sha256).slice(0, 16), created_at: d.created_at })));
+    });
+
+  const model = program.command('model').description('the model registry');
+  model.command('list').action(async () => table((await api().get<{ models: Record<string, unknown>[] }>('/v1/models')).models));
+  model.command('versions <name>').action(async (name: string) => {
+    const { versions } = await api().get<{ versions: Record<string, unknown>[] }>(`/v1/models/${encodeURIComponent(name)}/versions`);
+    table(versions.map((v) => ({ version: v.version, stage: v.stage, run_id: v.run_id, exact_match: (v.metrics as Record<string, unknown>).exact_match, created_at: v.created_at })));
+  });
+
+  const schedule = program.command('schedule').description('retraining on a Temporal Schedule');
+  schedule
+    .command('create')
+    .requiredOption('--name <name>')
+    .requiredOption('--model <name>', 'registered model name')
+    .requiredOption('--dataset <name>', 'retrain on the latest version of this dataset')
+    .option('--base-model <name>', 'base model', DEFAULT_BASE_MODEL)
+    .option('--every <interval>', 'e.g. 6h, 1d')
+    .option('--cron <expr>', 'cron expression, e.g. "0 3 * * 1"')
+    .option('--max-steps <n>', 'training steps', (v) => Number(v))
+    .option('--auto-approve', 'promote without a human decision when the eval gate passes')
+    .option('--paused', 'create it paused')
+    .action(async (o: { name: string; model: string; dataset: string; baseModel: string; every?: string; cron?: string; maxSteps?: number; autoApprove?: boolean; paused?: boolean }) => {
+      print(
+        await api().post('/v1/schedules', {
+          name: o.name,
+          ...(o.every ? { every: o.every } : {}),
+          ...(o.cron ? { cron: o.cron } : {}),
+          paused: Boolean(o.paused),
+          pipeline: {
+            model_name: o.model,
+            base_model: o.baseModel,
+            dataset: { name: o.dataset, version: 'latest' },
+            ...(o.maxSteps ? { hyperparameters: { learning_rate: 2e-3, max_steps: o.maxSteps, batch_size: 8 } } : {}),
+            promotion: { auto_approve: Boolean(o.autoApprove) },
+          },
+        }),
+      );
+    });
+  schedule.command('list').action(async () => {
+    const { schedules } = await api().get<{ schedules: Record<string, unknown>[] }>('/v1/schedules');
+    table(schedules.map((s) => ({ id: s.id, name: s.name, spec: JSON.stringify(s.spec), paused: s.paused, next: (s.next_action_times as string[])[0] ?? '' })));
+  });
+  for (const action of ['pause', 'unpause'] as const)
+    schedule.command(`${action} <id-or-name>`).action(async (id: string) => print(await api().post(`/v1/schedules/${encodeURIComponent(id)}/${action}`)));
+  schedule.command('delete <id-or-name>').action(async (id: string) => print(await api().del(`/v1/schedules/${encodeURIComponent(id)}`)));
+
+  return program;
+}
+
+function requestFromFlags(o: { model?: string; baseModel: string; data?: string; dataset?: string; maxSteps?: number }): unknown {
+  if (!o.model) throw new ApiClientError(0, 'INVALID_PARAMETER_VALUE', '--model is required (or give --file)');
+  if (!o.dataset) throw new ApiClientError(0, 'INVALID_PARAMETER_VALUE', '--dataset is required (or give --file)');
+  return {
+    model_name: o.model,
+    base_model: o.baseModel,
+    dataset: o.data ? { name: o.dataset, source_uri: pathToFileURL(resolve(o.data)).href } : { name: o.dataset, version: 'latest' },
+    ...(o.maxSteps ? { hyperparameters: { learning_rate: 2e-3, max_steps: o.maxSteps, batch_size: 8 } } : {}),
+  };
+}
+
+function reportStatus(s: PipelineStatus): void {
+  const p = s.progress;
+  if (p.awaiting_approval) process.stderr.write(`\nwaiting for approval: hanzo-ml pipeline approve ${s.id} --reason "..."\n`);
+  else process.stderr.write(`\n${s.status}: ${s.result?.outcome ?? p.error ?? ''} ${s.result?.reason ?? ''}\n`);
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await buildCli().parseAsync(argv);
+  } catch (err) {
+    const msg = err instanceof ApiClientError ? `error: ${err.code}: ${err.message}` : `error: ${(err as Error).message}`;
+    process.stderr.write(msg + '\n');
+    process.exitCode = process.exitCode || 1;
+  }
+}

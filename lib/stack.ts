@@ -1,0 +1,138 @@
+// The whole control plane in one process: catalogue, object store, Temporal client, worker and API.
+// `hanzo-ml dev` adds the embedded Temporal dev server; tests build the same runtime around theirs.
+import { mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { serve, type ServerType } from '@hono/node-server';
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime as TemporalRuntime, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { Config } from '../contracts/config.js';
+import { openCatalogue, type Catalogue } from '../db/client.js';
+import { seedDevOrganization } from '../db/repo/auth.js';
+import { createApp } from '../api/app.js';
+import { createPipelineWorker } from '../workers/worker.js';
+import { LocalExecutor, jobState } from '../activities/executor/local.js';
+import { createObjectStore, type ObjectStore } from './object-store.js';
+import { createLogger, type Logger } from './log.js';
+import type { Bootstrap } from './config.js';
+
+export interface Runtime {
+  catalogue: Catalogue;
+  store: ObjectStore;
+  client: Client;
+  worker: Worker | null;
+  app: ReturnType<typeof createApp>;
+  server: ServerType | null;
+  apiUrl: string;
+  log: Logger;
+  stop(opts?: { stopJobs?: boolean }): Promise<void>;
+}
+
+export interface RuntimeOptions {
+  config: Config;
+  home: string;
+  bootstrap: Bootstrap;
+  temporalAddress: string;
+  temporalUiUrl: string | null;
+  /** false: API only (no worker). */
+  worker?: boolean;
+  /** false: no listening HTTP server (tests use app.request()). */
+  listen?: boolean;
+  workflowBundle?: WorkflowBundleWithSourceMap;
+  taskQueue?: string;
+}
+
+let sdkRuntimeInstalled = false;
+
+/** The Temporal SDK logs through its own runtime; keep it to warnings unless debugging. */
+function installSdkRuntime(level: string): void {
+  if (sdkRuntimeInstalled) return;
+  sdkRuntimeInstalled = true;
+  try {
+    TemporalRuntime.install({ logger: new DefaultLogger(level === 'debug' ? 'INFO' : 'WARN') });
+  } catch {
+    // already installed by the embedding process (tests)
+  }
+}
+
+export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
+  const log = createLogger(o.config.logging);
+  installSdkRuntime(o.config.logging.level);
+  for (const dir of ['logs', 'work', 'tmp', 'objects']) mkdirSync(join(o.home, dir), { recursive: true });
+  const catalogue = await openCatalogue({ url: o.config.database.url, pgliteDir: join(o.home, 'pg') });
+  await seedDevOrganization(catalogue.db, o.config.auth.dev_organization, o.config.auth.dev_token);
+  const store = await createObjectStore(o.config.storage, o.home);
+  const connection = await Connection.connect({ address: o.temporalAddress });
+  const client = new Client({ connection, namespace: o.config.temporal.namespace });
+  const apiUrl = o.config.server.public_url ?? `http://${o.config.server.host === '0.0.0.0' ? '127.0.0.1' : o.config.server.host}:${o.config.server.port}`;
+  const deps = { db: catalogue.db, store, config: o.config, home: o.home, bootstrap: o.bootstrap, log };
+
+  let worker: Worker | null = null;
+  let workerRun: Promise<void> | null = null;
+  let nativeConnection: NativeConnection | null = null;
+  if (o.worker !== false) {
+    nativeConnection = await NativeConnection.connect({ address: o.temporalAddress });
+    const executor = new LocalExecutor();
+    worker = await createPipelineWorker({
+      connection: nativeConnection,
+      namespace: o.config.temporal.namespace,
+      deps: { ...deps, executor, trackingUri: apiUrl, trackingToken: o.config.auth.dev_token },
+      ...(o.workflowBundle ? { workflowBundle: o.workflowBundle } : {}),
+      ...(o.taskQueue ? { taskQueue: o.taskQueue } : {}),
+    });
+    workerRun = worker.run();
+  }
+  const app = createApp({ ...deps, temporal: client, temporalUiUrl: o.temporalUiUrl });
+  const server = o.listen === false ? null : await listen(app, o.config.server.host, o.config.server.port);
+
+  return {
+    catalogue,
+    store,
+    client,
+    worker,
+    app,
+    server,
+    apiUrl,
+    log,
+    async stop(opts = {}) {
+      if (server) await new Promise<void>((r) => server.close(() => r()));
+      if (opts.stopJobs) await stopLocalJobs(o.home, log);
+      if (worker && worker.getState() === 'RUNNING') worker.shutdown();
+      await workerRun?.catch((err: unknown) => log.error('worker stopped with an error', { error: String(err) }));
+      await nativeConnection?.close();
+      await connection.close();
+      await catalogue.close();
+    },
+  };
+}
+
+function listen(app: ReturnType<typeof createApp>, hostname: string, port: number): Promise<ServerType> {
+  return new Promise((resolve, reject) => {
+    const server = serve({ fetch: app.fetch, hostname, port }, () => resolve(server));
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'EADDRINUSE' ? new Error(`port ${port} is in use: is another hanzo-ml running? (HANZO_ML_SERVER_PORT changes it)`) : err),
+    );
+  });
+}
+
+/**
+ * Ctrl-C stops training jobs too: SIGTERM makes the trainer write an emergency checkpoint, and the restarted
+ * stack resumes from it. Waits up to 60 s for the jobs to exit.
+ */
+export async function stopLocalJobs(home: string, log: Logger): Promise<void> {
+  const executor = new LocalExecutor();
+  const workdirs: string[] = [];
+  let pipelines: string[] = [];
+  try {
+    pipelines = readdirSync(join(home, 'work'));
+  } catch {
+    return;
+  }
+  for (const p of pipelines) for (const job of ['train', 'eval', 'merge']) workdirs.push(join(home, 'work', p, job));
+  const running = workdirs.filter((w) => jobState(w).state === 'running');
+  for (const w of running) {
+    log.info('stopping job (emergency checkpoint)', { workdir: w });
+    executor.signal(w, 'SIGTERM');
+  }
+  const deadline = Date.now() + 60_000;
+  while (running.some((w) => jobState(w).state === 'running') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+}

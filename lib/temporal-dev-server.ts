@@ -1,0 +1,96 @@
+// The embedded Temporal: `temporal server start-dev` as a child process, persisted in SQLite in the data dir,
+// with our search attributes registered. A server left behind by a killed dev process is stopped first.
+import { spawn } from 'node:child_process';
+import { existsSync, openSync, readFileSync, writeFileSync, rmSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+import { Connection } from '@temporalio/client';
+import { SEARCH_ATTRIBUTES } from '../contracts/pipeline.js';
+
+export interface DevServer {
+  address: string;
+  uiUrl: string | null;
+  stop(): Promise<void>;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function stopPid(pid: number, timeoutMs = 10_000): Promise<void> {
+  if (!alive(pid)) return;
+  process.kill(pid, 'SIGTERM');
+  const deadline = Date.now() + timeoutMs;
+  while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  if (alive(pid)) process.kill(pid, 'SIGKILL');
+}
+
+function isTemporal(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('start-dev');
+  } catch {
+    return false;
+  }
+}
+
+export async function startTemporalDevServer(opts: {
+  binary: string;
+  home: string;
+  port: number;
+  uiPort: number | null;
+  namespace: string;
+  extraArgs?: string[];
+}): Promise<DevServer> {
+  const pidFile = join(opts.home, 'temporal.pid');
+  if (existsSync(pidFile)) {
+    const stale = Number(readFileSync(pidFile, 'utf8'));
+    if (stale && isTemporal(stale)) await stopPid(stale);
+  }
+  const args = [
+    'server', 'start-dev',
+    '--db-filename', join(opts.home, 'temporal.db'),
+    '--ip', '127.0.0.1',
+    '--port', String(opts.port),
+    '--namespace', opts.namespace,
+    '--log-level', 'error',
+    ...(opts.uiPort ? ['--ui-port', String(opts.uiPort), '--ui-disable-news-fetch'] : ['--headless']),
+    ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
+    ...(opts.extraArgs ?? []),
+  ];
+  const log = openSync(join(opts.home, 'logs', 'temporal.log'), 'a');
+  const child = spawn(opts.binary, args, { stdio: ['ignore', log, log], detached: false });
+  closeSync(log);
+  writeFileSync(pidFile, String(child.pid));
+  const address = `127.0.0.1:${opts.port}`;
+  await waitForFrontend(address, child);
+  return {
+    address,
+    uiUrl: opts.uiPort ? `http://127.0.0.1:${opts.uiPort}` : null,
+    stop: async () => {
+      if (child.pid) await stopPid(child.pid);
+      rmSync(pidFile, { force: true });
+    },
+  };
+}
+
+async function waitForFrontend(address: string, child: import('node:child_process').ChildProcess): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  let exited: number | null = null;
+  child.once('exit', (code) => (exited = code ?? -1));
+  for (;;) {
+    if (exited !== null) throw new Error(`temporal dev server exited with code ${exited}; see logs/temporal.log`);
+    try {
+      const conn = await Connection.connect({ address, connectTimeout: 1000 });
+      await conn.workflowService.getSystemInfo({});
+      await conn.close();
+      return;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`temporal dev server did not answer on ${address} within 60 s`);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  }
+}

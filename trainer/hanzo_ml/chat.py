@@ -1,0 +1,154 @@
+"""Chat data: reading normalized JSONL, rendering with the model's chat template, tokenizing with prompt masking.
+
+Torch-free on purpose: count-tokens imports this module and must start fast.
+
+A record is `{"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}` whose last message is
+the assistant's answer. Training puts loss on the assistant turns only; every other token gets the label -100.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from hanzo_ml.errors import InputError
+
+log = logging.getLogger(__name__)
+
+ROLES = ("system", "user", "assistant")
+IGNORE_INDEX = -100  # the label torch's cross_entropy skips
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class TokenizedExample:
+    input_ids: list[int]
+    labels: list[int]  # same length as input_ids; IGNORE_INDEX outside assistant turns
+
+    @property
+    def num_target_tokens(self) -> int:
+        return sum(1 for label in self.labels if label != IGNORE_INDEX)
+
+    def truncated(self, max_seq_length: int) -> "TokenizedExample":
+        return TokenizedExample(self.input_ids[:max_seq_length], self.labels[:max_seq_length])
+
+
+# ---- reading -----------------------------------------------------------------------------------
+
+def read_chat_jsonl(path: Path) -> list[Messages]:
+    """Every record of a normalized JSONL file; the first bad record raises InputError naming its line."""
+    conversations = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+    for line_number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        conversations.append(parse_record(line, f"{path}:{line_number}"))
+    if not conversations:
+        raise InputError(f"{path}: no records")
+    return conversations
+
+
+def parse_record(line: str, where: str) -> Messages:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from e
+    if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
+        raise InputError(f'{where}: messages: expected an object {{"messages": [...]}}')
+    messages = record["messages"]
+    if not messages:
+        raise InputError(f"{where}: messages: expected at least one message")
+    for i, message in enumerate(messages):
+        check_message(message, f"{where}: messages[{i}]")
+    if messages[-1]["role"] != "assistant":
+        raise InputError(f"{where}: messages[{len(messages) - 1}].role: the last message must be the "
+                         f"assistant's answer, got '{messages[-1]['role']}'")
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def check_message(message: object, where: str) -> None:
+    if not isinstance(message, dict):
+        raise InputError(f"{where}: expected an object with role and content")
+    if message.get("role") not in ROLES:
+        raise InputError(f"{where}.role: expected one of {', '.join(ROLES)}, got {json.dumps(message.get('role'))}")
+    if not isinstance(message.get("content"), str):
+        raise InputError(f"{where}.content: expected a string, got {json.dumps(message.get('content'))}")
+
+
+# ---- rendering and tokenizing ------------------------------------------------------------------
+
+def load_tokenizer(model_dir: Path):
+    """The model's own fast tokenizer (tokenizer.json + chat template); never reaches the network."""
+    from transformers import PreTrainedTokenizerFast
+
+    if not (Path(model_dir) / "tokenizer.json").is_file():
+        raise InputError(f"{model_dir}: no tokenizer.json (not a model directory)")
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(model_dir), local_files_only=True)
+    if not tokenizer.chat_template:
+        raise InputError(f"{model_dir}: the tokenizer has no chat template")
+    return tokenizer
+
+
+def render(tokenizer, messages: Messages, add_generation_prompt: bool = False) -> str:
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+
+
+def encode_text(tokenizer, text: str) -> list[int]:
+    # The template already wrote every special token (bos included); adding more would change the sequence.
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def encode_conversation(tokenizer, messages: Messages) -> list[int]:
+    return encode_text(tokenizer, render(tokenizer, messages))
+
+
+def encode_prompt(tokenizer, messages: Messages, max_seq_length: int) -> list[int]:
+    """The prompt for the last answer: every message but the last, then the assistant header.
+    Over-long prompts lose their oldest tokens: the end of a prompt is what the answer depends on."""
+    ids = encode_text(tokenizer, render(tokenizer, messages[:-1], add_generation_prompt=True))
+    return ids[-max_seq_length:]
+
+
+def encode_example(tokenizer, messages: Messages, max_seq_length: int) -> TokenizedExample:
+    return label_assistant_turns(tokenizer, messages).truncated(max_seq_length)
+
+
+def label_assistant_turns(tokenizer, messages: Messages) -> TokenizedExample:
+    """Tokens of the whole conversation, labels only on assistant turns (content and closing <|end|>).
+
+    Each assistant turn spans from the end of the rendered prompt before it (add_generation_prompt=True) to the
+    end of the rendered conversation up to and including it. That needs the template's prefix property: the
+    tokens of a rendered prefix are a prefix of the tokens of the whole; we check it rather than assume it.
+    """
+    input_ids = encode_conversation(tokenizer, messages)
+    labels = [IGNORE_INDEX] * len(input_ids)
+    for turn, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        start = len(encode_text(tokenizer, render(tokenizer, messages[:turn], add_generation_prompt=True)))
+        end_ids = encode_text(tokenizer, render(tokenizer, messages[: turn + 1]))
+        if input_ids[: len(end_ids)] != end_ids or start > len(end_ids):
+            raise InputError("the chat template does not render a conversation's prefixes as token prefixes; "
+                             "prompt masking needs that property")
+        labels[start:len(end_ids)] = input_ids[start:len(end_ids)]
+    return TokenizedExample(input_ids=input_ids, labels=labels)
+
+
+def encode_dataset(tokenizer, conversations: list[Messages], max_seq_length: int, name: str) -> list[TokenizedExample]:
+    full = [label_assistant_turns(tokenizer, messages) for messages in conversations]
+    examples = [example.truncated(max_seq_length) for example in full]
+    truncated = sum(1 for example in full if len(example.input_ids) > max_seq_length)
+    if truncated:
+        log.warning("%s: %d of %d records are longer than max_seq_length=%d and were truncated",
+                    name, truncated, len(examples), max_seq_length)
+    empty = sum(1 for e in examples if e.num_target_tokens == 0)
+    if empty == len(examples):
+        raise InputError(f"{name}: no record keeps an assistant token within max_seq_length={max_seq_length}")
+    return examples
