@@ -1,0 +1,109 @@
+// The catalogue on both engines: the same drizzle migrations and the same assertions on PGlite and Postgres.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openCatalogue, type Catalogue } from '../db/client.js';
+import { seedDevOrganization, principalForToken } from '../db/repo/auth.js';
+import { insertDatasetVersion, findDatasetVersion, getDataset } from '../db/repo/datasets.js';
+import { createRun, getOrCreateExperiment, logMetrics, latestMetricsOf, metricHistoryPage } from '../db/repo/tracking.js';
+import { registerModelVersion, transitionStage, listVersions } from '../db/repo/models.js';
+import { outbox } from '../db/schema/index.js';
+import { startPostgres, type TestPostgres } from './support/postgres.js';
+
+const engines = ['pglite', 'postgres'] as const;
+
+describe.each(engines)('catalogue on %s', (engine) => {
+  let pgServer: TestPostgres | null = null;
+  let cat: Catalogue;
+
+  beforeAll(async () => {
+    if (engine === 'postgres') {
+      pgServer = await startPostgres();
+      cat = await openCatalogue({ url: await pgServer.createDatabase('catalogue') });
+    } else {
+      cat = await openCatalogue({});
+    }
+    await seedDevOrganization(cat.db, 'org-a', 'token-of-org-a');
+    await seedDevOrganization(cat.db, 'org-b', 'token-of-org-b');
+  });
+  afterAll(async () => {
+    await cat.close();
+    await pgServer?.stop();
+  });
+
+  const dataset = (org: string, name: string) => ({
+    id: randomUUID(),
+    organizationId: org,
+    name,
+    format: 'jsonl' as const,
+    storagePath: 'file:///x/',
+    sizeBytes: 10,
+    numRecords: 1,
+    sha256: 'a'.repeat(64),
+    schema: {},
+    splits: {},
+    metadata: {},
+    tags: [],
+    lineage: { parent_datasets: [], transform: 'test' },
+    createdBy: 'dev',
+  });
+
+  it('seeds an organization and a token idempotently, and resolves the token to its organization', async () => {
+    await seedDevOrganization(cat.db, 'org-a', 'token-of-org-a');
+    expect(await principalForToken(cat.db, 'token-of-org-a')).toMatchObject({ organizationId: 'org-a', role: 'admin' });
+    expect(await principalForToken(cat.db, 'nope')).toBeNull();
+  });
+
+  it('numbers dataset versions per organization and name, and emits an event in the same transaction', async () => {
+    const v1 = await insertDatasetVersion(cat.db, dataset('org-a', 'ds'));
+    const v2 = await insertDatasetVersion(cat.db, dataset('org-a', 'ds'));
+    const other = await insertDatasetVersion(cat.db, dataset('org-b', 'ds'));
+    expect([v1.version, v2.version, other.version]).toEqual([1, 2, 1]);
+    expect((await findDatasetVersion(cat.db, 'org-a', 'ds', 'latest'))!.id).toBe(v2.id);
+    const events = await cat.db.select().from(outbox);
+    expect(events.filter((e) => e.key === v1.id || e.key === v2.id)).toHaveLength(2);
+  });
+
+  it('never shows one organization another organization\'s dataset', async () => {
+    const mine = await insertDatasetVersion(cat.db, dataset('org-a', 'private'));
+    expect(await getDataset(cat.db, 'org-b', mine.id)).toBeNull();
+    expect(await getDataset(cat.db, 'org-a', mine.id)).not.toBeNull();
+  });
+
+  it('stores metric batches idempotently, keeps the latest value per key, and pages history by cursor', async () => {
+    const exp = await getOrCreateExperiment(cat.db, 'org-a', 'exp', 'file:///a');
+    const runId = randomUUID();
+    await createRun(cat.db, { id: runId, organizationId: 'org-a', experimentId: exp, name: 'r', userId: 'dev', artifactRoot: 'file:///a', config: {}, params: { lr: '0.1' } });
+    const points = Array.from({ length: 2500 }, (_, i) => ({ key: 'train/loss', value: 1 / (i + 1), step: i, timestamp: 1000 + i }));
+    await logMetrics(cat.db, runId, points);
+    await logMetrics(cat.db, runId, points.slice(0, 10)); // a replayed batch changes nothing
+    await logMetrics(cat.db, runId, [{ key: 'train/loss', value: NaN, step: 3000, timestamp: 5000 }]);
+    const latest = await latestMetricsOf(cat.db, runId);
+    expect(latest['train/loss']!.step).toBe(3000);
+    let after: { step: number; timestamp: number } | undefined;
+    let total = 0;
+    for (;;) {
+      const page = await metricHistoryPage(cat.db, runId, 'train/loss', { after, limit: 1000 });
+      total += page.length;
+      if (page.length < 1000) {
+        expect(Number.isNaN(page.at(-1)!.value)).toBe(true);
+        break;
+      }
+      after = page.at(-1)!;
+    }
+    expect(total).toBe(2501);
+  });
+
+  it('keeps one production version per model: promoting archives the previous one', async () => {
+    const base = { organizationId: 'org-a', modelName: 'm', stage: 'staging' as const, architecture: 'LlamaForCausalLM', baseModel: 'b', method: 'lora', artifacts: {}, metrics: {}, trainingConfig: {}, lineage: {}, createdBy: 'dev' };
+    const v1 = await registerModelVersion(cat.db, { ...base, sourcePipeline: randomUUID() });
+    const v2 = await registerModelVersion(cat.db, { ...base, sourcePipeline: randomUUID() });
+    const again = await registerModelVersion(cat.db, { ...base, sourcePipeline: v2.sourcePipeline });
+    expect(again.id).toBe(v2.id); // a retried registration returns the version it made
+    await transitionStage(cat.db, { organizationId: 'org-a', modelName: 'm', version: v1.version, stage: 'production', actor: 'alice', reason: 'first' });
+    const { archived } = await transitionStage(cat.db, { organizationId: 'org-a', modelName: 'm', version: v2.version, stage: 'production', actor: 'bob', reason: 'better' });
+    expect(archived).toEqual([v1.version]);
+    const stages = Object.fromEntries((await listVersions(cat.db, 'org-a', 'm'))!.map((v) => [v.version, v.stage]));
+    expect(stages).toEqual({ [v1.version]: 'archived', [v2.version]: 'production' });
+    await expect(transitionStage(cat.db, { organizationId: 'org-b', modelName: 'm', version: 1, stage: 'production', actor: 'eve', reason: 'x' })).rejects.toThrow(/does not exist/);
+  });
+});

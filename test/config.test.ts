@@ -1,0 +1,41 @@
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig, ConfigError } from '../lib/config.js';
+
+const home = () => mkdtempSync(join(tmpdir(), 'hanzo-ml-config-'));
+
+describe('configuration', () => {
+  it('applies spec defaults: port 8057, embedded catalogue and file:// objects', () => {
+    const { config } = loadConfig({ HANZO_ML_HOME: home() });
+    expect(config.server.port).toBe(8057);
+    expect(config.database.url).toBeUndefined();
+    expect(config.storage.endpoint).toBeUndefined();
+    expect(config.storage.buckets.models).toBe('hanzo-models');
+  });
+
+  it('lets HANZO_ML_{SECTION}_{KEY} override the YAML file, nested keys and booleans included', () => {
+    const h = home();
+    writeFileSync(join(h, 'config.yaml'), 'server:\n  port: 9000\nmetrics:\n  enabled: true\n');
+    const { config } = loadConfig({ HANZO_ML_HOME: h, HANZO_ML_SERVER_PORT: '8100', HANZO_ML_STORAGE_BUCKETS_MODELS: 'm', HANZO_ML_METRICS_ENABLED: 'false', HANZO_ML_STORAGE_ACCESS_KEY: 'k' });
+    expect(config.server.port).toBe(8100);
+    expect(config.storage.buckets.models).toBe('m');
+    expect(config.metrics.enabled).toBe(false);
+    expect(config.storage.access_key).toBe('k');
+  });
+
+  it('rejects an unknown environment key, naming it', () => {
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_SERVER_PROT: '1' })).toThrow(/HANZO_ML_SERVER_PROT: unknown configuration key/);
+  });
+
+  it('rejects an unknown or malformed YAML key, naming the key and its variable', () => {
+    const h = home();
+    writeFileSync(join(h, 'config.yaml'), 'server:\n  port: not-a-port\n');
+    expect(() => loadConfig({ HANZO_ML_HOME: h })).toThrow(/server\.port \(HANZO_ML_SERVER_PORT\)/);
+    writeFileSync(join(h, 'config.yaml'), 'servr:\n  port: 1\n');
+    expect(() => loadConfig({ HANZO_ML_HOME: h })).toThrow(ConfigError);
+    writeFileSync(join(h, 'config.yaml'), 'server: [1, 2\n');
+    expect(() => loadConfig({ HANZO_ML_HOME: h })).toThrow(/not valid YAML/);
+  });
+});

@@ -1,0 +1,67 @@
+// The local executor: jobs outlive their starter, re-attach instead of starting twice, and a job killed
+// without an exit code is reported lost (so the activity restarts it, resuming from its checkpoint).
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { LocalExecutor, jobState } from '../activities/executor/local.js';
+
+const until = async (pred: () => boolean, ms = 10_000) => {
+  const deadline = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+
+function job(script: string) {
+  const workdir = mkdtempSync(join(tmpdir(), 'hanzo-ml-job-'));
+  // The workspace path is an argument, so the executor can tell this process from a reused pid.
+  return { workdir, command: [process.execPath, '-e', script, workdir], env: {} };
+}
+
+describe('local executor', () => {
+  it('starts a job once: a second startOrAttach adopts the running process', async () => {
+    const ex = new LocalExecutor();
+    const j = job('setTimeout(() => process.exit(0), 1500)');
+    const first = await ex.startOrAttach(j);
+    const second = await ex.startOrAttach(j);
+    expect(first.state).toBe('running');
+    expect(second).toEqual(first);
+    await until(() => jobState(j.workdir).state === 'exited');
+    expect(jobState(j.workdir)).toEqual({ state: 'exited', exitCode: 0 });
+    expect(JSON.parse(readFileSync(join(j.workdir, 'command.json'), 'utf8')).command).toEqual(j.command);
+  });
+
+  it('records a non-zero exit code and the job log', async () => {
+    const ex = new LocalExecutor();
+    const j = job('console.error("boom"); process.exit(7)');
+    await ex.startOrAttach(j);
+    await until(() => jobState(j.workdir).state === 'exited');
+    expect(jobState(j.workdir)).toEqual({ state: 'exited', exitCode: 7 });
+    expect(readFileSync(join(j.workdir, 'job.log'), 'utf8')).toContain('boom');
+  });
+
+  it('reports a job killed with its wrapper as lost, and restarts it in the same workspace', async () => {
+    const ex = new LocalExecutor();
+    const j = job('setTimeout(() => process.exit(0), 60000)');
+    const s = await ex.startOrAttach(j);
+    if (s.state !== 'running') throw new Error('not running');
+    const wrapper = Number(readFileSync(`/proc/${s.pid}/stat`, 'utf8').split(' ')[3]);
+    process.kill(-wrapper, 'SIGKILL'); // the whole process group, as a machine crash would
+    await until(() => jobState(j.workdir).state === 'lost');
+    const again = await ex.restart({ ...j, command: [process.execPath, '-e', 'process.exit(0)', j.workdir] });
+    expect(['running', 'exited']).toContain(again.state);
+    await until(() => jobState(j.workdir).state === 'exited');
+  });
+
+  it('delivers SIGTERM to the job itself, whose exit code is then recorded', async () => {
+    const ex = new LocalExecutor();
+    const j = job('process.on("SIGTERM", () => process.exit(143)); setInterval(() => {}, 1000)');
+    await ex.startOrAttach(j);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(ex.signal(j.workdir, 'SIGTERM')).toBe(true);
+    await until(() => jobState(j.workdir).state === 'exited');
+    expect(jobState(j.workdir)).toEqual({ state: 'exited', exitCode: 143 });
+  });
+});

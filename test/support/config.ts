@@ -1,0 +1,13 @@
+// Test configuration: the product's own config loader, pointed at a temporary HANZO_ML_HOME.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig, type LoadedConfig } from '../../lib/config.js';
+
+export function testConfig(env: Record<string, string> = {}): LoadedConfig {
+  const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-test-'));
+  return loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'warn', ...env });
+}
+
+export const DEV_TOKEN = 'hanzo-ml-dev-token';
+export const auth = { authorization: `Bearer ${DEV_TOKEN}` };

@@ -1,0 +1,58 @@
+// A real embedded stack for a test file: Temporal dev server (headless, SQLite in a temp dir), PGlite or
+// Postgres, file:// objects, the worker and the API listening on free ports.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
+import { startRuntime, type Runtime } from '../../lib/stack.js';
+import { bundleWorkflows } from '../../workers/worker.js';
+import { testConfig, auth } from './config.js';
+import { freePort } from './ports.js';
+import type { LoadedConfig } from '../../lib/config.js';
+
+export interface TestStack {
+  runtime: Runtime;
+  temporal: DevServer;
+  loaded: LoadedConfig;
+  home: string;
+  /** JSON request through the listening API. */
+  api<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  stop(): Promise<void>;
+}
+
+let bundle: Awaited<ReturnType<typeof bundleWorkflows>> | null = null;
+
+export async function startTestStack(env: Record<string, string> = {}, opts: { worker?: boolean } = {}): Promise<TestStack> {
+  const port = await freePort();
+  const loaded = testConfig({ HANZO_ML_SERVER_PORT: String(port), HANZO_ML_TEMPORAL_HEARTBEAT_TIMEOUT: '10s', ...env });
+  mkdirSync(join(loaded.home, 'logs'), { recursive: true });
+  const temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+  bundle ??= await bundleWorkflows();
+  const runtime = await startRuntime({
+    config: loaded.config,
+    home: loaded.home,
+    bootstrap: loaded.bootstrap,
+    temporalAddress: temporal.address,
+    temporalUiUrl: null,
+    workflowBundle: bundle,
+    worker: opts.worker ?? true,
+  });
+  return {
+    runtime,
+    temporal,
+    loaded,
+    home: loaded.home,
+    async api(method, path, body) {
+      const res = await fetch(runtime.apiUrl + path, {
+        method,
+        headers: { ...auth, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        body: body !== undefined ? JSON.stringify(body) : undefined,
+      });
+      const text = await res.text();
+      return { status: res.status, body: (text ? JSON.parse(text) : {}) as never };
+    },
+    async stop() {
+      await runtime.stop({ stopJobs: true });
+      await temporal.stop();
+    },
+  };
+}
