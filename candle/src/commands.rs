@@ -252,10 +252,7 @@ fn check_roundtrip(path: &Path, cfg: &LlamaConfig, f32_model: &Llama, probe: &[u
     let read_back = &gguf.model.cfg;
     // Token ids are not compared: GGUF carries them only when the config names them.
     let same_shape = LlamaConfig { bos_token_id: cfg.bos_token_id, eos_token_id: cfg.eos_token_id, pad_token_id: cfg.pad_token_id, ..read_back.clone() };
-    let mut expected = cfg.clone();
-    expected.rms_norm_eps = (cfg.rms_norm_eps as f32) as f64; // stored as f32 in GGUF
-    expected.rope_theta = (cfg.rope_theta as f32) as f64;
-    if same_shape != expected {
+    if same_shape != gguf::as_stored(cfg) {
         bail!("GGUF metadata describes {} but the source model is {}", read_back.summary(), cfg.summary());
     }
     ensure!(gguf.tensor_types.len() == tensors, "GGUF holds {} tensors, {tensors} were written", gguf.tensor_types.len());

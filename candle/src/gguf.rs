@@ -373,6 +373,15 @@ fn model_from_tensors(cfg: &LlamaConfig, mut t: HashMap<String, QTensor>, lm_hea
     })
 }
 
+/// `cfg` as it reads back from GGUF metadata, where floats are stored as f32.
+pub fn as_stored(cfg: &LlamaConfig) -> LlamaConfig {
+    LlamaConfig {
+        rms_norm_eps: (cfg.rms_norm_eps as f32) as f64,
+        rope_theta: (cfg.rope_theta as f32) as f64,
+        ..cfg.clone()
+    }
+}
+
 /// The model shape as llama.cpp derives it from the metadata.
 fn config_from_metadata(content: &gguf_file::Content) -> Result<LlamaConfig> {
     let md = &content.metadata;
@@ -424,12 +433,15 @@ mod tests {
 
     #[test]
     fn the_q4_k_m_mixture_matches_llama_cpp() {
-        // 8 layers: more bits for layers 0 (first eighth), 2 and 5 (every third), 7 (last eighth).
+        // 8 layers: more bits for layer 0 (first eighth), 3 and 6 (every third after it), 7 (last eighth).
         let picked: Vec<usize> = (0..8).filter(|&l| use_more_bits(l, 8)).collect();
-        assert_eq!(picked, vec![0, 2, 5, 7]);
+        assert_eq!(picked, vec![0, 3, 6, 7]);
+        let two: Vec<usize> = (0..2).filter(|&l| use_more_bits(l, 2)).collect();
+        assert_eq!(two, vec![1]);
         let r = Recipe::Q4KM;
-        assert_eq!(r.tensor_type(Role::AttnV, 2, 8), GgmlDType::Q6K);
-        assert_eq!(r.tensor_type(Role::AttnV, 3, 8), GgmlDType::Q4K);
+        assert_eq!(r.tensor_type(Role::AttnV, 3, 8), GgmlDType::Q6K);
+        assert_eq!(r.tensor_type(Role::FfnDown, 6, 8), GgmlDType::Q6K);
+        assert_eq!(r.tensor_type(Role::AttnV, 2, 8), GgmlDType::Q4K);
         assert_eq!(r.tensor_type(Role::AttnQ, 0, 8), GgmlDType::Q4K);
         assert_eq!(r.tensor_type(Role::Output, 0, 8), GgmlDType::Q6K);
         assert_eq!(r.tensor_type(Role::Norm, 0, 8), GgmlDType::F32);
@@ -466,7 +478,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = export(&cfg, &w, Recipe::F32, dir.path());
         let gguf = load(&path).unwrap();
-        assert_eq!(gguf.model.cfg, cfg);
+        assert_eq!(gguf.model.cfg, as_stored(&cfg));
         let ids = [0u32, 7, 3, 40, 12, 9, 41, 5];
         let expected = Llama::from_hf(&cfg, &w).unwrap().forward(&ids).unwrap();
         let got = gguf.model.forward(&ids).unwrap();

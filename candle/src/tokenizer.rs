@@ -165,7 +165,7 @@ pub(crate) mod tests {
             "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
             "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
                       "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-                      "vocab": vocab, "merges": [["a", "b"], "Ġ a"]}
+                      "vocab": vocab, "merges": [["a", "b"], ["Ġ", "a"]]}
         })
     }
 
@@ -179,6 +179,8 @@ pub(crate) mod tests {
         assert_eq!((v.tokens[40].as_str(), v.token_types[40]), ("ab", TOKEN_NORMAL));
         assert_eq!((v.tokens[49].as_str(), v.token_types[49]), ("[PAD49]", TOKEN_UNUSED));
         assert_eq!(v.merges, vec!["a b".to_string(), "Ġ a".to_string()]);
+        // Older tokenizer.json files write merges as "left right" strings.
+        assert_eq!(merge_string(&json!("Ġ a")).unwrap(), "Ġ a");
         assert!(v.add_bos && !v.add_eos);
         assert_eq!(v.pre, "gpt-2");
     }

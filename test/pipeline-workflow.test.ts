@@ -1,0 +1,142 @@
+// The pipeline workflow's own logic (stage order, eval gate, promotion by Update, timeout) on a real
+// Temporal dev server. The activities are stand-ins here because this test is about orchestration; the
+// real activities run in pipeline.e2e.test.ts.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { mkdtempSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
+import { bundleWorkflows } from '../workers/worker.js';
+import { loadConfig } from '../lib/config.js';
+import { pipelineWorkflowId, type PipelineWorkflowInput, type PipelineResult } from '../contracts/pipeline.js';
+import { promotionDecisionUpdate, pipelineProgressQuery } from '../workflows/pipeline-messages.js';
+import type { createActivities } from '../activities/index.js';
+import { freePort } from './support/ports.js';
+
+type Acts = ReturnType<typeof createActivities>;
+const scores = (em: number) => ({ loss: 1, perplexity: 2.7, exact_match: em, num_examples: 10 });
+
+function standInActivities(tunedExactMatch: number, stages: string[]): Partial<Record<keyof Acts, (...args: never[]) => Promise<unknown>>> {
+  return {
+    recordPipeline: async () => undefined,
+    setPipelineStage: async (a: { stage: string }) => void stages.push(a.stage),
+    prepareDataset: async () => ({ id: 'd', name: 'ds', version: 1, sha256: 'x', splits: { train: 't', validation: 'v', test: 's' } }),
+    createTrackingRun: async () => ({ runId: 'run-1' }),
+    watchCheckpoints: async () => ({ checkpoints: [{ step: 5, uri: 'file:///c', sha256: 'c' }] }),
+    trainModel: async () => ({ steps: 10, resumed_from_step: null, steps_trained_this_process: 10, adapter_path: '/a', final_metrics: { 'train/loss': 0.5 }, tokens_seen: 100, workdir: '/w' }),
+    evaluateModels: async () => ({ base: scores(0), tuned: scores(tunedExactMatch), samples: [] }),
+    mergeAdapter: async () => ({ merged_dir: '/m', heldout_tokens_path: '/h', reference_perplexity: 3, num_tokens: 10, files: [] }),
+    validateAndQuantize: async () => ({ validate: {}, quantize: {}, gguf: { path: '/g.gguf', size_bytes: 1, sha256: 'g'.repeat(64), dtype: 'q8_0' } }),
+    registerModelVersion: async () => ({ version: 1, stage: tunedExactMatch > 0 ? 'staging' : 'none', gateReason: `exact_match tuned ${tunedExactMatch} vs base 0`, artifacts: {} }),
+    promoteModelVersion: async () => ({ archived: [] }),
+    finishRun: async () => undefined,
+  };
+}
+
+describe('fineTunePipelineWorkflow orchestration', () => {
+  let server: DevServer;
+  let client: Client;
+  let bundle: Awaited<ReturnType<typeof bundleWorkflows>>;
+  const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-wf-'));
+
+  beforeAll(async () => {
+    mkdirSync(join(home, 'logs'));
+    const { bootstrap } = loadConfig({ HANZO_ML_HOME: home });
+    server = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: await freePort(), uiPort: null, namespace: 'default' });
+    client = new Client({ connection: await Connection.connect({ address: server.address }) });
+    bundle = await bundleWorkflows();
+  });
+  afterAll(async () => {
+    await client.connection.close();
+    await server.stop();
+  });
+
+  async function run<T>(tunedExactMatch: number, body: (id: string, stages: string[]) => Promise<T>, promotion: PipelineWorkflowInput['promotion'] = { auto_approve: false }): Promise<T> {
+    const stages: string[] = [];
+    const taskQueue = `wf-${randomUUID()}`;
+    const worker = await Worker.create({
+      connection: await NativeConnection.connect({ address: server.address }),
+      taskQueue,
+      workflowBundle: bundle,
+      activities: standInActivities(tunedExactMatch, stages),
+    });
+    const id = randomUUID();
+    const input: PipelineWorkflowInput = {
+      model_name: 'm',
+      base_model: 'b',
+      dataset: { name: 'ds', version: 'latest' },
+      method: 'lora',
+      hyperparameters: { learning_rate: 0.001, max_steps: 10, batch_size: 2, gradient_accumulation_steps: 1, warmup_steps: 0, weight_decay: 0, max_grad_norm: 1, lora_rank: 4, lora_alpha: 8, lora_dropout: 0, target_modules: ['q_proj'], max_seq_length: 64, seed: 1 },
+      checkpoint: { every_steps: 5, keep_last: 2 },
+      eval: { max_new_tokens: 4 },
+      validate: { quantization: 'q8_0', perplexity_tolerance: 0.01, test_prompts: ['hi'] },
+      promotion,
+      organization_id: 'org',
+      requested_by: 'tester',
+      runtime: { heartbeat_timeout: '30s', approval_timeout: '1h' },
+    };
+    return worker.runUntil(async () => {
+      await client.workflow.start('fineTunePipelineWorkflow', { taskQueue, workflowId: pipelineWorkflowId(id), args: [input] });
+      return body(id, stages);
+    });
+  }
+
+  const awaitingApproval = async (id: string) => {
+    const h = client.workflow.getHandle(pipelineWorkflowId(id));
+    for (let i = 0; i < 200; i++) {
+      if ((await h.query(pipelineProgressQuery)).awaiting_approval) return h;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('never awaited approval');
+  };
+
+  it('runs the stages in order and promotes on an approving Update', async () => {
+    const result = await run(0.9, async (id, stages) => {
+      const h = await awaitingApproval(id);
+      const ack = await h.executeUpdate(promotionDecisionUpdate, { args: [{ decision: 'approve', approver: 'alice', reason: 'looks good' }] });
+      expect(ack.decision?.approver).toBe('alice');
+      const r = (await h.result()) as PipelineResult;
+      expect(stages).toEqual(['preprocess', 'train', 'eval', 'validate', 'register', 'promote', 'completed']);
+      return r;
+    });
+    expect(result.outcome).toBe('promoted');
+    expect(result.progress.model_version).toEqual({ name: 'm', version: 1, stage: 'production' });
+  });
+
+  it('keeps the version in staging when rejected, and refuses a second decision', async () => {
+    const result = await run(0.9, async (id) => {
+      const h = await awaitingApproval(id);
+      await h.executeUpdate(promotionDecisionUpdate, { args: [{ decision: 'reject', approver: 'bob', reason: 'not yet' }] });
+      await expect(h.executeUpdate(promotionDecisionUpdate, { args: [{ decision: 'approve', approver: 'eve', reason: 'x' }] })).rejects.toBeInstanceOf(WorkflowUpdateFailedError);
+      return (await h.result()) as PipelineResult;
+    });
+    expect(result.outcome).toBe('rejected');
+    expect(result.reason).toContain('bob');
+    expect(result.progress.model_version?.stage).toBe('staging');
+  });
+
+  it('rejects a malformed decision in the Update validator without recording it', async () => {
+    await run(0.9, async (id) => {
+      const h = await awaitingApproval(id);
+      await expect(h.executeUpdate(promotionDecisionUpdate, { args: [{ decision: 'maybe', approver: '', reason: '' } as never] })).rejects.toSatisfy((e: Error) => /invalid decision: decision/.test(String((e.cause as Error).message)));
+      expect((await h.query(pipelineProgressQuery)).decision).toBeNull();
+      await h.executeUpdate(promotionDecisionUpdate, { args: [{ decision: 'approve', approver: 'a', reason: 'ok' }] });
+      return h.result();
+    });
+  });
+
+  it('ends with approval_timed_out when nobody decides within the timeout', async () => {
+    const result = (await run(0.9, async (id) => client.workflow.getHandle(pipelineWorkflowId(id)).result(), { auto_approve: false, approval_timeout: '2s' })) as PipelineResult;
+    expect(result.outcome).toBe('approval_timed_out');
+  });
+
+  it('stops after register with the reason when the eval gate fails', async () => {
+    const result = (await run(0, async (id) => client.workflow.getHandle(pipelineWorkflowId(id)).result())) as PipelineResult;
+    expect(result.outcome).toBe('gate_failed');
+    expect(result.reason).toContain('exact_match');
+    expect(result.progress.stage).toBe('completed');
+  });
+});
