@@ -23,7 +23,7 @@ export async function startDevStack(opts: { quiet?: boolean } = {}): Promise<Dev
   say(`hanzo-ml dev: data directory ${home}`);
   const temporal = config.temporal.address
     ? null
-    : await startTemporalDevServer({ binary: bootstrap.temporal, home, port: config.temporal.port, uiPort: config.temporal.ui_port, namespace: config.temporal.namespace });
+    : await startTemporalDevServer({ binary: bootstrap.temporal, home, port: config.temporal.port, uiPort: config.temporal.ui_port || null, namespace: config.temporal.namespace });
   const address = config.temporal.address ?? temporal!.address;
   say(`  temporal    ${address}${temporal?.uiUrl ? `  (Web UI ${temporal.uiUrl})` : ''}`);
   let runtime: Runtime;

@@ -64,7 +64,7 @@ export const ConfigSchema = z.strictObject({
       address: z.string().optional().describe('host:port of a Temporal cluster; unset starts the embedded dev server'),
       namespace: z.string().default('default'),
       port: z.coerce.number().int().default(7233),
-      ui_port: z.coerce.number().int().default(8233),
+      ui_port: z.coerce.number().int().min(0).default(8233).describe('0 runs the dev server headless'),
       heartbeat_timeout: duration.default('30s'),
     })
     .prefault({}),

@@ -4,7 +4,17 @@ import { spawn } from 'node:child_process';
 import { existsSync, openSync, readFileSync, writeFileSync, rmSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
+import { fileURLToPath } from 'node:url';
 import { SEARCH_ATTRIBUTES } from '../contracts/pipeline.js';
+
+/** temporal-config/dev-server.json as --dynamic-config-value flags. */
+function dynamicConfigArgs(): string[] {
+  const file = fileURLToPath(new URL('../temporal-config/dev-server.json', import.meta.url));
+  const values = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+  return Object.entries(values)
+    .filter(([k]) => k !== '//')
+    .flatMap(([k, v]) => ['--dynamic-config-value', `${k}=${JSON.stringify(v)}`]);
+}
 
 export interface DevServer {
   address: string;
@@ -59,6 +69,7 @@ export async function startTemporalDevServer(opts: {
     '--log-level', 'error',
     ...(opts.uiPort ? ['--ui-port', String(opts.uiPort), '--ui-disable-news-fetch'] : ['--headless']),
     ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
+    ...dynamicConfigArgs(),
     ...(opts.extraArgs ?? []),
   ];
   const log = openSync(join(opts.home, 'logs', 'temporal.log'), 'a');

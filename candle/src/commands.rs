@@ -301,3 +301,53 @@ fn model_name(dir: &Path) -> String {
 fn absolute(path: &Path) -> String {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenizer::tests::tiny_tokenizer_json;
+    use crate::weights::tests::{random_weights, tiny_config};
+    use candle_core::{Device, Tensor};
+
+    fn model_dir(poison: Option<&str>) -> ModelDir {
+        let cfg = tiny_config();
+        let mut raw = random_weights(&cfg, 2);
+        if let Some(name) = poison {
+            let t = &raw[name];
+            let mut values = t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            values[3] = f32::NAN;
+            raw.insert(name.into(), Tensor::from_vec(values, t.dims(), &Device::Cpu).unwrap());
+        }
+        let (weights, _) = check_weights(&cfg, raw).unwrap();
+        let tokenizer = ModelTokenizer::from_json_str(&tiny_tokenizer_json().to_string()).unwrap();
+        ModelDir { cfg, weights, tokenizer }
+    }
+
+    #[test]
+    fn finite_weights_give_finite_logits() {
+        let dir = model_dir(None);
+        let model = Llama::from_hf(&dir.cfg, &dir.weights).unwrap();
+        let (ok, detail) = check_finite_logits(&model, &dir, &["ab a", "cab"]).unwrap();
+        assert!(ok, "{detail}");
+    }
+
+    #[test]
+    fn a_nan_weight_fails_finite_logits_and_is_named() {
+        let dir = model_dir(Some("model.layers.1.mlp.up_proj.weight"));
+        let model = Llama::from_hf(&dir.cfg, &dir.weights).unwrap();
+        let (ok, detail) = check_finite_logits(&model, &dir, &["ab a"]).unwrap();
+        assert!(!ok);
+        assert!(detail.contains("prompt 0 (\"ab a\"): non-finite logits at positions [0, 1, 2] of 3"), "{detail}");
+        assert!(detail.contains("non-finite values in weights: model.layers.1.mlp.up_proj.weight"), "{detail}");
+    }
+
+    #[test]
+    fn a_failed_check_fails_the_report_and_names_the_check() {
+        let mut report = Report::new(Command::Validate, "m");
+        report.check("config", true, "fine");
+        report.check("finite_logits", false, "NaN");
+        let report = report.finish(Ok(()));
+        assert!(!report.ok);
+        assert_eq!(report.error.as_deref(), Some("failed checks: finite_logits"));
+    }
+}

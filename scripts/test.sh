@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite: bootstrap (with test servers), lint, typecheck, then vitest, pytest and cargo test.
+# Exits non-zero on any failure; prints each runner's summary lines.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh --tests || exit 1
+CACHE=${HANZO_ML_CACHE:-$HOME/.cache/hanzo-ml}
+PY=$(node -e 'console.log(require("./.bootstrap.json").python)')
+export CARGO_TARGET_DIR="$CACHE/cargo-target"
+failed=()
+
+step() {
+  local name=$1; shift
+  printf '\n=== %s ===\n' "$name"
+  "$@" || failed+=("$name")
+}
+
+step lint npx eslint .
+step typecheck npx tsc --noEmit
+step "rust tests (cargo test)" bash -c 'cd candle && cargo test --quiet 2>&1'
+step "python tests (pytest)" bash -c "cd trainer && HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 '$PY' -m pytest -q -p no:cacheprovider"
+step "typescript tests (vitest)" npx vitest run
+
+printf '\n'
+if [ ${#failed[@]} -gt 0 ]; then
+  printf 'FAILED: %s\n' "${failed[@]}"
+  exit 1
+fi
+echo "all test suites passed"

@@ -1,0 +1,109 @@
+// Durability: kill the whole `hanzo-ml dev` process AND the trainer (as a machine crash would) in the middle
+// of training, start dev again on the same HANZO_ML_HOME, and the pipeline completes: the trainer resumes
+// from its last checkpoint, and no step is trained twice beyond the checkpoint interval.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, existsSync, openSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { demoPipelineRequest } from '../cli/demo.js';
+import { DEV_TOKEN } from './support/config.js';
+import { freePort } from './support/ports.js';
+import type { PipelineProgress, PipelineResult } from '../contracts/pipeline.js';
+
+const bin = fileURLToPath(new URL('../bin/hanzo-ml', import.meta.url));
+const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-crash-'));
+let env: Record<string, string>;
+let dev: ChildProcess | null = null;
+
+function startDev(): ChildProcess {
+  const log = openSync(join(home, 'dev-test.log'), 'a');
+  const child = spawn(bin, ['dev'], { env: { ...process.env, ...env }, stdio: ['ignore', log, log], detached: true });
+  return child;
+}
+
+async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const res = await fetch(`http://127.0.0.1:${env.HANZO_ML_SERVER_PORT}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${DEV_TOKEN}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+async function until<T>(fn: () => Promise<T | null>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch(() => null);
+    if (v !== null && v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; see ${home}/dev-test.log`);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+type Status = { status: string; progress: PipelineProgress; result: PipelineResult | null };
+
+describe('crash and restart of the whole dev process mid-training', () => {
+  afterAll(async () => {
+    if (dev?.pid) {
+      process.kill(-dev.pid, 'SIGTERM');
+      await new Promise((r) => setTimeout(r, 3000));
+    }
+  });
+
+  it('completes the pipeline after kill -9 of dev and trainer, resuming from the last checkpoint', { timeout: 25 * 60_000 }, async () => {
+    env = {
+      HANZO_ML_HOME: home,
+      HANZO_ML_SERVER_PORT: String(await freePort()),
+      HANZO_ML_TEMPORAL_PORT: String(await freePort()),
+      HANZO_ML_TEMPORAL_UI_PORT: '0',
+      HANZO_ML_TEMPORAL_HEARTBEAT_TIMEOUT: '10s',
+      HANZO_ML_LOGGING_LEVEL: 'warn',
+    };
+    dev = startDev();
+    await until(() => api('GET', '/v1/models'), 120_000, 'dev to start');
+    const every = 10;
+    const { id } = await api<{ id: string }>('POST', '/v1/pipelines', demoPipelineRequest({ model_name: 'crash-model', checkpoint: { every_steps: every, keep_last: 2 } }));
+    const beforeCrash = await until(async () => {
+      const s = await api<Status>('GET', `/v1/pipelines/${id}`);
+      return s.progress.last_checkpoint && s.progress.step >= every + 3 ? s : null;
+    }, 10 * 60_000, 'a checkpoint');
+
+    // Crash: the dev process group (API, worker, Temporal) and the detached trainer, with no chance to clean up.
+    const trainDir = join(home, 'work', id, 'train');
+    const trainerPid = Number(readFileSync(join(trainDir, 'child.pid'), 'utf8'));
+    const wrapperPid = Number(readFileSync(`/proc/${trainerPid}/stat`, 'utf8').split(' ')[3]);
+    process.kill(-dev.pid!, 'SIGKILL');
+    process.kill(-wrapperPid, 'SIGKILL');
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(existsSync(join(trainDir, 'exitcode'))).toBe(false);
+
+    dev = startDev();
+    const waiting = await until(async () => {
+      const s = await api<Status>('GET', `/v1/pipelines/${id}`);
+      return s.progress.awaiting_approval || s.status !== 'RUNNING' ? s : null;
+    }, 15 * 60_000, 'the pipeline to finish training after the restart');
+    expect(waiting.progress.awaiting_approval).toBe(true);
+    await api('POST', `/v1/pipelines/${id}/approve`, { reason: 'resumed run passed the gate' });
+    const done = await until(async () => {
+      const s = await api<Status>('GET', `/v1/pipelines/${id}`);
+      return s.status === 'COMPLETED' ? s : null;
+    }, 120_000, 'completion');
+    expect(done.result!.outcome).toBe('promoted');
+
+    const result = JSON.parse(readFileSync(join(trainDir, 'result.json'), 'utf8')) as { resumed_from_step: number; steps: number; steps_trained_this_process: number };
+    expect(result.resumed_from_step).toBeGreaterThanOrEqual(every);
+    expect(result.steps).toBe(done.progress.max_steps);
+    // Steps after the last checkpoint before the crash were trained twice: never more than the interval.
+    const retrained = beforeCrash.progress.step - result.resumed_from_step;
+    expect(retrained).toBeGreaterThanOrEqual(0);
+    expect(result.steps - result.steps_trained_this_process).toBe(result.resumed_from_step);
+    const hist = await api<{ metrics: { step: number }[] }>('GET', `/v1/runs/${done.progress.run_id}/metrics?key=train/loss&limit=5000`);
+    const counts = new Map<number, number>();
+    for (const m of hist.metrics) counts.set(m.step, (counts.get(m.step) ?? 0) + 1);
+    const twice = [...counts.values()].filter((n) => n > 1).length;
+    expect(twice).toBeLessThanOrEqual(every);
+  });
+});
