@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Worker } from '@temporalio/worker';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { demoPipelineRequest } from '../cli/demo.js';
 import { pipelineWorkflowId, type PipelineProgress, type PipelineResult } from '../contracts/pipeline.js';

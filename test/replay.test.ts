@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { Worker } from '@temporalio/worker';
-import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { bundleWorkflows } from '../workers/worker.js';
 
 describe('recorded pipeline history', () => {

@@ -76,21 +76,35 @@ pub fn run_quantize(args: &QuantizeArgs) -> Report {
 }
 
 fn validate(args: &ValidateArgs, report: &mut Report) -> Result<()> {
-    ensure!(args.tolerance.is_finite() && args.tolerance >= 0.0, "--tolerance {} must be a non-negative number", args.tolerance);
+    ensure!(
+        args.tolerance.is_finite() && args.tolerance >= 0.0,
+        "--tolerance {} must be a non-negative number",
+        args.tolerance
+    );
     if let Some(r) = args.reference_perplexity {
-        ensure!(r.is_finite() && r > 0.0, "--reference-perplexity {r} must be a positive number");
+        ensure!(
+            r.is_finite() && r > 0.0,
+            "--reference-perplexity {r} must be a positive number"
+        );
     }
-    let heldout = args.heldout_tokens.as_deref().map(Heldout::from_file).transpose()?;
+    let heldout = args
+        .heldout_tokens
+        .as_deref()
+        .map(Heldout::from_file)
+        .transpose()?;
     let dir = load_model_dir(&args.model, report)?;
     let model = Llama::from_hf(&dir.cfg, &dir.weights)?;
 
-    let prompts: Vec<&str> = if args.prompts.is_empty() { vec![DEFAULT_PROMPT] } else { args.prompts.iter().map(String::as_str).collect() };
+    let prompts: Vec<&str> = if args.prompts.is_empty() {
+        vec![DEFAULT_PROMPT]
+    } else {
+        args.prompts.iter().map(String::as_str).collect()
+    };
     let finite_logits = check_finite_logits(&model, &dir, &prompts);
     record(report, "finite_logits", finite_logits);
 
     if let Some(heldout) = heldout {
-        let ppl = perplexity(&model, &heldout);
-        let ppl = checked(report, "perplexity_agreement", ppl.map(|p| (p, String::new())))?;
+        let ppl = fail_on_err(report, "perplexity_agreement", perplexity(&model, &heldout))?;
         let rel = args.reference_perplexity.map(|r| (ppl.value - r).abs() / r);
         let ok = ppl.value.is_finite() && rel.is_none_or(|d| d <= args.tolerance);
         let detail = match (args.reference_perplexity, rel) {
@@ -114,16 +128,33 @@ fn validate(args: &ValidateArgs, report: &mut Report) -> Result<()> {
 
 fn quantize(args: &QuantizeArgs, report: &mut Report) -> Result<()> {
     let recipe = args.dtype;
-    let tolerance = args.perplexity_tolerance.unwrap_or(recipe.default_perplexity_tolerance());
-    ensure!(tolerance.is_finite() && tolerance >= 0.0, "--perplexity-tolerance {tolerance} must be a non-negative number");
-    let heldout = args.heldout_tokens.as_deref().map(Heldout::from_file).transpose()?;
+    let tolerance = args
+        .perplexity_tolerance
+        .unwrap_or(recipe.default_perplexity_tolerance());
+    ensure!(
+        tolerance.is_finite() && tolerance >= 0.0,
+        "--perplexity-tolerance {tolerance} must be a non-negative number"
+    );
+    let heldout = args
+        .heldout_tokens
+        .as_deref()
+        .map(Heldout::from_file)
+        .transpose()?;
     let dir = load_model_dir(&args.model, report)?;
 
     let written = export(args, &dir);
     let tensors = checked(report, "quantize", written)?;
     let (sha256, size_bytes) = gguf::sha256_file(&args.out)?;
-    report.outputs.push(OutputFile { path: absolute(&args.out), size_bytes, sha256 });
-    report.quantization = Some(QuantizationReport { dtype: recipe.name().into(), tensors, perplexity: None });
+    report.outputs.push(OutputFile {
+        path: absolute(&args.out),
+        size_bytes,
+        sha256,
+    });
+    report.quantization = Some(QuantizationReport {
+        dtype: recipe.name().into(),
+        tensors,
+        perplexity: None,
+    });
 
     let f32_model = Llama::from_hf(&dir.cfg, &dir.weights)?;
     let probe = match &heldout {
@@ -134,8 +165,9 @@ fn quantize(args: &QuantizeArgs, report: &mut Report) -> Result<()> {
     let gguf_model = checked(report, "gguf_roundtrip", roundtrip)?;
 
     if let Some(heldout) = heldout {
-        let compared = perplexity(&f32_model, &heldout).and_then(|f| Ok((f, perplexity(&gguf_model, &heldout)?)));
-        let (f32_ppl, q_ppl) = checked(report, "quantized_perplexity", compared.map(|p| (p, String::new())))?;
+        let compared = perplexity(&f32_model, &heldout)
+            .and_then(|f| Ok((f, perplexity(&gguf_model, &heldout)?)));
+        let (f32_ppl, q_ppl) = fail_on_err(report, "quantized_perplexity", compared)?;
         let rel = (q_ppl.value - f32_ppl.value).abs() / f32_ppl.value;
         let ok = rel.is_finite() && rel <= tolerance;
         report.check(
@@ -171,7 +203,10 @@ struct ModelDir {
 
 fn load_model_dir(dir: &Path, report: &mut Report) -> Result<ModelDir> {
     if !dir.is_dir() {
-        let err = anyhow!("model directory {} does not exist or is not a directory", dir.display());
+        let err = anyhow!(
+            "model directory {} does not exist or is not a directory",
+            dir.display()
+        );
         report.check("config", false, format!("{err:#}"));
         return Err(err);
     }
@@ -188,7 +223,11 @@ fn load_model_dir(dir: &Path, report: &mut Report) -> Result<ModelDir> {
         Ok(((weights, tokenizer), detail))
     })();
     let (weights, tokenizer) = checked(report, "load", loaded)?;
-    Ok(ModelDir { cfg, weights, tokenizer })
+    Ok(ModelDir {
+        cfg,
+        weights,
+        tokenizer,
+    })
 }
 
 /// `model.safetensors`, or the shards listed in `model.safetensors.index.json`.
@@ -198,9 +237,13 @@ fn read_weights(dir: &Path) -> Result<HashMap<String, candle_core::Tensor>> {
     if single.exists() || !index.exists() {
         return read_safetensors(&single);
     }
-    let text = std::fs::read_to_string(&index).with_context(|| format!("cannot read {}", index.display()))?;
-    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", index.display()))?;
-    let map = value["weight_map"].as_object().ok_or_else(|| anyhow!("{}: missing `weight_map`", index.display()))?;
+    let text = std::fs::read_to_string(&index)
+        .with_context(|| format!("cannot read {}", index.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON", index.display()))?;
+    let map = value["weight_map"]
+        .as_object()
+        .ok_or_else(|| anyhow!("{}: missing `weight_map`", index.display()))?;
     let shards: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
     let mut all = HashMap::new();
     for shard in shards {
@@ -214,21 +257,38 @@ fn check_finite_logits(model: &Llama, dir: &ModelDir, prompts: &[&str]) -> Resul
     let mut failures = Vec::new();
     for (i, prompt) in prompts.iter().enumerate() {
         let ids = dir.tokenizer.encode(prompt)?;
-        ensure!(!ids.is_empty(), "prompt {i} ({prompt:?}) tokenizes to no tokens");
-        let logits = model.forward(&ids).with_context(|| format!("prompt {i} ({prompt:?})"))?;
+        ensure!(
+            !ids.is_empty(),
+            "prompt {i} ({prompt:?}) tokenizes to no tokens"
+        );
+        let logits = model
+            .forward(&ids)
+            .with_context(|| format!("prompt {i} ({prompt:?})"))?;
         let bad = non_finite_positions(&logits)?;
         if !bad.is_empty() {
-            failures.push(format!("prompt {i} ({prompt:?}): non-finite logits at positions {bad:?} of {}", ids.len()));
+            failures.push(format!(
+                "prompt {i} ({prompt:?}): non-finite logits at positions {bad:?} of {}",
+                ids.len()
+            ));
         }
         tokens += ids.len();
     }
     if failures.is_empty() {
-        return Ok((true, format!("{} prompt(s), {tokens} tokens: logits finite at every position", prompts.len())));
+        return Ok((
+            true,
+            format!(
+                "{} prompt(s), {tokens} tokens: logits finite at every position",
+                prompts.len()
+            ),
+        ));
     }
     let culprits = dir.weights.non_finite_tensors()?;
     let mut detail = failures.join("; ");
     if !culprits.is_empty() {
-        detail.push_str(&format!("; non-finite values in weights: {}", culprits.join(", ")));
+        detail.push_str(&format!(
+            "; non-finite values in weights: {}",
+            culprits.join(", ")
+        ));
     }
     Ok((false, detail))
 }
@@ -237,28 +297,68 @@ fn check_finite_logits(model: &Llama, dir: &ModelDir, prompts: &[&str]) -> Resul
 fn export(args: &QuantizeArgs, dir: &ModelDir) -> Result<(usize, String)> {
     let cfg = &dir.cfg;
     let plan = gguf::plan(cfg, args.dtype)?;
-    let vocab = dir.tokenizer.gguf_vocab(cfg.vocab_size, cfg.bos_token_id, cfg.eos_token_id)?;
+    let vocab = dir
+        .tokenizer
+        .gguf_vocab(cfg.vocab_size, cfg.bos_token_id, cfg.eos_token_id)?;
     let name = model_name(&args.model);
-    eprintln!("hanzo-ml-candle: quantizing {} tensors as {}", plan.len(), args.dtype.name());
+    eprintln!(
+        "hanzo-ml-candle: quantizing {} tensors as {}",
+        plan.len(),
+        args.dtype.name()
+    );
     let tensors = gguf::quantize(&dir.weights, &plan)?;
-    gguf::write_atomically(&args.out, &gguf::metadata(cfg, &vocab, &name, args.dtype), &tensors)?;
+    gguf::write_atomically(
+        &args.out,
+        &gguf::metadata(cfg, &vocab, &name, args.dtype),
+        &tensors,
+    )?;
     let types = gguf::type_counts(plan.iter().map(|p| &p.dtype));
-    Ok((tensors.len(), format!("{} tensors ({types}) written to {}", tensors.len(), args.out.display())))
+    Ok((
+        tensors.len(),
+        format!(
+            "{} tensors ({types}) written to {}",
+            tensors.len(),
+            args.out.display()
+        ),
+    ))
 }
 
 /// Reads the GGUF back, compares its metadata with the source config and runs it on `probe`.
-fn check_roundtrip(path: &Path, cfg: &LlamaConfig, f32_model: &Llama, probe: &[u32], tensors: usize) -> Result<(Llama, String)> {
+fn check_roundtrip(
+    path: &Path,
+    cfg: &LlamaConfig,
+    f32_model: &Llama,
+    probe: &[u32],
+    tensors: usize,
+) -> Result<(Llama, String)> {
     let gguf = gguf::load(path)?;
     let read_back = &gguf.model.cfg;
     // Token ids are not compared: GGUF carries them only when the config names them.
-    let same_shape = LlamaConfig { bos_token_id: cfg.bos_token_id, eos_token_id: cfg.eos_token_id, pad_token_id: cfg.pad_token_id, ..read_back.clone() };
+    let same_shape = LlamaConfig {
+        bos_token_id: cfg.bos_token_id,
+        eos_token_id: cfg.eos_token_id,
+        pad_token_id: cfg.pad_token_id,
+        ..read_back.clone()
+    };
     if same_shape != gguf::as_stored(cfg) {
-        bail!("GGUF metadata describes {} but the source model is {}", read_back.summary(), cfg.summary());
+        bail!(
+            "GGUF metadata describes {} but the source model is {}",
+            read_back.summary(),
+            cfg.summary()
+        );
     }
-    ensure!(gguf.tensor_types.len() == tensors, "GGUF holds {} tensors, {tensors} were written", gguf.tensor_types.len());
+    ensure!(
+        gguf.tensor_types.len() == tensors,
+        "GGUF holds {} tensors, {tensors} were written",
+        gguf.tensor_types.len()
+    );
     let logits = gguf.model.forward(probe).context("GGUF model forward")?;
     let bad = non_finite_positions(&logits)?;
-    ensure!(bad.is_empty(), "GGUF model logits are non-finite at positions {bad:?} of the {}-token probe", probe.len());
+    ensure!(
+        bad.is_empty(),
+        "GGUF model logits are non-finite at positions {bad:?} of the {}-token probe",
+        probe.len()
+    );
     let diff = max_abs_diff(&logits, &f32_model.forward(probe)?)?;
     let detail = format!(
         "{} tensors and llama metadata read back; logits finite on a {}-token probe, max |logit - f32 logit| = {diff:.4}",
@@ -278,28 +378,29 @@ fn record(report: &mut Report, name: &str, outcome: Result<(bool, String)>) {
 
 /// Records a fatal step as a check: passes with its detail, or fails and stops the command.
 fn checked<T>(report: &mut Report, name: &str, outcome: Result<(T, String)>) -> Result<T> {
-    match outcome {
-        Ok((value, detail)) => {
-            if !detail.is_empty() {
-                report.check(name, true, detail);
-            }
-            Ok(value)
-        }
-        Err(e) => {
-            report.check(name, false, format!("{e:#}"));
-            Err(e)
-        }
-    }
+    let (value, detail) = fail_on_err(report, name, outcome)?;
+    report.check(name, true, detail);
+    Ok(value)
+}
+
+/// Passes a step's value through; an error fails check `name` and stops the command.
+fn fail_on_err<T>(report: &mut Report, name: &str, outcome: Result<T>) -> Result<T> {
+    outcome.inspect_err(|e| report.check(name, false, format!("{e:#}")))
 }
 
 /// `general.name`: the model directory's name.
 fn model_name(dir: &Path) -> String {
     let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-    abs.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into())
+    abs.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into())
 }
 
 fn absolute(path: &Path) -> String {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string()
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
 }
 
 #[cfg(test)]
@@ -316,11 +417,18 @@ mod tests {
             let t = &raw[name];
             let mut values = t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
             values[3] = f32::NAN;
-            raw.insert(name.into(), Tensor::from_vec(values, t.dims(), &Device::Cpu).unwrap());
+            raw.insert(
+                name.into(),
+                Tensor::from_vec(values, t.dims(), &Device::Cpu).unwrap(),
+            );
         }
         let (weights, _) = check_weights(&cfg, raw).unwrap();
         let tokenizer = ModelTokenizer::from_json_str(&tiny_tokenizer_json().to_string()).unwrap();
-        ModelDir { cfg, weights, tokenizer }
+        ModelDir {
+            cfg,
+            weights,
+            tokenizer,
+        }
     }
 
     #[test]
@@ -337,8 +445,14 @@ mod tests {
         let model = Llama::from_hf(&dir.cfg, &dir.weights).unwrap();
         let (ok, detail) = check_finite_logits(&model, &dir, &["ab a"]).unwrap();
         assert!(!ok);
-        assert!(detail.contains("prompt 0 (\"ab a\"): non-finite logits at positions [0, 1, 2] of 3"), "{detail}");
-        assert!(detail.contains("non-finite values in weights: model.layers.1.mlp.up_proj.weight"), "{detail}");
+        assert!(
+            detail.contains("prompt 0 (\"ab a\"): non-finite logits at positions [0, 1, 2] of 3"),
+            "{detail}"
+        );
+        assert!(
+            detail.contains("non-finite values in weights: model.layers.1.mlp.up_proj.weight"),
+            "{detail}"
+        );
     }
 
     #[test]
@@ -348,6 +462,9 @@ mod tests {
         report.check("finite_logits", false, "NaN");
         let report = report.finish(Ok(()));
         assert!(!report.ok);
-        assert_eq!(report.error.as_deref(), Some("failed checks: finite_logits"));
+        assert_eq!(
+            report.error.as_deref(),
+            Some("failed checks: finite_logits")
+        );
     }
 }

@@ -40,7 +40,9 @@ impl LlamaConfig {
 
     pub fn from_json_str(text: &str) -> Result<Self> {
         let value: Value = serde_json::from_str(text).context("config.json is not valid JSON")?;
-        let obj = value.as_object().ok_or_else(|| anyhow!("config.json is not a JSON object"))?;
+        let obj = value
+            .as_object()
+            .ok_or_else(|| anyhow!("config.json is not a JSON object"))?;
         Self::from_object(obj).map_err(|e| anyhow!("config.json: {e:#}"))
     }
 
@@ -61,14 +63,20 @@ impl LlamaConfig {
                 hidden_size / num_attention_heads
             }
         };
-        ensure!(head_dim % 2 == 0, "`head_dim` = {head_dim} must be even for rotary embeddings");
+        ensure!(
+            head_dim % 2 == 0,
+            "`head_dim` = {head_dim} must be even for rotary embeddings"
+        );
         ensure!(
             num_attention_heads % num_key_value_heads == 0,
             "`num_key_value_heads` = {num_key_value_heads} must divide `num_attention_heads` = \
              {num_attention_heads}"
         );
         let rms_norm_eps = required_f64(obj, "rms_norm_eps")?;
-        ensure!(rms_norm_eps > 0.0, "`rms_norm_eps` = {rms_norm_eps} must be positive");
+        ensure!(
+            rms_norm_eps > 0.0,
+            "`rms_norm_eps` = {rms_norm_eps} must be positive"
+        );
         Ok(Self {
             hidden_size,
             intermediate_size: required_usize(obj, "intermediate_size")?,
@@ -110,10 +118,16 @@ impl LlamaConfig {
 /// Refuses configs whose forward pass differs from the plain Llama one implemented here.
 fn check_architecture(obj: &Map<String, Value>) -> Result<()> {
     if let Some(t) = obj.get("model_type").and_then(Value::as_str) {
-        ensure!(t == "llama", "`model_type` = {t:?} is not supported (only \"llama\")");
+        ensure!(
+            t == "llama",
+            "`model_type` = {t:?} is not supported (only \"llama\")"
+        );
     }
     if let Some(act) = obj.get("hidden_act").and_then(Value::as_str) {
-        ensure!(act == "silu", "`hidden_act` = {act:?} is not supported (only \"silu\")");
+        ensure!(
+            act == "silu",
+            "`hidden_act` = {act:?} is not supported (only \"silu\")"
+        );
     }
     for field in ["attention_bias", "mlp_bias"] {
         ensure!(
@@ -130,7 +144,10 @@ fn rope_theta(obj: &Map<String, Value>) -> Result<f64> {
         match obj.get(field) {
             None | Some(Value::Null) => {}
             Some(Value::Object(p)) => {
-                let kind = p.get("rope_type").or_else(|| p.get("type")).and_then(Value::as_str);
+                let kind = p
+                    .get("rope_type")
+                    .or_else(|| p.get("type"))
+                    .and_then(Value::as_str);
                 ensure!(
                     matches!(kind, None | Some("default")),
                     "`{field}.rope_type` = {:?} is not supported (only \"default\" rotary embeddings)",
@@ -151,9 +168,9 @@ fn rope_theta(obj: &Map<String, Value>) -> Result<f64> {
     };
     let top = optional_f64(obj, "rope_theta")?;
     let theta = match (nested, top) {
-        (Some(a), Some(b)) if a != b => bail!(
-            "`rope_theta` = {b} disagrees with `rope_parameters.rope_theta` = {a}"
-        ),
+        (Some(a), Some(b)) if a != b => {
+            bail!("`rope_theta` = {b} disagrees with `rope_parameters.rope_theta` = {a}")
+        }
         (Some(a), _) | (None, Some(a)) => a,
         (None, None) => DEFAULT_ROPE_THETA,
     };
@@ -251,11 +268,19 @@ pub(crate) mod tests {
 
     #[test]
     fn a_missing_required_field_is_named() {
-        for field in ["hidden_size", "num_hidden_layers", "vocab_size", "rms_norm_eps"] {
+        for field in [
+            "hidden_size",
+            "num_hidden_layers",
+            "vocab_size",
+            "rms_norm_eps",
+        ] {
             let mut v = tiny_config_json();
             v.as_object_mut().unwrap().remove(field);
             let err = format!("{:#}", parse(&v).unwrap_err());
-            assert!(err.contains(&format!("missing required field `{field}`")), "{err}");
+            assert!(
+                err.contains(&format!("missing required field `{field}`")),
+                "{err}"
+            );
         }
     }
 
@@ -264,7 +289,10 @@ pub(crate) mod tests {
         let mut v = tiny_config_json();
         v["intermediate_size"] = json!("wide");
         let err = format!("{:#}", parse(&v).unwrap_err());
-        assert!(err.contains("`intermediate_size` must be a positive integer"), "{err}");
+        assert!(
+            err.contains("`intermediate_size` must be a positive integer"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -280,7 +308,10 @@ pub(crate) mod tests {
 
         v["rope_parameters"] = json!({"rope_theta": 1000.0, "rope_type": "default"});
         let err = format!("{:#}", parse(&v).unwrap_err());
-        assert!(err.contains("disagrees with `rope_parameters.rope_theta`"), "{err}");
+        assert!(
+            err.contains("disagrees with `rope_parameters.rope_theta`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -288,7 +319,10 @@ pub(crate) mod tests {
         let mut v = tiny_config_json();
         v["rope_parameters"]["rope_type"] = json!("llama3");
         let err = format!("{:#}", parse(&v).unwrap_err());
-        assert!(err.contains("`rope_parameters.rope_type` = \"llama3\""), "{err}");
+        assert!(
+            err.contains("`rope_parameters.rope_type` = \"llama3\""),
+            "{err}"
+        );
     }
 
     #[test]

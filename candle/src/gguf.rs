@@ -88,7 +88,9 @@ impl Recipe {
 /// llama.cpp's choice of layers that get more bits in the _M mixtures: the first and last
 /// eighth, and every third layer in between.
 fn use_more_bits(layer: usize, n_layers: usize) -> bool {
-    layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer as isize - (n_layers / 8) as isize) % 3 == 2
+    layer < n_layers / 8
+        || layer >= 7 * n_layers / 8
+        || (layer as isize - (n_layers / 8) as isize) % 3 == 2
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +121,10 @@ pub struct PlannedTensor {
 /// GGUF name and role of a Hugging Face tensor name.
 fn gguf_name(hf: &str, tied: bool) -> Result<(String, Role, usize)> {
     let simple = match hf {
-        "model.embed_tokens.weight" => Some(("token_embd.weight", if tied { Role::Output } else { Role::Embedding })),
+        "model.embed_tokens.weight" => Some((
+            "token_embd.weight",
+            if tied { Role::Output } else { Role::Embedding },
+        )),
         "model.norm.weight" => Some(("output_norm.weight", Role::Norm)),
         "lm_head.weight" => Some(("output.weight", Role::Output)),
         _ => None,
@@ -127,9 +132,15 @@ fn gguf_name(hf: &str, tied: bool) -> Result<(String, Role, usize)> {
     if let Some((name, role)) = simple {
         return Ok((name.to_string(), role, 0));
     }
-    let rest = hf.strip_prefix("model.layers.").ok_or_else(|| anyhow!("no GGUF name for tensor `{hf}`"))?;
-    let (layer, suffix) = rest.split_once('.').ok_or_else(|| anyhow!("no GGUF name for tensor `{hf}`"))?;
-    let layer: usize = layer.parse().with_context(|| format!("no GGUF name for tensor `{hf}`"))?;
+    let rest = hf
+        .strip_prefix("model.layers.")
+        .ok_or_else(|| anyhow!("no GGUF name for tensor `{hf}`"))?;
+    let (layer, suffix) = rest
+        .split_once('.')
+        .ok_or_else(|| anyhow!("no GGUF name for tensor `{hf}`"))?;
+    let layer: usize = layer
+        .parse()
+        .with_context(|| format!("no GGUF name for tensor `{hf}`"))?;
     let (name, role) = match suffix {
         "input_layernorm.weight" => ("attn_norm", Role::Norm),
         "self_attn.q_proj.weight" => ("attn_q", Role::AttnQ),
@@ -182,8 +193,13 @@ pub fn quantize(weights: &HfWeights, plan: &[PlannedTensor]) -> Result<Vec<(Stri
             if let Some(heads) = p.rope_heads {
                 t = permute_for_interleaved_rope(&t, heads)?;
             }
-            let q = QTensor::quantize(&t, p.dtype)
-                .with_context(|| format!("cannot quantize `{}` as {}", p.gguf_name, ggml_type_name(p.dtype)))?;
+            let q = QTensor::quantize(&t, p.dtype).with_context(|| {
+                format!(
+                    "cannot quantize `{}` as {}",
+                    p.gguf_name,
+                    ggml_type_name(p.dtype)
+                )
+            })?;
             Ok((p.gguf_name.clone(), q))
         })
         .collect()
@@ -195,7 +211,10 @@ pub fn quantize(weights: &HfWeights, plan: &[PlannedTensor]) -> Result<Vec<(Stri
 pub fn permute_for_interleaved_rope(w: &Tensor, heads: usize) -> Result<Tensor> {
     let (rows, cols) = w.dims2()?;
     let hd = rows / heads;
-    Ok(w.reshape((heads, 2, hd / 2, cols))?.transpose(1, 2)?.contiguous()?.reshape((rows, cols))?)
+    Ok(w.reshape((heads, 2, hd / 2, cols))?
+        .transpose(1, 2)?
+        .contiguous()?
+        .reshape((rows, cols))?)
 }
 
 pub fn ggml_type_name(t: GgmlDType) -> &'static str {
@@ -228,11 +247,20 @@ pub fn type_counts<'a>(types: impl IntoIterator<Item = &'a GgmlDType>) -> String
             None => counts.push((name, 1)),
         }
     }
-    counts.iter().map(|(n, c)| format!("{c} {n}")).collect::<Vec<_>>().join(", ")
+    counts
+        .iter()
+        .map(|(n, c)| format!("{c} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `general.*`, `llama.*` and `tokenizer.ggml.*` metadata, typed as llama.cpp reads them.
-pub fn metadata(cfg: &LlamaConfig, vocab: &GgufVocab, name: &str, recipe: Recipe) -> Vec<(String, gguf_file::Value)> {
+pub fn metadata(
+    cfg: &LlamaConfig,
+    vocab: &GgufVocab,
+    name: &str,
+    recipe: Recipe,
+) -> Vec<(String, gguf_file::Value)> {
     use gguf_file::Value as V;
     let u32v = |n: usize| V::U32(n as u32);
     let strings = |items: &[String]| V::Array(items.iter().cloned().map(V::String).collect());
@@ -246,17 +274,26 @@ pub fn metadata(cfg: &LlamaConfig, vocab: &GgufVocab, name: &str, recipe: Recipe
         ("llama.block_count", u32v(cfg.num_hidden_layers)),
         ("llama.feed_forward_length", u32v(cfg.intermediate_size)),
         ("llama.attention.head_count", u32v(cfg.num_attention_heads)),
-        ("llama.attention.head_count_kv", u32v(cfg.num_key_value_heads)),
+        (
+            "llama.attention.head_count_kv",
+            u32v(cfg.num_key_value_heads),
+        ),
         ("llama.attention.key_length", u32v(cfg.head_dim)),
         ("llama.attention.value_length", u32v(cfg.head_dim)),
-        ("llama.attention.layer_norm_rms_epsilon", V::F32(cfg.rms_norm_eps as f32)),
+        (
+            "llama.attention.layer_norm_rms_epsilon",
+            V::F32(cfg.rms_norm_eps as f32),
+        ),
         ("llama.rope.freq_base", V::F32(cfg.rope_theta as f32)),
         ("llama.rope.dimension_count", u32v(cfg.head_dim)),
         ("llama.vocab_size", u32v(cfg.vocab_size)),
         ("tokenizer.ggml.model", V::String("gpt2".into())),
         ("tokenizer.ggml.pre", V::String(vocab.pre.into())),
         ("tokenizer.ggml.tokens", strings(&vocab.tokens)),
-        ("tokenizer.ggml.token_type", V::Array(vocab.token_types.iter().map(|&t| V::I32(t)).collect())),
+        (
+            "tokenizer.ggml.token_type",
+            V::Array(vocab.token_types.iter().map(|&t| V::I32(t)).collect()),
+        ),
         ("tokenizer.ggml.merges", strings(&vocab.merges)),
         ("tokenizer.ggml.add_bos_token", V::Bool(vocab.add_bos)),
         ("tokenizer.ggml.add_eos_token", V::Bool(vocab.add_eos)),
@@ -266,26 +303,47 @@ pub fn metadata(cfg: &LlamaConfig, vocab: &GgufVocab, name: &str, recipe: Recipe
         ("tokenizer.ggml.eos_token_id", cfg.eos_token_id),
         ("tokenizer.ggml.padding_token_id", cfg.pad_token_id),
     ];
-    md.extend(ids.into_iter().filter_map(|(k, id)| id.map(|id| (k, V::U32(id)))));
+    md.extend(
+        ids.into_iter()
+            .filter_map(|(k, id)| id.map(|id| (k, V::U32(id)))),
+    );
     md.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
 /// Writes the GGUF file next to `path` under a temporary name, fsyncs it, then renames it into
 /// place, so a reader never sees a half-written file.
-pub fn write_atomically(path: &Path, metadata: &[(String, gguf_file::Value)], tensors: &[(String, QTensor)]) -> Result<()> {
-    let file_name = path.file_name().ok_or_else(|| anyhow!("output path {} has no file name", path.display()))?;
-    let tmp = path.with_file_name(format!(".{}.tmp-{}", file_name.to_string_lossy(), std::process::id()));
+pub fn write_atomically(
+    path: &Path,
+    metadata: &[(String, gguf_file::Value)],
+    tensors: &[(String, QTensor)],
+) -> Result<()> {
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("output path {} has no file name", path.display()))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp-{}",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
     let result = (|| -> Result<()> {
-        let file = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let file =
+            File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
         let mut w = BufWriter::new(file);
-        let md: Vec<(&str, &gguf_file::Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let md: Vec<(&str, &gguf_file::Value)> =
+            metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
         let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
         gguf_file::write(&mut w, &md, &ts).context("cannot write GGUF")?;
         w.flush()?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all().context("cannot fsync the GGUF file")?;
-        std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+        w.into_inner()
+            .map_err(|e| e.into_error())?
+            .sync_all()
+            .context("cannot fsync the GGUF file")?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot fsync {}", dir.display()))?;
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .with_context(|| format!("cannot fsync {}", dir.display()))?;
         }
         Ok(())
     })();
@@ -310,7 +368,11 @@ pub fn sha256_file(path: &Path) -> Result<(String, u64)> {
         hasher.update(&buf[..n]);
         size += n as u64;
     }
-    let hex = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     Ok((hex, size))
 }
 
@@ -324,12 +386,21 @@ pub struct GgufModel {
 /// Loads a llama GGUF as written by `write_atomically` (or llama.cpp's converter), checking every
 /// expected tensor by name and shape.
 pub fn load(path: &Path) -> Result<GgufModel> {
-    let mut reader = BufReader::new(File::open(path).with_context(|| format!("cannot open {}", path.display()))?);
-    let content = gguf_file::Content::read(&mut reader).with_context(|| format!("{} is not a readable GGUF file", path.display()))?;
+    let mut reader = BufReader::new(
+        File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
+    );
+    let content = gguf_file::Content::read(&mut reader)
+        .with_context(|| format!("{} is not a readable GGUF file", path.display()))?;
     let cfg = config_from_metadata(&content).context("GGUF metadata")?;
     let mut read = |name: &str, shape: &[usize]| -> Result<QTensor> {
-        let q = content.tensor(&mut reader, name, &Device::Cpu).with_context(|| format!("GGUF tensor `{name}`"))?;
-        ensure!(q.shape().dims() == shape, "GGUF tensor `{name}` has shape {:?}, expected {shape:?}", q.shape().dims());
+        let q = content
+            .tensor(&mut reader, name, &Device::Cpu)
+            .with_context(|| format!("GGUF tensor `{name}`"))?;
+        ensure!(
+            q.shape().dims() == shape,
+            "GGUF tensor `{name}` has shape {:?}, expected {shape:?}",
+            q.shape().dims()
+        );
         Ok(q)
     };
     let mut tensors: HashMap<String, QTensor> = HashMap::new();
@@ -338,14 +409,36 @@ pub fn load(path: &Path) -> Result<GgufModel> {
         tensors.insert(gguf.clone(), read(&gguf, &spec.shape)?);
     }
     let (v, h) = (cfg.vocab_size, cfg.hidden_size);
-    let lm_head = read(if cfg.tie_word_embeddings { "token_embd.weight" } else { "output.weight" }, &[v, h])?;
-    let tensor_types = content.tensor_infos.iter().map(|(k, i)| (k.clone(), i.ggml_dtype)).collect();
+    let lm_head = read(
+        if cfg.tie_word_embeddings {
+            "token_embd.weight"
+        } else {
+            "output.weight"
+        },
+        &[v, h],
+    )?;
+    let tensor_types = content
+        .tensor_infos
+        .iter()
+        .map(|(k, i)| (k.clone(), i.ggml_dtype))
+        .collect();
     let model = model_from_tensors(&cfg, tensors, lm_head)?;
-    Ok(GgufModel { model, metadata: content.metadata, tensor_types })
+    Ok(GgufModel {
+        model,
+        metadata: content.metadata,
+        tensor_types,
+    })
 }
 
-fn model_from_tensors(cfg: &LlamaConfig, mut t: HashMap<String, QTensor>, lm_head: QTensor) -> Result<Llama> {
-    let mut take = |name: String| t.remove(&name).ok_or_else(|| anyhow!("GGUF tensor `{name}` is missing"));
+fn model_from_tensors(
+    cfg: &LlamaConfig,
+    mut t: HashMap<String, QTensor>,
+    lm_head: QTensor,
+) -> Result<Llama> {
+    let mut take = |name: String| {
+        t.remove(&name)
+            .ok_or_else(|| anyhow!("GGUF tensor `{name}` is missing"))
+    };
     let dense = |q: QTensor| -> Result<Tensor> { Ok(q.dequantize(&Device::Cpu)?) };
     let mm = |q: QTensor| -> Result<QMatMul> { Ok(QMatMul::from_qtensor(q)?) };
     let mut blocks = Vec::with_capacity(cfg.num_hidden_layers);
@@ -386,11 +479,18 @@ pub fn as_stored(cfg: &LlamaConfig) -> LlamaConfig {
 fn config_from_metadata(content: &gguf_file::Content) -> Result<LlamaConfig> {
     let md = &content.metadata;
     let get = |key: &str| md.get(key).ok_or_else(|| anyhow!("missing key `{key}`"));
-    let u = |key: &str| -> Result<usize> { Ok(get(key)?.to_u32().with_context(|| format!("key `{key}`"))? as usize) };
-    let f = |key: &str| -> Result<f64> { Ok(get(key)?.to_f32().with_context(|| format!("key `{key}`"))? as f64) };
+    let u = |key: &str| -> Result<usize> {
+        Ok(get(key)?.to_u32().with_context(|| format!("key `{key}`"))? as usize)
+    };
+    let f = |key: &str| -> Result<f64> {
+        Ok(get(key)?.to_f32().with_context(|| format!("key `{key}`"))? as f64)
+    };
     let id = |key: &str| md.get(key).and_then(|v| v.to_u32().ok());
     let arch = get("general.architecture")?.to_string()?;
-    ensure!(arch == "llama", "`general.architecture` is {arch:?}, expected \"llama\"");
+    ensure!(
+        arch == "llama",
+        "`general.architecture` is {arch:?}, expected \"llama\""
+    );
     let vocab_size = match md.get("llama.vocab_size") {
         Some(v) => v.to_u32()? as usize,
         None => get("tokenizer.ggml.tokens")?.to_vec()?.len(),
@@ -422,9 +522,16 @@ mod tests {
     use crate::weights::check_weights;
     use crate::weights::tests::{random_weights, tiny_config};
 
-    fn export(cfg: &LlamaConfig, weights: &HfWeights, recipe: Recipe, dir: &Path) -> std::path::PathBuf {
+    fn export(
+        cfg: &LlamaConfig,
+        weights: &HfWeights,
+        recipe: Recipe,
+        dir: &Path,
+    ) -> std::path::PathBuf {
         let tok = ModelTokenizer::from_json_str(&tiny_tokenizer_json().to_string()).unwrap();
-        let vocab = tok.gguf_vocab(cfg.vocab_size, cfg.bos_token_id, cfg.eos_token_id).unwrap();
+        let vocab = tok
+            .gguf_vocab(cfg.vocab_size, cfg.bos_token_id, cfg.eos_token_id)
+            .unwrap();
         let tensors = quantize(weights, &plan(cfg, recipe).unwrap()).unwrap();
         let path = dir.join("model.gguf");
         write_atomically(&path, &metadata(cfg, &vocab, "tiny", recipe), &tensors).unwrap();
@@ -468,7 +575,10 @@ mod tests {
         // One head of 4 rows: HF pairs (0, 2) and (1, 3); llama.cpp wants them adjacent.
         let w = Tensor::new(&[[0f32], [1.], [2.], [3.]], &Device::Cpu).unwrap();
         let p = permute_for_interleaved_rope(&w, 1).unwrap();
-        assert_eq!(p.flatten_all().unwrap().to_vec1::<f32>().unwrap(), vec![0., 2., 1., 3.]);
+        assert_eq!(
+            p.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            vec![0., 2., 1., 3.]
+        );
     }
 
     #[test]
@@ -498,6 +608,8 @@ mod tests {
         assert_eq!(gguf.tensor_types["token_embd.weight"], GgmlDType::Q8_0);
         assert!(gguf.model.cfg.tie_word_embeddings);
         let logits = gguf.model.forward(&[0, 1, 2]).unwrap();
-        assert!(crate::model::non_finite_positions(&logits).unwrap().is_empty());
+        assert!(crate::model::non_finite_positions(&logits)
+            .unwrap()
+            .is_empty());
     }
 }

@@ -9,7 +9,11 @@ use hanzo_ml_candle::report::{Command as ReportCommand, Report};
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
-#[command(name = "hanzo-ml-candle", version, about = "Validate merged Llama checkpoints with Candle and export them to GGUF")]
+#[command(
+    name = "hanzo-ml-candle",
+    version,
+    about = "Validate merged Llama checkpoints with Candle and export them to GGUF"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -32,7 +36,14 @@ fn main() -> ExitCode {
         Command::Validate(args) => (run_validate(args), args.json),
         Command::Quantize(args) => (run_quantize(args), args.json),
     };
-    print!("{}", if json { report.to_json() + "\n" } else { report.to_text() });
+    print!(
+        "{}",
+        if json {
+            report.to_json() + "\n"
+        } else {
+            report.to_text()
+        }
+    );
     if report.ok {
         ExitCode::SUCCESS
     } else {
@@ -46,7 +57,12 @@ fn main() -> ExitCode {
 /// Bad arguments still yield a JSON report when `--json` was asked for, so callers that parse
 /// stdout always get one; the exit status is clap's usual 2.
 fn usage_error(e: clap::Error) -> ExitCode {
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
         e.exit();
     }
     let args: Vec<String> = std::env::args().collect();
@@ -60,10 +76,14 @@ fn usage_error(e: clap::Error) -> ExitCode {
             .iter()
             .position(|a| a == "--model")
             .and_then(|i| args.get(i + 1).cloned())
-            .or_else(|| args.iter().find_map(|a| a.strip_prefix("--model=").map(str::to_string)))
+            .or_else(|| {
+                args.iter()
+                    .find_map(|a| a.strip_prefix("--model=").map(str::to_string))
+            })
             .unwrap_or_default();
         let message = e.render().to_string();
-        let report = Report::new(command, &model_dir).finish(Err(anyhow!(message.trim().to_string())));
+        let report =
+            Report::new(command, &model_dir).finish(Err(anyhow!(message.trim().to_string())));
         println!("{}", report.to_json());
     }
     let _ = e.print();

@@ -57,14 +57,20 @@ impl Llama {
                     k: mm(&format!("{p}.self_attn.k_proj.weight"))?,
                     v: mm(&format!("{p}.self_attn.v_proj.weight"))?,
                     o: mm(&format!("{p}.self_attn.o_proj.weight"))?,
-                    ffn_norm: w.get(&format!("{p}.post_attention_layernorm.weight"))?.clone(),
+                    ffn_norm: w
+                        .get(&format!("{p}.post_attention_layernorm.weight"))?
+                        .clone(),
                     gate: mm(&format!("{p}.mlp.gate_proj.weight"))?,
                     up: mm(&format!("{p}.mlp.up_proj.weight"))?,
                     down: mm(&format!("{p}.mlp.down_proj.weight"))?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let head = if cfg.tie_word_embeddings { "model.embed_tokens.weight" } else { "lm_head.weight" };
+        let head = if cfg.tie_word_embeddings {
+            "model.embed_tokens.weight"
+        } else {
+            "lm_head.weight"
+        };
         Ok(Self {
             cfg: cfg.clone(),
             layout: RopeLayout::Halves,
@@ -81,7 +87,9 @@ impl Llama {
         ensure!(t > 0, "cannot run the model on an empty token sequence");
         let vocab = self.cfg.vocab_size;
         if let Some((pos, id)) = ids.iter().enumerate().find(|(_, &id)| id as usize >= vocab) {
-            anyhow::bail!("token id {id} at position {pos} is outside the vocabulary (vocab_size {vocab})");
+            anyhow::bail!(
+                "token id {id} at position {pos} is outside the vocabulary (vocab_size {vocab})"
+            );
         }
         let dev = &Device::Cpu;
         let eps = self.cfg.rms_norm_eps as f32;
@@ -91,22 +99,41 @@ impl Llama {
         let mask = causal_mask(t)?; // [T, T]
         for (l, b) in self.blocks.iter().enumerate() {
             let h = rms_norm(&x, &b.attn_norm, eps)?;
-            let attn = self.attention(b, &h, &cos, &sin, &mask).with_context(|| format!("layer {l} attention"))?;
+            let attn = self
+                .attention(b, &h, &cos, &sin, &mask)
+                .with_context(|| format!("layer {l} attention"))?;
             x = (x + attn)?;
             let h = rms_norm(&x, &b.ffn_norm, eps)?;
-            let mlp = b.down.forward(&(silu(&b.gate.forward(&h)?)? * b.up.forward(&h)?)?)?;
+            let mlp = b
+                .down
+                .forward(&(silu(&b.gate.forward(&h)?)? * b.up.forward(&h)?)?)?;
             x = (x + mlp)?;
         }
         let x = rms_norm(&x, &self.norm, eps)?;
         Ok(self.lm_head.forward(&x)?.squeeze(0)?) // [T, V]
     }
 
-    fn attention(&self, b: &Block, x: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    fn attention(
+        &self,
+        b: &Block,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: &Tensor,
+    ) -> Result<Tensor> {
         let (_, t, _) = x.dims3()?;
-        let (nh, nkv, hd) = (self.cfg.num_attention_heads, self.cfg.num_key_value_heads, self.cfg.head_dim);
+        let (nh, nkv, hd) = (
+            self.cfg.num_attention_heads,
+            self.cfg.num_key_value_heads,
+            self.cfg.head_dim,
+        );
         let heads = |proj: &QMatMul, n: usize| -> Result<Tensor> {
             // [1, T, n*hd] -> [1, n, T, hd]
-            Ok(proj.forward(x)?.reshape((1, t, n, hd))?.transpose(1, 2)?.contiguous()?)
+            Ok(proj
+                .forward(x)?
+                .reshape((1, t, n, hd))?
+                .transpose(1, 2)?
+                .contiguous()?)
         };
         let (q, k, v) = (heads(&b.q, nh)?, heads(&b.k, nkv)?, heads(&b.v, nkv)?);
         let (q, k) = match self.layout {
@@ -126,8 +153,10 @@ impl Llama {
 fn rope_tables(cfg: &LlamaConfig, t: usize) -> Result<(Tensor, Tensor)> {
     let hd = cfg.head_dim;
     let theta = cfg.rope_theta as f32;
-    let inv_freq: Vec<f32> =
-        (0..hd).step_by(2).map(|i| 1.0 / theta.powf(i as f32 / hd as f32)).collect();
+    let inv_freq: Vec<f32> = (0..hd)
+        .step_by(2)
+        .map(|i| 1.0 / theta.powf(i as f32 / hd as f32))
+        .collect();
     let mut cos = Vec::with_capacity(t * hd / 2);
     let mut sin = Vec::with_capacity(t * hd / 2);
     for pos in 0..t {
@@ -138,7 +167,10 @@ fn rope_tables(cfg: &LlamaConfig, t: usize) -> Result<(Tensor, Tensor)> {
         }
     }
     let dev = &Device::Cpu;
-    Ok((Tensor::from_vec(cos, (t, hd / 2), dev)?, Tensor::from_vec(sin, (t, hd / 2), dev)?))
+    Ok((
+        Tensor::from_vec(cos, (t, hd / 2), dev)?,
+        Tensor::from_vec(sin, (t, hd / 2), dev)?,
+    ))
 }
 
 /// Additive mask [T, T]: 0 where key position <= query position, -inf after it.
@@ -155,18 +187,30 @@ fn repeat_kv(x: Tensor, n_rep: usize) -> Result<Tensor> {
         return Ok(x);
     }
     let (b, nkv, t, hd) = x.dims4()?;
-    Ok(x.unsqueeze(2)?.broadcast_as((b, nkv, n_rep, t, hd))?.contiguous()?.reshape((b, nkv * n_rep, t, hd))?)
+    Ok(x.unsqueeze(2)?
+        .broadcast_as((b, nkv, n_rep, t, hd))?
+        .contiguous()?
+        .reshape((b, nkv * n_rep, t, hd))?)
 }
 
 /// Positions (within one sequence) whose logits contain NaN or infinity.
 pub fn non_finite_positions(logits: &Tensor) -> Result<Vec<usize>> {
     let rows = logits.to_dtype(DType::F32)?.to_vec2::<f32>()?;
-    Ok(rows.iter().enumerate().filter(|(_, r)| r.iter().any(|x| !x.is_finite())).map(|(i, _)| i).collect())
+    Ok(rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.iter().any(|x| !x.is_finite()))
+        .map(|(i, _)| i)
+        .collect())
 }
 
 /// Largest absolute difference between two logit tensors of equal shape.
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
-    Ok((a - b)?.abs()?.flatten_all()?.max(D::Minus1)?.to_scalar::<f32>()?)
+    Ok((a - b)?
+        .abs()?
+        .flatten_all()?
+        .max(D::Minus1)?
+        .to_scalar::<f32>()?)
 }
 
 #[cfg(test)]
@@ -192,7 +236,13 @@ mod tests {
     fn an_out_of_vocabulary_token_is_named() {
         let cfg = tiny_config();
         let (w, _) = check_weights(&cfg, random_weights(&cfg, 7)).unwrap();
-        let err = Llama::from_hf(&cfg, &w).unwrap().forward(&[1, 50]).unwrap_err();
-        assert!(format!("{err:#}").contains("token id 50 at position 1"), "{err:#}");
+        let err = Llama::from_hf(&cfg, &w)
+            .unwrap()
+            .forward(&[1, 50])
+            .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("token id 50 at position 1"),
+            "{err:#}"
+        );
     }
 }

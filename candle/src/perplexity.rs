@@ -19,14 +19,17 @@ impl Heldout {
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read held-out tokens file {}", path.display()))?;
-        Self::from_json_str(&text).with_context(|| format!("held-out tokens file {}", path.display()))
+        Self::from_json_str(&text)
+            .with_context(|| format!("held-out tokens file {}", path.display()))
     }
 
     pub fn from_json_str(text: &str) -> Result<Self> {
         let value: Value = serde_json::from_str(text).context("not valid JSON")?;
         let seqs = value
             .get("sequences")
-            .ok_or_else(|| anyhow!("missing field `sequences` (expected {{\"sequences\": [[token ids]...]}})"))?
+            .ok_or_else(|| {
+                anyhow!("missing field `sequences` (expected {{\"sequences\": [[token ids]...]}})")
+            })?
             .as_array()
             .ok_or_else(|| anyhow!("field `sequences` must be an array of token-id arrays"))?;
         if seqs.is_empty() {
@@ -46,9 +49,14 @@ impl Heldout {
 }
 
 fn parse_sequence(i: usize, seq: &Value) -> Result<Vec<u32>> {
-    let items = seq.as_array().ok_or_else(|| anyhow!("`sequences[{i}]` is not an array"))?;
+    let items = seq
+        .as_array()
+        .ok_or_else(|| anyhow!("`sequences[{i}]` is not an array"))?;
     if items.len() < 2 {
-        bail!("`sequences[{i}]` has {} token(s); at least 2 are needed to score one", items.len());
+        bail!(
+            "`sequences[{i}]` has {} token(s); at least 2 are needed to score one",
+            items.len()
+        );
     }
     items
         .iter()
@@ -75,7 +83,11 @@ pub fn perplexity(model: &Llama, heldout: &Heldout) -> Result<Perplexity> {
         nll_sum += sequence_nll(model, seq).with_context(|| format!("held-out sequence {i}"))?;
     }
     let num_tokens = heldout.scored_tokens();
-    Ok(Perplexity { value: (nll_sum / num_tokens as f64).exp(), nll_sum, num_tokens })
+    Ok(Perplexity {
+        value: (nll_sum / num_tokens as f64).exp(),
+        nll_sum,
+        num_tokens,
+    })
 }
 
 /// Sum over positions 1..n-1 of -log p(token | prefix).
@@ -104,8 +116,11 @@ mod tests {
         assert!(err_of(r#"{"seqs": [[1, 2]]}"#).contains("missing field `sequences`"));
         assert!(err_of(r#"{"sequences": []}"#).contains("`sequences` is empty"));
         assert!(err_of(r#"{"sequences": [[1, 2], [7]]}"#).contains("`sequences[1]` has 1 token(s)"));
-        assert!(err_of(r#"{"sequences": [[1, -2, 3]]}"#).contains("`sequences[0][1]` = -2 is not a token id"));
-        assert!(err_of(r#"{"sequences": [[1, 2], "3 4"]}"#).contains("`sequences[1]` is not an array"));
+        assert!(err_of(r#"{"sequences": [[1, -2, 3]]}"#)
+            .contains("`sequences[0][1]` = -2 is not a token id"));
+        assert!(
+            err_of(r#"{"sequences": [[1, 2], "3 4"]}"#).contains("`sequences[1]` is not an array")
+        );
     }
 
     #[test]
@@ -113,10 +128,20 @@ mod tests {
         let cfg = tiny_config();
         let (w, _) = check_weights(&cfg, random_weights(&cfg, 3)).unwrap();
         let model = Llama::from_hf(&cfg, &w).unwrap();
-        let a = Heldout { sequences: vec![vec![1, 5, 9, 2]] };
-        let b = Heldout { sequences: vec![vec![1, 7, 3]] };
-        let both = Heldout { sequences: vec![vec![1, 5, 9, 2], vec![1, 7, 3]] };
-        let (pa, pb, pboth) = (perplexity(&model, &a).unwrap(), perplexity(&model, &b).unwrap(), perplexity(&model, &both).unwrap());
+        let a = Heldout {
+            sequences: vec![vec![1, 5, 9, 2]],
+        };
+        let b = Heldout {
+            sequences: vec![vec![1, 7, 3]],
+        };
+        let both = Heldout {
+            sequences: vec![vec![1, 5, 9, 2], vec![1, 7, 3]],
+        };
+        let (pa, pb, pboth) = (
+            perplexity(&model, &a).unwrap(),
+            perplexity(&model, &b).unwrap(),
+            perplexity(&model, &both).unwrap(),
+        );
         assert_eq!(pboth.num_tokens, 5);
         let expected = ((pa.nll_sum + pb.nll_sum) / 5.0).exp();
         assert!((pboth.value - expected).abs() < 1e-9 * expected);
@@ -128,8 +153,13 @@ mod tests {
         let cfg = tiny_config();
         let (w, _) = check_weights(&cfg, random_weights(&cfg, 3)).unwrap();
         let model = Llama::from_hf(&cfg, &w).unwrap();
-        let bad = Heldout { sequences: vec![vec![1, 2], vec![1, 999]] };
+        let bad = Heldout {
+            sequences: vec![vec![1, 2], vec![1, 999]],
+        };
         let err = format!("{:#}", perplexity(&model, &bad).unwrap_err());
-        assert!(err.contains("held-out sequence 1") && err.contains("token id 999"), "{err}");
+        assert!(
+            err.contains("held-out sequence 1") && err.contains("token id 999"),
+            "{err}"
+        );
     }
 }

@@ -68,8 +68,15 @@ impl Report {
 
     pub fn check(&mut self, name: &str, ok: bool, detail: impl Into<String>) {
         let detail = detail.into();
-        eprintln!("hanzo-ml-candle: [{}] {name}: {detail}", if ok { "ok" } else { "FAILED" });
-        self.checks.push(Check { name: name.to_string(), ok, detail });
+        eprintln!(
+            "hanzo-ml-candle: [{}] {name}: {detail}",
+            if ok { "ok" } else { "FAILED" }
+        );
+        self.checks.push(Check {
+            name: name.to_string(),
+            ok,
+            detail,
+        });
     }
 
     /// Settles `ok` and `error` once every step has run (or the first fatal one failed).
@@ -77,7 +84,12 @@ impl Report {
         if let Err(e) = outcome {
             self.error = Some(format!("{e:#}"));
         } else {
-            let failed: Vec<&str> = self.checks.iter().filter(|c| !c.ok).map(|c| c.name.as_str()).collect();
+            let failed: Vec<&str> = self
+                .checks
+                .iter()
+                .filter(|c| !c.ok)
+                .map(|c| c.name.as_str())
+                .collect();
             if !failed.is_empty() {
                 self.error = Some(format!("failed checks: {}", failed.join(", ")));
             }
@@ -96,26 +108,47 @@ impl Report {
             Command::Validate => "validate",
             Command::Quantize => "quantize",
         };
-        let mut s = format!("{verb} {}: {}\n", self.model_dir, if self.ok { "OK" } else { "FAILED" });
+        let mut s = format!(
+            "{verb} {}: {}\n",
+            self.model_dir,
+            if self.ok { "OK" } else { "FAILED" }
+        );
         for c in &self.checks {
-            s.push_str(&format!("  [{}] {}: {}\n", if c.ok { "ok" } else { "FAILED" }, c.name, c.detail));
+            s.push_str(&format!(
+                "  [{}] {}: {}\n",
+                if c.ok { "ok" } else { "FAILED" },
+                c.name,
+                c.detail
+            ));
         }
         if let Some(p) = &self.perplexity {
-            s.push_str(&format!("  perplexity: {:.6} over {} tokens", p.candle, p.num_tokens));
+            s.push_str(&format!(
+                "  perplexity: {:.6} over {} tokens",
+                p.candle, p.num_tokens
+            ));
             if let (Some(r), Some(d)) = (p.reference, p.relative_diff) {
-                s.push_str(&format!(" (reference {r:.6}, relative diff {d:.2e}, tolerance {:.2e})", p.tolerance));
+                s.push_str(&format!(
+                    " (reference {r:.6}, relative diff {d:.2e}, tolerance {:.2e})",
+                    p.tolerance
+                ));
             }
             s.push('\n');
         }
         if let Some(q) = &self.quantization {
-            s.push_str(&format!("  quantization: {} over {} tensors", q.dtype, q.tensors));
+            s.push_str(&format!(
+                "  quantization: {} over {} tensors",
+                q.dtype, q.tensors
+            ));
             if let Some(p) = q.perplexity {
                 s.push_str(&format!(", perplexity {p:.6}"));
             }
             s.push('\n');
         }
         for o in &self.outputs {
-            s.push_str(&format!("  wrote {} ({} bytes, sha256 {})\n", o.path, o.size_bytes, o.sha256));
+            s.push_str(&format!(
+                "  wrote {} ({} bytes, sha256 {})\n",
+                o.path, o.size_bytes, o.sha256
+            ));
         }
         if let Some(e) = &self.error {
             s.push_str(&format!("  error: {e}\n"));

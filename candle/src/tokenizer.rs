@@ -45,7 +45,10 @@ impl ModelTokenizer {
 
     /// Token ids for `text`, with the tokenizer's own special tokens (as transformers adds them).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self.tokenizer.encode(text, true).map_err(|e| anyhow!("cannot tokenize {text:?}: {e}"))?;
+        let enc = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| anyhow!("cannot tokenize {text:?}: {e}"))?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -64,20 +67,40 @@ impl ModelTokenizer {
     /// The vocabulary padded to `vocab_size` rows, for GGUF export. Only byte-level BPE
     /// tokenizers with the GPT-2 pre-tokenizer are exported: anything else would tokenize
     /// differently under llama.cpp, so it is refused rather than written wrongly.
-    pub fn gguf_vocab(&self, vocab_size: usize, bos: Option<u32>, eos: Option<u32>) -> Result<GgufVocab> {
+    pub fn gguf_vocab(
+        &self,
+        vocab_size: usize,
+        bos: Option<u32>,
+        eos: Option<u32>,
+    ) -> Result<GgufVocab> {
         let model = &self.raw["model"];
         let kind = model["type"].as_str().unwrap_or("<none>");
-        ensure!(kind == "BPE", "tokenizer.json: model type {kind:?} cannot be exported to GGUF (byte-level BPE only)");
+        ensure!(
+            kind == "BPE",
+            "tokenizer.json: model type {kind:?} cannot be exported to GGUF (byte-level BPE only)"
+        );
         let pre = llama_cpp_pre(&self.raw["pre_tokenizer"])?;
 
         let mut tokens: Vec<Option<(String, i32)>> = vec![None; vocab_size];
-        let vocab = model["vocab"].as_object().ok_or_else(|| anyhow!("tokenizer.json: `model.vocab` is not an object"))?;
+        let vocab = model["vocab"]
+            .as_object()
+            .ok_or_else(|| anyhow!("tokenizer.json: `model.vocab` is not an object"))?;
         for (tok, id) in vocab {
             place(&mut tokens, tok, id, TOKEN_NORMAL)?;
         }
-        for added in self.raw["added_tokens"].as_array().map(Vec::as_slice).unwrap_or_default() {
-            let tok = added["content"].as_str().ok_or_else(|| anyhow!("tokenizer.json: added token without `content`"))?;
-            let kind = if added["special"].as_bool() == Some(true) { TOKEN_CONTROL } else { TOKEN_USER_DEFINED };
+        for added in self.raw["added_tokens"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let tok = added["content"]
+                .as_str()
+                .ok_or_else(|| anyhow!("tokenizer.json: added token without `content`"))?;
+            let kind = if added["special"].as_bool() == Some(true) {
+                TOKEN_CONTROL
+            } else {
+                TOKEN_USER_DEFINED
+            };
             place(&mut tokens, tok, &added["id"], kind)?;
         }
         let (tokens, token_types) = tokens
@@ -92,22 +115,35 @@ impl ModelTokenizer {
             .unwrap_or_default()
             .iter()
             .enumerate()
-            .map(|(i, m)| merge_string(m).with_context(|| format!("tokenizer.json: `model.merges[{i}]` = {m}")))
+            .map(|(i, m)| {
+                merge_string(m)
+                    .with_context(|| format!("tokenizer.json: `model.merges[{i}]` = {m}"))
+            })
             .collect::<Result<Vec<_>>>()?;
 
         let probe = self.encode("a")?;
         let add_bos = bos.is_some() && probe.first() == bos.as_ref();
         let add_eos = eos.is_some() && probe.len() > 1 && probe.last() == eos.as_ref();
-        Ok(GgufVocab { tokens, token_types, merges, pre, add_bos, add_eos })
+        Ok(GgufVocab {
+            tokens,
+            token_types,
+            merges,
+            pre,
+            add_bos,
+            add_eos,
+        })
     }
 }
 
 fn place(tokens: &mut [Option<(String, i32)>], tok: &str, id: &Value, kind: i32) -> Result<()> {
-    let id = id.as_u64().ok_or_else(|| anyhow!("tokenizer.json: token {tok:?} has no integer id"))? as usize;
+    let id = id
+        .as_u64()
+        .ok_or_else(|| anyhow!("tokenizer.json: token {tok:?} has no integer id"))?
+        as usize;
     let n = tokens.len();
-    let slot = tokens
-        .get_mut(id)
-        .ok_or_else(|| anyhow!("tokenizer.json: token {tok:?} has id {id}, outside the model's vocab_size {n}"))?;
+    let slot = tokens.get_mut(id).ok_or_else(|| {
+        anyhow!("tokenizer.json: token {tok:?} has id {id}, outside the model's vocab_size {n}")
+    })?;
     *slot = Some((tok.to_string(), kind));
     Ok(())
 }
@@ -126,7 +162,8 @@ fn merge_string(m: &Value) -> Result<String> {
 
 /// The llama.cpp pre-tokenizer equivalent to tokenizer.json's.
 fn llama_cpp_pre(pre: &Value) -> Result<&'static str> {
-    let is_gpt2_byte_level = pre["type"] == "ByteLevel" && pre["use_regex"].as_bool().unwrap_or(true);
+    let is_gpt2_byte_level =
+        pre["type"] == "ByteLevel" && pre["use_regex"].as_bool().unwrap_or(true);
     ensure!(
         is_gpt2_byte_level,
         "tokenizer.json: pre-tokenizer {pre} has no exported llama.cpp equivalent \
@@ -175,9 +212,18 @@ pub(crate) mod tests {
         assert_eq!(tok.encode("ab a").unwrap(), vec![0, 40, 41]);
         let v = tok.gguf_vocab(50, Some(0), Some(1)).unwrap();
         assert_eq!(v.tokens.len(), 50);
-        assert_eq!((v.tokens[0].as_str(), v.token_types[0]), ("<|bos|>", TOKEN_CONTROL));
-        assert_eq!((v.tokens[40].as_str(), v.token_types[40]), ("ab", TOKEN_NORMAL));
-        assert_eq!((v.tokens[49].as_str(), v.token_types[49]), ("[PAD49]", TOKEN_UNUSED));
+        assert_eq!(
+            (v.tokens[0].as_str(), v.token_types[0]),
+            ("<|bos|>", TOKEN_CONTROL)
+        );
+        assert_eq!(
+            (v.tokens[40].as_str(), v.token_types[40]),
+            ("ab", TOKEN_NORMAL)
+        );
+        assert_eq!(
+            (v.tokens[49].as_str(), v.token_types[49]),
+            ("[PAD49]", TOKEN_UNUSED)
+        );
         assert_eq!(v.merges, vec!["a b".to_string(), "Ġ a".to_string()]);
         // Older tokenizer.json files write merges as "left right" strings.
         assert_eq!(merge_string(&json!("Ġ a")).unwrap(), "Ġ a");
@@ -189,7 +235,10 @@ pub(crate) mod tests {
     fn a_token_beyond_the_model_vocabulary_is_named() {
         let tok = ModelTokenizer::from_json_str(&tiny_tokenizer_json().to_string()).unwrap();
         let err = format!("{:#}", tok.check_fits(41).unwrap_err());
-        assert!(err.contains("token \"Ġa\" has id 41, outside the model's vocab_size 41"), "{err}");
+        assert!(
+            err.contains("token \"Ġa\" has id 41, outside the model's vocab_size 41"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -198,6 +247,9 @@ pub(crate) mod tests {
         raw["pre_tokenizer"] = json!({"type": "Whitespace"});
         let tok = ModelTokenizer::from_json_str(&raw.to_string()).unwrap();
         let err = format!("{:#}", tok.gguf_vocab(50, None, None).unwrap_err());
-        assert!(err.contains("pre-tokenizer") && err.contains("Whitespace"), "{err}");
+        assert!(
+            err.contains("pre-tokenizer") && err.contains("Whitespace"),
+            "{err}"
+        );
     }
 }

@@ -23,14 +23,20 @@ pub struct HfWeights {
 
 impl HfWeights {
     pub fn get(&self, name: &str) -> Result<&Tensor> {
-        self.tensors.get(name).with_context(|| format!("tensor `{name}` is not loaded"))
+        self.tensors
+            .get(name)
+            .with_context(|| format!("tensor `{name}` is not loaded"))
     }
 
     /// Names of tensors whose values include NaN or infinity, for diagnosing non-finite logits.
     pub fn non_finite_tensors(&self) -> Result<Vec<String>> {
         let mut bad = Vec::new();
         for (name, t) in &self.tensors {
-            let finite = t.flatten_all()?.to_vec1::<f32>()?.iter().all(|x| x.is_finite());
+            let finite = t
+                .flatten_all()?
+                .to_vec1::<f32>()?
+                .iter()
+                .all(|x| x.is_finite());
             if !finite {
                 bad.push(name.clone());
             }
@@ -45,7 +51,10 @@ pub fn expected_tensors(cfg: &LlamaConfig) -> Vec<TensorSpec> {
     let (h, i, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
     let q_rows = cfg.num_attention_heads * cfg.head_dim;
     let kv_rows = cfg.num_key_value_heads * cfg.head_dim;
-    let spec = |name: String, shape: &[usize]| TensorSpec { name, shape: shape.to_vec() };
+    let spec = |name: String, shape: &[usize]| TensorSpec {
+        name,
+        shape: shape.to_vec(),
+    };
 
     let mut specs = vec![spec("model.embed_tokens.weight".into(), &[v, h])];
     for l in 0..cfg.num_hidden_layers {
@@ -113,7 +122,10 @@ pub fn check_weights(
     let mut tensors = HashMap::with_capacity(specs.len());
     for spec in &specs {
         let Some(t) = raw.remove(&spec.name) else {
-            problems.push(format!("missing tensor `{}` (expected shape {:?})", spec.name, spec.shape));
+            problems.push(format!(
+                "missing tensor `{}` (expected shape {:?})",
+                spec.name, spec.shape
+            ));
             continue;
         };
         if t.dims() != spec.shape.as_slice() {
@@ -128,10 +140,16 @@ pub fn check_weights(
         match t.dtype() {
             DType::F32 => {}
             DType::F16 | DType::BF16 | DType::F64 => {
-                *summary.converted_dtypes.entry(format!("{:?}", t.dtype())).or_default() += 1;
+                *summary
+                    .converted_dtypes
+                    .entry(format!("{:?}", t.dtype()))
+                    .or_default() += 1;
             }
             other => {
-                problems.push(format!("tensor `{}` has dtype {other:?}, expected a float", spec.name));
+                problems.push(format!(
+                    "tensor `{}` has dtype {other:?}, expected a float",
+                    spec.name
+                ));
                 continue;
             }
         }
@@ -139,7 +157,11 @@ pub fn check_weights(
         tensors.insert(spec.name.clone(), t.to_dtype(DType::F32)?);
     }
     if !problems.is_empty() {
-        bail!("{} problem(s) in model.safetensors: {}", problems.len(), problems.join("; "));
+        bail!(
+            "{} problem(s) in model.safetensors: {}",
+            problems.len(),
+            problems.join("; ")
+        );
     }
     summary.tensors = tensors.len();
     summary.unexpected = raw.into_keys().collect();
@@ -149,7 +171,12 @@ pub fn check_weights(
 
 fn preview(names: &[String]) -> String {
     const SHOWN: usize = 5;
-    let mut s = names.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+    let mut s = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if names.len() > SHOWN {
         s.push_str(&format!(", ... {} more", names.len() - SHOWN));
     }
@@ -163,16 +190,24 @@ pub(crate) mod tests {
 
     /// Deterministic pseudo-random weights for `cfg` (small values, like a trained model's).
     pub(crate) fn random_weights(cfg: &LlamaConfig, seed: u64) -> HashMap<String, Tensor> {
-        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut state = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         expected_tensors(cfg)
             .into_iter()
             .map(|spec| {
                 let n: usize = spec.shape.iter().product();
                 let values: Vec<f32> = (0..n)
                     .map(|_| {
-                        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        state = state
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
                         let u = (state >> 40) as f32 / (1u64 << 24) as f32; // [0, 1)
-                        if spec.shape.len() == 1 { 1.0 + 0.2 * (u - 0.5) } else { 0.3 * (u - 0.5) }
+                        if spec.shape.len() == 1 {
+                            1.0 + 0.2 * (u - 0.5)
+                        } else {
+                            0.3 * (u - 0.5)
+                        }
                     })
                     .collect();
                 let t = Tensor::from_vec(values, spec.shape.as_slice(), &Device::Cpu).unwrap();
@@ -189,10 +224,16 @@ pub(crate) mod tests {
     fn complete_weights_pass_and_extra_tensors_are_reported() {
         let cfg = tiny_config();
         let mut raw = random_weights(&cfg, 1);
-        raw.insert("model.rotary_emb.inv_freq".into(), Tensor::zeros(8, DType::F32, &Device::Cpu).unwrap());
+        raw.insert(
+            "model.rotary_emb.inv_freq".into(),
+            Tensor::zeros(8, DType::F32, &Device::Cpu).unwrap(),
+        );
         let (_, summary) = check_weights(&cfg, raw).unwrap();
         assert_eq!(summary.tensors, 2 * 9 + 3);
-        assert_eq!(summary.unexpected, vec!["model.rotary_emb.inv_freq".to_string()]);
+        assert_eq!(
+            summary.unexpected,
+            vec!["model.rotary_emb.inv_freq".to_string()]
+        );
     }
 
     #[test]
@@ -201,7 +242,10 @@ pub(crate) mod tests {
         let mut raw = random_weights(&cfg, 1);
         raw.remove("model.layers.1.mlp.up_proj.weight");
         let err = format!("{:#}", check_weights(&cfg, raw).unwrap_err());
-        assert!(err.contains("missing tensor `model.layers.1.mlp.up_proj.weight`"), "{err}");
+        assert!(
+            err.contains("missing tensor `model.layers.1.mlp.up_proj.weight`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -23,24 +23,36 @@ pub struct Run {
 
 /// Runs `hanzo-ml-candle ARGS` and parses stdout as the one JSON report it must print.
 pub fn run_cli(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_hanzo-ml-candle")).args(args).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hanzo-ml-candle"))
+        .args(args)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
-    let report = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}):\n{stdout}\nstderr:\n{stderr}"));
+    let report = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!("stdout is not one JSON object ({e}):\n{stdout}\nstderr:\n{stderr}")
+    });
     assert_matches_contract(&report);
-    Run { code: out.status.code().unwrap_or(-1), report, stderr }
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        report,
+        stderr,
+    }
 }
 
 /// Validates `report` against contracts/generated/candle-report.schema.json. Covers the keywords
 /// that schema uses; properties it does not declare are rejected too, so the report matches the
 /// contract exactly.
 pub fn assert_matches_contract(report: &Value) {
-    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../contracts/generated/candle-report.schema.json");
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../contracts/generated/candle-report.schema.json");
     let schema = read_json(&schema_path);
     let mut errors = Vec::new();
     validate(&schema, report, "$", &mut errors);
-    assert!(errors.is_empty(), "report does not match the contract: {errors:#?}\n{report:#}");
+    assert!(
+        errors.is_empty(),
+        "report does not match the contract: {errors:#?}\n{report:#}"
+    );
 }
 
 fn validate(schema: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
@@ -88,7 +100,13 @@ fn validate(schema: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
     }
     if let Some(obj) = v.as_object() {
         let props = schema.get("properties").and_then(Value::as_object);
-        for key in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        for key in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
             if !obj.contains_key(key) {
                 errors.push(format!("{at}: missing `{key}`"));
             }
