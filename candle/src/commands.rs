@@ -5,7 +5,7 @@
 use crate::config::LlamaConfig;
 use crate::gguf::{self, Recipe};
 use crate::model::{max_abs_diff, non_finite_positions, Llama};
-use crate::perplexity::{perplexity, Heldout};
+use crate::perplexity::{perplexity, Heldout, Perplexity};
 use crate::report::{finite, Command, OutputFile, PerplexityReport, QuantizationReport, Report};
 use crate::tokenizer::ModelTokenizer;
 use crate::weights::{check_weights, read_safetensors, HfWeights};
@@ -55,7 +55,7 @@ pub struct QuantizeArgs {
     /// JSON file {"sequences": [[token ids]...]} to compare quantized and f32 perplexity on
     #[arg(long)]
     pub heldout_tokens: Option<PathBuf>,
-    /// Largest accepted |ppl(gguf) - ppl(f32)| / ppl(f32) [default: 2% for q8_0, 15% for q4_k_m, ...]
+    /// Largest accepted |ppl(gguf) - ppl(f32)| / ppl(f32) [default: f32 1e-4, f16 0.005, q8_0 0.02, q6_k 0.05, q4_k_m 0.15]
     #[arg(long)]
     pub perplexity_tolerance: Option<f64>,
     /// Print the report as one JSON object on stdout
@@ -105,23 +105,14 @@ fn validate(args: &ValidateArgs, report: &mut Report) -> Result<()> {
 
     if let Some(heldout) = heldout {
         let ppl = fail_on_err(report, "perplexity_agreement", perplexity(&model, &heldout))?;
-        let rel = args.reference_perplexity.map(|r| (ppl.value - r).abs() / r);
-        let ok = ppl.value.is_finite() && rel.is_none_or(|d| d <= args.tolerance);
-        let detail = match (args.reference_perplexity, rel) {
-            (Some(r), Some(d)) => format!(
-                "candle {:.6} vs reference {r:.6} over {} tokens: relative diff {d:.3e} {} tolerance {:.3e}",
-                ppl.value, ppl.num_tokens, if d <= args.tolerance { "<=" } else { ">" }, args.tolerance
-            ),
-            _ => format!("candle {:.6} over {} tokens (no reference given)", ppl.value, ppl.num_tokens),
-        };
-        report.check("perplexity_agreement", ok, detail);
-        report.perplexity = finite(ppl.value).map(|candle| PerplexityReport {
-            candle,
-            reference: args.reference_perplexity,
-            relative_diff: rel.and_then(finite),
-            tolerance: args.tolerance,
-            num_tokens: ppl.num_tokens,
-        });
+        let reference = args.reference_perplexity.map(|r| ("reference", r));
+        compare_perplexity(
+            report,
+            "perplexity_agreement",
+            ("candle", ppl),
+            reference,
+            args.tolerance,
+        );
     }
     Ok(())
 }
@@ -168,28 +159,19 @@ fn quantize(args: &QuantizeArgs, report: &mut Report) -> Result<()> {
         let compared = perplexity(&f32_model, &heldout)
             .and_then(|f| Ok((f, perplexity(&gguf_model, &heldout)?)));
         let (f32_ppl, q_ppl) = fail_on_err(report, "quantized_perplexity", compared)?;
-        let rel = (q_ppl.value - f32_ppl.value).abs() / f32_ppl.value;
-        let ok = rel.is_finite() && rel <= tolerance;
-        report.check(
+        // The GGUF is the artifact under test here, so its perplexity is the measured one and the
+        // f32 model's is the reference it is held to.
+        let measured = (recipe.name(), q_ppl);
+        compare_perplexity(
+            report,
             "quantized_perplexity",
-            ok,
-            format!(
-                "{} {:.6} vs f32 {:.6} over {} tokens: relative diff {rel:.3e} {} tolerance {tolerance:.3e}",
-                recipe.name(), q_ppl.value, f32_ppl.value, q_ppl.num_tokens, if ok { "<=" } else { ">" }
-            ),
+            measured,
+            Some(("f32", f32_ppl.value)),
+            tolerance,
         );
         if let Some(q) = report.quantization.as_mut() {
             q.perplexity = finite(q_ppl.value);
         }
-        // The GGUF is the artifact under test here, so its perplexity is Candle's number and the
-        // f32 model's is the reference it is held to.
-        report.perplexity = finite(q_ppl.value).map(|candle| PerplexityReport {
-            candle,
-            reference: finite(f32_ppl.value),
-            relative_diff: finite(rel),
-            tolerance,
-            num_tokens: q_ppl.num_tokens,
-        });
     }
     Ok(())
 }
@@ -366,6 +348,36 @@ fn check_roundtrip(
         probe.len()
     );
     Ok((gguf.model, detail))
+}
+
+/// Checks a measured perplexity against a reference one (when there is one) and fills the
+/// report's `perplexity` with both.
+fn compare_perplexity(
+    report: &mut Report,
+    check: &str,
+    (label, ppl): (&str, Perplexity),
+    reference: Option<(&str, f64)>,
+    tolerance: f64,
+) {
+    let rel = reference.map(|(_, r)| (ppl.value - r).abs() / r);
+    let ok = ppl.value.is_finite() && rel.is_none_or(|d| d <= tolerance);
+    let detail = match (reference, rel) {
+        (Some((name, r)), Some(d)) => format!(
+            "{label} {:.6} vs {name} {r:.6} over {} tokens: relative diff {d:.3e} {} tolerance {tolerance:.3e}",
+            ppl.value,
+            ppl.num_tokens,
+            if d <= tolerance { "<=" } else { ">" }
+        ),
+        _ => format!("{label} {:.6} over {} tokens (no reference given)", ppl.value, ppl.num_tokens),
+    };
+    report.check(check, ok, detail);
+    report.perplexity = finite(ppl.value).map(|candle| PerplexityReport {
+        candle,
+        reference: reference.and_then(|(_, r)| finite(r)),
+        relative_diff: rel.and_then(finite),
+        tolerance,
+        num_tokens: ppl.num_tokens,
+    });
 }
 
 /// Records a check from a step that yields (ok, detail); an error fails the check.

@@ -149,7 +149,7 @@ def train(spec, spec_path: Path, workdir: Path) -> dict:
         log.info("resumed from %s (step %d, epoch %d, index %d)", latest.path.name, state.step, state.epoch,
                  state.index)
     order = ExampleOrder(len(train_examples), hp.seed, state.epoch, state.index)
-    first_step = state.step
+    first_step = checkpointed_step = state.step
     workdir.mkdir(parents=True, exist_ok=True)
     write_progress(workdir, state, hp.max_steps, resumed_from, last_checkpoint)
 
@@ -158,8 +158,14 @@ def train(spec, spec_path: Path, workdir: Path) -> dict:
     try:
         with PreemptionSignal() as preemption:
             while state.step < hp.max_steps:
-                if preemption.requested:  # nothing new since the last checkpoint: nothing to save
-                    raise Preempted(f"stopped by SIGTERM at step {state.step}")
+                if preemption.requested:  # checked between steps, so the step in flight always completes
+                    if checkpointed_step != state.step:
+                        last_checkpoint = write_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, spec)
+                        checkpointed_step = state.step
+                        write_progress(workdir, state, hp.max_steps, resumed_from, last_checkpoint)
+                    tracker.flush(timeout_s=5.0)
+                    raise Preempted(f"stopped by SIGTERM after step {state.step}; emergency checkpoint "
+                                    f"{last_checkpoint}")
                 started = time.monotonic()
 
                 # One optimizer step = gradient_accumulation_steps micro-batches of batch_size examples.
@@ -202,13 +208,11 @@ def train(spec, spec_path: Path, workdir: Path) -> dict:
                     step_metrics["eval/loss"] = state.metrics["eval/loss"]
                     log.info("step %d eval/loss %.4f", state.step, state.metrics["eval/loss"])
                 tracker.log_metrics(step_metrics, state.step)
-                if scheduled or preemption.requested:
+                if scheduled:
                     last_checkpoint = write_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, spec)
+                    checkpointed_step = state.step
                     tracker.flush(timeout_s=10.0)
                 write_progress(workdir, state, hp.max_steps, resumed_from, last_checkpoint)
-                if preemption.requested:
-                    raise Preempted(f"stopped by SIGTERM after step {state.step}; emergency checkpoint "
-                                    f"{last_checkpoint}")
 
         # ---- the end: final adapter, result -----------------------------------------------------
         adapter_dir = save_final_adapter(model, output_dir)

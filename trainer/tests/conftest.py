@@ -44,3 +44,10 @@ def chat_files(tmp_path) -> dict[str, Path]:
         "train": write_jsonl(tmp_path / "train.jsonl", records[:48]),
         "validation": write_jsonl(tmp_path / "validation.jsonl", records[48:]),
     }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def quiet_libraries():
+    from hanzo_ml.cli import quiet_transformers
+
+    quiet_transformers()

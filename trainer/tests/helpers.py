@@ -27,7 +27,7 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 def train_spec(tmp_path: Path, base_dir: Path, files: dict[str, Path], **overrides) -> dict:
     hyperparameters = {
         "learning_rate": 5e-3, "max_steps": 6, "batch_size": 4, "gradient_accumulation_steps": 2,
-        "warmup_steps": 2, "lora_rank": 4, "lora_alpha": 8, "max_seq_length": 96, "seed": 7,
+        "warmup_steps": 2, "lora_rank": 4, "lora_alpha": 8, "max_seq_length": 192, "seed": 7,
     }
     hyperparameters.update(overrides.pop("hyperparameters", {}))
     spec = {
