@@ -25,6 +25,7 @@ export interface Bootstrap {
   base_models_dir: string;
   base_model: string;
   pg_bin?: string;
+  moto_server?: string;
 }
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));

@@ -24,8 +24,10 @@ node_deps() {
   local stamp=node_modules/.hanzo-ml-lock-hash want
   want=$(hash_of package-lock.json)
   [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return
-  say "installing npm dependencies (npm ci)"
-  npm ci --no-fund --no-audit --loglevel=error >&2
+  say "installing npm dependencies from package-lock.json"
+  # Not `npm ci`: with omit-lockfile-registry-resolved set, npm leaves other platforms' optional packages
+  # out of the lock and then `npm ci` refuses it. `install --no-save` installs exactly the lock's versions.
+  npm install --no-save --no-fund --no-audit --loglevel=error >&2
   echo "$want" > "$stamp"
 }
 
@@ -78,6 +80,16 @@ test_servers() {
     apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
   fi
   PG_BIN=$(dirname "$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb | tail -n1)")
+  # A real S3-protocol server (moto_server) in its own small venv.
+  SERVERS_VENV="$CACHE/servers-venv-$(hash_of test/servers.lock <(python3 --version))"
+  if [ ! -f "$SERVERS_VENV/.complete" ]; then
+    say "installing test servers (moto_server for S3)"
+    rm -rf "$SERVERS_VENV"
+    python3 -m venv "$SERVERS_VENV"
+    "$SERVERS_VENV/bin/pip" install -q --disable-pip-version-check -r test/servers.lock >&2
+    touch "$SERVERS_VENV/.complete"
+  fi
+  MOTO_SERVER="$SERVERS_VENV/bin/moto_server"
 }
 
 node_deps
@@ -86,7 +98,8 @@ temporal_bin
 candle_tool
 base_model
 PG_BIN=""
-[ "$want_tests" = 1 ] && test_servers
+MOTO_SERVER=""
+if [ "$want_tests" = 1 ]; then test_servers; fi
 
 cat > .bootstrap.json.tmp <<JSON
 {
@@ -96,7 +109,8 @@ cat > .bootstrap.json.tmp <<JSON
   "candle": "$CANDLE",
   "base_models_dir": "$CACHE/models",
   "base_model": "$BASE_MODEL",
-  "pg_bin": "$PG_BIN"
+  "pg_bin": "$PG_BIN",
+  "moto_server": "$MOTO_SERVER"
 }
 JSON
 mv .bootstrap.json.tmp .bootstrap.json

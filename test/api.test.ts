@@ -78,6 +78,7 @@ describe('API', () => {
 
   it('shows another organization 404 for a dataset that exists', async () => {
     const mine = await upload('private-ds', [chat('a?', 'b'), chat('c?', 'd')].join('\n'));
+    expect(mine.status).toBe(201);
     const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets/${String(mine.body.id)}`, { headers: OTHER });
     expect(res.status).toBe(404);
   });
@@ -113,7 +114,7 @@ describe('API', () => {
   });
 
   it('creates, lists, pauses and deletes a retraining schedule on Temporal, validating its input', async () => {
-    await upload('sched-ds', [chat('a?', 'b'), chat('c?', 'd'), chat('e?', 'f')].join('\n'));
+    expect((await upload('sched-ds', [chat('a?', 'b'), chat('c?', 'd'), chat('e?', 'f')].join('\n'))).status).toBe(201);
     const pipeline = { model_name: 'sched-model', base_model: 'hanzo-tiny-llama', dataset: { name: 'sched-ds', version: 'latest' } };
     const both = await stack.api('POST', '/v1/schedules', { name: 'x', every: '1d', cron: '0 3 * * *', pipeline });
     expect(both.status).toBe(400);

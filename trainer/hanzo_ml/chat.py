@@ -37,8 +37,11 @@ class TokenizedExample:
 
 # ---- reading -----------------------------------------------------------------------------------
 
-def read_chat_jsonl(path: Path) -> list[Messages]:
-    """Every record of a normalized JSONL file; the first bad record raises InputError naming its line."""
+def read_chat_jsonl(path: Path, allow_empty: bool = False) -> list[Messages]:
+    """Every record of a normalized JSONL file; the first bad record raises InputError naming its line.
+
+    allow_empty: a small dataset may leave a split empty, which is fine for counting but not for training.
+    """
     conversations = []
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
@@ -50,7 +53,7 @@ def read_chat_jsonl(path: Path) -> list[Messages]:
         if not line.strip():
             continue
         conversations.append(parse_record(line, f"{path}:{line_number}"))
-    if not conversations:
+    if not conversations and not allow_empty:
         raise InputError(f"{path}: no records")
     return conversations
 

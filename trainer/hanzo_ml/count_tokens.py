@@ -25,7 +25,7 @@ def count_tokens(spec, spec_path: Path) -> dict:
     tokenizer = load_tokenizer(Path(spec.tokenizer_path))
     splits = {}
     for split, path in spec.inputs.items():
-        conversations = read_chat_jsonl(Path(path))
+        conversations = read_chat_jsonl(Path(path), allow_empty=True)
         tokens = sum(len(encode_conversation(tokenizer, messages)) for messages in conversations)
         splits[split] = {"records": len(conversations), "tokens": tokens}
         log.info("%s: %d records, %d tokens", split, len(conversations), tokens)

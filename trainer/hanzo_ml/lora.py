@@ -112,23 +112,36 @@ def build_lora_model(base_model_path: str, hp):
     return model
 
 
-def train(spec, spec_path: Path, workdir: Path) -> dict:
-    hp = spec.hyperparameters
-    checkpoint_dir, output_dir = Path(spec.checkpoint_dir), Path(spec.output_dir)
+@dataclass
+class Datasets:
+    train: list            # TokenizedExample, prompt-masked
+    validation: list       # empty when the spec has no validation_path
+    pad_id: int
 
-    # ---- inputs, checked before any model is loaded -------------------------------------------
+
+def load_datasets(spec, spec_path: Path) -> Datasets:
+    """Every input read and validated before any model is loaded: a bad record fails in seconds."""
+    hp = spec.hyperparameters
     require_existing(spec_path, "base_model_path", spec.base_model_path, kind="dir")
     require_existing(spec_path, "train_path", spec.train_path)
     require_existing(spec_path, "validation_path", spec.validation_path)
     tokenizer = load_tokenizer(Path(spec.base_model_path))
-    train_examples = encode_dataset(tokenizer, read_chat_jsonl(Path(spec.train_path)), hp.max_seq_length,
-                                    spec.train_path)
-    val_examples = encode_dataset(tokenizer, read_chat_jsonl(Path(spec.validation_path)), hp.max_seq_length,
-                                  spec.validation_path) if spec.validation_path else []
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    log.info("train: %d examples, validation: %d examples", len(train_examples), len(val_examples))
 
-    # ---- model, optimizer, schedule (same construction on every start, so states load 1:1) -----
+    def encode(path: str | None) -> list:
+        return encode_dataset(tokenizer, read_chat_jsonl(Path(path)), hp.max_seq_length, path) if path else []
+
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    datasets = Datasets(train=encode(spec.train_path), validation=encode(spec.validation_path), pad_id=pad_id)
+    log.info("train: %d examples, validation: %d examples", len(datasets.train), len(datasets.validation))
+    return datasets
+
+
+def train(spec, spec_path: Path, workdir: Path) -> dict:
+    hp = spec.hyperparameters
+    checkpoint_dir = Path(spec.checkpoint_dir)
+    data = load_datasets(spec, spec_path)
+
+    # ---- model, optimizer, schedule: built the same way on every start, so saved states load 1:1 -------
     configure_torch(spec.threads)
     seed_everything(hp.seed)
     model = build_lora_model(spec.base_model_path, hp)
@@ -139,7 +152,7 @@ def train(spec, spec_path: Path, workdir: Path) -> dict:
     log.info("LoRA r=%d on %s: %d trainable parameters", hp.lora_rank, ",".join(hp.target_modules),
              sum(p.numel() for p in trainable))
 
-    # ---- resume from the newest checkpoint that verifies ---------------------------------------
+    # ---- resume from the newest checkpoint that verifies -------------------------------------------
     ckpt.remove_temp_dirs(checkpoint_dir)
     state, resumed_from, last_checkpoint = TrainingState(), None, None
     latest = ckpt.latest_valid_checkpoint(checkpoint_dir)
@@ -148,42 +161,41 @@ def train(spec, spec_path: Path, workdir: Path) -> dict:
         resumed_from, last_checkpoint = state.step, latest.path.name
         log.info("resumed from %s (step %d, epoch %d, index %d)", latest.path.name, state.step, state.epoch,
                  state.index)
-    order = ExampleOrder(len(train_examples), hp.seed, state.epoch, state.index)
+    order = ExampleOrder(len(data.train), hp.seed, state.epoch, state.index)
     first_step = checkpointed_step = state.step
     workdir.mkdir(parents=True, exist_ok=True)
-    write_progress(workdir, state, hp.max_steps, resumed_from, last_checkpoint)
 
-    # ---- the loop ------------------------------------------------------------------------------
+    def save_checkpoint_now() -> None:
+        nonlocal last_checkpoint, checkpointed_step
+        last_checkpoint = write_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, spec)
+        checkpointed_step = state.step
+        tracker.flush(timeout_s=10.0)
+
+    def report_progress() -> None:
+        write_progress(workdir, state, hp.max_steps, resumed_from, last_checkpoint)
+
+    # ---- the loop ----------------------------------------------------------------------------------
+    report_progress()
     tracker = metrics_client(spec.tracking_uri, spec.run_id)
     try:
         with PreemptionSignal() as preemption:
             while state.step < hp.max_steps:
                 if preemption.requested:  # checked between steps, so the step in flight always completes
                     if checkpointed_step != state.step:
-                        last_checkpoint = write_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, spec)
-                        checkpointed_step = state.step
-                        write_progress(workdir, state, hp.max_steps, resumed_from, last_checkpoint)
-                    tracker.flush(timeout_s=5.0)
+                        save_checkpoint_now()
+                        report_progress()
                     raise Preempted(f"stopped by SIGTERM after step {state.step}; emergency checkpoint "
                                     f"{last_checkpoint}")
                 started = time.monotonic()
 
-                # One optimizer step = gradient_accumulation_steps micro-batches of batch_size examples.
-                micro_batches = [collate([train_examples[i] for i in order.take(hp.batch_size)], pad_id)
+                # One optimizer step = gradient_accumulation_steps micro-batches of batch_size examples each.
+                micro_batches = [collate([data.train[i] for i in order.take(hp.batch_size)], data.pad_id)
                                  for _ in range(hp.gradient_accumulation_steps)]  # each: (B, T) tensors
-                num_targets = max(1, sum(target_token_count(b) for b in micro_batches))
-                step_loss = 0.0
-                for batch in micro_batches:
-                    # Divide each micro-batch's summed NLL by the step's total target tokens: the gradient is
-                    # then exactly that of the token-mean loss over the whole step, whatever the padding.
-                    loss = summed_token_nll(model, batch) / num_targets  # scalar
-                    loss.backward()
-                    step_loss += loss.item()
-                grad_norm = torch.nn.utils.clip_grad_norm_(trainable, hp.max_grad_norm).item()  # pre-clip norm
-                if not (math.isfinite(step_loss) and math.isfinite(grad_norm)):
-                    raise TrainingDiverged(f"step {state.step + 1}: loss {step_loss}, grad_norm {grad_norm}; "
+                loss, grad_norm = accumulate_and_clip(model, trainable, micro_batches, hp.max_grad_norm)
+                if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                    raise TrainingDiverged(f"step {state.step + 1}: loss {loss}, grad_norm {grad_norm}; "
                                            "lower the learning rate")
-                lr = scheduler.get_last_lr()[0]  # the LR this step used
+                lr = scheduler.get_last_lr()[0]  # the LR this step uses
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
@@ -194,29 +206,25 @@ def train(spec, spec_path: Path, workdir: Path) -> dict:
                 state.epoch, state.index = order.epoch, order.index
                 state.tokens_seen += step_tokens
                 state.elapsed_seconds += seconds
-                state.metrics.update({"train/loss": step_loss, "train/lr": lr, "train/grad_norm": grad_norm,
-                                      "train/tokens_per_second": step_tokens / max(seconds, 1e-9)})
-                step_metrics = {k: state.metrics[k] for k in
-                                ("train/loss", "train/lr", "train/grad_norm", "train/tokens_per_second")}
+                step_metrics = {"train/loss": loss, "train/lr": lr, "train/grad_norm": grad_norm,
+                                "train/tokens_per_second": step_tokens / max(seconds, 1e-9)}
                 if state.step % 10 == 0 or state.step == first_step + 1:
                     log.info("step %d/%d loss %.4f lr %.2e grad_norm %.3f %.0f tok/s", state.step, hp.max_steps,
-                             step_loss, lr, grad_norm, step_metrics["train/tokens_per_second"])
+                             loss, lr, grad_norm, step_metrics["train/tokens_per_second"])
 
-                scheduled = state.step % spec.checkpoint.every_steps == 0 or state.step == hp.max_steps
-                if scheduled and val_examples:
-                    state.metrics["eval/loss"], _ = mean_token_nll(model, val_examples, pad_id, hp.batch_size)
-                    step_metrics["eval/loss"] = state.metrics["eval/loss"]
-                    log.info("step %d eval/loss %.4f", state.step, state.metrics["eval/loss"])
+                due = state.step % spec.checkpoint.every_steps == 0 or state.step == hp.max_steps
+                if due and data.validation:
+                    step_metrics["eval/loss"], _ = mean_token_nll(model, data.validation, data.pad_id,
+                                                                  hp.batch_size)
+                    log.info("step %d eval/loss %.4f", state.step, step_metrics["eval/loss"])
+                state.metrics.update(step_metrics)
                 tracker.log_metrics(step_metrics, state.step)
-                if scheduled:
-                    last_checkpoint = write_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, spec)
-                    checkpointed_step = state.step
-                    tracker.flush(timeout_s=10.0)
-                write_progress(workdir, state, hp.max_steps, resumed_from, last_checkpoint)
+                if due:
+                    save_checkpoint_now()
+                report_progress()
 
-        # ---- the end: final adapter, result -----------------------------------------------------
-        adapter_dir = save_final_adapter(model, output_dir)
-        write_progress(workdir, state, hp.max_steps, resumed_from, last_checkpoint)
+        # ---- the end: final adapter, result --------------------------------------------------------
+        adapter_dir = save_final_adapter(model, Path(spec.output_dir))
         result = {
             "steps": state.step,
             "resumed_from_step": resumed_from,
@@ -231,6 +239,22 @@ def train(spec, spec_path: Path, workdir: Path) -> dict:
         return result
     finally:
         tracker.close(timeout_s=30.0)
+
+
+def accumulate_and_clip(model, trainable, micro_batches, max_grad_norm: float) -> tuple[float, float]:
+    """Forward/backward every micro-batch, then clip. Returns (step loss, gradient norm before clipping).
+
+    Each micro-batch's summed NLL is divided by the target tokens of the whole step, so the accumulated
+    gradient is exactly that of the token-mean loss over the step, however padding splits the tokens.
+    """
+    num_targets = max(1, sum(target_token_count(b) for b in micro_batches))
+    step_loss = 0.0
+    for batch in micro_batches:
+        loss = summed_token_nll(model, batch) / num_targets  # scalar
+        loss.backward()
+        step_loss += loss.item()
+    grad_norm = torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm).item()
+    return step_loss, grad_norm
 
 
 # ---- checkpoint contents ---------------------------------------------------------------------------
