@@ -66,7 +66,7 @@ export function createRegistryActivities(deps: ActivityDeps) {
         size_bytes: weights.reduce((n, o) => n + o.size_bytes, 0),
         checksum: checksum(main.sha256),
       },
-      [`gguf-${a.candle.gguf.dtype.replace('_', '')}`]: { path: gguf.uri, size_bytes: gguf.size_bytes, checksum: checksum(gguf.sha256) },
+      [`gguf-${a.candle.gguf.dtype}`]: { path: gguf.uri, size_bytes: gguf.size_bytes, checksum: checksum(gguf.sha256) },
     };
   }
 

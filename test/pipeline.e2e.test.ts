@@ -73,9 +73,9 @@ describe('fine-tuning pipeline end to end (embedded stack)', () => {
     const v = body.versions[0]!;
     expect(v.stage).toBe('production');
     const artifacts = v.artifacts as Record<string, { path: string; checksum: string; size_bytes: number }>;
-    const gguf = artifacts['gguf-q80']!;
+    const gguf = artifacts['gguf-q8_0']!;
     expect(gguf.checksum).toBe(`sha256:${await sha256File(fileURLToPath(gguf.path))}`);
-    expect(final.result!.artifacts['gguf-q80']!.checksum).toBe(gguf.checksum);
+    expect(final.result!.artifacts['gguf-q8_0']!.checksum).toBe(gguf.checksum);
     expect(v.lineage).toMatchObject({ run_id: final.progress.run_id, dataset_id: final.progress.dataset!.id });
     expect((v.training_config as Record<string, unknown>).dataset_sha256).toMatch(/^[0-9a-f]{64}$/);
   });

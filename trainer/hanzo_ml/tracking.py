@@ -14,6 +14,7 @@ import logging
 import math
 import threading
 import time
+import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -162,8 +163,7 @@ class MetricsClient:
 
     def _post(self, body: bytes) -> tuple[str, float | None]:
         """('ok' | 'retry' | 'rejected', Retry-After seconds if the server sent one)."""
-        request = urllib.request.Request(self.url, data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(self.url, data=body, method="POST", headers=request_headers())
         try:
             with urllib.request.urlopen(request, timeout=self.retry.request_timeout_s) as response:
                 response.read()
@@ -202,3 +202,12 @@ class NullMetricsClient:
 
 def metrics_client(tracking_uri: str | None, run_id: str):
     return MetricsClient(tracking_uri, run_id) if tracking_uri else NullMetricsClient()
+
+
+def request_headers() -> dict[str, str]:
+    """JSON, plus the bearer token the control plane hands the job (HANZO_ML_TRACKING_TOKEN), when set."""
+    headers = {"Content-Type": "application/json"}
+    token = os.environ.get("HANZO_ML_TRACKING_TOKEN")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
