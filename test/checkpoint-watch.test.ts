@@ -1,0 +1,84 @@
+// The checkpoint watcher: records each complete checkpoint (manifest verified against the stored copy) as a
+// run artifact, ignores one without a manifest or whose files do not match it, and raises a stale event.
+import { createHash, randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { openCatalogue, type Catalogue } from '../db/client.js';
+import { seedDevOrganization } from '../db/repo/auth.js';
+import { createRun, getOrCreateExperiment, artifactsOf } from '../db/repo/tracking.js';
+import { outbox } from '../db/schema/index.js';
+import { createTrainingActivities } from '../activities/training.js';
+import { LocalExecutor } from '../activities/executor/local.js';
+import { FileObjectStore } from '../lib/object-store.js';
+import { createLogger } from '../lib/log.js';
+import { loadConfig } from '../lib/config.js';
+
+const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-watch-'));
+let cat: Catalogue;
+const runId = randomUUID();
+const pipelineId = randomUUID();
+const ckptRoot = join(home, 'work', pipelineId, 'train', 'checkpoints');
+
+function writeCheckpoint(step: number, opts: { manifest?: boolean; corrupt?: boolean } = {}): void {
+  const dir = join(ckptRoot, `step-${String(step).padStart(8, '0')}`);
+  mkdirSync(dir, { recursive: true });
+  const content = `weights of step ${step}`;
+  writeFileSync(join(dir, 'adapter_model.safetensors'), content);
+  const sha = createHash('sha256').update(opts.corrupt ? 'something else' : content).digest('hex');
+  if (opts.manifest !== false)
+    writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ step, created_at: new Date().toISOString(), files: [{ path: 'adapter_model.safetensors', size_bytes: content.length, sha256: sha }] }));
+}
+
+describe('watchCheckpoints activity', () => {
+  let activities: ReturnType<typeof createTrainingActivities>;
+
+  beforeAll(async () => {
+    cat = await openCatalogue({});
+    await seedDevOrganization(cat.db, 'dev', 'hanzo-ml-dev-token');
+    const exp = await getOrCreateExperiment(cat.db, 'dev', 'e', 'file:///x');
+    await createRun(cat.db, { id: runId, organizationId: 'dev', experimentId: exp, name: 'r', userId: 'dev', artifactRoot: 'file:///x', config: {}, params: {} });
+    const loaded = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_TRAINER_CHECKPOINT_ALERT_AFTER: '1s', HANZO_ML_LOGGING_LEVEL: 'error' });
+    activities = createTrainingActivities({
+      db: cat.db,
+      store: new FileObjectStore(join(home, 'objects')),
+      config: loaded.config,
+      home,
+      bootstrap: loaded.bootstrap,
+      executor: new LocalExecutor(),
+      log: createLogger({ level: 'error', format: 'text' }),
+      trackingUri: 'http://127.0.0.1:1',
+      trackingToken: 't',
+    });
+  });
+  afterAll(async () => cat.close());
+
+  it('records complete checkpoints only, with the manifest checksum, and is idempotent', async () => {
+    writeCheckpoint(10);
+    writeCheckpoint(20, { manifest: false }); // still being written: does not exist yet
+    writeCheckpoint(30, { corrupt: true }); // files do not match the manifest
+    const env = new MockActivityEnvironment();
+    const first = await env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: true });
+    expect(first.checkpoints.map((c) => c.step)).toEqual([10]);
+    writeCheckpoint(20);
+    const second = await env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: true });
+    expect(second.checkpoints.map((c) => c.step)).toEqual([10, 20]);
+    const rows = await artifactsOf(cat.db, runId);
+    expect(rows.map((r) => r.path)).toEqual(['checkpoints/step-00000010', 'checkpoints/step-00000020']);
+    expect(rows[0]!.sha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('emits a checkpoint.stale event when no new checkpoint appears within the interval, until cancelled', async () => {
+    const env = new MockActivityEnvironment();
+    const watching = env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: false });
+    await new Promise((r) => setTimeout(r, 3500));
+    env.cancel();
+    await expect(watching).rejects.toThrow();
+    const events = await cat.db.select().from(outbox);
+    const stale = events.filter((e) => (e.payload as { event: string }).event === 'checkpoint.stale');
+    expect(stale).toHaveLength(1);
+    expect(stale[0]!.payload).toMatchObject({ run_id: runId, job_id: pipelineId });
+  });
+});
