@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { datasets } from '../db/schema/index.js';
+import { startPostgres, type TestPostgres } from './support/postgres.js';
 
 let stack: TestStack;
 const OTHER = { authorization: 'Bearer token-of-another-org' };
@@ -17,12 +18,18 @@ async function upload(name: string, content: string | Buffer, format = 'jsonl', 
 
 const chat = (q: string, a: string) => JSON.stringify({ messages: [{ role: 'user', content: q }, { role: 'assistant', content: a }] });
 
-describe('API', () => {
+describe.each(['pglite', 'postgres'])('API on %s', (engine) => {
+  let pgServer: TestPostgres | null = null;
   beforeAll(async () => {
-    stack = await startTestStack({}, { worker: false });
+    if (engine === 'postgres') pgServer = await startPostgres();
+    const env: Record<string, string> = pgServer ? { HANZO_ML_DATABASE_URL: await pgServer.createDatabase('api') } : {};
+    stack = await startTestStack(env, { worker: false });
     await seedDevOrganization(stack.runtime.catalogue.db, 'other-org', 'token-of-another-org');
   });
-  afterAll(async () => stack?.stop());
+  afterAll(async () => {
+    await stack?.stop();
+    await pgServer?.stop();
+  });
 
   it('answers /alive and /ready, and serves an OpenAPI document generated from the contracts', async () => {
     expect((await stack.runtime.app.request('/alive')).status).toBe(200);
