@@ -133,6 +133,16 @@ describe.each(['pglite', 'postgres'])('API on %s', (engine) => {
     expect(created.body.paused).toBe(false);
     expect(created.body.next_action_times.length).toBeGreaterThan(0);
     expect((await stack.api('POST', '/v1/schedules', { name: 'nightly', every: '1d', pipeline })).status).toBe(400);
+    // Triggering the schedule starts a pipeline on the latest dataset version, findable by search attributes.
+    await stack.runtime.client.schedule.getHandle(`schedule:${created.body.id}`).trigger();
+    let started: string[] = [];
+    for (let i = 0; i < 30 && !started.length; i++) {
+      started = [];
+      for await (const wf of stack.runtime.client.workflow.list({ query: `HanzoModelName = "sched-model" AND HanzoOrganization = "dev"` })) started.push(wf.workflowId);
+      if (!started.length) await new Promise((r) => setTimeout(r, 500));
+    }
+    expect(started[0]).toMatch(new RegExp(`^pipeline:sched-${created.body.id}-`));
+    await stack.runtime.client.workflow.getHandle(started[0]!).terminate('test over');
     const paused = await stack.api<{ paused: boolean }>('POST', '/v1/schedules/nightly/pause');
     expect(paused.body.paused).toBe(true);
     const listed = await stack.api<{ schedules: { name: string }[] }>('GET', '/v1/schedules');
