@@ -59,7 +59,7 @@ export async function runDemo(opts: { waitForApproval: boolean; apiUrl?: string;
         await api.post(`/v1/pipelines/${id}/approve`, { reason: 'demo: eval gate passed, approved by the demo command', approver: 'demo' });
         process.stderr.write('promotion approved (demo)\n');
       }
-      status = await followPipeline(api, id);
+      status = await followPipeline(api, id, { lastStage: status.progress.stage });
     }
     printSummary(status, await api.get(`/v1/datasets/${status.progress.dataset!.id}`), Date.now() - started);
     return status.result?.outcome === 'promoted' ? 0 : 1;
@@ -93,6 +93,6 @@ function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, ms: n
   if (gguf) lines.push(`GGUF            ${gguf[1].path.replace(/^file:\/\//, '')}`);
   if (p.model_version) lines.push(`model version   ${p.model_version.name} v${p.model_version.version}  stage: ${p.model_version.stage}`);
   lines.push(`outcome         ${r?.outcome ?? s.status}: ${r?.reason ?? p.error ?? ''}`);
-  if (s.temporal_ui_url) lines.push(`Temporal UI     ${s.temporal_ui_url}`);
+  if (s.temporal_ui_url) lines.push(`Temporal UI     ${s.temporal_ui_url}  (while \`bin/hanzo-ml dev\` runs on this HANZO_ML_HOME)`);
   process.stdout.write(lines.join('\n') + '\n');
 }

@@ -19,10 +19,10 @@ function bar(fraction: number, width = 30): string {
 export async function followPipeline(
   api: ApiClient,
   id: string,
-  opts: { until?: (s: PipelineStatus) => boolean; out?: NodeJS.WriteStream; intervalMs?: number } = {},
+  opts: { until?: (s: PipelineStatus) => boolean; out?: NodeJS.WriteStream; intervalMs?: number; lastStage?: string } = {},
 ): Promise<PipelineStatus> {
   const out = opts.out ?? process.stderr;
-  let lastStage = '';
+  let lastStage = opts.lastStage ?? '';
   for (;;) {
     const s = await api.get<PipelineStatus>(`/v1/pipelines/${id}`);
     const p = s.progress;

@@ -28,7 +28,7 @@ import torch
 
 from hanzo_ml import checkpoint as ckpt
 from hanzo_ml.chat import encode_dataset, load_tokenizer, read_chat_jsonl
-from hanzo_ml.errors import Preempted, TrainingDiverged
+from hanzo_ml.errors import InputError, Preempted, TrainingDiverged
 from hanzo_ml.files import atomic_write_json, dumps_json, replace_dir
 from hanzo_ml.modeling import (collate, configure_torch, load_causal_lm, mean_token_nll, rng_states,
                                seed_everything, set_rng_states, summed_token_nll, target_token_count)
@@ -101,13 +101,17 @@ def lr_multiplier(step: int, warmup_steps: int, max_steps: int) -> float:
     return (max_steps - step) / max(1, max_steps - warmup_steps)
 
 
-def build_lora_model(base_model_path: str, hp):
+def build_lora_model(spec, spec_path: Path):
     from peft import LoraConfig, get_peft_model
 
-    base = load_causal_lm(Path(base_model_path))
+    hp = spec.hyperparameters
+    base = load_causal_lm(Path(spec.base_model_path))
     config = LoraConfig(r=hp.lora_rank, lora_alpha=hp.lora_alpha, lora_dropout=hp.lora_dropout,
                         target_modules=list(hp.target_modules), bias="none", task_type="CAUSAL_LM")
-    model = get_peft_model(base, config)  # freezes the base; A is seeded-random, B is zero (starts at the base)
+    try:
+        model = get_peft_model(base, config)  # freezes the base; A seeded-random, B zero: starts at the base
+    except ValueError as e:  # a module name the architecture does not have: only the model can tell
+        raise InputError(f"{spec_path}: hyperparameters.target_modules: {e}".replace("\n", " ")) from e
     model.train()
     return model
 
@@ -137,6 +141,12 @@ def load_datasets(spec, spec_path: Path) -> Datasets:
 
 
 def train(spec, spec_path: Path, workdir: Path) -> dict:
+    """Run (or resume) the job. SIGTERM is caught from the start, so it never kills a half-written file."""
+    with PreemptionSignal() as preemption:
+        return run_training(spec, spec_path, workdir, preemption)
+
+
+def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSignal) -> dict:
     hp = spec.hyperparameters
     checkpoint_dir = Path(spec.checkpoint_dir)
     data = load_datasets(spec, spec_path)
@@ -144,7 +154,7 @@ def train(spec, spec_path: Path, workdir: Path) -> dict:
     # ---- model, optimizer, schedule: built the same way on every start, so saved states load 1:1 -------
     configure_torch(spec.threads)
     seed_everything(hp.seed)
-    model = build_lora_model(spec.base_model_path, hp)
+    model = build_lora_model(spec, spec_path)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -178,50 +188,49 @@ def train(spec, spec_path: Path, workdir: Path) -> dict:
     report_progress()
     tracker = metrics_client(spec.tracking_uri, spec.run_id)
     try:
-        with PreemptionSignal() as preemption:
-            while state.step < hp.max_steps:
-                if preemption.requested:  # checked between steps, so the step in flight always completes
-                    if checkpointed_step != state.step:
-                        save_checkpoint_now()
-                        report_progress()
-                    raise Preempted(f"stopped by SIGTERM after step {state.step}; emergency checkpoint "
-                                    f"{last_checkpoint}")
-                started = time.monotonic()
-
-                # One optimizer step = gradient_accumulation_steps micro-batches of batch_size examples each.
-                micro_batches = [collate([data.train[i] for i in order.take(hp.batch_size)], data.pad_id)
-                                 for _ in range(hp.gradient_accumulation_steps)]  # each: (B, T) tensors
-                loss, grad_norm = accumulate_and_clip(model, trainable, micro_batches, hp.max_grad_norm)
-                if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                    raise TrainingDiverged(f"step {state.step + 1}: loss {loss}, grad_norm {grad_norm}; "
-                                           "lower the learning rate")
-                lr = scheduler.get_last_lr()[0]  # the LR this step uses
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-
-                seconds = time.monotonic() - started
-                step_tokens = sum(int(b["attention_mask"].sum()) for b in micro_batches)
-                state.step += 1
-                state.epoch, state.index = order.epoch, order.index
-                state.tokens_seen += step_tokens
-                state.elapsed_seconds += seconds
-                step_metrics = {"train/loss": loss, "train/lr": lr, "train/grad_norm": grad_norm,
-                                "train/tokens_per_second": step_tokens / max(seconds, 1e-9)}
-                if state.step % 10 == 0 or state.step == first_step + 1:
-                    log.info("step %d/%d loss %.4f lr %.2e grad_norm %.3f %.0f tok/s", state.step, hp.max_steps,
-                             loss, lr, grad_norm, step_metrics["train/tokens_per_second"])
-
-                due = state.step % spec.checkpoint.every_steps == 0 or state.step == hp.max_steps
-                if due and data.validation:
-                    step_metrics["eval/loss"], _ = mean_token_nll(model, data.validation, data.pad_id,
-                                                                  hp.batch_size)
-                    log.info("step %d eval/loss %.4f", state.step, step_metrics["eval/loss"])
-                state.metrics.update(step_metrics)
-                tracker.log_metrics(step_metrics, state.step)
-                if due:
+        while state.step < hp.max_steps:
+            if preemption.requested:  # checked between steps, so the step in flight always completes
+                if checkpointed_step != state.step:
                     save_checkpoint_now()
-                report_progress()
+                    report_progress()
+                raise Preempted(f"stopped by SIGTERM after step {state.step}"
+                                + (f"; checkpoint {last_checkpoint} holds it" if last_checkpoint else ""))
+            started = time.monotonic()
+
+            # One optimizer step = gradient_accumulation_steps micro-batches of batch_size examples each.
+            micro_batches = [collate([data.train[i] for i in order.take(hp.batch_size)], data.pad_id)
+                             for _ in range(hp.gradient_accumulation_steps)]  # each: (B, T) tensors
+            loss, grad_norm = accumulate_and_clip(model, trainable, micro_batches, hp.max_grad_norm)
+            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                raise TrainingDiverged(f"step {state.step + 1}: loss {loss}, grad_norm {grad_norm}; "
+                                       "lower the learning rate")
+            lr = scheduler.get_last_lr()[0]  # the LR this step uses
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+
+            seconds = time.monotonic() - started
+            step_tokens = sum(int(b["attention_mask"].sum()) for b in micro_batches)
+            state.step += 1
+            state.epoch, state.index = order.epoch, order.index
+            state.tokens_seen += step_tokens
+            state.elapsed_seconds += seconds
+            step_metrics = {"train/loss": loss, "train/lr": lr, "train/grad_norm": grad_norm,
+                            "train/tokens_per_second": step_tokens / max(seconds, 1e-9)}
+            if state.step % 10 == 0 or state.step == first_step + 1:
+                log.info("step %d/%d loss %.4f lr %.2e grad_norm %.3f %.0f tok/s", state.step, hp.max_steps,
+                         loss, lr, grad_norm, step_metrics["train/tokens_per_second"])
+
+            due = state.step % spec.checkpoint.every_steps == 0 or state.step == hp.max_steps
+            if due and data.validation:
+                step_metrics["eval/loss"], _ = mean_token_nll(model, data.validation, data.pad_id,
+                                                              hp.batch_size)
+                log.info("step %d eval/loss %.4f", state.step, step_metrics["eval/loss"])
+            state.metrics.update(step_metrics)
+            tracker.log_metrics(step_metrics, state.step)
+            if due:
+                save_checkpoint_now()
+            report_progress()
 
         # ---- the end: final adapter, result --------------------------------------------------------
         adapter_dir = save_final_adapter(model, Path(spec.output_dir))

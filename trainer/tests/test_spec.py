@@ -112,6 +112,14 @@ def test_a_bad_dataset_record_names_file_line_and_field(tmp_path, tiny_base_dir,
     assert err == f"{chat_files['train']}:3: messages[1].role: expected one of system, user, assistant, got \"bot\""
 
 
+def test_target_modules_the_model_lacks_exit_2_naming_the_field(tmp_path, tiny_base_dir, chat_files, capsys):
+    spec = train_spec(tmp_path, tiny_base_dir, chat_files, hyperparameters={"target_modules": ["qkv_proj"]})
+    code, err = run_train_cli(tmp_path, spec, capsys)
+    assert code == 2
+    assert err.startswith(f"{tmp_path / 'job.json'}: hyperparameters.target_modules: ")
+    assert "qkv_proj" in err
+
+
 def test_a_bad_spec_is_rejected_before_torch_is_even_imported(tmp_path, spec):
     spec["hyperparameters"]["max_steps"] = 0
     path = write_spec(tmp_path / "job.json", spec)
