@@ -32,6 +32,8 @@ function writeCheckpoint(step: number, opts: { manifest?: boolean; corrupt?: boo
     writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ step, created_at: new Date().toISOString(), files: [{ path: 'adapter_model.safetensors', size_bytes: content.length, sha256: sha }] }));
 }
 
+type Watched = Awaited<ReturnType<ReturnType<typeof createTrainingActivities>['watchCheckpoints']>>;
+
 describe('watchCheckpoints activity', () => {
   let activities: ReturnType<typeof createTrainingActivities>;
 
@@ -60,10 +62,10 @@ describe('watchCheckpoints activity', () => {
     writeCheckpoint(20, { manifest: false }); // still being written: does not exist yet
     writeCheckpoint(30, { corrupt: true }); // files do not match the manifest
     const env = new MockActivityEnvironment();
-    const first = await env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: true });
+    const first: Watched = await env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: true });
     expect(first.checkpoints.map((c) => c.step)).toEqual([10]);
     writeCheckpoint(20);
-    const second = await env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: true });
+    const second: Watched = await env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: true });
     expect(second.checkpoints.map((c) => c.step)).toEqual([10, 20]);
     const rows = await artifactsOf(cat.db, runId);
     expect(rows.map((r) => r.path)).toEqual(['checkpoints/step-00000010', 'checkpoints/step-00000020']);
