@@ -100,7 +100,7 @@ describe('fine-tuning pipeline end to end (embedded stack)', () => {
   it('replays its recorded history deterministically', async () => {
     const history = await stack.runtime.client.workflow.getHandle(pipelineWorkflowId(id)).fetchHistory();
     const fixture = fileURLToPath(new URL('./fixtures/pipeline-history.json', import.meta.url));
-    if (process.env.HANZO_ML_RECORD_HISTORY) writeFileSync(fixture, JSON.stringify(historyToJSON(history), null, 1));
+    if (process.env.HANZO_ML_RECORD_HISTORY) writeFileSync(fixture, historyToJSON(history));
     await Worker.runReplayHistory({ workflowBundle: await bundleWorkflows() }, history);
     expect(JSON.parse(readFileSync(fixture, 'utf8')).events.length).toBeGreaterThan(10);
   });
