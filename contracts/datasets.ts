@@ -3,7 +3,8 @@ import { z } from 'zod';
 
 export const SplitRatiosSchema = z
   .strictObject({ train: z.number().min(0).max(1), validation: z.number().min(0).max(1), test: z.number().min(0).max(1) })
-  .refine((r) => Math.abs(r.train + r.validation + r.test - 1) < 1e-9, 'train + validation + test must sum to 1');
+  // Ratios like 0.7/0.2/0.1 do not sum to exactly 1 in floating point.
+  .refine((r) => Math.abs(r.train + r.validation + r.test - 1) <= 1e-6, 'split ratios must sum to 1 (train + validation + test)');
 export type SplitRatios = z.infer<typeof SplitRatiosSchema>;
 
 export const DatasetSplitSchema = z.object({

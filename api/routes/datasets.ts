@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { ApiDeps, AppEnv } from '../deps.js';
-import { DatasetCreateQuerySchema } from '../../contracts/datasets.js';
+import { DatasetCreateQuerySchema, SplitRatiosSchema } from '../../contracts/datasets.js';
 import { createDatasetVersion } from '../../lib/dataset-versions.js';
 import { DatasetValidationError } from '../../lib/datasets/preprocess.js';
 import { datasetView, getDataset, listDatasets } from '../../db/repo/datasets.js';
@@ -29,7 +29,8 @@ export function datasetRoutes(deps: ApiDeps) {
   app.post('/', async (c) => {
     const principal = requireRole(c, 'developer');
     const q = queryParams(c, DatasetCreateQuerySchema);
-    if (Math.abs(q.train + q.validation + q.test - 1) > 1e-9) throw invalid('query parameters train + validation + test must sum to 1');
+    const splits = SplitRatiosSchema.safeParse({ train: q.train, validation: q.validation, test: q.test });
+    if (!splits.success) throw invalid(`query parameters train, validation, test: ${splits.error.issues[0]!.message}`);
     let tokenizerDir: string;
     try {
       tokenizerDir = resolveBaseModel(q.tokenizer ?? DEFAULT_BASE_MODEL, deps.config, deps.bootstrap);
@@ -52,7 +53,7 @@ export function datasetRoutes(deps: ApiDeps) {
         sourcePath: upload,
         displayName: c.req.header('x-filename') ?? `${q.name}.${q.format}`,
         seed: q.seed,
-        splits: { train: q.train, validation: q.validation, test: q.test },
+        splits: splits.data,
         tokenizerDir,
         tags: q.tags ? q.tags.split(',').map((t) => t.trim()).filter(Boolean) : [],
         transform: `upload: validate, normalise to chat messages, dedup exact, split seed=${q.seed}`,

@@ -5,25 +5,14 @@
 // every later version built with the same seed.
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { z } from 'zod';
 import { canonicalJson, type ChatRecord } from './records.js';
 import { rewriteSplit, SplitWriter, type SplitInfo } from './split-writer.js';
 
 export const SPLIT_NAMES = ['train', 'validation', 'test'] as const;
 export type SplitName = (typeof SPLIT_NAMES)[number];
 
-const RATIO_SUM_TOLERANCE = 1e-6; // ratios like 0.7/0.2/0.1 don't sum to exactly 1 in floating point
-
-export const SplitRatiosSchema = z
-  .object({
-    train: z.number().min(0).max(1),
-    validation: z.number().min(0).max(1),
-    test: z.number().min(0).max(1),
-  })
-  .refine((r) => Math.abs(r.train + r.validation + r.test - 1) <= RATIO_SUM_TOLERANCE, {
-    message: 'split ratios must sum to 1',
-  });
-export type SplitRatios = z.infer<typeof SplitRatiosSchema>;
+export { SplitRatiosSchema, type SplitRatios } from '../../contracts/datasets.js';
+import type { SplitRatios } from '../../contracts/datasets.js';
 
 export type SplitFiles = Record<SplitName, SplitInfo>;
 
