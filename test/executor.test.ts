@@ -1,5 +1,6 @@
 // The local executor: jobs outlive their starter, re-attach instead of starting twice, and a job killed
 // without an exit code is reported lost (so the activity restarts it, resuming from its checkpoint).
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -50,8 +51,12 @@ describe('local executor', () => {
     const wrapper = Number(readFileSync(`/proc/${s.pid}/stat`, 'utf8').split(' ')[3]);
     process.kill(-wrapper, 'SIGKILL'); // the whole process group, as a machine crash would
     await until(() => jobState(j.workdir).state === 'lost');
-    const again = await ex.restart({ ...j, command: [process.execPath, '-e', 'process.exit(0)', j.workdir] });
-    expect(['running', 'exited']).toContain(again.state);
+    // startOrAttach on a lost job starts exactly one new process (not one per stale pid file read).
+    const again = await ex.startOrAttach({ ...j, command: [process.execPath, '-e', 'setTimeout(() => process.exit(0), 1500)', j.workdir] });
+    expect(again.state).toBe('running');
+    expect(ex.state(j.workdir)).toEqual(again);
+    const wrappers = execFileSync('pgrep', ['-f', `hanzo-ml-job .*${j.workdir}`]).toString().trim().split('\n');
+    expect(wrappers).toHaveLength(1);
     await until(() => jobState(j.workdir).state === 'exited');
   });
 

@@ -40,8 +40,6 @@ export class LocalExecutor {
 
   /** Starts the job again in the same workspace (after a preemption or a lost process). */
   async restart(job: JobRequest): Promise<JobState> {
-    await rm(join(job.workdir, 'exitcode'), { force: true });
-    await rm(join(job.workdir, 'child.pid'), { force: true });
     await this.spawn(job);
     return jobState(job.workdir);
   }
@@ -64,6 +62,9 @@ export class LocalExecutor {
 
   private async spawn(job: JobRequest): Promise<void> {
     await mkdir(job.workdir, { recursive: true });
+    // Clear the previous run's files first: waiting for child.pid below must see the new one, not a stale one.
+    await rm(join(job.workdir, 'exitcode'), { force: true });
+    await rm(join(job.workdir, 'child.pid'), { force: true });
     await writeFile(join(job.workdir, 'command.json'), JSON.stringify({ command: job.command, started_at: new Date().toISOString() }));
     const log = openSync(join(job.workdir, 'job.log'), 'a');
     try {
