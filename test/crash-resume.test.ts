@@ -1,7 +1,7 @@
 // Durability: kill the whole `hanzo-ml dev` process AND the trainer (as a machine crash would) in the middle
 // of training, start dev again on the same HANZO_ML_HOME, and the pipeline completes: the trainer resumes
 // from its last checkpoint, and no step is trained twice beyond the checkpoint interval.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -81,6 +81,13 @@ describe('crash and restart of the whole dev process mid-training', () => {
     expect(existsSync(join(trainDir, 'exitcode'))).toBe(false);
 
     dev = startDev();
+    // The retried activity restarts the lost trainer exactly once, resuming from the checkpoint.
+    await until(async () => {
+      const p = JSON.parse(readFileSync(join(trainDir, 'progress.json'), 'utf8')) as { resumed_from_step: number | null };
+      return p.resumed_from_step !== null ? true : null;
+    }, 5 * 60_000, 'the trainer to resume');
+    const trainers = execFileSync('pgrep', ['-f', `hanzo_ml train --spec ${trainDir}/spec.json`]).toString().trim().split('\n');
+    expect(trainers).toHaveLength(1);
     const waiting = await until(async () => {
       const s = await api<Status>('GET', `/v1/pipelines/${id}`);
       return s.progress.awaiting_approval || s.status !== 'RUNNING' ? s : null;
