@@ -86,7 +86,7 @@ describe('crash and restart of the whole dev process mid-training', () => {
       const p = JSON.parse(readFileSync(join(trainDir, 'progress.json'), 'utf8')) as { resumed_from_step: number | null };
       return p.resumed_from_step !== null ? true : null;
     }, 5 * 60_000, 'the trainer to resume');
-    const trainers = execFileSync('pgrep', ['-f', `hanzo_ml train --spec ${trainDir}/spec.json`]).toString().trim().split('\n');
+    const trainers = execFileSync('pgrep', ['-f', `^[^ ]*python[^ ]* -m hanzo_ml train --spec ${trainDir}/spec.json`]).toString().trim().split('\n');
     expect(trainers).toHaveLength(1);
     const waiting = await until(async () => {
       const s = await api<Status>('GET', `/v1/pipelines/${id}`);
