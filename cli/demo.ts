@@ -16,7 +16,17 @@ export function demoPipelineRequest(overrides: Partial<PipelineRequest> = {}): P
     model_name: 'demo-topic-classifier',
     base_model: DEFAULT_BASE_MODEL,
     dataset: { name: 'demo-task', source_uri: pathToFileURL(DEMO_DATASET).href, seed: 42 },
-    hyperparameters: { learning_rate: 2e-3, max_steps: 200, batch_size: 8, warmup_steps: 10, lora_rank: 16, lora_alpha: 32, max_seq_length: 128, seed: 42 },
+    hyperparameters: {
+      learning_rate: 2e-3, // 3e-3 spikes and stalls at chance on this task
+      max_steps: 250,
+      batch_size: 8,
+      warmup_steps: 10,
+      lora_rank: 16,
+      lora_alpha: 32,
+      target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
+      max_seq_length: 128,
+      seed: 42,
+    },
     checkpoint: { every_steps: 25, keep_last: 3 },
     ...overrides,
   };

@@ -1,5 +1,13 @@
 import { z } from 'zod';
-import { TrainerJobSpecSchema, TrainProgressSchema, CheckpointManifestSchema } from './trainer-job.js';
+import {
+  TrainerJobSpecSchema,
+  TrainProgressSchema,
+  CheckpointManifestSchema,
+  TrainResultSchema,
+  EvalReportSchema,
+  MergeReportSchema,
+  TokenCountReportSchema,
+} from './trainer-job.js';
 import { CandleReportSchema } from './candle-report.js';
 
 const render = (schema: z.ZodType): string => JSON.stringify(z.toJSONSchema(schema, { io: 'input' }), null, 2) + '\n';
@@ -10,6 +18,10 @@ export function generatedSchemas(): Record<string, string> {
     'trainer-job.schema.json': render(TrainerJobSpecSchema),
     'train-progress.schema.json': render(TrainProgressSchema),
     'checkpoint-manifest.schema.json': render(CheckpointManifestSchema),
+    'train-result.schema.json': render(TrainResultSchema),
+    'eval-report.schema.json': render(EvalReportSchema),
+    'merge-report.schema.json': render(MergeReportSchema),
+    'token-count-report.schema.json': render(TokenCountReportSchema),
     'candle-report.schema.json': render(CandleReportSchema),
   };
 }

@@ -73,7 +73,7 @@ def score_model(model, tokenizer, examples, prompts, expected, max_new_tokens) -
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     loss, _ = mean_token_nll(model, examples, pad_id)
     answers = generate_answers(model, tokenizer, prompts, max_new_tokens)
-    matches = sum(answer.strip() == want.strip() for answer, want in zip(answers, expected))
+    matches = sum(answer.strip() == want.strip() for answer, want in zip(answers, expected, strict=True))
     scores = {"loss": loss, "perplexity": math.exp(min(loss, MAX_LOG_PERPLEXITY)),
               "exact_match": matches / len(expected), "num_examples": len(expected)}
     return scores, answers

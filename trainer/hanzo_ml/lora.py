@@ -247,7 +247,8 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
                  adapter_dir)
         return result
     finally:
-        tracker.close(timeout_s=30.0)
+        # After SIGTERM the grace period is ticking and the checkpoint is safe: don't wait long on metrics.
+        tracker.close(timeout_s=5.0 if preemption.requested else 30.0)
 
 
 def accumulate_and_clip(model, trainable, micro_batches, max_grad_norm: float) -> tuple[float, float]:

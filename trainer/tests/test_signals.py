@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import hanzo_ml.lora as lora
 from hanzo_ml.checkpoint import verify_checkpoint
 from helpers import load_spec_dict, read_json, train_spec, trainer_env, write_spec
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # real subprocesses: ~8 s each when the CPUs are idle, far more when they are not
 
 SLOW_STEPS = Path(__file__).with_name("slow_steps.py")
 

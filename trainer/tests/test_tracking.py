@@ -27,7 +27,8 @@ class TrackingServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 action = server.script.pop(0) if server.script else 200
-                server.requests.append({"path": self.path, "body": body, "action": action})
+                server.requests.append({"path": self.path, "body": body, "action": action,
+                                        "authorization": self.headers.get("Authorization")})
                 if action == "drop":
                     self.close_connection = True
                     self.connection.close()
@@ -47,7 +48,8 @@ class TrackingServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.uri = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
         self.thread.start()
 
     def delivered(self) -> list[dict]:
@@ -147,6 +149,14 @@ def test_nan_and_infinity_travel_as_mlflow_strings(server):
     client.log_metrics({"a": float("nan"), "b": float("inf"), "c": float("-inf")}, step=0)
     client.close()
     assert [m["value"] for m in server.delivered()] == ["NaN", "Infinity", "-Infinity"]
+
+
+def test_the_job_token_travels_as_a_bearer_header(server, monkeypatch):
+    monkeypatch.setenv("HANZO_ML_TRACKING_TOKEN", "s3cret")
+    client = MetricsClient(server.uri, "run1", retry=FAST_RETRY)
+    client.log_metrics({"a": 1.0}, step=0)
+    client.close()
+    assert server.requests[0]["authorization"] == "Bearer s3cret"
 
 
 def test_training_reports_its_metrics_to_the_tracking_server(server, tmp_path, tiny_base_dir, chat_files):
