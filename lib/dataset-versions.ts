@@ -65,7 +65,8 @@ export async function createDatasetVersion(deps: DatasetDeps, req: CreateDataset
     });
     const tokens = await countTokens(deps, req.tokenizerDir, outDir, staging);
     const prefix = `${req.organizationId}/${req.name}/${id}`;
-    const stored = await deps.store.putDirectory(deps.config.storage.buckets.datasets, prefix, outDir);
+    const bucket = deps.config.storage.buckets.datasets;
+    const stored = await deps.store.putDirectory(bucket, prefix, outDir);
     const uriOf = (file: string): string => stored.find((o) => o.uri.endsWith(`/${file}`))!.uri;
     const split = (name: 'train' | 'validation' | 'test') => ({
       ...result.splits[name],
@@ -74,7 +75,7 @@ export async function createDatasetVersion(deps: DatasetDeps, req: CreateDataset
     });
     const trainTokens = tokens.splits.train?.tokens ?? 0;
     const gpuHours = trainTokens / deps.config.trainer.tokens_per_gpu_second / 3600;
-    return await insertDatasetVersion(deps.db, {
+    const record = {
       id,
       organizationId: req.organizationId,
       name: req.name,
@@ -102,7 +103,14 @@ export async function createDatasetVersion(deps: DatasetDeps, req: CreateDataset
       tags: req.tags,
       lineage: { parent_datasets: req.parentDatasets ?? [], transform: req.transform },
       createdBy: req.createdBy,
-    });
+    };
+    try {
+      return await insertDatasetVersion(deps.db, record);
+    } catch (err) {
+      // The version was not recorded: its files must not linger as an unreferenced half of it.
+      await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);
+      throw err;
+    }
   } finally {
     await rm(staging, { recursive: true, force: true });
   }

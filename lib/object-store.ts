@@ -27,6 +27,8 @@ export interface ObjectStore {
   /** Reads an object as a stream. */
   read(uri: string): Promise<Readable>;
   exists(uri: string): Promise<boolean>;
+  /** Removes every object under bucket/prefix (undoing a put whose catalogue transaction did not commit). */
+  deletePrefix(bucket: string, prefix: string): Promise<void>;
 }
 
 export async function listFiles(dir: string): Promise<string[]> {
@@ -87,8 +89,7 @@ export class FileObjectStore implements ObjectStore {
     );
   }
 
-  /** Removes a whole prefix (used only to undo a put that its transaction did not commit). */
-  async removePrefix(bucket: string, prefix: string): Promise<void> {
+  async deletePrefix(bucket: string, prefix: string): Promise<void> {
     await rm(this.path(bucket, prefix), { recursive: true, force: true });
   }
 }
@@ -169,6 +170,16 @@ export class S3ObjectStore implements ObjectStore {
       return true;
     } catch {
       return false;
+    }
+  }
+
+  async deletePrefix(bucket: string, prefix: string): Promise<void> {
+    for (let token: string | undefined; ; ) {
+      const page = await this.client.send(new this.s3.ListObjectsV2Command({ Bucket: bucket, Prefix: `${prefix}/`, ContinuationToken: token }));
+      const keys = (page.Contents ?? []).map((o) => ({ Key: o.Key! }));
+      if (keys.length) await this.client.send(new this.s3.DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys } }));
+      if (!page.IsTruncated) return;
+      token = page.NextContinuationToken;
     }
   }
 }

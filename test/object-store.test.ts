@@ -52,6 +52,9 @@ describe.each(['file', 's3'])('%s object store', (kind) => {
     const chunks: Buffer[] = [];
     for await (const c of await store.read(b.uri)) chunks.push(c as Buffer);
     expect(Buffer.concat(chunks).toString()).toBe('hello');
+    await store.deletePrefix('models', 'm/v2');
+    expect(await store.exists(b.uri)).toBe(false);
+    expect(await store.exists(one.uri)).toBe(true);
   });
 });
 
