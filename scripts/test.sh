@@ -19,6 +19,7 @@ step lint npx eslint .
 step typecheck npx tsc --noEmit
 step "rust tests (cargo test)" bash -c 'cd candle && cargo test --quiet 2>&1'
 step "python tests (pytest)" bash -c "cd trainer && HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 '$PY' -m pytest -q -p no:cacheprovider"
+rm -f .vitest-results.json
 step "typescript tests (vitest)" npx vitest run --reporter=default --reporter=json --outputFile.json=.vitest-results.json
 # vitest's own summary is not a line CI runners read: print the plain "N passed, N failed" one too.
 [ -f .vitest-results.json ] && node -e 'const r = require("./.vitest-results.json"); console.log(`vitest: ${r.numPassedTests} passed, ${r.numFailedTests} failed`)'
