@@ -94,9 +94,11 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
     apiUrl,
     log,
     async stop(opts = {}) {
-      if (server) await new Promise<void>((r) => server.close(() => r()));
-      if (opts.stopJobs) await stopLocalJobs(o.home, log);
+      // Order matters: the worker stops first (so no activity restarts a job we are stopping), the jobs stop
+      // while the API still takes their last metrics, and only then the API closes.
       if (worker && worker.getState() === 'RUNNING') worker.shutdown();
+      if (opts.stopJobs) await stopLocalJobs(o.home, log);
+      if (server) await new Promise<void>((r) => server.close(() => r()));
       await workerRun?.catch((err: unknown) => log.error('worker stopped with an error', { error: String(err) }));
       await nativeConnection?.close();
       await connection.close();

@@ -79,7 +79,7 @@ export async function logMetrics(db: Db, runId: string, points: MetricPoint[]): 
   }
   const latestRows = [...latest.values()]
     .sort((a, b) => (a.key < b.key ? -1 : 1))
-    .map((p) => ({ runId, key: p.key, step: p.step, timestamp: p.timestamp, value: Number.isNaN(p.value) ? 0 : p.value }));
+    .map((p) => ({ runId, key: p.key, step: p.step, timestamp: p.timestamp, value: Number.isNaN(p.value) ? 0 : p.value, isNan: Number.isNaN(p.value) }));
   await db.transaction(async (tx) => {
     for (let i = 0; i < rows.length; i += 1000) await tx.insert(metrics).values(rows.slice(i, i + 1000)).onConflictDoNothing();
     await tx
@@ -87,7 +87,7 @@ export async function logMetrics(db: Db, runId: string, points: MetricPoint[]): 
       .values(latestRows)
       .onConflictDoUpdate({
         target: [latestMetrics.runId, latestMetrics.key],
-        set: { step: sql`excluded.step`, timestamp: sql`excluded.timestamp`, value: sql`excluded.value` },
+        set: { step: sql`excluded.step`, timestamp: sql`excluded.timestamp`, value: sql`excluded.value`, isNan: sql`excluded.is_nan` },
         setWhere: sql`(excluded.step, excluded.timestamp) >= (${latestMetrics.step}, ${latestMetrics.timestamp})`,
       });
   });
@@ -100,7 +100,7 @@ export async function logParams(db: Db, runId: string, params: Record<string, st
 
 export async function latestMetricsOf(db: Db, runId: string): Promise<Record<string, { value: number; step: number }>> {
   const rows = await db.select().from(latestMetrics).where(eq(latestMetrics.runId, runId));
-  return Object.fromEntries(rows.map((r) => [r.key, { value: r.value, step: r.step }]));
+  return Object.fromEntries(rows.map((r) => [r.key, { value: r.isNan ? NaN : r.value, step: r.step }]));
 }
 
 export async function paramsOf(db: Db, runId: string): Promise<Record<string, string>> {

@@ -12,8 +12,21 @@ export const experiments = pgTable(
     artifactLocation: text('artifact_location').notNull(),
     lifecycleStage: text('lifecycle_stage').notNull().default('active'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    lastUpdateTime: bigint('last_update_time', { mode: 'number' }),
   },
   (t) => [uniqueIndex('experiments_org_name_idx').on(t.organizationId, t.name)],
+);
+
+export const experimentTags = pgTable(
+  'experiment_tags',
+  {
+    experimentId: text('experiment_id')
+      .notNull()
+      .references(() => experiments.id),
+    key: text('key').notNull(),
+    value: text('value').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.experimentId, t.key] })],
 );
 
 export const runs = pgTable(
@@ -33,8 +46,27 @@ export const runs = pgTable(
     config: jsonb('config').notNull().default({}),
     startTime: timestamp('start_time', { withTimezone: true }).notNull().defaultNow(),
     endTime: timestamp('end_time', { withTimezone: true }),
+    // MLflow's soft delete: 'active' | 'deleted'; a deleted run is hidden from searches and refuses writes.
+    lifecycleStage: text('lifecycle_stage', { enum: ['active', 'deleted'] }).notNull().default('active'),
+    deletedTime: bigint('deleted_time', { mode: 'number' }),
   },
-  (t) => [index('runs_experiment_idx').on(t.experimentId, t.startTime)],
+  (t) => [
+    index('runs_experiment_idx').on(t.experimentId, t.startTime),
+    // run search: one experiment's live runs, newest first (the default order).
+    index('runs_search_idx').on(t.organizationId, t.experimentId, t.lifecycleStage, t.startTime),
+  ],
+);
+
+export const runTags = pgTable(
+  'run_tags',
+  {
+    runId: text('run_id')
+      .notNull()
+      .references(() => runs.id),
+    key: text('key').notNull(),
+    value: text('value').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.key] })],
 );
 
 export const runParams = pgTable(
@@ -77,8 +109,9 @@ export const latestMetrics = pgTable(
     step: bigint('step', { mode: 'number' }).notNull(),
     timestamp: bigint('timestamp', { mode: 'number' }).notNull(),
     value: doublePrecision('value').notNull(),
+    isNan: boolean('is_nan').notNull().default(false),
   },
-  (t) => [primaryKey({ columns: [t.runId, t.key] })],
+  (t) => [primaryKey({ columns: [t.runId, t.key] }), index('latest_metrics_key_value_idx').on(t.key, t.value)],
 );
 
 export const runArtifacts = pgTable(
