@@ -11,7 +11,7 @@ import { pipelineRoutes } from './routes/pipelines.js';
 import { runRoutes } from './routes/runs.js';
 import { modelRoutes } from './routes/models.js';
 import { scheduleRoutes } from './routes/schedules.js';
-import { mlflowRoutes } from './routes/mlflow.js';
+import { mlflowRoutes } from './routes/mlflow/index.js';
 import { openApiDocument } from './openapi.js';
 
 export function createApp(deps: ApiDeps): Hono<AppEnv> {

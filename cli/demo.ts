@@ -1,7 +1,8 @@
 // `hanzo-ml demo`: the bundled dataset through the whole pipeline on the embedded stack, then a summary.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { sha256File } from '../lib/hash.js';
 import { createApiClient, type ApiClient } from './api-client.js';
 import { followPipeline, type PipelineStatus } from './progress.js';
 import { startDevStack, type DevStack } from './dev.js';
@@ -71,7 +72,9 @@ export async function runDemo(opts: { waitForApproval: boolean; apiUrl?: string;
       }
       status = await followPipeline(api, id, { lastStage: status.progress.stage });
     }
-    printSummary(status, await api.get(`/v1/datasets/${status.progress.dataset!.id}`), Date.now() - started);
+    const mv = status.progress.model_version;
+    const version = mv ? await api.get<ModelVersionView>(`/v1/models/${encodeURIComponent(mv.name)}/versions/${mv.version}`) : null;
+    printSummary(status, await api.get(`/v1/datasets/${status.progress.dataset!.id}`), version, await verifyGguf(version), Date.now() - started);
     return status.result?.outcome === 'promoted' ? 0 : 1;
   } finally {
     process.off('SIGINT', onSignal);
@@ -79,7 +82,22 @@ export async function runDemo(opts: { waitForApproval: boolean; apiUrl?: string;
   }
 }
 
-function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, ms: number): void {
+interface ModelVersionView {
+  stage: string;
+  artifacts: Record<string, { path: string; checksum: string; size_bytes: number }>;
+  metrics: { candle_perplexity?: number; pytorch_perplexity?: number; quantized_perplexity?: number | null };
+}
+
+/** Re-hashes the GGUF file the registry points at (file:// store) and says whether it matches. */
+async function verifyGguf(v: ModelVersionView | null): Promise<string> {
+  const gguf = Object.entries(v?.artifacts ?? {}).find(([k]) => k.startsWith('gguf'))?.[1];
+  if (!gguf) return 'no GGUF artifact';
+  if (!gguf.path.startsWith('file://')) return `stored at ${gguf.path}`;
+  const actual = `sha256:${await sha256File(fileURLToPath(gguf.path))}`;
+  return actual === gguf.checksum ? 'file checksum matches the registry' : `MISMATCH: file ${actual} != registry ${gguf.checksum}`;
+}
+
+function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, version: ModelVersionView | null, ggufCheck: string, ms: number): void {
   const p = s.progress;
   const r = s.result;
   const lines: string[] = ['', '=== hanzo-ml demo: summary ==='];
@@ -100,7 +118,12 @@ function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, ms: n
   lines.push(`checkpoints     ${p.checkpoints.map((c) => `step ${c.step} (manifest sha256 ${c.sha256.slice(0, 12)}…)`).join(', ') || 'none'}`);
   for (const [name, a] of Object.entries(r?.artifacts ?? {})) lines.push(`artifact        ${name.padEnd(12)} ${a.checksum}  ${a.size_bytes} bytes  ${a.path}`);
   const gguf = Object.entries(r?.artifacts ?? {}).find(([k]) => k.startsWith('gguf'));
-  if (gguf) lines.push(`GGUF            ${gguf[1].path.replace(/^file:\/\//, '')}`);
+  if (gguf) lines.push(`GGUF            ${gguf[1].path.replace(/^file:\/\//, '')}  (${ggufCheck})`);
+  const m = version?.metrics;
+  if (m?.candle_perplexity !== undefined && m.pytorch_perplexity !== undefined) {
+    const rel = Math.abs(m.candle_perplexity - m.pytorch_perplexity) / m.pytorch_perplexity;
+    lines.push(`validation      Candle perplexity ${m.candle_perplexity.toFixed(4)} vs PyTorch ${m.pytorch_perplexity.toFixed(4)} (relative diff ${rel.toExponential(1)}); GGUF perplexity ${m.quantized_perplexity?.toFixed(4) ?? 'n/a'}`);
+  }
   if (p.model_version) lines.push(`model version   ${p.model_version.name} v${p.model_version.version}  stage: ${p.model_version.stage}`);
   lines.push(`outcome         ${r?.outcome ?? s.status}: ${r?.reason ?? p.error ?? ''}`);
   if (s.temporal_ui_url) lines.push(`Temporal UI     ${s.temporal_ui_url}  (while \`bin/hanzo-ml dev\` runs on this HANZO_ML_HOME)`);

@@ -23,6 +23,7 @@ export async function followPipeline(
 ): Promise<PipelineStatus> {
   const out = opts.out ?? process.stderr;
   let lastStage = opts.lastStage ?? '';
+  let lastLine = '';
   for (;;) {
     const s = await api.get<PipelineStatus>(`/v1/pipelines/${id}`);
     const p = s.progress;
@@ -34,7 +35,8 @@ export async function followPipeline(
     if (p.stage === 'train') {
       const loss = p.latest_metrics['train/loss'];
       const line = `  ${bar(p.step / p.max_steps)} step ${p.step}/${p.max_steps}${loss !== undefined ? `  loss ${loss.toFixed(4)}` : ''}${p.last_checkpoint ? `  ckpt ${p.last_checkpoint}` : ''}`;
-      out.write(out.isTTY ? `\r${line}` : `${line}\n`);
+      if (line !== lastLine) out.write(out.isTTY ? `\r${line}` : `${line}\n`);
+      lastLine = line;
     }
     if (s.status !== 'RUNNING' || opts.until?.(s)) return s;
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? (out.isTTY ? 1000 : 5000)));

@@ -26,6 +26,8 @@ export interface Bootstrap {
   base_model: string;
   pg_bin?: string;
   moto_server?: string;
+  /** Python of the venv with the pinned mlflow client (test/mlflow-client.lock), for the compatibility test. */
+  mlflow_python?: string;
 }
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));

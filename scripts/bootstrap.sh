@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bootstrap everything the README's two commands need, idempotently and quietly when nothing changed.
 #   scripts/bootstrap.sh          node deps, Python venv, temporal binary, Candle tool, base model
-#   scripts/bootstrap.sh --tests  the same, plus the test servers (PostgreSQL)
+#   scripts/bootstrap.sh --tests  the same, plus the test servers (PostgreSQL, moto_server, mlflow)
 # Heavy environments live in $HANZO_ML_CACHE (default ~/.cache/hanzo-ml), keyed by the hash of their lock
 # file, so a fresh clone reuses them and a changed lock file rebuilds them. The resolved paths are written to
 # .bootstrap.json in the checkout, which the TypeScript side reads as configuration defaults.
@@ -90,6 +90,16 @@ test_servers() {
     touch "$SERVERS_VENV/.complete"
   fi
   MOTO_SERVER="$SERVERS_VENV/bin/moto_server"
+  # The stock mlflow client (and its reference server) for the MLflow compatibility test.
+  MLFLOW_VENV="$CACHE/mlflow-venv-$(hash_of test/mlflow-client.lock <(python3 --version))"
+  if [ ! -f "$MLFLOW_VENV/.complete" ]; then
+    say "installing the mlflow client for the compatibility test"
+    rm -rf "$MLFLOW_VENV"
+    python3 -m venv "$MLFLOW_VENV"
+    "$MLFLOW_VENV/bin/pip" install -q --disable-pip-version-check -r test/mlflow-client.lock >&2
+    touch "$MLFLOW_VENV/.complete"
+  fi
+  MLFLOW_PYTHON="$MLFLOW_VENV/bin/python"
 }
 
 node_deps
@@ -99,6 +109,7 @@ candle_tool
 base_model
 PG_BIN=""
 MOTO_SERVER=""
+MLFLOW_PYTHON=""
 if [ "$want_tests" = 1 ]; then test_servers; fi
 
 cat > .bootstrap.json.tmp <<JSON
@@ -110,7 +121,8 @@ cat > .bootstrap.json.tmp <<JSON
   "base_models_dir": "$CACHE/models",
   "base_model": "$BASE_MODEL",
   "pg_bin": "$PG_BIN",
-  "moto_server": "$MOTO_SERVER"
+  "moto_server": "$MOTO_SERVER",
+  "mlflow_python": "$MLFLOW_PYTHON"
 }
 JSON
 mv .bootstrap.json.tmp .bootstrap.json
