@@ -122,7 +122,7 @@ function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, versi
   const m = version?.metrics;
   if (m?.candle_perplexity !== undefined && m.pytorch_perplexity !== undefined) {
     const rel = Math.abs(m.candle_perplexity - m.pytorch_perplexity) / m.pytorch_perplexity;
-    lines.push(`validation      Candle perplexity ${m.candle_perplexity.toFixed(4)} vs PyTorch ${m.pytorch_perplexity.toFixed(4)} (relative diff ${rel.toExponential(1)}); GGUF perplexity ${m.quantized_perplexity?.toFixed(4) ?? 'n/a'}`);
+    lines.push(`validation      held-out conversations: Candle perplexity ${m.candle_perplexity.toFixed(4)} vs PyTorch ${m.pytorch_perplexity.toFixed(4)} (relative diff ${rel.toExponential(1)}); GGUF perplexity ${m.quantized_perplexity?.toFixed(4) ?? 'n/a'}`);
   }
   if (p.model_version) lines.push(`model version   ${p.model_version.name} v${p.model_version.version}  stage: ${p.model_version.stage}`);
   lines.push(`outcome         ${r?.outcome ?? s.status}: ${r?.reason ?? p.error ?? ''}`);
