@@ -1,0 +1,241 @@
+// MLflow runs: create, get, update, delete, restore, search, logging (metric, parameter, tag, batch) and metric
+// history. Writes are idempotent: a replayed metric point, parameter or tag changes nothing.
+import { randomInt, randomUUID } from 'node:crypto';
+import type { Hono } from 'hono';
+import type { ApiDeps, AppEnv } from '../../deps.js';
+import { ApiError, invalid } from '../../errors.js';
+import { requireRole } from '../../auth.js';
+import {
+  CreateRunSchema,
+  DeleteTagSchema,
+  GetMetricHistorySchema,
+  LogBatchSchema,
+  LogMetricSchema,
+  LogParamSchema,
+  RunIdSchema,
+  SearchRunsSchema,
+  SetTagSchema,
+  UpdateRunSchema,
+  type MlflowMetric,
+} from '../../../contracts/mlflow.js';
+import {
+  createMlflowRun,
+  deleteTag,
+  ensureDefaultExperiment,
+  fromMlflowStatus,
+  getExperiment,
+  logParamsChecked,
+  metricHistoryByOffset,
+  runDataOf,
+  searchRuns,
+  setRunLifecycle,
+  updateMlflowRun,
+  upsertTags,
+  type KeyValue,
+} from '../../../db/repo/mlflow.js';
+import { getRun, logMetrics, type RunRow } from '../../../db/repo/tracking.js';
+import { artifactRoot, decodePageToken, encodePageToken, maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength, wireDouble } from './common.js';
+import { RUN_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
+import { runInfoView, runView } from './views.js';
+
+const MAX_PARAM_VALUE = 6000;
+const MAX_TAG_VALUE = 8000;
+const MAX_BATCH_BYTES = 1024 * 1024;
+
+function checkBatchLimit(what: string, limit: number, n: number): void {
+  if (n > limit)
+    throw invalid(`A batch logging request can contain at most ${limit} ${what}. Got ${n} ${what}. Please split up ${what} across multiple requests and try again.`);
+}
+
+function checkMetric(m: MlflowMetric, path: string): void {
+  validateKey(m.key, path ? `${path}.name` : 'name');
+  if (m.timestamp < 0) throw invalid(`Invalid value ${m.timestamp} for parameter '${path ? `${path}.` : ''}timestamp' supplied: it must be non-negative.`);
+}
+
+function checkParam(p: KeyValue, path: string): void {
+  validateKey(p.key, path ? `${path}.key` : 'key');
+  validateLength(path ? `${path}.value` : 'value', p.value, MAX_PARAM_VALUE);
+}
+
+function checkTag(t: KeyValue, path: string): void {
+  validateKey(t.key, path ? `${path}.key` : 'key');
+  validateLength(path ? `${path}.value` : 'value', t.value, MAX_TAG_VALUE);
+}
+
+const ADJECTIVES = ['bold', 'calm', 'eager', 'gentle', 'keen', 'lucky', 'quiet', 'swift', 'wise', 'brave'];
+const NOUNS = ['owl', 'fox', 'lark', 'otter', 'heron', 'lynx', 'finch', 'hare', 'wolf', 'crane'];
+const randomRunName = (): string => `${ADJECTIVES[randomInt(ADJECTIVES.length)]}-${NOUNS[randomInt(NOUNS.length)]}-${randomInt(1000)}`;
+
+export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
+  const db = deps.db;
+
+  async function runOf(organizationId: string, id: string): Promise<RunRow> {
+    const run = await getRun(db, organizationId, id);
+    if (!run) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${id} not found`);
+    return run;
+  }
+  async function activeRunOf(organizationId: string, id: string): Promise<RunRow> {
+    const run = await runOf(organizationId, id);
+    if (run.lifecycleStage !== 'active') throw invalid(`The run ${id} must be in the 'active' state. Current state is ${run.lifecycleStage}.`);
+    return run;
+  }
+  async function runResponse(run: RunRow) {
+    return { run: runView(run, await runDataOf(db, [run.id])) };
+  }
+
+  app.post('/runs/create', async (c) => {
+    const p = requireRole(c, 'developer');
+    const body = await mlflowRequest(c, CreateRunSchema);
+    body.tags.forEach((t, i) => checkTag(t, `tags[${i}]`));
+    const nameTag = body.tags.find((t) => t.key === 'mlflow.runName')?.value;
+    if (body.run_name && nameTag !== undefined && body.run_name !== nameTag)
+      throw invalid(`Both 'run_name' argument and 'mlflow.runName' tag are specified, but with different values (run_name='${body.run_name}', mlflow.runName='${nameTag}').`);
+    const wireExp = body.experiment_id || '0';
+    if (wireExp === '0') await ensureDefaultExperiment(db, p.organizationId, artifactRoot(deps));
+    const exp = await getExperiment(db, p.organizationId, storedExperimentId(wireExp, p.organizationId));
+    if (!exp) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `No Experiment with id=${wireExp} exists`);
+    if (exp.lifecycleStage !== 'active') throw invalid(`The experiment ${wireExp} must be in the 'active' state. Current state is ${exp.lifecycleStage}.`);
+    const id = randomUUID().replace(/-/g, '');
+    const name = body.run_name || nameTag || randomRunName();
+    const tags = [...body.tags.filter((t) => t.key !== 'mlflow.runName'), { key: 'mlflow.runName', value: name }];
+    await createMlflowRun(db, {
+      id,
+      organizationId: p.organizationId,
+      experimentId: exp.id,
+      name,
+      userId: body.user_id ?? body.tags.find((t) => t.key === 'mlflow.user')?.value ?? p.subject,
+      artifactUri: `${exp.artifactLocation}/${id}/artifacts`,
+      startTime: body.start_time ?? Date.now(),
+      tags,
+    });
+    return c.json(await runResponse(await runOf(p.organizationId, id)));
+  });
+
+  app.get('/runs/get', async (c) => {
+    const p = requireRole(c, 'viewer');
+    const q = await mlflowRequest(c, RunIdSchema);
+    return c.json(await runResponse(await runOf(p.organizationId, q.run_id)));
+  });
+
+  app.post('/runs/update', async (c) => {
+    const p = requireRole(c, 'developer');
+    const body = await mlflowRequest(c, UpdateRunSchema);
+    const run = await activeRunOf(p.organizationId, body.run_id);
+    await updateMlflowRun(db, run.id, {
+      ...(body.status ? { status: fromMlflowStatus(body.status) } : {}),
+      ...(body.end_time !== undefined ? { endTime: body.end_time } : {}),
+      ...(body.run_name ? { name: body.run_name } : {}),
+    });
+    return c.json({ run_info: runInfoView(await runOf(p.organizationId, run.id)) });
+  });
+
+  for (const [path, stage] of [
+    ['/runs/delete', 'deleted'],
+    ['/runs/restore', 'active'],
+  ] as const)
+    app.post(path, async (c) => {
+      const p = requireRole(c, 'developer');
+      const body = await mlflowRequest(c, RunIdSchema);
+      const run = await runOf(p.organizationId, body.run_id);
+      await setRunLifecycle(db, run.id, stage);
+      return c.json({});
+    });
+
+  app.post('/runs/log-metric', async (c) => {
+    const p = requireRole(c, 'developer');
+    const body = await mlflowRequest(c, LogMetricSchema);
+    checkMetric(body, '');
+    const run = await activeRunOf(p.organizationId, body.run_id);
+    await logMetrics(db, run.id, [{ key: body.key, value: body.value, timestamp: body.timestamp, step: body.step }]);
+    return c.json({});
+  });
+
+  app.post('/runs/log-parameter', async (c) => {
+    const p = requireRole(c, 'developer');
+    const body = await mlflowRequest(c, LogParamSchema);
+    checkParam(body, '');
+    const run = await activeRunOf(p.organizationId, body.run_id);
+    const [conflict] = await logParamsChecked(db, run.id, [{ key: body.key, value: body.value }]);
+    if (conflict)
+      throw invalid(
+        `Changing param values is not allowed. Param with key='${conflict.key}' was already logged with value='${conflict.old}' for run ID='${run.id}'. Attempted logging new value '${conflict.new}'.`,
+      );
+    return c.json({});
+  });
+
+  app.post('/runs/set-tag', async (c) => {
+    const p = requireRole(c, 'developer');
+    const body = await mlflowRequest(c, SetTagSchema);
+    checkTag(body, '');
+    const run = await activeRunOf(p.organizationId, body.run_id);
+    await upsertTags(db, run.id, [{ key: body.key, value: body.value }]);
+    return c.json({});
+  });
+
+  app.post('/runs/delete-tag', async (c) => {
+    const p = requireRole(c, 'developer');
+    const body = await mlflowRequest(c, DeleteTagSchema);
+    const run = await activeRunOf(p.organizationId, body.run_id);
+    if (!(await deleteTag(db, run.id, body.key))) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `No tag with name: ${body.key} in run with id ${run.id}`);
+    return c.json({});
+  });
+
+  app.post('/runs/log-batch', async (c) => {
+    const p = requireRole(c, 'developer');
+    const size = Number(c.req.header('content-length') ?? 0);
+    if (size > MAX_BATCH_BYTES) throw invalid(`Batched logging API requests must be at most ${MAX_BATCH_BYTES} bytes, got payload of size ${size}.`);
+    const body = await mlflowRequest(c, LogBatchSchema);
+    checkBatchLimit('metrics', 1000, body.metrics.length);
+    checkBatchLimit('params', 100, body.params.length);
+    checkBatchLimit('tags', 100, body.tags.length);
+    checkBatchLimit('metrics, params, and tags', 1000, body.metrics.length + body.params.length + body.tags.length);
+    body.metrics.forEach((m, i) => checkMetric(m, `metrics[${i}]`));
+    body.params.forEach((m, i) => checkParam(m, `params[${i}]`));
+    body.tags.forEach((m, i) => checkTag(m, `tags[${i}]`));
+    const seen = new Set<string>();
+    const dupes = body.params.filter((x) => seen.has(x.key) || !seen.add(x.key)).map((x) => `'${x.key}'`);
+    if (dupes.length)
+      throw invalid(`Duplicate parameter keys have been submitted: [${dupes.join(', ')}]. Please ensure the request contains only one param value per param key.`);
+    const run = await activeRunOf(p.organizationId, body.run_id);
+    const conflicts = await logParamsChecked(db, run.id, body.params);
+    if (conflicts.length) {
+      const listed = conflicts.map((x) => `{'key': '${x.key}', 'old_value': '${x.old}', 'new_value': '${x.new}'}`).join(', ');
+      throw invalid(`Changing param values is not allowed. Params were already logged='[${listed}]' for run ID='${run.id}'.`);
+    }
+    await logMetrics(db, run.id, body.metrics);
+    await upsertTags(db, run.id, body.tags);
+    return c.json({});
+  });
+
+  for (const method of ['get', 'post'] as const)
+    app[method]('/runs/search', async (c) => {
+      const p = requireRole(c, 'viewer');
+      const q = await mlflowRequest(c, SearchRunsSchema);
+      const limit = maxResults(q.max_results, 1000, 50_000);
+      const offset = decodePageToken(q.page_token);
+      const filter = parseFilter(q.filter, RUN_GRAMMAR);
+      const orderBy = q.order_by.map((o) => parseOrderBy(o, RUN_GRAMMAR));
+      const experimentIds = q.experiment_ids.map((e) => storedExperimentId(e, p.organizationId));
+      const page = await searchRuns(db, p.organizationId, { experimentIds, filter, orderBy, view: q.run_view_type, offset, limit });
+      const data = await runDataOf(
+        db,
+        page.rows.map((r) => r.id),
+      );
+      return c.json({ runs: page.rows.map((r) => runView(r, data)), ...(page.more ? { next_page_token: encodePageToken(offset + limit) } : {}) });
+    });
+
+  app.get('/metrics/get-history', async (c) => {
+    const p = requireRole(c, 'viewer');
+    const q = await mlflowRequest(c, GetMetricHistorySchema);
+    const runId = q.run_id || q.run_uuid;
+    if (!runId) throw invalid("Missing value for required parameter 'run_id'.");
+    const run = await runOf(p.organizationId, runId);
+    const limit = maxResults(q.max_results, 25_000, 25_000);
+    const offset = decodePageToken(q.page_token);
+    const page = await metricHistoryByOffset(db, run.id, q.metric_key, offset, limit);
+    return c.json({
+      metrics: page.points.map((m) => ({ ...m, value: wireDouble(m.value) })),
+      ...(page.more ? { next_page_token: encodePageToken(offset + limit) } : {}),
+    });
+  });
+}

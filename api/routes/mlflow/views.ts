@@ -1,0 +1,44 @@
+// The MLflow wire shapes of experiments and runs (service.proto Experiment, Run, RunInfo, RunData).
+import type { ExperimentRow, KeyValue, RunData } from '../../../db/repo/mlflow.js';
+import { MLFLOW_STATUS } from '../../../db/repo/mlflow.js';
+import type { RunRow } from '../../../db/repo/tracking.js';
+import { wireDouble, wireExperimentId } from './common.js';
+
+export function experimentView(e: ExperimentRow, tags: KeyValue[]) {
+  return {
+    experiment_id: wireExperimentId(e.id, e.organizationId),
+    name: e.name,
+    artifact_location: e.artifactLocation,
+    lifecycle_stage: e.lifecycleStage,
+    creation_time: e.createdAt.getTime(),
+    last_update_time: e.lastUpdateTime ?? e.createdAt.getTime(),
+    tags,
+  };
+}
+
+export function runInfoView(r: RunRow) {
+  return {
+    run_id: r.id,
+    run_uuid: r.id,
+    run_name: r.name,
+    experiment_id: wireExperimentId(r.experimentId, r.organizationId),
+    user_id: r.userId,
+    status: MLFLOW_STATUS[r.status],
+    start_time: r.startTime.getTime(),
+    ...(r.endTime ? { end_time: r.endTime.getTime() } : {}),
+    artifact_uri: r.artifactUri,
+    lifecycle_stage: r.lifecycleStage,
+  };
+}
+
+export function runView(r: RunRow, data: RunData) {
+  return {
+    info: runInfoView(r),
+    data: {
+      metrics: (data.metrics.get(r.id) ?? []).map((m) => ({ ...m, value: wireDouble(m.value) })),
+      params: data.params.get(r.id) ?? [],
+      tags: data.tags.get(r.id) ?? [],
+    },
+    inputs: {},
+  };
+}
