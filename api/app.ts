@@ -9,6 +9,7 @@ import { authenticate } from './auth.js';
 import { datasetRoutes } from './routes/datasets.js';
 import { pipelineRoutes } from './routes/pipelines.js';
 import { runRoutes } from './routes/runs.js';
+import { experimentRoutes } from './routes/experiments.js';
 import { modelRoutes } from './routes/models.js';
 import { scheduleRoutes } from './routes/schedules.js';
 import { mlflowRoutes } from './routes/mlflow/index.js';
@@ -41,6 +42,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow']) app.use(`${prefix}/*`, authenticate(deps.db));
   app.route('/v1/datasets', datasetRoutes(deps));
   app.route('/v1/pipelines', pipelineRoutes(deps));
+  app.route('/v1/experiments', experimentRoutes(deps));
   app.route('/v1/runs', runRoutes(deps));
   app.route('/v1/models', modelRoutes(deps));
   app.route('/v1/schedules', scheduleRoutes(deps));

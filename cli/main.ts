@@ -9,6 +9,7 @@ import { createApiClient, ApiClientError, type ApiClient } from './api-client.js
 import { followPipeline, type PipelineStatus } from './progress.js';
 import { runDev } from './dev.js';
 import { runDemo } from './demo.js';
+import { compareRuns } from './compare.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 
 const api = (): ApiClient =>
@@ -103,6 +104,24 @@ export function buildCli(): Command {
     const { versions } = await api().get<{ versions: Record<string, unknown>[] }>(`/v1/models/${encodeURIComponent(name)}/versions`);
     table(versions.map((v) => ({ version: v.version, stage: v.stage, run_id: v.run_id, exact_match: (v.metrics as Record<string, unknown>).exact_match, created_at: v.created_at })));
   });
+
+  program
+    .command('experiment')
+    .description('experiments of the tracking API')
+    .command('list')
+    .action(async () => {
+      const { experiments } = await api().get<{ experiments: Record<string, unknown>[] }>('/v1/experiments?limit=1000');
+      table(experiments.map((e) => ({ id: e.id, name: e.name, created_at: e.created_at })));
+    });
+  program
+    .command('run')
+    .description('tracked runs')
+    .command('compare <a> <b>')
+    .description('params and final/best metrics of two runs, and the difference (b - a)')
+    .option('--metrics <k1,k2>', 'metric keys (default: every key either run has)')
+    .action(async (a: string, b: string, o: { metrics?: string }) => {
+      table(await compareRuns(api(), a, b, (o.metrics ?? '').split(',').map((k) => k.trim()).filter(Boolean)));
+    });
 
   const schedule = program.command('schedule').description('retraining on a Temporal Schedule');
   schedule
