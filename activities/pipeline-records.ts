@@ -4,6 +4,7 @@ import type { PipelineStage, PipelineWorkflowInput } from '../contracts/pipeline
 import { setPipelineStage as setStage, upsertPipeline } from '../db/repo/pipelines.js';
 import { createRun, getOrCreateExperiment, setRunStatus } from '../db/repo/tracking.js';
 import { deterministicUuid } from '../lib/ids.js';
+import { artifactRootUri } from '../lib/object-store.js';
 import type { DatasetRef } from './datasets.js';
 
 export function createPipelineRecordActivities(deps: ActivityDeps) {
@@ -27,7 +28,7 @@ export function createPipelineRecordActivities(deps: ActivityDeps) {
     /** One run per pipeline, in the experiment named after the model; its ID is derived from the pipeline. */
     async createTrackingRun(a: { pipelineId: string; input: PipelineWorkflowInput; dataset: DatasetRef }): Promise<{ runId: string }> {
       const runId = deterministicUuid(`pipeline:${a.pipelineId}:run`);
-      const artifactRoot = `${deps.config.storage.endpoint ? 's3://' + deps.config.storage.buckets.checkpoints : 'file://' + deps.home + '/objects/' + deps.config.storage.buckets.checkpoints}`;
+      const artifactRoot = artifactRootUri(deps);
       const experimentId = await getOrCreateExperiment(deps.db, a.input.organization_id, a.input.model_name, artifactRoot);
       const hp = a.input.hyperparameters;
       await createRun(deps.db, {

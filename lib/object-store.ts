@@ -184,6 +184,12 @@ export class S3ObjectStore implements ObjectStore {
   }
 }
 
+/** Where run and experiment artifacts live: the checkpoints bucket of the configured object store. */
+export function artifactRootUri(deps: { config: Pick<Config, 'storage'>; home: string }): string {
+  const bucket = deps.config.storage.buckets.checkpoints;
+  return deps.config.storage.endpoint ? `s3://${bucket}` : `file://${join(deps.home, 'objects', bucket)}`;
+}
+
 export async function createObjectStore(config: Config['storage'], home: string): Promise<ObjectStore> {
   return config.endpoint ? S3ObjectStore.create(config) : new FileObjectStore(join(home, 'objects'));
 }

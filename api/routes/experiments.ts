@@ -1,5 +1,6 @@
 // /v1/experiments (spec 000): list, create, get, and the runs of an experiment with params and latest metrics.
 // The same rows the MLflow API serves; here in the /v1 shapes.
+import { artifactRootUri } from '../../lib/object-store.js';
 import { randomUUID } from 'node:crypto';
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -8,7 +9,6 @@ import { createExperiment, getExperiment, runDataOf, searchExperiments, searchRu
 import { ApiError, notFound } from '../errors.js';
 import { jsonBody, queryParams } from '../validate.js';
 import { requireRole } from '../auth.js';
-import { artifactRoot } from './mlflow/common.js';
 
 const PageSchema = z.strictObject({
   limit: z.coerce.number().int().min(1).max(1000).default(100),
@@ -45,7 +45,7 @@ export function experimentRoutes(deps: ApiDeps) {
       id,
       organizationId: principal.organizationId,
       name: body.name,
-      artifactLocation: `${artifactRoot(deps)}/experiments/${id}`,
+      artifactLocation: `${artifactRootUri(deps)}/experiments/${id}`,
       tags: Object.entries(body.tags).map(([key, value]) => ({ key, value })),
     });
     if (!created) throw new ApiError('RESOURCE_ALREADY_EXISTS', `experiment "${body.name}" already exists`);

@@ -2,7 +2,7 @@
 // and length validation with its exact messages, opaque offset page tokens, and the experiment id "0".
 import type { Context } from 'hono';
 import type { z } from 'zod';
-import type { ApiDeps, AppEnv } from '../../deps.js';
+import type { AppEnv } from '../../deps.js';
 import { ApiError, describeZodError, invalid } from '../../errors.js';
 import { LIST_FIELDS } from '../../../contracts/mlflow.js';
 import { defaultExperimentId } from '../../../db/repo/mlflow.js';
@@ -91,11 +91,6 @@ export function maxResults(value: number | undefined, fallback: number, limit: n
 export const wireExperimentId = (id: string, organizationId: string): string => (id === defaultExperimentId(organizationId) ? '0' : id);
 export const storedExperimentId = (id: string, organizationId: string): string => (id === '0' ? defaultExperimentId(organizationId) : id);
 
-/** Where run and experiment artifacts live: the checkpoints bucket of the configured object store. */
-export function artifactRoot(deps: ApiDeps): string {
-  const bucket = deps.config.storage.buckets.checkpoints;
-  return deps.config.storage.endpoint ? `s3://${bucket}` : `file://${deps.home}/objects/${bucket}`;
-}
 
 /** MLflow's number rendering: NaN and infinities as strings. */
 export const wireDouble = (v: number): number | string => (Number.isNaN(v) ? 'NaN' : v === Infinity ? 'Infinity' : v === -Infinity ? '-Infinity' : v);

@@ -1,4 +1,5 @@
 // MLflow experiments: get-by-name, create, get, search, delete, restore, update, set-experiment-tag.
+import { artifactRootUri } from '../../../lib/object-store.js';
 import { randomUUID } from 'node:crypto';
 import type { Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../../deps.js';
@@ -23,7 +24,7 @@ import {
   updateExperiment,
   type ExperimentRow,
 } from '../../../db/repo/mlflow.js';
-import { artifactRoot, decodePageToken, encodePageToken, maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength } from './common.js';
+import { decodePageToken, encodePageToken, maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength } from './common.js';
 import { EXPERIMENT_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
 import { experimentView } from './views.js';
 
@@ -32,7 +33,7 @@ export function experimentRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
 
   /** The caller's experiment, or RESOURCE_DOES_NOT_EXIST (also for another organization's). */
   async function experimentOf(organizationId: string, wireId: string): Promise<ExperimentRow> {
-    if (wireId === '0') await ensureDefaultExperiment(db, organizationId, artifactRoot(deps));
+    if (wireId === '0') await ensureDefaultExperiment(db, organizationId, artifactRootUri(deps));
     const exp = await getExperiment(db, organizationId, storedExperimentId(wireId, organizationId));
     if (!exp) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `No Experiment with id=${wireId} exists`);
     return exp;
@@ -42,7 +43,7 @@ export function experimentRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   app.get('/experiments/get-by-name', async (c) => {
     const p = requireRole(c, 'viewer');
     const q = await mlflowRequest(c, ExperimentByNameSchema);
-    if (q.experiment_name === 'Default') await ensureDefaultExperiment(db, p.organizationId, artifactRoot(deps));
+    if (q.experiment_name === 'Default') await ensureDefaultExperiment(db, p.organizationId, artifactRootUri(deps));
     const exp = await getExperimentByName(db, p.organizationId, q.experiment_name);
     if (!exp) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Could not find experiment with name '${q.experiment_name}'`);
     return c.json({ experiment: await view(exp) });
@@ -62,13 +63,13 @@ export function experimentRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       validateKey(t.key, 'key');
       validateLength('value', t.value, 5000);
     }
-    await ensureDefaultExperiment(db, p.organizationId, artifactRoot(deps));
+    await ensureDefaultExperiment(db, p.organizationId, artifactRootUri(deps));
     const id = randomUUID().replace(/-/g, '');
     const created = await createExperiment(db, {
       id,
       organizationId: p.organizationId,
       name: body.name,
-      artifactLocation: body.artifact_location || `${artifactRoot(deps)}/experiments/${id}`,
+      artifactLocation: body.artifact_location || `${artifactRootUri(deps)}/experiments/${id}`,
       tags: body.tags,
     });
     if (!created) throw new ApiError('RESOURCE_ALREADY_EXISTS', `Experiment(name=${body.name}) already exists. Error: experiment names must be unique`);
@@ -83,7 +84,7 @@ export function experimentRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       const offset = decodePageToken(q.page_token);
       const filter = parseFilter(q.filter, EXPERIMENT_GRAMMAR);
       const orderBy = q.order_by.map((o) => parseOrderBy(o, EXPERIMENT_GRAMMAR));
-      await ensureDefaultExperiment(db, p.organizationId, artifactRoot(deps));
+      await ensureDefaultExperiment(db, p.organizationId, artifactRootUri(deps));
       const page = await searchExperiments(db, p.organizationId, { filter, orderBy, view: q.view_type, offset, limit });
       const tags = await experimentTagsOf(
         db,

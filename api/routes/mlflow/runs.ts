@@ -1,5 +1,6 @@
 // MLflow runs: create, get, update, delete, restore, search, logging (metric, parameter, tag, batch) and metric
 // history. Writes are idempotent: a replayed metric point, parameter or tag changes nothing.
+import { artifactRootUri } from '../../../lib/object-store.js';
 import { randomInt, randomUUID } from 'node:crypto';
 import type { Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../../deps.js';
@@ -34,7 +35,7 @@ import {
   type KeyValue,
 } from '../../../db/repo/mlflow.js';
 import { getRun, logMetrics, type RunRow } from '../../../db/repo/tracking.js';
-import { artifactRoot, decodePageToken, encodePageToken, maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength, wireDouble } from './common.js';
+import { decodePageToken, encodePageToken, maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength, wireDouble } from './common.js';
 import { RUN_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
 import { runInfoView, runView } from './views.js';
 
@@ -91,7 +92,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (body.run_name && nameTag !== undefined && body.run_name !== nameTag)
       throw invalid(`Both 'run_name' argument and 'mlflow.runName' tag are specified, but with different values (run_name='${body.run_name}', mlflow.runName='${nameTag}').`);
     const wireExp = body.experiment_id || '0';
-    if (wireExp === '0') await ensureDefaultExperiment(db, p.organizationId, artifactRoot(deps));
+    if (wireExp === '0') await ensureDefaultExperiment(db, p.organizationId, artifactRootUri(deps));
     const exp = await getExperiment(db, p.organizationId, storedExperimentId(wireExp, p.organizationId));
     if (!exp) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `No Experiment with id=${wireExp} exists`);
     if (exp.lifecycleStage !== 'active') throw invalid(`The experiment ${wireExp} must be in the 'active' state. Current state is ${exp.lifecycleStage}.`);
