@@ -1,7 +1,7 @@
 // The local executor: jobs outlive their starter, re-attach instead of starting twice, and a job killed
 // without an exit code is reported lost (so the activity restarts it, resuming from its checkpoint).
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -68,5 +68,26 @@ describe('local executor', () => {
     expect(ex.signal(j.workdir, 'SIGTERM')).toBe(true);
     await until(() => jobState(j.workdir).state === 'exited');
     expect(jobState(j.workdir)).toEqual({ state: 'exited', exitCode: 143 });
+  });
+
+  it('calls a job whose child has exited finishing, not lost, while its wrapper has yet to write the exit code', async () => {
+    // The window between the wrapper reaping the child and renaming `exitcode` into place: a poll landing
+    // there must not restart a job that has in fact finished.
+    const workdir = mkdtempSync(join(tmpdir(), 'hanzo-ml-job-'));
+    const gone = spawn(process.execPath, ['-e', '0', workdir]);
+    await new Promise((r) => gone.on('exit', r));
+    const wrapper = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)', workdir]);
+    try {
+      writeFileSync(join(workdir, 'child.pid'), `${gone.pid}\n`);
+      writeFileSync(join(workdir, 'wrapper.pid'), `${wrapper.pid}\n`);
+      expect(jobState(workdir).state).toBe('running');
+      writeFileSync(join(workdir, 'exitcode'), '0\n');
+      expect(jobState(workdir)).toEqual({ state: 'exited', exitCode: 0 });
+    } finally {
+      wrapper.kill('SIGKILL');
+    }
+    await new Promise((r) => wrapper.on('exit', r));
+    execFileSync('rm', ['-f', join(workdir, 'exitcode')]);
+    expect(jobState(workdir).state).toBe('lost');
   });
 });

@@ -21,6 +21,7 @@ export interface JobRequest {
 }
 
 const WRAPPER = [
+  'echo $$ > wrapper.pid.tmp && mv wrapper.pid.tmp wrapper.pid',
   '"$@" &',
   'child=$!',
   'echo $child > child.pid.tmp && mv child.pid.tmp child.pid',
@@ -65,6 +66,7 @@ export class LocalExecutor {
     // Clear the previous run's files first: waiting for child.pid below must see the new one, not a stale one.
     await rm(join(job.workdir, 'exitcode'), { force: true });
     await rm(join(job.workdir, 'child.pid'), { force: true });
+    await rm(join(job.workdir, 'wrapper.pid'), { force: true });
     await writeFile(join(job.workdir, 'command.json'), JSON.stringify({ command: job.command, started_at: new Date().toISOString() }));
     const log = openSync(join(job.workdir, 'job.log'), 'a');
     try {
@@ -114,7 +116,10 @@ export function jobState(workdir: string): JobState {
   const pid = readInt(join(workdir, 'child.pid'));
   if (pid === null) return { state: 'absent' };
   if (isOurProcess(pid, workdir)) return { state: 'running', pid };
-  // The wrapper may be writing the exit code right now: look once more before calling it lost.
+  // The child has been reaped but its wrapper may not have written the exit code yet: while the wrapper
+  // lives the job is still finishing, not lost (calling it lost here would restart a finished job).
+  const wrapper = readInt(join(workdir, 'wrapper.pid'));
+  if (wrapper !== null && isOurProcess(wrapper, workdir)) return { state: 'running', pid };
   const late = readInt(join(workdir, 'exitcode'));
   return late !== null ? { state: 'exited', exitCode: late } : { state: 'lost' };
 }
