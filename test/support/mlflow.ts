@@ -1,0 +1,60 @@
+// The reference `mlflow server` (SQLite backend, artifact serving on) and a runner for compatibility
+// scenarios: a Python script using the stock mlflow client that writes a JSON transcript of every call.
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { DEV_TOKEN } from './config.js';
+import { freePort } from './ports.js';
+
+const run = promisify(execFile);
+
+export interface ReferenceMlflow {
+  url: string;
+  dir: string;
+  stop(): void;
+}
+
+async function waitForHealth(url: string, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`reference mlflow server at ${url} did not answer /health within ${ms} ms`);
+}
+
+/** Starts `mlflow server` from the pinned client venv; its own process group, because it forks workers. */
+export async function startReferenceMlflow(python: string): Promise<ReferenceMlflow> {
+  if (!python) throw new Error('.bootstrap.json has no mlflow_python: run scripts/bootstrap.sh --tests');
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'mlflow-reference-'));
+  const child: ChildProcess = spawn(
+    join(dirname(python), 'mlflow'),
+    ['server', '--backend-store-uri', `sqlite:///${dir}/mlflow.db`, '--host', '127.0.0.1', '--port', String(port), '--workers', '1'],
+    { stdio: 'ignore', cwd: dir, detached: true },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  const stop = () => {
+    if (child.pid) process.kill(-child.pid, 'SIGTERM');
+  };
+  try {
+    await waitForHealth(url, 60_000);
+  } catch (err) {
+    stop();
+    throw err;
+  }
+  return { url, dir, stop };
+}
+
+/** Runs a scenario script against one tracking URI and returns its transcript. */
+export async function runScenario(python: string, script: string, uri: string, extraEnv: Record<string, string> = {}): Promise<unknown> {
+  const out = join(mkdtempSync(join(tmpdir(), 'mlflow-transcript-')), 'transcript.json');
+  await run(python, [script, out], {
+    env: { ...process.env, MLFLOW_TRACKING_URI: uri, MLFLOW_TRACKING_TOKEN: DEV_TOKEN, MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0', PYTHONWARNINGS: 'ignore', ...extraEnv },
+    maxBuffer: 16 * 1024 * 1024,
+    timeout: 300_000,
+  });
+  return JSON.parse(readFileSync(out, 'utf8'));
+}
