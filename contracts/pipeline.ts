@@ -1,6 +1,6 @@
 // The fine-tuning pipeline: its input (what POST /v1/pipelines takes), its progress and its result.
 import { z } from 'zod';
-import { LoraHyperparametersSchema, CheckpointPolicySchema, ModelScoresSchema } from './trainer-job.js';
+import { LoraHyperparametersSchema, CheckpointPolicySchema, ModelScoresSchema, RecoveryPolicySchema, HardwareSchema, ADAPTER_METHODS, QuantizationSchema, AdaLoraSchema, PreferenceSchema, DataOptionsSchema } from './trainer-job.js';
 import { SplitRatiosSchema } from './datasets.js';
 
 export const PIPELINE_TASK_QUEUE = 'hanzo-ml-pipelines';
@@ -55,9 +55,15 @@ export const PipelineInputSchema = z.strictObject({
   model_name: name.describe('registered model the result becomes a version of'),
   base_model: z.string().min(1).describe('a base model name from the base-models directory, or an absolute path'),
   dataset: DatasetSourceSchema,
-  method: z.literal('lora').default('lora'),
+  method: z.enum(ADAPTER_METHODS).default('lora').describe('fine-tuning method; the pipeline merges an adapter, so full fine-tuning runs as a train job only'),
   hyperparameters: LoraHyperparametersSchema.prefault({ learning_rate: 2e-3, max_steps: 200, batch_size: 8 }),
-  checkpoint: CheckpointPolicySchema.default({ every_steps: 25, keep_last: 3 }),
+  quantization: QuantizationSchema.optional().describe('qlora: 4-bit base settings'),
+  adalora: AdaLoraSchema.optional().describe('adalora: rank budget settings'),
+  preference: PreferenceSchema.optional().describe('dpo / orpo: preference-loss settings'),
+  data: DataOptionsSchema.prefault({}),
+  checkpoint: CheckpointPolicySchema.default({ every_steps: 25, keep_last: 3, every_seconds: 3600, keep_best: true }),
+  recovery: RecoveryPolicySchema.prefault({}),
+  hardware: HardwareSchema.prefault({}).describe('price_per_device_hour_usd null: trainer.gpu_hour_price_usd from the config'),
   eval: z.strictObject({ max_new_tokens: z.number().int().positive().default(12) }).prefault({}),
   validate: z
     .strictObject({
@@ -106,6 +112,16 @@ export const ArtifactSchema = z.object({
 });
 export type Artifact = z.infer<typeof ArtifactSchema>;
 
+/** One restart of a training job after a fault, with what was changed for the next attempt. */
+export const JobRecoverySchema = z.object({
+  kind: z.enum(['preempted', 'lost', 'out_of_memory', 'diverged']),
+  step: z.number().int().nonnegative().nullable().describe('the last step the job reported before the fault'),
+  restart: z.number().int().positive(),
+  change: z.string().describe('what the restart changed, e.g. "batch_size 8 -> 4, gradient_accumulation_steps 1 -> 2"'),
+  at: z.string(),
+});
+export type JobRecovery = z.infer<typeof JobRecoverySchema>;
+
 export const PipelineProgressSchema = z.object({
   pipeline_id: z.string(),
   stage: PipelineStageSchema,
@@ -116,6 +132,7 @@ export const PipelineProgressSchema = z.object({
   last_checkpoint: z.string().nullable(),
   latest_metrics: z.record(z.string(), z.number()),
   checkpoints: z.array(z.object({ step: z.number().int(), uri: z.string(), sha256: z.string() })),
+  recoveries: z.array(JobRecoverySchema).default([]).describe('training restarts after a fault, oldest first'),
   eval: z.object({ base: ModelScoresSchema, tuned: ModelScoresSchema.nullable() }).nullable(),
   model_version: z.object({ name: z.string(), version: z.number().int(), stage: z.string() }).nullable(),
   awaiting_approval: z.boolean(),
@@ -138,6 +155,7 @@ export const TrainingProgressSignalSchema = z.object({
   max_steps: z.number().int().positive(),
   last_checkpoint: z.string().nullable(),
   metrics: z.record(z.string(), z.number()),
+  recoveries: z.array(JobRecoverySchema).optional(),
 });
 export type TrainingProgressSignal = z.infer<typeof TrainingProgressSignalSchema>;
 

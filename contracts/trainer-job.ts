@@ -18,13 +18,78 @@ export const LoraHyperparametersSchema = z.strictObject({
   target_modules: z.array(z.string().min(1)).min(1).default(['q_proj', 'k_proj', 'v_proj', 'o_proj']),
   max_seq_length: z.number().int().positive().default(256),
   seed: z.number().int().nonnegative().default(42),
+  gradient_checkpointing: z.boolean().default(false).describe('recompute layer activations in the backward pass: keeps one layer\'s activations instead of all'),
 });
 export type LoraHyperparameters = z.infer<typeof LoraHyperparametersSchema>;
+
+/** Every fine-tuning method the trainer runs (spec 000 recipes plus the preference methods of spec 003). */
+export const TRAIN_METHODS = ['full', 'lora', 'qlora', 'adalora', 'dpo', 'orpo'] as const;
+export const TrainMethodSchema = z.enum(TRAIN_METHODS);
+export type TrainMethod = z.infer<typeof TrainMethodSchema>;
+/** Methods whose output is a peft adapter over the frozen base (what the merge and eval stages take). */
+export const ADAPTER_METHODS = ['lora', 'qlora', 'adalora', 'dpo', 'orpo'] as const;
+
+export const QuantizationSchema = z
+  .strictObject({
+    quant_type: z.enum(['nf4', 'fp4']).default('nf4').describe('4-bit data type of the frozen base weights'),
+    double_quant: z.boolean().default(true).describe('quantize the quantization constants too (~0.4 bit/param saved)'),
+    compute_dtype: z.enum(['float32', 'bfloat16', 'float16']).default('bfloat16').describe('dtype the 4-bit weights are dequantized to for matmuls'),
+  })
+  .describe('qlora only: how the base is loaded (bitsandbytes BitsAndBytesConfig)');
+
+export const AdaLoraSchema = z
+  .strictObject({
+    init_rank: z.number().int().positive().default(12).describe('rank every adapted matrix starts with'),
+    target_rank: z.number().int().positive().default(4).describe('average rank left after budget allocation'),
+    tinit: z.number().int().nonnegative().default(0).describe('steps of full-rank warmup before pruning starts'),
+    tfinal: z.number().int().nonnegative().default(0).describe('final steps trained with the budget fixed'),
+    delta_t: z.number().int().positive().default(1).describe('steps between two budget allocations'),
+    beta1: z.number().gt(0).lt(1).default(0.85).describe('EMA of the importance scores'),
+    beta2: z.number().gt(0).lt(1).default(0.85).describe('EMA of their uncertainty'),
+    orth_reg_weight: z.number().nonnegative().default(0.5).describe('weight of the orthogonality regularizer on P and Q'),
+  })
+  .describe('adalora only: adaptive rank budget (peft AdaLoraConfig); lora_rank is unused, init_rank replaces it');
+
+export const PreferenceSchema = z
+  .strictObject({
+    beta: z.number().positive().default(0.1).describe('dpo: strength of the KL anchor to the reference; orpo: weight of the odds-ratio term'),
+    loss_type: z.enum(['sigmoid', 'hinge', 'ipo']).default('sigmoid').describe('dpo only: trl DPO loss variant'),
+  })
+  .describe('dpo and orpo: preference-loss settings (the losses are trl\'s)');
+
+export const DataOptionsSchema = z.strictObject({
+  chat_template: z.string().min(1).default('model').describe('"model" (the tokenizer\'s own chat template) or a named template: chatml, llama3, zephyr'),
+  mask_prompt: z.boolean().default(true).describe('loss on assistant tokens only (labels -100 elsewhere); false trains on every token'),
+  packing: z.boolean().default(false).describe('pack chat examples into max_seq_length rows (batch_size then counts rows); attention stays within each example'),
+});
+export type DataOptions = z.infer<typeof DataOptionsSchema>;
 
 export const CheckpointPolicySchema = z.strictObject({
   every_steps: z.number().int().positive().describe('write a checkpoint every N optimizer steps'),
   keep_last: z.number().int().positive().describe('keep the newest K checkpoints, delete older ones'),
+  every_seconds: z.number().positive().nullable().default(3600).describe('also write one after this many seconds of training since the last; null: by steps only'),
+  keep_best: z.boolean().default(true).describe('keep the checkpoint with the lowest eval/loss in checkpoint_dir/best, apart from keep_last'),
 });
+
+export const RecoveryPolicySchema = z.strictObject({
+  max_oom_retries: z.number().int().nonnegative().default(3).describe('restarts after out-of-memory, each with half the micro-batch and twice the accumulation'),
+  max_divergence_retries: z.number().int().nonnegative().default(1).describe('restarts from the last good checkpoint after divergence; 0: stop and alert'),
+  divergence_lr_factor: z.number().positive().lt(1).default(0.1).describe('learning rate multiplier for each divergence restart'),
+  divergence_loss_multiple: z.number().gt(1).nullable().default(null).describe('diverged when the loss exceeds this multiple of its running minimum; null: only NaN/Inf'),
+});
+export type RecoveryPolicy = z.infer<typeof RecoveryPolicySchema>;
+
+export const HardwareSchema = z.strictObject({
+  processes: z.number().int().positive().default(1).describe('training processes on this machine; > 1 launches torchrun --nproc-per-node'),
+  strategy: z.enum(['ddp', 'fsdp', 'deepspeed_zero2', 'deepspeed_zero3']).default('ddp').describe('how processes > 1 share the work'),
+  peak_flops_per_device: z.number().positive().nullable().default(null).describe('peak FLOP/s of one device, the MFU denominator; null: MFU not reported'),
+  price_per_device_hour_usd: z.number().nonnegative().nullable().default(null).describe('cost of one device for an hour; null: cost not reported'),
+  device: z.enum(['auto', 'cpu', 'cuda']).default('auto').describe('auto: cuda when present, else cpu; a method the device cannot run is refused before loading'),
+  nodes: z.number().int().positive().default(1).describe('machines the job spans (recipe templates; memory and cost estimates)'),
+  gpus_per_node: z.number().int().nonnegative().default(0).describe('GPUs per machine; 0 on a CPU-only machine'),
+  device_memory_gb: z.number().positive().nullable().default(null).describe('memory of one device for the fit check; null: measured (cuda) or host RAM (cpu)'),
+});
+export type Hardware = z.infer<typeof HardwareSchema>;
 
 export const TrainJobSpecSchema = z.strictObject({
   kind: z.literal('train'),
@@ -32,13 +97,19 @@ export const TrainJobSpecSchema = z.strictObject({
   run_id: z.string().min(1),
   tracking_uri: z.string().url().nullable().describe('MLflow-compatible tracking server; null disables metric logging'),
   base_model_path: absPath,
-  train_path: absPath.describe('JSONL, one {"messages":[{role,content}...]} per line'),
+  train_path: absPath.describe('JSONL, one {"messages":[{role,content}...]} per line; dpo/orpo: {"prompt":[...],"chosen":[...],"rejected":[...]}'),
   validation_path: absPath.nullable(),
   output_dir: absPath.describe('the final adapter is written to output_dir/adapter'),
   checkpoint_dir: absPath,
-  method: z.literal('lora'),
+  method: TrainMethodSchema.describe('full | lora | qlora | adalora | dpo | orpo; dpo and orpo read preference pairs'),
   hyperparameters: LoraHyperparametersSchema,
+  quantization: QuantizationSchema.optional(),
+  adalora: AdaLoraSchema.optional(),
+  preference: PreferenceSchema.optional(),
+  data: DataOptionsSchema.prefault({}),
   checkpoint: CheckpointPolicySchema,
+  recovery: RecoveryPolicySchema.prefault({}),
+  hardware: HardwareSchema.prefault({}),
   threads: z.number().int().positive().default(2),
 });
 export type TrainJobSpec = z.infer<typeof TrainJobSpecSchema>;
@@ -89,6 +160,24 @@ export type TrainerJobSpec = z.infer<typeof TrainerJobSpecSchema>;
 
 // ---- what the trainer writes back --------------------------------------------------------------
 
+/** Something the trainer noticed that the run's record should show (a skipped checkpoint, a fault). */
+export const TrainEventSchema = z.object({
+  kind: z.enum(['checkpoint_skipped', 'out_of_memory', 'diverged']),
+  step: z.number().int().nonnegative(),
+  message: z.string(),
+  at: z.string().describe('ISO-8601 UTC time'),
+});
+export type TrainEvent = z.infer<typeof TrainEventSchema>;
+
+/** Per-run accounting: tokens, device time (every process's wall time) and its cost. */
+export const RunTotalsSchema = z.object({
+  tokens: z.number().int().nonnegative(),
+  device_hours: z.number().nonnegative(),
+  cost_usd: z.number().nonnegative().nullable().describe('null when hardware.price_per_device_hour_usd is'),
+  mfu_omitted_reason: z.string().nullable().describe('why train/mfu is absent, when it is'),
+});
+export type RunTotals = z.infer<typeof RunTotalsSchema>;
+
 /** progress.json in the job workspace, rewritten atomically after every optimizer step. */
 export const TrainProgressSchema = z.object({
   step: z.number().int().nonnegative(),
@@ -96,6 +185,9 @@ export const TrainProgressSchema = z.object({
   resumed_from_step: z.number().int().nonnegative().nullable(),
   last_checkpoint: z.string().nullable().describe('directory name of the newest complete checkpoint'),
   metrics: z.record(z.string(), z.number()),
+  best_checkpoint: z.object({ step: z.number().int().nonnegative(), eval_loss: z.number() }).nullable().default(null),
+  events: z.array(TrainEventSchema).default([]).describe("this process's events (earlier processes' are in their result or the run record)"),
+  totals: RunTotalsSchema.optional(),
 });
 export type TrainProgress = z.infer<typeof TrainProgressSchema>;
 
@@ -111,9 +203,14 @@ export const TrainResultSchema = z.object({
   steps: z.number().int().nonnegative(),
   resumed_from_step: z.number().int().nonnegative().nullable(),
   steps_trained_this_process: z.number().int().nonnegative(),
-  adapter_path: z.string(),
+  adapter_path: z.string().nullable().describe('null for full fine-tuning, which writes model_path'),
+  model_path: z.string().nullable().default(null).describe('full fine-tuning: the whole tuned model (safetensors + tokenizer)'),
+  method: TrainMethodSchema.optional(),
   final_metrics: z.record(z.string(), z.number()),
   tokens_seen: z.number().int().nonnegative(),
+  best_checkpoint: z.object({ step: z.number().int().nonnegative(), eval_loss: z.number() }).nullable().default(null),
+  events: z.array(TrainEventSchema).default([]),
+  totals: RunTotalsSchema.optional(),
 });
 export type TrainResult = z.infer<typeof TrainResultSchema>;
 

@@ -9,6 +9,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { createRun, getOrCreateExperiment, artifactsOf } from '../db/repo/tracking.js';
+import { runDataOf } from '../db/repo/mlflow.js';
 import { outbox } from '../db/schema/index.js';
 import { createTrainingActivities } from '../activities/training.js';
 import { LocalExecutor } from '../activities/executor/local.js';
@@ -22,14 +23,22 @@ const runId = randomUUID();
 const pipelineId = randomUUID();
 const ckptRoot = join(home, 'work', pipelineId, 'train', 'checkpoints');
 
-function writeCheckpoint(step: number, opts: { manifest?: boolean; corrupt?: boolean } = {}): void {
-  const dir = join(ckptRoot, `step-${String(step).padStart(8, '0')}`);
+function writeCheckpoint(step: number, opts: { manifest?: boolean; corrupt?: boolean; best?: number } = {}): void {
+  const dir = join(ckptRoot, opts.best !== undefined ? 'best' : `step-${String(step).padStart(8, '0')}`);
   mkdirSync(dir, { recursive: true });
   const content = `weights of step ${step}`;
   writeFileSync(join(dir, 'adapter_model.safetensors'), content);
   const sha = createHash('sha256').update(opts.corrupt ? 'something else' : content).digest('hex');
   if (opts.manifest !== false)
-    writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ step, created_at: new Date().toISOString(), files: [{ path: 'adapter_model.safetensors', size_bytes: content.length, sha256: sha }] }));
+    writeFileSync(
+      join(dir, 'manifest.json'),
+      JSON.stringify({
+        step,
+        created_at: new Date().toISOString(),
+        files: [{ path: 'adapter_model.safetensors', size_bytes: content.length, sha256: sha }],
+        ...(opts.best !== undefined ? { eval_loss: opts.best, copy_of: `step-${String(step).padStart(8, '0')}` } : {}),
+      }),
+    );
 }
 
 type Watched = Awaited<ReturnType<ReturnType<typeof createTrainingActivities>['watchCheckpoints']>>;
@@ -70,6 +79,26 @@ describe('watchCheckpoints activity', () => {
     const rows = await artifactsOf(cat.db, runId);
     expect(rows.map((r) => r.path)).toEqual(['checkpoints/step-00000010', 'checkpoints/step-00000020']);
     expect(rows[0]!.sha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('reports a checkpoint whose files do not match its manifest once, as a run tag and a checkpoint.corrupt event', async () => {
+    const env = new MockActivityEnvironment();
+    await env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: true });
+    const corrupt = (await cat.db.select().from(outbox)).filter((e) => (e.payload as { event: string }).event === 'checkpoint.corrupt');
+    expect(corrupt).toHaveLength(1); // step 30 of the first test, seen by three watcher runs
+    expect(corrupt[0]!.payload).toMatchObject({ run_id: runId, checkpoint: 'step-00000030', message: expect.stringContaining('does not match the manifest') });
+    const tags = (await runDataOf(cat.db, [runId])).tags.get(runId)!;
+    expect(JSON.parse(tags.find((t) => t.key === 'hanzo_ml.event.checkpoint_corrupt.step-00000030')!.value)).toMatchObject({ kind: 'checkpoint_corrupt' });
+  });
+
+  it('uploads best/ under the name of the checkpoint it copies, apart from the step list', async () => {
+    writeCheckpoint(20, { best: 0.75 });
+    const env = new MockActivityEnvironment();
+    const watched: Watched = await env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: true });
+    expect(watched.checkpoints.map((c) => c.step)).toEqual([10, 20]);
+    const best = (await artifactsOf(cat.db, runId)).find((r) => r.path === 'checkpoints/best-step-00000020')!;
+    expect(best.metadata).toMatchObject({ kind: 'best_checkpoint', step: 20 });
+    expect(best.uri).toMatch(/\/checkpoints\/best-step-00000020$/);
   });
 
   it('emits a checkpoint.stale event when no new checkpoint appears within the interval, until cancelled', async () => {

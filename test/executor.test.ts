@@ -1,11 +1,12 @@
 // The local executor: jobs outlive their starter, re-attach instead of starting twice, and a job killed
 // without an exit code is reported lost (so the activity restarts it, resuming from its checkpoint).
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LocalExecutor, jobState } from '../activities/executor/local.js';
+import { LocalExecutor, jobState, launchCommand } from '../activities/executor/local.js';
+import { loadConfig } from '../lib/config.js';
 
 const until = async (pred: () => boolean, ms = 10_000) => {
   const deadline = Date.now() + ms;
@@ -89,5 +90,25 @@ describe('local executor', () => {
     await new Promise((r) => wrapper.on('exit', r));
     execFileSync('rm', ['-f', join(workdir, 'exitcode')]);
     expect(jobState(workdir).state).toBe('lost');
+  });
+
+  it('launches a job of several processes under torchrun, each with its own rank', async () => {
+    const python = loadConfig({ HANZO_ML_LOGGING_LEVEL: 'error' }).bootstrap.python;
+    const workdir = mkdtempSync(join(tmpdir(), 'hanzo-ml-job-'));
+    // A module that records which rank of how many it is: torchrun sets RANK and WORLD_SIZE per process.
+    writeFileSync(join(workdir, 'rank_probe.py'), 'import os, sys\nopen(os.path.join(sys.argv[1], f"rank-{os.environ[\'RANK\']}-of-{os.environ[\'WORLD_SIZE\']}"), "w").close()\n');
+    const request = { workdir, command: [python, '-m', 'rank_probe', workdir], env: { PYTHONPATH: workdir }, processes: 2 };
+    expect(launchCommand(request)).toEqual([python, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node=2', '-m', 'rank_probe', workdir]);
+    const ex = new LocalExecutor();
+    await ex.startOrAttach(request);
+    await until(() => jobState(workdir).state === 'exited', 120_000);
+    expect(jobState(workdir)).toEqual({ state: 'exited', exitCode: 0 });
+    expect(readdirSync(workdir).filter((f) => f.startsWith('rank-')).sort()).toEqual(['rank-0-of-2', 'rank-1-of-2']);
+    expect(JSON.parse(readFileSync(join(workdir, 'command.json'), 'utf8')).command).toContain('torch.distributed.run');
+  }, 150_000);
+
+  it('refuses to run a multi-process job that is not a python -m command', () => {
+    expect(() => launchCommand({ workdir: '/w', command: ['/bin/train', '--spec', 'x'], env: {}, processes: 4 })).toThrow(/must be a python -m command/);
+    expect(launchCommand({ workdir: '/w', command: ['/bin/train'], env: {}, processes: 1 })).toEqual(['/bin/train']);
   });
 });

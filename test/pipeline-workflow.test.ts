@@ -14,6 +14,7 @@ import { loadConfig } from '../lib/config.js';
 import { pipelineWorkflowId, type PipelineWorkflowInput, type PipelineResult } from '../contracts/pipeline.js';
 import { promotionDecisionUpdate, pipelineProgressQuery } from '../workflows/pipeline-messages.js';
 import type { createActivities } from '../activities/index.js';
+import { DataOptionsSchema, HardwareSchema, RecoveryPolicySchema } from '../contracts/trainer-job.js';
 import { freePort } from './support/ports.js';
 
 type Acts = ReturnType<typeof createActivities>;
@@ -69,8 +70,11 @@ describe('fineTunePipelineWorkflow orchestration', () => {
       base_model: 'b',
       dataset: { name: 'ds', version: 'latest' },
       method: 'lora',
-      hyperparameters: { learning_rate: 0.001, max_steps: 10, batch_size: 2, gradient_accumulation_steps: 1, warmup_steps: 0, weight_decay: 0, max_grad_norm: 1, lora_rank: 4, lora_alpha: 8, lora_dropout: 0, target_modules: ['q_proj'], max_seq_length: 64, seed: 1 },
-      checkpoint: { every_steps: 5, keep_last: 2 },
+      hyperparameters: { learning_rate: 0.001, max_steps: 10, batch_size: 2, gradient_accumulation_steps: 1, warmup_steps: 0, weight_decay: 0, max_grad_norm: 1, lora_rank: 4, lora_alpha: 8, lora_dropout: 0, target_modules: ['q_proj'], max_seq_length: 64, seed: 1, gradient_checkpointing: false },
+      checkpoint: { every_steps: 5, keep_last: 2, every_seconds: null, keep_best: false },
+      data: DataOptionsSchema.parse({}),
+      recovery: RecoveryPolicySchema.parse({}),
+      hardware: HardwareSchema.parse({}),
       eval: { max_new_tokens: 4 },
       validate: { quantization: 'q8_0', perplexity_tolerance: 0.01, test_prompts: ['hi'] },
       promotion,

@@ -57,6 +57,7 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
     progress.step = Math.max(progress.step, p.step);
     progress.last_checkpoint = p.last_checkpoint;
     progress.latest_metrics = { ...progress.latest_metrics, ...p.metrics };
+    if (p.recoveries && p.recoveries.length >= progress.recoveries.length) progress.recoveries = p.recoveries;
   });
   setHandler(
     promotionDecisionUpdate,
@@ -191,6 +192,7 @@ function initialProgress(pipelineId: string, input: PipelineWorkflowInput): Pipe
     last_checkpoint: null,
     latest_metrics: {},
     checkpoints: [],
+    recoveries: [],
     eval: null,
     model_version: null,
     awaiting_approval: false,

@@ -16,8 +16,23 @@ export type JobState =
 
 export interface JobRequest {
   workdir: string;
+  /** `[python, '-m', module, ...args]` for a job that may run as several processes */
   command: string[];
   env: Record<string, string>;
+  /** > 1: run `command` under torchrun as this many processes on this machine (data-parallel training) */
+  processes?: number;
+}
+
+/**
+ * The command line actually started: `python -m torch.distributed.run --standalone --nproc-per-node N -m module
+ * ...` (torchrun, with a private rendezvous on a free port) when the job asks for several processes.
+ */
+export function launchCommand(job: JobRequest): string[] {
+  const n = job.processes ?? 1;
+  if (n <= 1) return job.command;
+  const [python, flag, ...module] = job.command;
+  if (flag !== '-m' || !python || module.length === 0) throw new Error(`a job of ${n} processes must be a python -m command, got: ${job.command.join(' ')}`);
+  return [python, '-m', 'torch.distributed.run', '--standalone', `--nproc-per-node=${n}`, '-m', ...module];
 }
 
 const WRAPPER = [
@@ -67,10 +82,11 @@ export class LocalExecutor {
     await rm(join(job.workdir, 'exitcode'), { force: true });
     await rm(join(job.workdir, 'child.pid'), { force: true });
     await rm(join(job.workdir, 'wrapper.pid'), { force: true });
-    await writeFile(join(job.workdir, 'command.json'), JSON.stringify({ command: job.command, started_at: new Date().toISOString() }));
+    const command = launchCommand(job);
+    await writeFile(join(job.workdir, 'command.json'), JSON.stringify({ command, started_at: new Date().toISOString() }));
     const log = openSync(join(job.workdir, 'job.log'), 'a');
     try {
-      const child = spawn('sh', ['-c', WRAPPER, 'hanzo-ml-job', ...job.command], {
+      const child = spawn('sh', ['-c', WRAPPER, 'hanzo-ml-job', ...command], {
         cwd: job.workdir,
         detached: true,
         stdio: ['ignore', log, log],

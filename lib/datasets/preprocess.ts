@@ -10,7 +10,7 @@ import { lstat, mkdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { DatasetVersionExistsError, IssueLog } from './issues.js';
 import { CsvReader, JsonlReader, type RecordReader } from './record-readers.js';
-import type { ChatRecord, RecordForm } from './records.js';
+import type { DatasetRecord, RecordForm } from './records.js';
 import { LineDecoder, LineSplitter } from './source-lines.js';
 import type { SplitInfo } from './split-writer.js';
 import { SPLIT_NAMES, SplitRatiosSchema, SplitSink, type SplitFiles, type SplitRatios } from './splits.js';
@@ -127,7 +127,7 @@ async function buildVersion(options: Resolved, dir: string): Promise<PreprocessR
   try {
     const decoder = new LineDecoder(options.maxLineBytes);
     // Once the file is known to be bad, records are still validated (to report more issues) but not written.
-    const emit = (record: ChatRecord): void => {
+    const emit = (record: DatasetRecord): void => {
       if (log.count === 0) sink.add(record);
     };
     const ctx = { log, decoder, emit };

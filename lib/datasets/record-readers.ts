@@ -4,13 +4,14 @@ import type { IssueLog } from './issues.js';
 import {
   normalizeChatRecord,
   normalizeInstructionRecord,
-  type ChatRecord,
+  normalizePreferenceRecord,
+  type DatasetRecord,
   type FieldProblem,
   type RecordForm,
 } from './records.js';
 import type { LineDecoder, SourceLine } from './source-lines.js';
 
-export type RecordSink = (record: ChatRecord) => void;
+export type RecordSink = (record: DatasetRecord) => void;
 
 export interface RecordReader {
   readonly form: RecordForm | null;
@@ -31,6 +32,7 @@ const MAX_REPORTED_FIELDS = 64; // keeps the schema summary small when every rec
 const FORM_LABELS: Record<RecordForm, string> = {
   messages: 'chat form ("messages")',
   instruction: 'instruction form ("instruction", "response")',
+  preference: 'preference form ("prompt", "chosen", "rejected")',
 };
 
 export class JsonlReader implements RecordReader {
@@ -50,7 +52,7 @@ export class JsonlReader implements RecordReader {
     if (decoded.text.trim() === '') return; // blank lines are allowed and still counted
     const value = this.parseObject(decoded.text, line.number);
     if (value === null || !this.acceptForm(value, line.number)) return;
-    const normalized = this.form === 'messages' ? normalizeChatRecord(value) : normalizeInstructionRecord(value);
+    const normalized = this.form === 'messages' ? normalizeChatRecord(value) : this.form === 'preference' ? normalizePreferenceRecord(value) : normalizeInstructionRecord(value);
     if (normalized.ok) this.ctx.emit(normalized.record);
     else reportProblems(this.ctx.log, line.number, normalized.problems);
   }
@@ -96,11 +98,14 @@ export class JsonlReader implements RecordReader {
   private detectForm(value: Record<string, unknown>, lineNumber: number): RecordForm | null {
     const chat = 'messages' in value;
     const instruction = 'instruction' in value || 'response' in value || 'output' in value;
-    if (chat && !instruction) return 'messages';
-    if (instruction && !chat) return 'instruction';
-    const message = chat
-      ? 'record has both "messages" and instruction-form fields; use one form'
-      : 'expected a "messages" array (chat form) or "instruction" and "response" fields (instruction form)';
+    const preference = 'chosen' in value || 'rejected' in value;
+    if (chat && !instruction && !preference) return 'messages';
+    if (instruction && !chat && !preference) return 'instruction';
+    if (preference && !chat && !instruction) return 'preference';
+    const message =
+      [chat, instruction, preference].filter(Boolean).length > 1
+        ? 'record mixes fields of the chat ("messages"), instruction ("instruction", "response") and preference ("prompt", "chosen", "rejected") forms; use one form'
+        : 'expected a "messages" array (chat form), "instruction" and "response" fields (instruction form) or "prompt", "chosen" and "rejected" (preference form)';
     this.ctx.log.add(lineNumber, null, message);
     return null;
   }

@@ -5,7 +5,7 @@
 // every later version built with the same seed.
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { canonicalJson, type ChatRecord } from './records.js';
+import { canonicalJson, type DatasetRecord } from './records.js';
 import { rewriteSplit, SplitWriter, type SplitInfo } from './split-writer.js';
 
 export const SPLIT_NAMES = ['train', 'validation', 'test'] as const;
@@ -61,7 +61,7 @@ export class SplitSink {
   }
 
   /** Queues a record unless an identical one came before it. */
-  add(record: ChatRecord): void {
+  add(record: DatasetRecord): void {
     const line = canonicalJson(record);
     const key = createHash('sha256').update(`${this.seed}:`).update(line).digest();
     // The seeded hash doubles as the dedup key: equal records share it, distinct ones (practically) never do.

@@ -3,7 +3,8 @@
 Torch-free on purpose: count-tokens imports this module and must start fast.
 
 A record is `{"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}` whose last message is
-the assistant's answer. Training puts loss on the assistant turns only; every other token gets the label -100.
+the assistant's answer; a preference pair (`prompt`/`chosen`/`rejected`, see preference.py) reads as its prompt
+followed by the chosen answer. Training puts loss on the assistant turns only; every other token gets the label -100.
 """
 from __future__ import annotations
 
@@ -63,6 +64,13 @@ def parse_record(line: str, where: str) -> Messages:
         record = json.loads(line)
     except json.JSONDecodeError as e:
         raise InputError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from e
+    if isinstance(record, dict) and "messages" not in record and "chosen" in record:
+        # A preference pair reads as the conversation it prefers: prompt + chosen answer. Evaluation and the
+        # held-out perplexity of a dpo/orpo pipeline score the tuned model on the answers it was taught to prefer.
+        from hanzo_ml.preference import parse_preference_record
+
+        pair = parse_preference_record(line, where)
+        return pair.prompt + pair.chosen
     if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
         raise InputError(f'{where}: messages: expected an object {{"messages": [...]}}')
     messages = record["messages"]
@@ -87,15 +95,38 @@ def check_message(message: object, where: str) -> None:
 
 # ---- rendering and tokenizing ------------------------------------------------------------------
 
-def load_tokenizer(model_dir: Path):
-    """The model's own fast tokenizer (tokenizer.json + chat template); never reaches the network."""
+# Named templates for bases whose tokenizer has none, or to train in another model family's format. Each renders
+# prefixes as token prefixes (prompt masking checks it) and closes an assistant turn with the tokenizer's eos.
+NAMED_TEMPLATES = {
+    "chatml": ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+               "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+               "{% endif %}"),
+    "llama3": ("{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+               "'<|end_header_id|>\\n\\n' + message['content'] + '<|eot_id|>' }}{% endfor %}"
+               "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"),
+    "zephyr": ("{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + message['content'] + eos_token + "
+               "'\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"),
+}
+MODEL_TEMPLATE = "model"  # the tokenizer's own chat template
+
+
+def load_tokenizer(model_dir: Path, chat_template: str = MODEL_TEMPLATE):
+    """The model's own fast tokenizer (tokenizer.json + chat template); never reaches the network.
+
+    chat_template: "model" keeps the tokenizer's template; a name from NAMED_TEMPLATES replaces it.
+    """
     from transformers import PreTrainedTokenizerFast
 
+    if chat_template != MODEL_TEMPLATE and chat_template not in NAMED_TEMPLATES:
+        raise InputError(f"data.chat_template: expected \"{MODEL_TEMPLATE}\" or one of "
+                         f"{', '.join(sorted(NAMED_TEMPLATES))}, got {json.dumps(chat_template)}")
     if not (Path(model_dir) / "tokenizer.json").is_file():
         raise InputError(f"{model_dir}: no tokenizer.json (not a model directory)")
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(model_dir), local_files_only=True)
+    if chat_template != MODEL_TEMPLATE:
+        tokenizer.chat_template = NAMED_TEMPLATES[chat_template]
     if not tokenizer.chat_template:
-        raise InputError(f"{model_dir}: the tokenizer has no chat template")
+        raise InputError(f"{model_dir}: the tokenizer has no chat template (name one with data.chat_template)")
     return tokenizer
 
 
@@ -144,8 +175,16 @@ def label_assistant_turns(tokenizer, messages: Messages) -> TokenizedExample:
     return TokenizedExample(input_ids=input_ids, labels=labels)
 
 
-def encode_dataset(tokenizer, conversations: list[Messages], max_seq_length: int, name: str) -> list[TokenizedExample]:
-    full = [label_assistant_turns(tokenizer, messages) for messages in conversations]
+def label_every_token(tokenizer, messages: Messages) -> TokenizedExample:
+    """No prompt masking: every token after the first is a target (continued pre-training on chat text)."""
+    input_ids = encode_conversation(tokenizer, messages)
+    return TokenizedExample(input_ids=input_ids, labels=list(input_ids))
+
+
+def encode_dataset(tokenizer, conversations: list[Messages], max_seq_length: int, name: str,
+                   mask_prompt: bool = True) -> list[TokenizedExample]:
+    label = label_assistant_turns if mask_prompt else label_every_token
+    full = [label(tokenizer, messages) for messages in conversations]
     examples = [example.truncated(max_seq_length) for example in full]
     truncated = sum(1 for example in full if len(example.input_ids) > max_seq_length)
     if truncated:

@@ -6,8 +6,12 @@
     python -m hanzo_ml count-tokens --spec JOB.json
     python -m hanzo_ml build-base --out DIR [--seed 0] [--threads 2]
     python -m hanzo_ml make-demo-data [--out DIR]
+    python -m hanzo_ml recipe TEMPLATE.yaml --base-model DIR --train FILE [--validation FILE] --workdir DIR [--out F]
+    python -m hanzo_ml recipe TEMPLATE.yaml --update-estimate
+    python -m hanzo_ml hpo-suggest [--serve]        (request JSON on stdin, response JSON on stdout)
 
 Exit codes: 0 done; 2 bad input (spec, dataset, model directory; one line on stderr naming file and field);
+3 out of memory; 4 training diverged (both also write failure.json in the workdir, see recovery.py);
 143 stopped by SIGTERM after writing an emergency checkpoint; 1 anything else.
 """
 from __future__ import annotations
@@ -19,9 +23,11 @@ import sys
 import warnings
 from pathlib import Path
 
-from hanzo_ml.errors import InputError, Preempted
+from hanzo_ml.errors import InputError, OutOfMemory, Preempted, TrainingDiverged
 
 EXIT_INPUT_ERROR = 2
+EXIT_OUT_OF_MEMORY = 3
+EXIT_DIVERGED = 4
 EXIT_PREEMPTED = 143  # 128 + SIGTERM, what a shell reports for a process the signal ended
 
 log = logging.getLogger("hanzo_ml")
@@ -41,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     except Preempted as e:
         log.warning("%s", e)
         return EXIT_PREEMPTED
+    except OutOfMemory as e:
+        log.error("out of memory: %s", e)
+        return EXIT_OUT_OF_MEMORY
+    except TrainingDiverged as e:
+        log.error("training diverged: %s", e)
+        return EXIT_DIVERGED
     except Exception as e:  # noqa: BLE001 - the last line says what failed; the traceback is above it
         log.exception("%s failed", args.command)
         print(f"error: {args.command}: {type(e).__name__}: {e}".replace("\n", " "), file=sys.stderr)
@@ -58,7 +70,8 @@ def parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run)
         return sub
 
-    train = command("train", run_train, "LoRA fine-tuning with checkpoints and resume")
+    train = command("train", run_train,
+                    "fine-tuning (full, lora, qlora, adalora, dpo, orpo) with checkpoints and resume")
     train.add_argument("--workdir", type=Path, required=True, help="where progress.json and result.json go")
     command("eval", run_eval, "loss, perplexity and exact match of the base and the tuned model")
     command("merge", run_merge, "merge an adapter into its base; reference perplexity for the Candle tool")
@@ -72,6 +85,20 @@ def parser() -> argparse.ArgumentParser:
                    spec=False)
     demo.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[2] / "examples",
                       help="examples directory (default: the repository's)")
+    recipe = command("recipe", run_recipe, "render a recipe template (recipes/*.yaml) into a validated train job spec",
+                     spec=False)
+    recipe.add_argument("template", type=Path, help="recipe template YAML")
+    recipe.add_argument("--base-model", help="base model directory (absolute)")
+    recipe.add_argument("--train", help="train JSONL (absolute)")
+    recipe.add_argument("--validation", default=None, help="validation JSONL (absolute)")
+    recipe.add_argument("--workdir", help="run directory: output/ and checkpoints/ go under it (absolute)")
+    recipe.add_argument("--run-id", default=None, help="default: derived from the template name and workdir")
+    recipe.add_argument("--out", type=Path, default=None, help="write the job spec here (default: stdout)")
+    recipe.add_argument("--update-estimate", action="store_true",
+                        help="rewrite the template's estimate block with the memory estimator's numbers")
+    suggest = command("hpo-suggest", run_hpo_suggest, "next sweep trial(s) from space, strategy, seed and history",
+                      spec=False)
+    suggest.add_argument("--serve", action="store_true", help="answer one JSON request per stdin line")
     return root
 
 
@@ -103,8 +130,11 @@ def run_train(args) -> None:
     spec = load_spec(args.spec, "train")
     quiet_transformers()
     from hanzo_ml.lora import train
+    from hanzo_ml.recovery import recorded_failure
 
-    train(spec, args.spec, args.workdir.resolve())
+    workdir = args.workdir.resolve()
+    with recorded_failure(workdir):
+        train(spec, args.spec, workdir)
 
 
 def run_eval(args) -> None:
@@ -149,3 +179,31 @@ def run_make_demo_data(args) -> None:
 
     for path in write_demo_files(args.out):
         log.info("wrote %s", path)
+
+
+def run_hpo_suggest(args) -> None:
+    from hanzo_ml.hpo.suggest import run
+
+    run(args)
+
+
+def run_recipe(args) -> None:
+    import json
+
+    from hanzo_ml.files import atomic_write_text, dumps_json
+    from hanzo_ml.recipes.templates import read_template, render, update_estimate, validated
+
+    if args.update_estimate:
+        numbers = update_estimate(args.template)
+        log.info("%s: estimate %.2f GiB per device", args.template, numbers["total_gib"])
+        return
+    missing = [f"--{n.replace('_', '-')}" for n in ("base_model", "train", "workdir") if not getattr(args, n)]
+    if missing:
+        raise InputError(f"{args.template}: rendering needs {', '.join(missing)}")
+    document = render(read_template(args.template), args.base_model, args.train, args.validation, args.workdir,
+                      args.run_id)
+    validated(document, args.template)
+    if args.out:
+        atomic_write_text(args.out, dumps_json(document))
+    else:
+        print(json.dumps(document, indent=2))

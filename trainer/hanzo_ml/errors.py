@@ -11,4 +11,8 @@ class Preempted(Exception):
 
 
 class TrainingDiverged(Exception):
-    """The loss or the gradient norm became NaN or infinite; continuing would only waste compute."""
+    """The loss or the gradient norm became NaN or infinite; continuing would only waste compute. Exit code 4."""
+
+
+class OutOfMemory(Exception):
+    """The device ran out of memory; a smaller micro-batch may fit. Exit code 3."""

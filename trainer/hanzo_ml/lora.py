@@ -1,12 +1,13 @@
-"""LoRA fine-tuning recipe.
+"""The training loop every fine-tuning recipe runs in (full, lora, qlora, adalora, dpo, orpo; see recipes/).
 
     python -m hanzo_ml train --spec job.json --workdir DIR
 
-Reads the base model and the chat JSONL named in the spec, trains LoRA adapters (peft) with AdamW, a linear
-warmup/decay schedule, gradient accumulation and clipping, and writes:
+Reads the base model and the JSONL named in the spec (chat records, or preference pairs for dpo/orpo), trains
+what the spec's method trains (hanzo_ml.recipes: adapters or every weight) with AdamW, a linear warmup/decay
+schedule, gradient accumulation and clipping, and writes:
     <checkpoint_dir>/step-<8 digits>/   every checkpoint.every_steps optimizer steps, at the end, and on SIGTERM
     <workdir>/progress.json             after every optimizer step (TrainProgress)
-    <output_dir>/adapter/               the final adapter (peft save_pretrained)
+    <output_dir>/adapter/               the final adapter (peft save_pretrained); full: <output_dir>/model/
     <workdir>/result.json               at the end (TrainResult)
 A restarted job resumes from the newest checkpoint that verifies and ends bit-identical to an uninterrupted run
 on CPU: the checkpoint holds the adapter, optimizer, scheduler, RNG states and the data position, and the data
@@ -16,8 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import os
 import signal
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,12 +26,14 @@ import numpy as np
 import torch
 
 from hanzo_ml import checkpoint as ckpt
-from hanzo_ml.chat import encode_dataset, load_tokenizer, read_chat_jsonl
-from hanzo_ml.errors import InputError, Preempted, TrainingDiverged
-from hanzo_ml.files import atomic_write_json, dumps_json, replace_dir
-from hanzo_ml.modeling import (collate, configure_torch, load_causal_lm, mean_token_nll, rng_states,
-                               seed_everything, set_rng_states, summed_token_nll, target_token_count)
-from hanzo_ml.spec import require_existing, to_dict
+from hanzo_ml import distributed, memory, recovery
+from hanzo_ml.errors import Preempted
+from hanzo_ml.files import atomic_write_json, dumps_json
+from hanzo_ml.metrics import StepMeter
+from hanzo_ml.modeling import configure_torch, rng_states, seed_everything, set_rng_states
+from hanzo_ml.recipes import Recipe, recipe_for
+from hanzo_ml.recipes.components import batch_tokens, resolve_device
+from hanzo_ml.spec import to_dict
 from hanzo_ml.tracking import metrics_client
 
 log = logging.getLogger(__name__)
@@ -101,42 +102,10 @@ def lr_multiplier(step: int, warmup_steps: int, max_steps: int) -> float:
     return (max_steps - step) / max(1, max_steps - warmup_steps)
 
 
-def build_lora_model(spec, spec_path: Path):
-    from peft import LoraConfig, get_peft_model
-
-    hp = spec.hyperparameters
-    base = load_causal_lm(Path(spec.base_model_path))
-    config = LoraConfig(r=hp.lora_rank, lora_alpha=hp.lora_alpha, lora_dropout=hp.lora_dropout,
-                        target_modules=list(hp.target_modules), bias="none", task_type="CAUSAL_LM")
-    try:
-        model = get_peft_model(base, config)  # freezes the base; A seeded-random, B zero: starts at the base
-    except ValueError as e:  # a module name the architecture does not have: only the model can tell
-        raise InputError(f"{spec_path}: hyperparameters.target_modules: {e}".replace("\n", " ")) from e
-    model.train()
-    return model
-
-
-@dataclass
-class Datasets:
-    train: list            # TokenizedExample, prompt-masked
-    validation: list       # empty when the spec has no validation_path
-    pad_id: int
-
-
-def load_datasets(spec, spec_path: Path) -> Datasets:
+def load_datasets(spec, spec_path: Path, recipe: Recipe):
     """Every input read and validated before any model is loaded: a bad record fails in seconds."""
-    hp = spec.hyperparameters
-    require_existing(spec_path, "base_model_path", spec.base_model_path, kind="dir")
-    require_existing(spec_path, "train_path", spec.train_path)
-    require_existing(spec_path, "validation_path", spec.validation_path)
-    tokenizer = load_tokenizer(Path(spec.base_model_path))
-
-    def encode(path: str | None) -> list:
-        return encode_dataset(tokenizer, read_chat_jsonl(Path(path)), hp.max_seq_length, path) if path else []
-
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    datasets = Datasets(train=encode(spec.train_path), validation=encode(spec.validation_path), pad_id=pad_id)
-    log.info("train: %d examples, validation: %d examples", len(datasets.train), len(datasets.validation))
+    datasets = recipe.load_data(spec, spec_path)
+    log.info("train: %d %s items, validation: %d", len(datasets.train), recipe.data_form, len(datasets.validation))
     return datasets
 
 
@@ -149,118 +118,164 @@ def train(spec, spec_path: Path, workdir: Path) -> dict:
 def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSignal) -> dict:
     hp = spec.hyperparameters
     checkpoint_dir = Path(spec.checkpoint_dir)
-    data = load_datasets(spec, spec_path)
+    recipe = recipe_for(spec.method)
+    data = load_datasets(spec, spec_path, recipe)
+    recipe.check(spec, spec_path)                  # a method this machine cannot run stops here ...
+    device = resolve_device(spec)
+    memory.check_fits(spec, spec_path, device)     # ... and so does a job that cannot fit its device
+    world = distributed.init_world(spec.hardware, spec_path)  # one process, or one rank of torchrun's
 
     # ---- model, optimizer, schedule: built the same way on every start, so saved states load 1:1 -------
     configure_torch(spec.threads)
     seed_everything(hp.seed)
-    model = build_lora_model(spec, spec_path)
+    model = recipe.build_model(spec, spec_path, device)
+    objective = recipe.objective(spec, model, data)
+    wrapped = distributed.wrap_model(model, world, spec.hardware.strategy)  # DDP, or the model itself
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_multiplier(step, hp.warmup_steps, hp.max_steps))
-    log.info("LoRA r=%d on %s: %d trainable parameters", hp.lora_rank, ",".join(hp.target_modules),
-             sum(p.numel() for p in trainable))
+    log.info("%s on %s: %d trainable parameters", spec.method, device, sum(p.numel() for p in trainable))
 
     # ---- resume from the newest checkpoint that verifies -------------------------------------------
-    ckpt.remove_temp_dirs(checkpoint_dir)
+    if world.is_main:
+        ckpt.remove_temp_dirs(checkpoint_dir)
     state, resumed_from, last_checkpoint = TrainingState(), None, None
-    latest = ckpt.latest_valid_checkpoint(checkpoint_dir)
+    latest, skipped = ckpt.find_resume_checkpoint(checkpoint_dir)
+    events = [recovery.event("checkpoint_skipped", ckpt.step_of(checkpoint_dir / name) or 0,
+                             f"{name} does not verify ({reason}); resuming from "
+                             f"{latest.path.name if latest else 'the start'}") for name, reason in skipped]
     if latest is not None:
         state = restore_checkpoint(latest.path, model, optimizer, scheduler, spec)
+        recovery.override_learning_rate(optimizer, scheduler, hp.learning_rate)
         resumed_from, last_checkpoint = state.step, latest.path.name
         log.info("resumed from %s (step %d, epoch %d, index %d)", latest.path.name, state.step, state.epoch,
                  state.index)
     order = ExampleOrder(len(data.train), hp.seed, state.epoch, state.index)
     first_step = checkpointed_step = state.step
     workdir.mkdir(parents=True, exist_ok=True)
+    schedule = ckpt.CheckpointSchedule(spec.checkpoint.every_steps, spec.checkpoint.every_seconds)
+    best = ckpt.best_checkpoint(checkpoint_dir)
+    best_so_far = {"step": best.step, "eval_loss": best.manifest["eval_loss"]} if best else None
+    guard, faults = recovery.DivergenceGuard(spec.recovery.divergence_loss_multiple), recovery.Faults.from_env(workdir)
+    meter = StepMeter(model, spec.hardware, world.size)
 
-    def save_checkpoint_now() -> None:
-        nonlocal last_checkpoint, checkpointed_step
-        last_checkpoint = write_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, spec)
+    def save_checkpoint_now(eval_loss: float | None = None) -> None:
+        """eval_loss: this step's validation loss, if it was measured (best/ keeps the lowest)."""
+        nonlocal last_checkpoint, checkpointed_step, best_so_far
         checkpointed_step = state.step
+        schedule.written()
+        if not world.is_main:  # rank 0 writes for all: every rank holds the same weights and optimizer state
+            last_checkpoint = ckpt.checkpoint_name(state.step)
+            return
+        last_checkpoint = write_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, spec)
+        if spec.checkpoint.keep_best and eval_loss is not None and (
+                best_so_far is None or eval_loss < best_so_far["eval_loss"]):
+            ckpt.keep_as_best(checkpoint_dir, checkpoint_dir / last_checkpoint, eval_loss)
+            best_so_far = {"step": state.step, "eval_loss": eval_loss}
         tracker.flush(timeout_s=10.0)
 
     def report_progress() -> None:
-        write_progress(workdir, state, hp.max_steps, resumed_from, last_checkpoint)
+        if world.is_main:
+            write_progress(workdir, state, hp.max_steps, resumed_from, last_checkpoint,
+                       {"best_checkpoint": best_so_far, "events": events,
+                        "totals": meter.totals(state.tokens_seen, state.elapsed_seconds)})
 
     # ---- the loop ----------------------------------------------------------------------------------
     report_progress()
-    tracker = metrics_client(spec.tracking_uri, spec.run_id)
+    tracker = metrics_client(spec.tracking_uri if world.is_main else None, spec.run_id)
     try:
         while state.step < hp.max_steps:
-            if preemption.requested:  # checked between steps, so the step in flight always completes
+            # checked between steps, so the step in flight always completes; every rank stops at the same step
+            if distributed.any_rank(preemption.requested, world):
                 if checkpointed_step != state.step:
                     save_checkpoint_now()
                     report_progress()
+                distributed.barrier(world)  # no rank exits (and makes torchrun stop the rest) mid-write
                 raise Preempted(f"stopped by SIGTERM after step {state.step}"
                                 + (f"; checkpoint {last_checkpoint} holds it" if last_checkpoint else ""))
             started = time.monotonic()
 
             # One optimizer step = gradient_accumulation_steps micro-batches of batch_size examples each.
-            micro_batches = [collate([data.train[i] for i in order.take(hp.batch_size)], data.pad_id)
+            # Under torchrun each rank collates its rows of every micro-batch (distributed.shard).
+            micro_batches = [data.collate(distributed.shard([data.train[i] for i in order.take(hp.batch_size)],
+                                                            world))
                              for _ in range(hp.gradient_accumulation_steps)]  # each: (B, T) tensors
-            loss, grad_norm = accumulate_and_clip(model, trainable, micro_batches, hp.max_grad_norm)
-            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                raise TrainingDiverged(f"step {state.step + 1}: loss {loss}, grad_norm {grad_norm}; "
-                                       "lower the learning rate")
+            with faults.during_step(model, state.step + 1, hp.batch_size):  # injected faults, if any
+                if world.distributed:
+                    loss, grad_norm = distributed.accumulate_and_clip(wrapped, trainable, micro_batches,
+                                                                      hp.max_grad_norm, objective, world)
+                else:
+                    loss, grad_norm = accumulate_and_clip(model, trainable, micro_batches, hp.max_grad_norm,
+                                                          objective)
+            guard.check(state.step + 1, loss, grad_norm)  # NaN/Inf or a loss spike: stop before the update
             lr = scheduler.get_last_lr()[0]  # the LR this step uses
             optimizer.step()
+            recipe.after_optimizer_step(model, state.step)  # AdaLoRA: budget update, before gradients clear
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
 
             seconds = time.monotonic() - started
-            step_tokens = sum(int(b["attention_mask"].sum()) for b in micro_batches)
+            step_tokens = int(distributed.sum_over_ranks(sum(batch_tokens(b) for b in micro_batches), world))
             state.step += 1
             state.epoch, state.index = order.epoch, order.index
             state.tokens_seen += step_tokens
             state.elapsed_seconds += seconds
             step_metrics = {"train/loss": loss, "train/lr": lr, "train/grad_norm": grad_norm,
-                            "train/tokens_per_second": step_tokens / max(seconds, 1e-9)}
+                            **objective.step_metrics(),  # dpo/orpo: rewards/accuracies, rewards/margins
+                            **meter.step_metrics(step_tokens, seconds)}
             if state.step % 10 == 0 or state.step == first_step + 1:
                 log.info("step %d/%d loss %.4f lr %.2e grad_norm %.3f %.0f tok/s", state.step, hp.max_steps,
                          loss, lr, grad_norm, step_metrics["train/tokens_per_second"])
 
-            due = state.step % spec.checkpoint.every_steps == 0 or state.step == hp.max_steps
-            if due and data.validation:
-                step_metrics["eval/loss"], _ = mean_token_nll(model, data.validation, data.pad_id,
-                                                              hp.batch_size)
+            # every N steps, every T seconds (rank 0's clock decides for all), at the end
+            due = distributed.from_main(schedule.due(state.step, hp.max_steps), world)
+            if due and data.validation and world.is_main:
+                step_metrics["eval/loss"] = objective.evaluate(model, data.validation, hp.batch_size)
                 log.info("step %d eval/loss %.4f", state.step, step_metrics["eval/loss"])
             state.metrics.update(step_metrics)
             tracker.log_metrics(step_metrics, state.step)
             if due:
-                save_checkpoint_now()
+                save_checkpoint_now(step_metrics.get("eval/loss"))
             report_progress()
 
         # ---- the end: final adapter, result --------------------------------------------------------
-        adapter_dir = save_final_adapter(model, Path(spec.output_dir))
+        if not world.is_main:
+            distributed.barrier(world)
+            return {"steps": state.step, "rank": world.rank}
+        outputs = recipe.weights.save_final(model, Path(spec.output_dir), Path(spec.base_model_path))
         result = {
             "steps": state.step,
             "resumed_from_step": resumed_from,
             "steps_trained_this_process": state.step - first_step,
-            "adapter_path": str(adapter_dir),
+            **outputs,  # adapter_path (adapter methods) or model_path (full)
+            "method": spec.method,
             "final_metrics": state.metrics,
             "tokens_seen": state.tokens_seen,
+            "best_checkpoint": best_so_far,
+            "events": events,
+            "totals": meter.totals(state.tokens_seen, state.elapsed_seconds),
         }
         atomic_write_json(workdir / "result.json", result)
-        log.info("done: %d steps (%d in this process), adapter at %s", state.step, state.step - first_step,
-                 adapter_dir)
+        distributed.barrier(world)
+        log.info("done: %d steps (%d in this process), output at %s", state.step, state.step - first_step,
+                 outputs["adapter_path"] or outputs["model_path"])
         return result
     finally:
         # After SIGTERM the grace period is ticking and the checkpoint is safe: don't wait long on metrics.
         tracker.close(timeout_s=5.0 if preemption.requested else 30.0)
+        distributed.shutdown(world)
 
 
-def accumulate_and_clip(model, trainable, micro_batches, max_grad_norm: float) -> tuple[float, float]:
+def accumulate_and_clip(model, trainable, micro_batches, max_grad_norm: float, objective) -> tuple[float, float]:
     """Forward/backward every micro-batch, then clip. Returns (step loss, gradient norm before clipping).
 
-    Each micro-batch's summed NLL is divided by the target tokens of the whole step, so the accumulated
-    gradient is exactly that of the token-mean loss over the step, however padding splits the tokens.
+    The objective scales each micro-batch's loss to its share of the step (chat: summed NLL over the step's
+    target tokens, so the accumulated gradient is exactly the token mean however padding splits the tokens;
+    preference: the mean over the step's pairs), so the gradients add up to the step's loss.
     """
-    num_targets = max(1, sum(target_token_count(b) for b in micro_batches))
     step_loss = 0.0
-    for batch in micro_batches:
-        loss = summed_token_nll(model, batch) / num_targets  # scalar
+    for loss in objective.micro_batch_losses(model, micro_batches):  # each a scalar, its share of the step
         loss.backward()
         step_loss += loss.item()
     grad_norm = torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm).item()
@@ -270,12 +285,16 @@ def accumulate_and_clip(model, trainable, micro_batches, max_grad_norm: float) -
 # ---- checkpoint contents ---------------------------------------------------------------------------
 
 def write_checkpoint(checkpoint_dir: Path, model, optimizer, scheduler, state: TrainingState, spec) -> str:
+    recipe = recipe_for(spec.method)
+
     def contents(directory: Path) -> None:
-        model.save_pretrained(directory / "adapter")  # adapter_model.safetensors + adapter_config.json
+        recipe.weights.save(model, directory)  # adapter/ (peft) or model/ (full), safetensors
+        recipe.save_extra(model, directory)    # AdaLoRA: its rank allocator
         torch.save(optimizer.state_dict(), directory / "optimizer.pt")
         torch.save(scheduler.state_dict(), directory / "scheduler.pt")
-        torch.save(rng_states(), directory / "rng_state.pt")
-        sidecar = {**asdict(state), "run_id": spec.run_id, "hyperparameters": to_dict(spec.hyperparameters)}
+        torch.save(ckpt.rng_states_with_cuda(rng_states()), directory / "rng_state.pt")
+        sidecar = {**asdict(state), "run_id": spec.run_id, "hyperparameters": to_dict(spec.hyperparameters),
+                   "config": to_dict(spec)}  # the resolved job spec, defaults filled
         (directory / TRAINER_STATE).write_text(dumps_json(sidecar), encoding="utf-8")
 
     path = ckpt.save_checkpoint(checkpoint_dir, state.step, contents)
@@ -285,18 +304,16 @@ def write_checkpoint(checkpoint_dir: Path, model, optimizer, scheduler, state: T
 
 
 def restore_checkpoint(path: Path, model, optimizer, scheduler, spec) -> TrainingState:
-    from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
-
+    recipe = recipe_for(spec.method)
     sidecar = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
     warn_on_changed_hyperparameters(sidecar.get("hyperparameters", {}), to_dict(spec.hyperparameters), path)
-    loaded = set_peft_model_state_dict(model, load_file(path / "adapter" / "adapter_model.safetensors"))
-    if getattr(loaded, "unexpected_keys", None):
-        raise RuntimeError(f"{path}: adapter weights do not fit this LoRA configuration: "
-                           f"{loaded.unexpected_keys[:3]}")
+    recipe.weights.load(model, path)
+    recipe.load_extra(model, path)
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
-    set_rng_states(torch.load(path / "rng_state.pt", weights_only=True))
+    rng = torch.load(path / "rng_state.pt", weights_only=True)
+    set_rng_states(rng)
+    ckpt.restore_cuda_rng(rng)
     fields = TrainingState.__dataclass_fields__
     return TrainingState(**{k: v for k, v in sidecar.items() if k in fields})
 
@@ -313,20 +330,15 @@ def warn_on_changed_hyperparameters(saved: dict, current: dict, path: Path) -> N
 # ---- files handed back ---------------------------------------------------------------------------
 
 def write_progress(workdir: Path, state: TrainingState, max_steps: int, resumed_from: int | None,
-                   last_checkpoint: str | None) -> None:
+                   last_checkpoint: str | None, extra: dict | None = None) -> None:
+    """extra: best_checkpoint, events, totals (TrainProgress)."""
     atomic_write_json(workdir / "progress.json", {
         "step": state.step,
         "max_steps": max_steps,
         "resumed_from_step": resumed_from,
         "last_checkpoint": last_checkpoint,
         "metrics": state.metrics,
+        **(extra or {}),
     })
 
 
-def save_final_adapter(model, output_dir: Path) -> Path:
-    output_dir.mkdir(parents=True, exist_ok=True)
-    final = output_dir / "adapter"
-    tmp = output_dir / f".tmp-adapter-{os.getpid()}"
-    model.save_pretrained(tmp)
-    replace_dir(tmp, final)
-    return final

@@ -42,7 +42,12 @@ def schema_for_kind(schema: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 def load_spec(path: Path, expected_kind: str) -> SimpleNamespace:
     """The validated spec with defaults filled, as attributes (`spec.hyperparameters.learning_rate`)."""
-    document = read_json(path)
+    return validate_document(read_json(path), path, expected_kind)
+
+
+def validate_document(document: dict[str, Any], path: Path, expected_kind: str) -> SimpleNamespace:
+    """A spec already in memory (a rendered recipe template), checked exactly as a spec file is; `path` is
+    the name error messages give it."""
     schema = load_schema()
     kinds = [b["properties"]["kind"]["const"] for b in schema.get("oneOf", [schema])]
     kind = document.get("kind")

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from hanzo_ml.checkpoint import (CorruptCheckpoint, latest_valid_checkpoint, prune_checkpoints,
+from hanzo_ml.checkpoint import (LOCK_FILE, CheckpointSchedule, CorruptCheckpoint, best_checkpoint,
+                                 find_resume_checkpoint, keep_as_best, latest_valid_checkpoint, prune_checkpoints,
                                  save_checkpoint, verify_checkpoint)
+from hanzo_ml.files import sha256_file
 from helpers import validate_against
 
 
@@ -78,3 +80,49 @@ def test_writing_a_step_again_replaces_the_damaged_copy(tmp_path):
     save_checkpoint(tmp_path, 4, write_payload("new"))
     assert verify_checkpoint(path).step == 4
     assert (path / "weights.bin").read_bytes() == b"new" * 100
+
+
+def test_the_manifest_records_the_hash_of_the_environment_lock_file(tmp_path):
+    manifest = json.loads((save_checkpoint(tmp_path, 1, write_payload("a")) / "manifest.json").read_text())
+    assert manifest["environment"] == {"sha256": sha256_file(LOCK_FILE), "source": "requirements.lock"}
+
+
+def test_resume_reports_each_checkpoint_it_skipped_and_why(tmp_path):
+    save_checkpoint(tmp_path, 2, write_payload("two"))
+    bad = save_checkpoint(tmp_path, 4, write_payload("four"))
+    (bad / "weights.bin").write_bytes(b"y" * 400)
+    found, skipped = find_resume_checkpoint(tmp_path)
+    assert found.step == 2
+    assert skipped == [("step-00000004", "weights.bin: sha256 does not match the manifest")]
+
+
+def test_the_best_checkpoint_is_a_verified_copy_that_pruning_keeps(tmp_path):
+    source = save_checkpoint(tmp_path, 2, write_payload("two"))
+    keep_as_best(tmp_path, source, 1.25)
+    for step in (4, 6, 8):
+        save_checkpoint(tmp_path, step, write_payload(str(step)))
+    prune_checkpoints(tmp_path, keep_last=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best", "step-00000008"]
+    best = best_checkpoint(tmp_path)
+    assert (best.step, best.manifest["eval_loss"], best.manifest["copy_of"]) == (2, 1.25, "step-00000002")
+    assert (tmp_path / "best" / "weights.bin").read_bytes() == b"two" * 100
+
+    keep_as_best(tmp_path, tmp_path / "step-00000008", 0.5)  # a better one replaces it, leaving no temp dir
+    assert best_checkpoint(tmp_path).step == 8
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best", "step-00000008"]
+    (tmp_path / "best" / "weights.bin").write_bytes(b"z")
+    assert best_checkpoint(tmp_path) is None  # a damaged best is never offered
+
+
+def test_a_checkpoint_is_due_every_n_steps_after_the_interval_and_at_the_end():
+    now = [0.0]
+    schedule = CheckpointSchedule(every_steps=5, every_seconds=60, clock=lambda: now[0])
+    assert [schedule.due(s, 12) for s in (1, 5, 12)] == [None, "steps", "end"]
+    now[0] = 59.9
+    assert schedule.due(3, 12) is None
+    now[0] = 60.0
+    assert schedule.due(3, 12) == "interval"
+    schedule.written()
+    now[0] = 100.0
+    assert schedule.due(4, 12) is None
+    assert CheckpointSchedule(every_steps=5, every_seconds=None, clock=lambda: 1e9).due(3, 12) is None

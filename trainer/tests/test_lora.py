@@ -80,9 +80,9 @@ def test_training_writes_progress_checkpoints_adapter_and_result(straight_run):
     assert progress["resumed_from_step"] is None
     assert progress["last_checkpoint"] == "step-00000006"
     assert set(progress["metrics"]) == {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_second",
-                                        "eval/loss"}
+                                        "train/peak_memory_mb", "eval/loss"}
 
-    checkpoints = sorted(p.name for p in (straight_run / "checkpoints").iterdir())
+    checkpoints = sorted(p.name for p in (straight_run / "checkpoints").iterdir() if p.name.startswith("step-"))
     assert checkpoints == ["step-00000004", "step-00000006"]  # keep_last=2 pruned step 2
     manifest = read_json(straight_run / "checkpoints" / "step-00000006" / "manifest.json")
     validate_against("checkpoint-manifest.schema.json", manifest)

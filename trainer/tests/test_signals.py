@@ -101,3 +101,37 @@ def test_a_killed_trainer_resumes_from_its_last_checkpoint_bit_identically(tmp_p
     straight.mkdir()
     finish_in_process(straight, train_spec(straight, tiny_base_dir, chat_files, **overrides))
     assert_same_adapter(straight, killed)
+
+
+def test_a_run_killed_mid_run_then_resumed_logs_the_same_loss_at_every_later_step(tmp_path, tiny_base_dir,
+                                                                                   chat_files):
+    """Bitwise, not allclose: on CPU with deterministic kernels, fixed threads and the data order a pure function
+    of (seed, position), the resumed run computes exactly the same floating-point operations in the same order."""
+    from test_tracking import TrackingServer
+
+    overrides = {"hyperparameters": {"max_steps": 9}, "checkpoint": {"every_steps": 3, "keep_last": 2}}
+    servers = {name: TrackingServer() for name in ("killed", "straight")}
+    try:
+        killed = tmp_path / "killed"
+        spec = train_spec(killed, tiny_base_dir, chat_files, tracking_uri=servers["killed"].uri, **overrides)
+        process = start_slow_training(killed, spec, delay_s=0.2)
+        wait_for(lambda: progress_step(killed) >= 4, process)  # past the step-3 checkpoint, mid-interval
+        process.kill()
+        process.communicate(timeout=30)
+        resumed = finish_in_process(killed, spec)
+
+        straight = tmp_path / "straight"
+        straight.mkdir()
+        finish_in_process(straight, train_spec(straight, tiny_base_dir, chat_files,
+                                               tracking_uri=servers["straight"].uri, **overrides))
+        after_resume = {p["step"]: p["value"] for p in servers["killed"].delivered()
+                        if p["key"] == "train/loss" and p["step"] > resumed["resumed_from_step"]}
+        reference = {p["step"]: p["value"] for p in servers["straight"].delivered() if p["key"] == "train/loss"}
+    finally:
+        for server in servers.values():
+            server.close()
+    assert resumed["resumed_from_step"] in (3, 6)
+    assert sorted(after_resume) == list(range(resumed["resumed_from_step"] + 1, 10))
+    # Steps the killed process had already logged past its checkpoint are logged again; the later value wins.
+    assert all(after_resume[step] == reference[step] for step in after_resume), (after_resume, reference)
+    assert_same_adapter(straight, killed)

@@ -1,0 +1,83 @@
+// Restart rules for a training job that stopped on a fault it can recover from (trainer/hanzo_ml/recovery.py):
+// out of memory -> half the micro-batch, the same effective batch; divergence -> the learning rate times a
+// factor. Each restart is a JobRecovery, kept in the job workspace (recoveries.json) so that a retried
+// activity neither loses the count nor adjusts the spec twice for the same failure.
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { JobRecovery } from '../contracts/pipeline.js';
+import type { RecoveryPolicy, TrainJobSpec } from '../contracts/trainer-job.js';
+
+export type FaultKind = 'out_of_memory' | 'diverged';
+
+/** failure.json: what the trainer wrote before exiting 3, 4 or 143. */
+export interface TrainerFailure {
+  kind: FaultKind | 'preempted';
+  step: number;
+  message: string;
+  at: string;
+}
+
+export interface RecoveryLog {
+  /** failure_at and spec_after make a retried activity re-apply, not repeat, the adjustment for a failure */
+  recoveries: (JobRecovery & { failure_at?: string; spec_after?: TrainJobSpec })[];
+}
+
+export type Adjustment = { ok: true; spec: TrainJobSpec; change: string } | { ok: false; reason: string };
+
+/**
+ * The spec for the next attempt, or why there is none. The micro-batch is halved (for an odd size, the largest
+ * divisor below it) and the accumulation raised by the same factor, so every optimizer step still sees the
+ * same examples in the same order and the run stays comparable.
+ */
+export function adjustSpecAfterFault(spec: TrainJobSpec, kind: FaultKind, policy: RecoveryPolicy, earlier: JobRecovery[]): Adjustment {
+  const done = earlier.filter((r) => r.kind === kind).length;
+  const hp = spec.hyperparameters;
+  if (kind === 'out_of_memory') {
+    if (done >= policy.max_oom_retries) return { ok: false, reason: `out of memory after ${done} restarts with smaller micro-batches (recovery.max_oom_retries)` };
+    const batch = largestDivisorBelow(hp.batch_size);
+    if (batch === null) return { ok: false, reason: 'out of memory with a micro-batch of 1 example: nothing left to halve' };
+    const factor = hp.batch_size / batch;
+    const accumulation = hp.gradient_accumulation_steps * factor;
+    return {
+      ok: true,
+      spec: { ...spec, hyperparameters: { ...hp, batch_size: batch, gradient_accumulation_steps: accumulation } },
+      change: `batch_size ${hp.batch_size} -> ${batch}, gradient_accumulation_steps ${hp.gradient_accumulation_steps} -> ${accumulation}`,
+    };
+  }
+  if (done >= policy.max_divergence_retries)
+    return { ok: false, reason: policy.max_divergence_retries === 0 ? 'training diverged (recovery.max_divergence_retries is 0: stop and alert)' : `training diverged again after ${done} restarts at a lower learning rate` };
+  const lr = hp.learning_rate * policy.divergence_lr_factor;
+  return {
+    ok: true,
+    spec: { ...spec, hyperparameters: { ...hp, learning_rate: lr } },
+    change: `learning_rate ${hp.learning_rate} -> ${lr}, from the last checkpoint before the divergence`,
+  };
+}
+
+function largestDivisorBelow(n: number): number | null {
+  for (let d = Math.floor(n / 2); d >= 1; d--) if (n % d === 0) return d;
+  return null;
+}
+
+export async function readFailure(workdir: string): Promise<TrainerFailure | null> {
+  try {
+    const f = JSON.parse(await readFile(join(workdir, 'failure.json'), 'utf8')) as TrainerFailure;
+    return f.kind === 'out_of_memory' || f.kind === 'diverged' || f.kind === 'preempted' ? f : null;
+  } catch {
+    return null;
+  }
+}
+
+export async function readRecoveries(workdir: string): Promise<RecoveryLog['recoveries']> {
+  try {
+    return (JSON.parse(await readFile(join(workdir, 'recoveries.json'), 'utf8')) as RecoveryLog).recoveries;
+  } catch {
+    return [];
+  }
+}
+
+export async function writeRecoveries(workdir: string, recoveries: RecoveryLog['recoveries']): Promise<void> {
+  const tmp = join(workdir, 'recoveries.json.tmp');
+  await writeFile(tmp, JSON.stringify({ recoveries } satisfies RecoveryLog, null, 2));
+  await rename(tmp, join(workdir, 'recoveries.json'));
+}

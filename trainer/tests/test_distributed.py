@@ -1,0 +1,132 @@
+"""Data-parallel training under torchrun on CPU: two gloo processes, compared with one process on the same global
+batch; rank 0 alone writes; a run stopped mid-way resumes under torchrun."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from hanzo_ml.distributed import check_strategy
+from hanzo_ml.errors import InputError
+from helpers import REPO_DIR, read_json, train_spec, trainer_env, write_spec
+from test_tracking import TrackingServer
+
+pytestmark = pytest.mark.slow  # several trainer processes
+
+# Not bitwise: each rank runs its matmuls on half the rows and gloo sums the gradients, so float additions happen
+# in another order than in one process. 1e-4 relative is far below any real difference (a different batch, a
+# missed all-reduce, a wrong loss scale all show up at 1e-2 or more).
+RTOL, ATOL = 1e-4, 1e-6
+OVERRIDES = {"hyperparameters": {"max_steps": 4, "batch_size": 4, "gradient_accumulation_steps": 2},
+             "checkpoint": {"every_steps": 2, "keep_last": 3}}
+
+
+def run(root: Path, spec: dict, processes: int, **env) -> subprocess.CompletedProcess:
+    root.mkdir(parents=True, exist_ok=True)
+    spec = {**spec, "hardware": {"processes": processes}}
+    path = write_spec(root / "job.json", spec)
+    launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"] if processes > 1 else []
+    return subprocess.run([sys.executable, *launcher, "-m", "hanzo_ml", "train", "--spec", str(path), "--workdir",
+                           str(root / "work")], env={**trainer_env(), **env}, capture_output=True, text=True,
+                          timeout=600)
+
+
+def losses(server: TrackingServer) -> dict[int, float]:
+    return {p["step"]: p["value"] for p in server.delivered() if p["key"] == "train/loss"}
+
+
+def adapter(root: Path) -> dict[str, torch.Tensor]:
+    return load_file(root / "output" / "adapter" / "adapter_model.safetensors")
+
+
+def assert_close_adapters(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=RTOL, atol=ATOL, msg=name)
+
+
+def test_two_ddp_processes_match_one_process_on_the_same_global_batch(tmp_path, tiny_base_dir, chat_files):
+    servers = {"one": TrackingServer(), "two": TrackingServer()}
+    try:
+        one = tmp_path / "one"
+        single = run(one, train_spec(one, tiny_base_dir, chat_files, tracking_uri=servers["one"].uri, **OVERRIDES), 1)
+        assert single.returncode == 0, single.stderr
+        two = tmp_path / "two"
+        ddp = run(two, train_spec(two, tiny_base_dir, chat_files, tracking_uri=servers["two"].uri, **OVERRIDES), 2)
+        assert ddp.returncode == 0, ddp.stderr
+        one_losses, two_losses = losses(servers["one"]), losses(servers["two"])
+    finally:
+        for server in servers.values():
+            server.close()
+    assert "rank 1 of 2 (gloo)" in ddp.stderr
+    assert sorted(two_losses) == sorted(one_losses) == [1, 2, 3, 4]  # rank 0 alone logs: one point per step
+    for step in one_losses:
+        assert two_losses[step] == pytest.approx(one_losses[step], rel=RTOL), step
+    assert_close_adapters(adapter(one), adapter(two))
+    one_result, two_result = read_json(one / "work" / "result.json"), read_json(two / "work" / "result.json")
+    assert two_result["tokens_seen"] == one_result["tokens_seen"]  # every rank's tokens, summed
+    # rank 0 wrote each checkpoint once; device-hours count both processes
+    assert sorted(p.name for p in (two / "checkpoints").iterdir()) == ["best", "step-00000002", "step-00000004"]
+    assert two_result["totals"]["device_hours"] > 0
+
+
+def test_a_ddp_run_stopped_by_a_fault_resumes_under_torchrun_to_the_same_weights(tmp_path, tiny_base_dir,
+                                                                                  chat_files):
+    straight = tmp_path / "straight"
+    assert run(straight, train_spec(straight, tiny_base_dir, chat_files, **OVERRIDES), 2).returncode == 0
+
+    stopped = tmp_path / "stopped"
+    spec = train_spec(stopped, tiny_base_dir, chat_files, **OVERRIDES)
+    first = run(stopped, spec, 2, HANZO_ML_FAULT_NAN_AT_STEP="3")
+    assert first.returncode != 0  # torchrun reports any worker failure as its own exit 1 ...
+    failure = read_json(stopped / "work" / "failure.json")  # ... the failure file says which
+    assert (failure["kind"], failure["step"]) == ("diverged", 2)
+
+    second = run(stopped, spec, 2, HANZO_ML_FAULT_NAN_AT_STEP="3")  # fired once: this run gets past step 3
+    assert second.returncode == 0, second.stderr
+    result = read_json(stopped / "work" / "result.json")
+    assert (result["resumed_from_step"], result["steps"]) == (2, 4)
+    assert_close_adapters(adapter(straight), adapter(stopped))
+
+
+def test_processes_that_do_not_match_the_launch_are_refused(tmp_path, tiny_base_dir, chat_files):
+    root = tmp_path / "run"
+    root.mkdir()
+    spec = {**train_spec(root, tiny_base_dir, chat_files), "hardware": {"processes": 2}}
+    path = write_spec(root / "job.json", spec)
+    done = subprocess.run([sys.executable, "-m", "hanzo_ml", "train", "--spec", str(path), "--workdir",
+                           str(root / "work")], env=trainer_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "hardware.processes: 2, but this process was started as one of 1" in done.stderr
+
+
+@pytest.mark.parametrize("strategy", ["deepspeed_zero2", "deepspeed_zero3"])
+def test_a_deepspeed_strategy_without_deepspeed_installed_is_a_clear_input_error(strategy):
+    from types import SimpleNamespace
+
+    with pytest.raises(InputError, match=f"hardware.strategy: {strategy} needs the deepspeed package"):
+        check_strategy(SimpleNamespace(strategy=strategy, processes=2), "job.json")
+
+
+@pytest.mark.parametrize("name", ["zero2.json", "zero3.json"])
+def test_the_deepspeed_zero_configs_parse_and_name_their_stage(name):
+    config = json.loads((REPO_DIR / "recipes" / "deepspeed" / name).read_text())
+    stage = int(name[4])
+    assert config["zero_optimization"]["stage"] == stage
+    assert config["train_micro_batch_size_per_gpu"] == "auto"
+    assert config["gradient_accumulation_steps"] == "auto"
+    if stage == 3:
+        assert config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
+
+
+def test_fsdp_with_several_processes_is_refused_before_any_model_is_loaded():
+    from types import SimpleNamespace
+
+    with pytest.raises(InputError, match="hardware.strategy: fsdp checkpoints are not written by this trainer"):
+        check_strategy(SimpleNamespace(strategy="fsdp", processes=2), "job.json")
+    check_strategy(SimpleNamespace(strategy="fsdp", processes=1), "job.json")  # one process: nothing to shard
