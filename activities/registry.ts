@@ -121,6 +121,7 @@ export function createRegistryActivities(deps: ActivityDeps) {
         },
         lineage: { run_id: a.runId, dataset_id: a.dataset.id, pipeline_id: a.pipelineId, eval_gate: gate.reason },
         tags: { method: a.input.method },
+        source: artifacts.safetensors!.path,
         createdBy: a.input.requested_by,
         sourcePipeline: a.pipelineId,
       });

@@ -4,13 +4,30 @@ import type { Db } from '../db/client.js';
 import { principalForToken, type Principal, type Role } from '../db/repo/auth.js';
 import { ApiError } from './errors.js';
 import type { AppEnv } from './deps.js';
+import type { Config } from '../contracts/config.js';
 
 const RANK: Record<Role, number> = { viewer: 0, developer: 1, approver: 2, admin: 3 };
 
-export function authenticate(db: Db): MiddlewareHandler<AppEnv> {
+/**
+ * Who a request without a token is. A local stack listening on loopback only accepts such requests as a
+ * developer of the dev organization, as a local `mlflow server` does, so scripts switch by changing only the
+ * tracking URI; approving a promotion still takes a token. Anywhere else anonymous access is off unless the
+ * operator sets `auth.anonymous_role`.
+ */
+export function anonymousPrincipal(config: Pick<Config, 'auth' | 'server'>): Principal | null {
+  const loopback = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(config.server.host);
+  const role = config.auth.anonymous_role ?? (loopback ? 'developer' : 'none');
+  return role === 'none' ? null : { organizationId: config.auth.dev_organization, subject: 'anonymous', role };
+}
+
+export function authenticate(db: Db, anonymous: Principal | null = null): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const header = c.req.header('authorization') ?? '';
     const m = /^Bearer\s+(.+)$/i.exec(header);
+    if (!m && anonymous) {
+      c.set('principal', anonymous);
+      return next();
+    }
     if (!m) throw new ApiError('UNAUTHENTICATED', 'missing "Authorization: Bearer <token>" header');
     const principal = await principalForToken(db, m[1]!.trim());
     if (!principal) throw new ApiError('UNAUTHENTICATED', 'unknown or revoked token');

@@ -27,7 +27,7 @@ export interface ObjectStore {
   /** Reads an object as a stream. */
   read(uri: string): Promise<Readable>;
   exists(uri: string): Promise<boolean>;
-  /** Removes every object under bucket/prefix (undoing a put whose catalogue transaction did not commit). */
+  /** Removes the object at bucket/prefix and every object under it (a file or a whole directory). */
   deletePrefix(bucket: string, prefix: string): Promise<void>;
 }
 
@@ -174,6 +174,8 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async deletePrefix(bucket: string, prefix: string): Promise<void> {
+    // The key itself (a single file; deleting an absent key succeeds), then everything under it.
+    await this.client.send(new this.s3.DeleteObjectCommand({ Bucket: bucket, Key: prefix }));
     for (let token: string | undefined; ; ) {
       const page = await this.client.send(new this.s3.ListObjectsV2Command({ Bucket: bucket, Prefix: `${prefix}/`, ContinuationToken: token }));
       const keys = (page.Contents ?? []).map((o) => ({ Key: o.Key! }));

@@ -55,6 +55,9 @@ describe.each(['file', 's3'])('%s object store', (kind) => {
     await store.deletePrefix('models', 'm/v2');
     expect(await store.exists(b.uri)).toBe(false);
     expect(await store.exists(one.uri)).toBe(true);
+    // A single file, by its own key.
+    await store.deletePrefix('models', 'm/v1/a.bin');
+    expect(await store.exists(one.uri)).toBe(false);
   });
 });
 

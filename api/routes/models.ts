@@ -1,9 +1,48 @@
-// /v1/models: the model registry (versions, stages, artifacts with checksums).
+// /v1/models: the model registry (versions, stages, artifacts with checksums). Registering needs the developer
+// role; a stage change into or out of production needs an approver, demotes the previous production version to
+// archived in the same transaction and leaves an audit row.
 import { Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../deps.js';
-import { listModels, listVersions, modelVersionView } from '../../db/repo/models.js';
-import { notFound } from '../errors.js';
+import {
+  createModel,
+  getModel,
+  getVersion,
+  listModels,
+  listVersions,
+  modelVersionView,
+  modelView,
+  registerModelVersion,
+  transitionStage,
+} from '../../db/repo/models.js';
+import { artifactsOf, getRun, latestMetricsOf, paramsOf } from '../../db/repo/tracking.js';
+import { ApiError, invalid, notFound } from '../errors.js';
 import { requireRole } from '../auth.js';
+import { jsonBody } from '../validate.js';
+import { ModelCreateSchema, ModelNameSchema, ModelVersionCreateSchema, StageChangeSchema } from '../../contracts/models.js';
+import { wireExperimentId } from './mlflow/common.js';
+import { wireRunArtifactUri } from './mlflow/artifact-store.js';
+
+function modelName(raw: string): string {
+  const parsed = ModelNameSchema.safeParse(raw);
+  if (!parsed.success) throw invalid(`invalid model name "${raw}": ${parsed.error.issues[0]!.message}`);
+  return parsed.data;
+}
+
+function versionNumber(raw: string): number {
+  if (!/^[1-9]\d{0,9}$/.test(raw)) throw invalid(`invalid version "${raw}": expected a positive integer`);
+  return Number(raw);
+}
+
+/** The run's recorded artifacts at or under `path`, keyed by their path relative to it, with checksums. */
+async function artifactsUnder(deps: ApiDeps, runId: string, path: string): Promise<Record<string, { path: string; size_bytes: number; checksum: string }>> {
+  const prefix = path.replace(/\/+$/, '');
+  const out: Record<string, { path: string; size_bytes: number; checksum: string }> = {};
+  for (const a of await artifactsOf(deps.db, runId)) {
+    if (prefix !== '' && a.path !== prefix && !a.path.startsWith(`${prefix}/`)) continue;
+    out[a.path.slice(prefix.length).replace(/^\//, '') || a.path.split('/').pop()!] = { path: a.uri, size_bytes: a.sizeBytes, checksum: `sha256:${a.sha256}` };
+  }
+  return out;
+}
 
 export function modelRoutes(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
@@ -11,6 +50,15 @@ export function modelRoutes(deps: ApiDeps) {
     const principal = requireRole(c, 'viewer');
     return c.json({ models: await listModels(deps.db, principal.organizationId) });
   });
+
+  app.post('/', async (c) => {
+    const p = requireRole(c, 'developer');
+    const body = await jsonBody(c, ModelCreateSchema);
+    const created = await createModel(deps.db, { organizationId: p.organizationId, name: body.name, description: body.description ?? '', tags: body.tags ?? {}, actor: p.subject });
+    if (!created) throw new ApiError('RESOURCE_ALREADY_EXISTS', `model "${body.name}" already exists`);
+    return c.json(modelView(created), 201);
+  });
+
   app.get('/:name/versions', async (c) => {
     const principal = requireRole(c, 'viewer');
     const name = c.req.param('name');
@@ -18,6 +66,32 @@ export function modelRoutes(deps: ApiDeps) {
     if (!versions) throw notFound(`model "${name}"`);
     return c.json({ versions: versions.map((v) => modelVersionView(name, v)) });
   });
+
+  app.post('/:name/versions', async (c) => {
+    const p = requireRole(c, 'developer');
+    const name = modelName(c.req.param('name'));
+    const body = await jsonBody(c, ModelVersionCreateSchema);
+    const run = await getRun(deps.db, p.organizationId, body.run_id);
+    if (!run) throw notFound(`run "${body.run_id}"`);
+    const root = wireRunArtifactUri(run.artifactUri, wireExperimentId(run.experimentId, p.organizationId), run.id);
+    const path = body.artifact_path.replace(/^\.?\/*/, '').replace(/\/+$/, '');
+    const [metrics, params, artifacts] = await Promise.all([latestMetricsOf(deps.db, run.id), paramsOf(deps.db, run.id), artifactsUnder(deps, run.id, path)]);
+    const row = await registerModelVersion(deps.db, {
+      organizationId: p.organizationId,
+      modelName: name,
+      runId: run.id,
+      source: path ? `${root}/${path}` : root,
+      description: body.description ?? '',
+      tags: body.tags ?? {},
+      artifacts,
+      metrics: Object.fromEntries(Object.entries(metrics).map(([k, m]) => [k, m.value])),
+      trainingConfig: { params },
+      lineage: { run_id: run.id, experiment_id: run.experimentId, artifact_path: path },
+      createdBy: p.subject,
+    });
+    return c.json(modelVersionView(name, row), 201);
+  });
+
   app.get('/:name/versions/:version', async (c) => {
     const principal = requireRole(c, 'viewer');
     const name = c.req.param('name');
@@ -25,6 +99,27 @@ export function modelRoutes(deps: ApiDeps) {
     const v = versions?.find((x) => String(x.version) === c.req.param('version'));
     if (!v) throw notFound(`model "${name}" version ${c.req.param('version')}`);
     return c.json(modelVersionView(name, v));
+  });
+
+  app.patch('/:name/versions/:version/stage', async (c) => {
+    const p = requireRole(c, 'developer');
+    const name = modelName(c.req.param('name'));
+    const version = versionNumber(c.req.param('version'));
+    const body = await jsonBody(c, StageChangeSchema);
+    if (!(await getModel(deps.db, p.organizationId, name))) throw notFound(`model "${name}"`);
+    const found = await getVersion(deps.db, p.organizationId, name, version);
+    if (!found) throw notFound(`model "${name}" version ${version}`);
+    // Production is what gets served: moving a version into or out of it takes an approver.
+    if (body.stage === 'production' || found.version.stage === 'production') requireRole(c, 'approver');
+    const { version: row, archived } = await transitionStage(deps.db, {
+      organizationId: p.organizationId,
+      modelName: name,
+      version,
+      stage: body.stage,
+      actor: p.subject,
+      reason: body.reason ?? '',
+    });
+    return c.json({ version: modelVersionView(name, row), archived });
   });
   return app;
 }

@@ -3,9 +3,10 @@
 // Every function takes the caller's organization and never returns another organization's rows.
 import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
-import { experimentTags, experiments, latestMetrics, metrics, runParams, runTags, runs } from '../schema/index.js';
+import { experimentTags, experiments, latestMetrics, runParams, runTags, runs } from '../schema/index.js';
 import type { Comparison, OrderClause } from '../../api/routes/mlflow/search-filter.js';
 import type { RunRow } from './tracking.js';
+import { runIoOf, type RunIo } from './logged-models.js';
 
 export type ExperimentRow = typeof experiments.$inferSelect;
 export type ViewType = 'ACTIVE_ONLY' | 'DELETED_ONLY' | 'ALL';
@@ -162,7 +163,12 @@ function runCondition(c: Comparison): SQL {
   }
 }
 
-function runOrder(o: OrderClause): SQL {
+interface SortKey {
+  col: SQL;
+  ascending: boolean;
+}
+
+function runSortKey(o: OrderClause): SortKey {
   const col =
     o.entity === 'metric'
       ? sql`(select lm.value from latest_metrics lm where lm.run_id = ${runs.id} and lm.key = ${o.key})`
@@ -171,28 +177,63 @@ function runOrder(o: OrderClause): SQL {
         : o.entity === 'tag'
           ? sql`(select rt.value from run_tags rt where rt.run_id = ${runs.id} and rt.key = ${o.key})`
           : RUN_ATTRIBUTES[o.key]!;
-  return sql`${col} ${sql.raw(o.ascending ? 'asc' : 'desc')} nulls last`;
+  return { col, ascending: o.ascending };
 }
 
+/**
+ * Rows strictly after the cursor in the sort order (each key NULLS LAST): equal on every earlier key and after
+ * on this one, for some key. The cursor holds each key's value as text; Postgres casts it to the key's type.
+ */
+function afterCursor(keys: SortKey[], cursor: (string | null)[]): SQL {
+  const branches: SQL[] = [];
+  keys.forEach((k, i) => {
+    const v = cursor[i];
+    // Under NULLS LAST nothing sorts after a NULL on its own key; ties continue on the next key.
+    if (v === null || v === undefined) return;
+    const equalBefore = keys.slice(0, i).map((e, j) => (cursor[j] === null ? sql`${e.col} is null` : sql`${e.col} = ${cursor[j]}`));
+    const after = sql`(${k.col} ${sql.raw(k.ascending ? '>' : '<')} ${v} or ${k.col} is null)`;
+    branches.push(sql.join([...equalBefore, after], sql` and `));
+  });
+  return branches.length ? sql`(${sql.join(branches.map((b) => sql`(${b})`), sql` or `)})` : sql`false`;
+}
+
+/** Where a page of a run search ends: the last run's sort-key values, as text. */
+export type RunCursor = (string | null)[];
+
+/**
+ * One page of a run search. Pages continue from a cursor (the last row's sort keys, then start time and id,
+ * which make the order total), so a deep page is found through the same ordered scan as the first instead of
+ * counting past every earlier row. `offset` is still taken for the /v1 listing.
+ */
 export async function searchRuns(
   db: Db,
   organizationId: string,
-  q: { experimentIds: string[]; filter: Comparison[]; orderBy: OrderClause[]; view: ViewType; offset: number; limit: number },
-): Promise<{ rows: RunRow[]; more: boolean }> {
-  if (q.experimentIds.length === 0) return { rows: [], more: false };
-  const order = q.orderBy.map(runOrder);
-  if (!q.orderBy.some((o) => o.entity === 'attribute' && (o.key === 'start_time' || o.key === 'created'))) order.push(sql`${runs.startTime} desc`);
-  order.push(sql`${runs.id} asc`);
+  q: { experimentIds: string[]; filter: Comparison[]; orderBy: OrderClause[]; view: ViewType; offset?: number; after?: RunCursor | null; limit: number },
+): Promise<{ rows: RunRow[]; more: boolean; next: RunCursor | null }> {
+  if (q.experimentIds.length === 0) return { rows: [], more: false, next: null };
+  const keys = q.orderBy.map(runSortKey);
+  if (!q.orderBy.some((o) => o.entity === 'attribute' && (o.key === 'start_time' || o.key === 'created'))) keys.push({ col: sql`${runs.startTime}`, ascending: false });
+  keys.push({ col: sql`${runs.id}`, ascending: true });
+  if (q.after && q.after.length !== keys.length) throw new RangeError(`the cursor has ${q.after.length} sort keys, this search ${keys.length}`);
+  const sortValues = Object.fromEntries(keys.map((k, i) => [`k${i}`, sql<string | null>`(${k.col})::text`]));
   const rows = await db
-    .select()
+    .select({ run: runs, ...sortValues })
     .from(runs)
     .where(
-      and(eq(runs.organizationId, organizationId), inArray(runs.experimentId, q.experimentIds), stageFilter(runs.lifecycleStage, q.view), ...q.filter.map(runCondition)),
+      and(
+        eq(runs.organizationId, organizationId),
+        inArray(runs.experimentId, q.experimentIds),
+        stageFilter(runs.lifecycleStage, q.view),
+        ...q.filter.map(runCondition),
+        q.after ? afterCursor(keys, q.after) : undefined,
+      ),
     )
-    .orderBy(...order)
+    .orderBy(...keys.map((k) => sql`${k.col} ${sql.raw(k.ascending ? 'asc' : 'desc')} nulls last`))
     .limit(q.limit + 1)
-    .offset(q.offset);
-  return { rows: rows.slice(0, q.limit), more: rows.length > q.limit };
+    .offset(q.offset ?? 0);
+  const more = rows.length > q.limit;
+  const last = rows[q.limit - 1] as Record<string, unknown> | undefined;
+  return { rows: rows.slice(0, q.limit).map((r) => r.run), more, next: more && last ? keys.map((_, i) => (last[`k${i}`] as string | null) ?? null) : null };
 }
 
 export async function createMlflowRun(
@@ -288,6 +329,8 @@ export interface RunData {
   params: Map<string, KeyValue[]>;
   tags: Map<string, KeyValue[]>;
   metrics: Map<string, { key: string; value: number; timestamp: number; step: number }[]>;
+  /** Dataset inputs and model inputs/outputs (log-inputs, outputs). */
+  io?: Map<string, RunIo>;
 }
 
 /** Params, tags and latest metrics of several runs in three queries. */
@@ -295,27 +338,52 @@ export async function runDataOf(db: Db, runIds: string[]): Promise<RunData> {
   const empty = <T>() => new Map<string, T[]>(runIds.map((id) => [id, []]));
   const out: RunData = { params: empty(), tags: empty(), metrics: empty() };
   if (runIds.length === 0) return out;
-  const [p, t, m] = await Promise.all([
+  const [p, t, m, io] = await Promise.all([
     db.select().from(runParams).where(inArray(runParams.runId, runIds)).orderBy(asc(runParams.key)),
     db.select().from(runTags).where(inArray(runTags.runId, runIds)).orderBy(asc(runTags.key)),
     db.select().from(latestMetrics).where(inArray(latestMetrics.runId, runIds)).orderBy(asc(latestMetrics.key)),
+    runIoOf(db, runIds),
   ]);
+  out.io = io;
   for (const r of p) out.params.get(r.runId)!.push({ key: r.key, value: r.value });
   for (const r of t) out.tags.get(r.runId)!.push({ key: r.key, value: r.value });
   for (const r of m) out.metrics.get(r.runId)!.push({ key: r.key, value: r.isNan ? NaN : r.value, timestamp: r.timestamp, step: r.step });
   return out;
 }
 
-/** One page of a metric's full history in (step, timestamp, value) order. */
-export async function metricHistoryByOffset(db: Db, runId: string, key: string, offset: number, limit: number) {
-  const rows = await db
-    .select()
-    .from(metrics)
-    .where(and(eq(metrics.runId, runId), eq(metrics.key, key)))
-    .orderBy(asc(metrics.step), asc(metrics.timestamp), asc(metrics.value))
-    .limit(limit + 1)
-    .offset(offset);
-  return { points: rows.slice(0, limit).map((r) => ({ key: r.key, value: r.isNan ? NaN : r.value, timestamp: r.timestamp, step: r.step })), more: rows.length > limit };
+/** Where a page of metric history ends: the last point's (step, timestamp, stored value). */
+export interface HistoryCursor {
+  step: number;
+  timestamp: number;
+  value: number;
+}
+export interface HistoryPoint {
+  step: number;
+  timestamp: number;
+  value: number;
+}
+
+/**
+ * One page of a metric's history in (step, timestamp, value) order, continuing after the cursor. The order is
+ * the primary key's, so each page is one index range scan however deep into a long series it starts.
+ */
+export async function metricHistoryAfter(db: Db, runId: string, key: string, after: HistoryCursor | null, limit: number): Promise<{ points: HistoryPoint[]; next: HistoryCursor | null }> {
+  // Positions and doubles come back as text: node-postgres would hand int8 over as strings anyway, and text
+  // keeps "Infinity" exact on both drivers.
+  const result = await db.execute(sql`
+    select step::text as s, timestamp::text as t, value::text as v, is_nan as n from metrics
+    where run_id = ${runId} and key = ${key}
+      ${after ? sql`and (step, timestamp, value) > (${after.step}, ${after.timestamp}, ${String(after.value)}::float8)` : sql``}
+    order by step, timestamp, value
+    limit ${limit + 1}`);
+  const rows = (result as unknown as { rows: { s: string; t: string; v: string; n: boolean }[] }).rows;
+  const points = new Array<HistoryPoint>(Math.min(rows.length, limit));
+  for (let i = 0; i < points.length; i++) {
+    const r = rows[i]!;
+    points[i] = { step: Number(r.s), timestamp: Number(r.t), value: r.n ? NaN : Number(r.v) };
+  }
+  const last = rows[limit - 1];
+  return { points, next: rows.length > limit && last ? { step: Number(last.s), timestamp: Number(last.t), value: Number(last.v) } : null };
 }
 
 function dedupe(tags: KeyValue[]): KeyValue[] {

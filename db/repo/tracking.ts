@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { and, asc, eq, gt, or, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { experiments, latestMetrics, metrics, runArtifacts, runParams, runs } from '../schema/index.js';
 
@@ -64,33 +64,50 @@ export async function setRunStatus(db: Db, id: string, status: RunRow['status'])
   await db.update(runs).set({ status, endTime: ended ? new Date() : null }).where(eq(runs.id, id));
 }
 
-/**
- * Stores a batch of metric points in one transaction: one multi-row insert into the history (a replayed
- * batch is ignored by the primary key) and one upsert of the latest value per key. Keys are upserted in
- * sorted order so concurrent batches to one run lock rows in the same order and cannot deadlock.
- */
-export async function logMetrics(db: Db, runId: string, points: MetricPoint[]): Promise<void> {
-  if (points.length === 0) return;
-  const rows = points.map((p) => ({ runId, key: p.key, step: p.step, timestamp: p.timestamp, value: Number.isNaN(p.value) ? 0 : p.value, isNan: Number.isNaN(p.value) }));
+const storedValue = (v: number): string => (Number.isNaN(v) ? '0' : String(v));
+
+/** The newest point per key (by step, then timestamp; the later one on a tie), sorted by key. */
+function latestPerKey(points: MetricPoint[]): MetricPoint[] {
   const latest = new Map<string, MetricPoint>();
   for (const p of points) {
     const cur = latest.get(p.key);
     if (!cur || p.step > cur.step || (p.step === cur.step && p.timestamp >= cur.timestamp)) latest.set(p.key, p);
   }
-  const latestRows = [...latest.values()]
-    .sort((a, b) => (a.key < b.key ? -1 : 1))
-    .map((p) => ({ runId, key: p.key, step: p.step, timestamp: p.timestamp, value: Number.isNaN(p.value) ? 0 : p.value, isNan: Number.isNaN(p.value) }));
-  await db.transaction(async (tx) => {
-    for (let i = 0; i < rows.length; i += 1000) await tx.insert(metrics).values(rows.slice(i, i + 1000)).onConflictDoNothing();
-    await tx
-      .insert(latestMetrics)
-      .values(latestRows)
-      .onConflictDoUpdate({
-        target: [latestMetrics.runId, latestMetrics.key],
-        set: { step: sql`excluded.step`, timestamp: sql`excluded.timestamp`, value: sql`excluded.value`, isNan: sql`excluded.is_nan` },
-        setWhere: sql`(excluded.step, excluded.timestamp) >= (${latestMetrics.step}, ${latestMetrics.timestamp})`,
-      });
-  });
+  return [...latest.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/** Column arrays for unnest(): one bound parameter per column, whatever the batch size. */
+function columns(points: MetricPoint[]): SQL {
+  const keys = sql.param(points.map((p) => p.key));
+  const steps = sql.param(points.map((p) => String(p.step)));
+  const timestamps = sql.param(points.map((p) => String(p.timestamp)));
+  // Doubles travel as text: String() is the shortest exact form, and float8 parses "Infinity" and "-Infinity".
+  const values = sql.param(points.map((p) => storedValue(p.value)));
+  const nans = sql.param(points.map((p) => (Number.isNaN(p.value) ? 't' : 'f')));
+  return sql`unnest(${keys}::text[], ${steps}::bigint[], ${timestamps}::bigint[], ${values}::text[], ${nans}::bool[]) as p(key, step, ts, value, is_nan)`;
+}
+
+/**
+ * Stores a batch of metric points in one statement (so one transaction and one round trip): the history rows
+ * arrive as column arrays through unnest() and are inserted in (key, step, timestamp, value) order, a replayed
+ * point being ignored by the primary key; the latest value per key is upserted in key order. Both orders are
+ * total, so concurrent batches to one run take their row locks in the same order and cannot deadlock.
+ */
+export async function logMetrics(db: Db, runId: string, points: MetricPoint[]): Promise<void> {
+  if (points.length === 0) return;
+  await db.execute(sql`
+    with history as (
+      insert into metrics (run_id, key, step, timestamp, value, is_nan)
+      select ${runId}, p.key, p.step, p.ts, p.value::float8, p.is_nan from ${columns(points)}
+      order by p.key, p.step, p.ts, p.value::float8
+      on conflict do nothing
+    )
+    insert into latest_metrics (run_id, key, step, timestamp, value, is_nan)
+    select ${runId}, p.key, p.step, p.ts, p.value::float8, p.is_nan from ${columns(latestPerKey(points))}
+    order by p.key
+    on conflict (run_id, key) do update
+      set step = excluded.step, timestamp = excluded.timestamp, value = excluded.value, is_nan = excluded.is_nan
+      where (excluded.step, excluded.timestamp) >= (latest_metrics.step, latest_metrics.timestamp)`);
 }
 
 export async function logParams(db: Db, runId: string, params: Record<string, string>): Promise<void> {

@@ -1,8 +1,9 @@
 import { sql } from 'drizzle-orm';
-import { integer, jsonb, pgTable, text, timestamp, uniqueIndex, index } from 'drizzle-orm/pg-core';
+import { integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, index } from 'drizzle-orm/pg-core';
 import { organizations } from './organizations.js';
 import { runs } from './tracking.js';
 import { datasets } from './datasets.js';
+import { MODEL_STAGES } from '../../contracts/models.js';
 
 export const registeredModels = pgTable(
   'registered_models',
@@ -13,12 +14,17 @@ export const registeredModels = pgTable(
       .references(() => organizations.id),
     name: text('name').notNull(),
     description: text('description').notNull().default(''),
+    /** Registered-model tags (MLflow's RegisteredModelTag), key -> value; updated with atomic jsonb operators. */
+    tags: jsonb('tags').$type<Record<string, string>>().notNull().default({}),
+    /** The highest version number ever issued: a deleted version's number is never reused. */
+    lastVersion: integer('last_version').notNull().default(0),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    lastUpdatedAt: timestamp('last_updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [uniqueIndex('registered_models_org_name_idx').on(t.organizationId, t.name)],
 );
 
-export const MODEL_STAGES = ['none', 'staging', 'production', 'archived'] as const;
+export { MODEL_STAGES };
 
 export const modelVersions = pgTable(
   'model_versions',
@@ -34,19 +40,29 @@ export const modelVersions = pgTable(
     stage: text('stage', { enum: MODEL_STAGES }).notNull(),
     runId: text('run_id').references(() => runs.id),
     datasetId: text('dataset_id').references(() => datasets.id),
-    architecture: text('architecture').notNull(),
-    baseModel: text('base_model').notNull(),
-    method: text('method').notNull(),
-    artifacts: jsonb('artifacts').notNull(),
-    metrics: jsonb('metrics').notNull(),
-    trainingConfig: jsonb('training_config').notNull(),
-    lineage: jsonb('lineage').notNull(),
-    tags: jsonb('tags').notNull().default({}),
+    /** Null for versions registered from a run's artifacts (MLflow, POST /v1/models/{name}/versions). */
+    architecture: text('architecture'),
+    baseModel: text('base_model'),
+    method: text('method'),
+    artifacts: jsonb('artifacts').notNull().default({}),
+    metrics: jsonb('metrics').notNull().default({}),
+    trainingConfig: jsonb('training_config').notNull().default({}),
+    lineage: jsonb('lineage').notNull().default({}),
+    tags: jsonb('tags').$type<Record<string, string>>().notNull().default({}),
+    /** Where the version's files are (MLflow's `source`): a run artifact URI or an object-store prefix. */
+    source: text('source'),
+    /** Where the files can be read when that differs from `source` (a `models:/<id>` source: the logged model's artifacts). */
+    storageLocation: text('storage_location'),
+    /** The MLflow logged model this version was registered from, if any. */
+    loggedModelId: text('logged_model_id'),
+    description: text('description').notNull().default(''),
+    runLink: text('run_link'),
     createdBy: text('created_by').notNull(),
     /** Idempotency key: the pipeline that registered this version (a retried activity finds it). */
     sourcePipeline: text('source_pipeline'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     stageChangedAt: timestamp('stage_changed_at', { withTimezone: true }).notNull().defaultNow(),
+    lastUpdatedAt: timestamp('last_updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     uniqueIndex('model_versions_model_version_idx').on(t.modelId, t.version),
@@ -55,4 +71,17 @@ export const modelVersions = pgTable(
     uniqueIndex('model_versions_one_production_idx').on(t.modelId).where(sql`${t.stage} = 'production'`),
     index('model_versions_org_idx').on(t.organizationId),
   ],
+);
+
+/** Named pointers to a version of a registered model (MLflow aliases: `models:/name@champion`). */
+export const modelAliases = pgTable(
+  'model_aliases',
+  {
+    modelId: text('model_id')
+      .notNull()
+      .references(() => registeredModels.id, { onDelete: 'cascade' }),
+    alias: text('alias').notNull(),
+    version: integer('version').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.modelId, t.alias] })],
 );

@@ -129,3 +129,119 @@ export const runArtifacts = pgTable(
   },
   (t) => [primaryKey({ columns: [t.runId, t.path] })],
 );
+
+/**
+ * Every object written through the artifact proxy or the /v1 artifact routes, by its key in the checkpoints
+ * bucket. The catalogue answers listings (object stores have no directories) and keeps organizations apart:
+ * a key belongs to the organization that first wrote it.
+ */
+export const artifactObjects = pgTable(
+  'artifact_objects',
+  {
+    key: text('key').primaryKey(),
+    organizationId: text('organization_id')
+      .notNull()
+      .references(() => organizations.id),
+    sizeBytes: bigint('size_bytes', { mode: 'number' }).notNull(),
+    sha256: text('sha256').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  // Listings are prefix scans: text_pattern_ops lets LIKE 'prefix/%' use the index under any collation.
+  (t) => [index('artifact_objects_org_key_idx').on(t.organizationId, t.key.op('text_pattern_ops'))],
+);
+
+/** Datasets logged to an experiment (MLflow's datasets table): one row per (experiment, name, digest). */
+export const mlflowDatasets = pgTable(
+  'mlflow_datasets',
+  {
+    id: text('id').primaryKey(),
+    experimentId: text('experiment_id')
+      .notNull()
+      .references(() => experiments.id),
+    name: text('name').notNull(),
+    digest: text('digest').notNull(),
+    sourceType: text('source_type').notNull(),
+    source: text('source').notNull(),
+    schema: text('schema'),
+    profile: text('profile'),
+  },
+  (t) => [uniqueIndex('mlflow_datasets_exp_name_digest_idx').on(t.experimentId, t.name, t.digest)],
+);
+
+/** A dataset used by a run, with the input's tags (e.g. mlflow.data.context = training). */
+export const runDatasetInputs = pgTable(
+  'run_dataset_inputs',
+  {
+    runId: text('run_id')
+      .notNull()
+      .references(() => runs.id),
+    datasetId: text('dataset_id')
+      .notNull()
+      .references(() => mlflowDatasets.id),
+    tags: jsonb('tags').$type<{ key: string; value: string }[]>().notNull().default([]),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.datasetId] })],
+);
+
+/** MLflow 3 logged models: a model's metadata, its artifacts under <experiment>/models/<id>/artifacts. */
+export const loggedModels = pgTable(
+  'logged_models',
+  {
+    id: text('id').primaryKey(),
+    organizationId: text('organization_id')
+      .notNull()
+      .references(() => organizations.id),
+    experimentId: text('experiment_id')
+      .notNull()
+      .references(() => experiments.id),
+    name: text('name').notNull(),
+    artifactLocation: text('artifact_location').notNull(),
+    modelType: text('model_type').notNull().default(''),
+    sourceRunId: text('source_run_id'),
+    status: text('status', { enum: ['LOGGED_MODEL_PENDING', 'LOGGED_MODEL_READY', 'LOGGED_MODEL_UPLOAD_FAILED'] }).notNull(),
+    statusMessage: text('status_message').notNull().default(''),
+    lifecycleStage: text('lifecycle_stage', { enum: ['active', 'deleted'] }).notNull().default('active'),
+    creationTime: bigint('creation_time', { mode: 'number' }).notNull(),
+    lastUpdatedTime: bigint('last_updated_time', { mode: 'number' }).notNull(),
+  },
+  (t) => [index('logged_models_search_idx').on(t.organizationId, t.experimentId, t.lifecycleStage, t.creationTime)],
+);
+
+export const loggedModelTags = pgTable(
+  'logged_model_tags',
+  {
+    modelId: text('model_id')
+      .notNull()
+      .references(() => loggedModels.id),
+    key: text('key').notNull(),
+    value: text('value').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.modelId, t.key] })],
+);
+
+export const loggedModelParams = pgTable(
+  'logged_model_params',
+  {
+    modelId: text('model_id')
+      .notNull()
+      .references(() => loggedModels.id),
+    key: text('key').notNull(),
+    value: text('value').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.modelId, t.key] })],
+);
+
+/** Models a run produced (outputs, with the step) or used (inputs). */
+export const runModels = pgTable(
+  'run_models',
+  {
+    runId: text('run_id')
+      .notNull()
+      .references(() => runs.id),
+    modelId: text('model_id').notNull(),
+    direction: text('direction', { enum: ['input', 'output'] }).notNull(),
+    step: bigint('step', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.modelId, t.direction] })],
+);

@@ -6,7 +6,8 @@ import { loadConfig, type LoadedConfig } from '../../lib/config.js';
 
 export function testConfig(env: Record<string, string> = {}): LoadedConfig {
   const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-test-'));
-  return loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'warn', ...env });
+  // Tests of authentication need token-less requests refused, as on a shared server.
+  return loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'warn', HANZO_ML_AUTH_ANONYMOUS_ROLE: 'none', ...env });
 }
 
 export const DEV_TOKEN = 'hanzo-ml-dev-token';

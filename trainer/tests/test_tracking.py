@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from hanzo_ml.tracking import MetricsClient, RetryPolicy
+from hanzo_ml.transport import TrackingError, Transport, Upload
 from helpers import load_spec_dict, train_spec
 
 FAST_RETRY = RetryPolicy(attempts=4, initial_backoff_s=0.01, max_backoff_s=0.05, request_timeout_s=5.0)
@@ -25,19 +26,26 @@ class TrackingServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.loads(raw) if self.headers.get("Content-Type") == "application/json" else raw
                 action = server.script.pop(0) if server.script else 200
                 server.requests.append({"path": self.path, "body": body, "action": action,
-                                        "authorization": self.headers.get("Authorization")})
+                                        "authorization": self.headers.get("Authorization"), "at": time.monotonic()})
                 if action == "drop":
                     self.close_connection = True
                     self.connection.close()
                     return
-                if isinstance(action, tuple):
+                if isinstance(action, tuple) and action[0] == "sleep":
                     time.sleep(action[1])
                     action = 200
-                payload = b"{}" if action == 200 else b'{"error_code": "X", "message": "no"}'
+                headers = {}
+                if isinstance(action, tuple):  # (status, body bytes, headers)
+                    action, payload, headers = action
+                else:
+                    payload = b"{}" if action == 200 else b'{"error_code": "X", "message": "no"}'
                 self.send_response(action)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -159,6 +167,50 @@ def test_the_job_token_travels_as_a_bearer_header(server, monkeypatch):
     assert server.requests[0]["authorization"] == "Bearer s3cret"
 
 
+def test_a_refused_call_raises_the_servers_error_code_and_message_at_once(server):
+    server.script = [(404, b'{"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "run r1 does not exist", '
+                           b'"request_id": "req-7"}', {})]
+    with pytest.raises(TrackingError) as caught:
+        Transport(server.uri, retry=FAST_RETRY).call("POST", "/v1/runs/r1/params", {"params": {"a": "1"}})
+    error = caught.value
+    assert (error.status, error.error_code, error.message, error.request_id) == (
+        404, "RESOURCE_DOES_NOT_EXIST", "run r1 does not exist", "req-7")
+    assert str(error).startswith("RESOURCE_DOES_NOT_EXIST: run r1 does not exist (POST http://")
+    assert len(server.requests) == 1
+
+
+def test_an_error_body_that_is_not_json_is_surfaced_as_text(server):
+    server.script = [(400, b"bad gateway config", {})]
+    with pytest.raises(TrackingError, match="HTTP_ERROR: bad gateway config"):
+        Transport(server.uri, retry=FAST_RETRY).call("POST", "/v1/runs", {})
+
+
+def test_a_429_is_retried_after_the_servers_retry_after(server):
+    server.script = [(429, b'{"error_code": "REQUEST_LIMIT_EXCEEDED", "message": "slow down"}', {"Retry-After": "0.3"})]
+    assert Transport(server.uri, retry=FAST_RETRY).call("POST", "/v1/runs", {"x": 1}) == {}
+    first, second = server.requests
+    assert second["at"] - first["at"] >= 0.3
+
+
+def test_an_upload_streams_the_file_and_is_sent_again_in_full_on_retry(server, tmp_path):
+    data = bytes(range(256)) * 4000
+    path = tmp_path / "blob.bin"
+    path.write_bytes(data)
+    server.script = [503]
+    upload = Upload(open=lambda: open(path, "rb"), size=len(data))
+    Transport(server.uri, retry=FAST_RETRY).call("POST", "/v1/runs/r1/artifacts", query={"path": "a/b c.bin"},
+                                                  upload=upload)
+    assert [r["body"] for r in server.requests] == [data, data]
+    assert server.requests[1]["path"] == "/v1/runs/r1/artifacts?path=a%2Fb+c.bin"
+
+
+def test_after_the_last_attempt_the_error_says_how_many_attempts_were_made(server):
+    server.script = [502] * 10
+    with pytest.raises(TrackingError, match=r"HTTP 502 after 4 attempt\(s\)"):
+        Transport(server.uri, retry=FAST_RETRY).call("POST", "/v1/runs", {})
+    assert len(server.requests) == FAST_RETRY.attempts
+
+
 def test_training_reports_its_metrics_to_the_tracking_server(server, tmp_path, tiny_base_dir, chat_files):
     import hanzo_ml.lora as lora
 
@@ -169,5 +221,5 @@ def test_training_reports_its_metrics_to_the_tracking_server(server, tmp_path, t
     assert sorted(p["step"] for p in points if p["key"] == "train/loss") == [1, 2, 3, 4]
     assert sorted(p["step"] for p in points if p["key"] == "eval/loss") == [2, 4]
     assert {p["key"] for p in points} == {"train/loss", "train/lr", "train/grad_norm", "train/tokens_per_second",
-                                          "eval/loss"}
+                                          "train/peak_memory_mb", "eval/loss"}
     assert all(isinstance(p["timestamp"], int) for p in points)

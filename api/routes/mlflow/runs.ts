@@ -26,16 +26,20 @@ import {
   fromMlflowStatus,
   getExperiment,
   logParamsChecked,
-  metricHistoryByOffset,
+  metricHistoryAfter,
   runDataOf,
   searchRuns,
   setRunLifecycle,
   updateMlflowRun,
   upsertTags,
+  type HistoryCursor,
+  type RunCursor,
+  type HistoryPoint,
   type KeyValue,
 } from '../../../db/repo/mlflow.js';
+import type { Db } from '../../../db/client.js';
 import { getRun, logMetrics, type RunRow } from '../../../db/repo/tracking.js';
-import { decodePageToken, encodePageToken, maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength, wireDouble } from './common.js';
+import { maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength, wireDouble } from './common.js';
 import { RUN_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
 import { runInfoView, runView } from './views.js';
 
@@ -198,13 +202,18 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (dupes.length)
       throw invalid(`Duplicate parameter keys have been submitted: [${dupes.join(', ')}]. Please ensure the request contains only one param value per param key.`);
     const run = await activeRunOf(p.organizationId, body.run_id);
-    const conflicts = await logParamsChecked(db, run.id, body.params);
-    if (conflicts.length) {
-      const listed = conflicts.map((x) => `{'key': '${x.key}', 'old_value': '${x.old}', 'new_value': '${x.new}'}`).join(', ');
-      throw invalid(`Changing param values is not allowed. Params were already logged='[${listed}]' for run ID='${run.id}'.`);
-    }
-    await logMetrics(db, run.id, body.metrics);
-    await upsertTags(db, run.id, body.tags);
+    const write = async (tx: Db): Promise<void> => {
+      const conflicts = await logParamsChecked(tx, run.id, body.params);
+      if (conflicts.length) {
+        const listed = conflicts.map((x) => `{'key': '${x.key}', 'old_value': '${x.old}', 'new_value': '${x.new}'}`).join(', ');
+        throw invalid(`Changing param values is not allowed. Params were already logged='[${listed}]' for run ID='${run.id}'.`);
+      }
+      await logMetrics(tx, run.id, body.metrics);
+      await upsertTags(tx, run.id, body.tags);
+    };
+    // The whole request is one transaction; metrics alone are one statement, which already is one.
+    if (body.params.length || body.tags.length) await db.transaction((tx) => write(tx as unknown as Db));
+    else await write(db);
     return c.json({});
   });
 
@@ -213,16 +222,19 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       const p = requireRole(c, 'viewer');
       const q = await mlflowRequest(c, SearchRunsSchema);
       const limit = maxResults(q.max_results, 1000, 50_000);
-      const offset = decodePageToken(q.page_token);
+      const after = decodeSearchToken(q.page_token);
       const filter = parseFilter(q.filter, RUN_GRAMMAR);
       const orderBy = q.order_by.map((o) => parseOrderBy(o, RUN_GRAMMAR));
       const experimentIds = q.experiment_ids.map((e) => storedExperimentId(e, p.organizationId));
-      const page = await searchRuns(db, p.organizationId, { experimentIds, filter, orderBy, view: q.run_view_type, offset, limit });
+      const page = await searchRuns(db, p.organizationId, { experimentIds, filter, orderBy, view: q.run_view_type, after, limit }).catch((err: unknown) => {
+        if (err instanceof RangeError) throw invalidToken(q.page_token ?? '');
+        throw err;
+      });
       const data = await runDataOf(
         db,
         page.rows.map((r) => r.id),
       );
-      return c.json({ runs: page.rows.map((r) => runView(r, data)), ...(page.more ? { next_page_token: encodePageToken(offset + limit) } : {}) });
+      return c.json({ runs: page.rows.map((r) => runView(r, data)), ...(page.next ? { next_page_token: encodeSearchToken(page.next) } : {}) });
     });
 
   app.get('/metrics/get-history', async (c) => {
@@ -232,11 +244,48 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (!runId) throw invalid("Missing value for required parameter 'run_id'.");
     const run = await runOf(p.organizationId, runId);
     const limit = maxResults(q.max_results, 25_000, 25_000);
-    const offset = decodePageToken(q.page_token);
-    const page = await metricHistoryByOffset(db, run.id, q.metric_key, offset, limit);
-    return c.json({
-      metrics: page.points.map((m) => ({ ...m, value: wireDouble(m.value) })),
-      ...(page.more ? { next_page_token: encodePageToken(offset + limit) } : {}),
-    });
+    const page = await metricHistoryAfter(db, run.id, q.metric_key, decodeHistoryToken(q.page_token), limit);
+    return c.body(historyJson(q.metric_key, page.points, page.next), 200, { 'content-type': 'application/json' });
   });
+}
+
+const invalidToken = (token: string) => invalid(`Invalid page token: '${token}' is not a token this server issued`);
+
+/** Search page tokens carry the last run's sort-key values (a keyset cursor). */
+const encodeSearchToken = (cur: RunCursor): string => Buffer.from(JSON.stringify({ after: cur })).toString('base64url');
+function decodeSearchToken(token: string | undefined): RunCursor | null {
+  if (!token) return null;
+  try {
+    const { after } = JSON.parse(Buffer.from(token, 'base64url').toString()) as { after?: unknown };
+    if (Array.isArray(after) && after.length > 0 && after.every((v) => v === null || typeof v === 'string')) return after as RunCursor;
+  } catch {
+    // fall through to the error below
+  }
+  throw invalidToken(token);
+}
+
+/** History page tokens are keyset cursors (the last point's position), so deep pages cost what the first does. */
+const encodeHistoryToken = (cur: HistoryCursor): string => Buffer.from(JSON.stringify([cur.step, cur.timestamp, String(cur.value)])).toString('base64url');
+function decodeHistoryToken(token: string | undefined): HistoryCursor | null {
+  if (!token) return null;
+  try {
+    const [step, timestamp, value] = JSON.parse(Buffer.from(token, 'base64url').toString()) as unknown[];
+    if (Number.isSafeInteger(step) && Number.isSafeInteger(timestamp) && typeof value === 'string' && !Number.isNaN(Number(value)))
+      return { step: step as number, timestamp: timestamp as number, value: Number(value) };
+  } catch {
+    // fall through to the error below
+  }
+  throw invalidToken(token);
+}
+
+/** The get-history response written directly: a page holds up to 25,000 points, one object each otherwise. */
+function historyJson(key: string, points: HistoryPoint[], next: HistoryCursor | null): string {
+  const k = JSON.stringify(key);
+  const parts = new Array<string>(points.length);
+  for (let i = 0; i < points.length; i++) {
+    const m = points[i]!;
+    const v = Number.isFinite(m.value) ? String(m.value) : JSON.stringify(wireDouble(m.value));
+    parts[i] = `{"key":${k},"value":${v},"timestamp":${m.timestamp},"step":${m.step}}`;
+  }
+  return `{"metrics":[${parts.join(',')}]${next ? `,"next_page_token":${JSON.stringify(encodeHistoryToken(next))}` : ''}}`;
 }

@@ -3,12 +3,14 @@ import type { ExperimentRow, KeyValue, RunData } from '../../../db/repo/mlflow.j
 import { MLFLOW_STATUS } from '../../../db/repo/mlflow.js';
 import type { RunRow } from '../../../db/repo/tracking.js';
 import { wireDouble, wireExperimentId } from './common.js';
+import { wireExperimentLocation, wireRunArtifactUri } from './artifact-store.js';
+import type { RunIo } from '../../../db/repo/logged-models.js';
 
 export function experimentView(e: ExperimentRow, tags: KeyValue[]) {
   return {
     experiment_id: wireExperimentId(e.id, e.organizationId),
     name: e.name,
-    artifact_location: e.artifactLocation,
+    artifact_location: wireExperimentLocation(e.artifactLocation, wireExperimentId(e.id, e.organizationId)),
     lifecycle_stage: e.lifecycleStage,
     creation_time: e.createdAt.getTime(),
     last_update_time: e.lastUpdateTime ?? e.createdAt.getTime(),
@@ -26,7 +28,7 @@ export function runInfoView(r: RunRow) {
     status: MLFLOW_STATUS[r.status],
     start_time: r.startTime.getTime(),
     ...(r.endTime ? { end_time: r.endTime.getTime() } : {}),
-    artifact_uri: r.artifactUri,
+    artifact_uri: wireRunArtifactUri(r.artifactUri, wireExperimentId(r.experimentId, r.organizationId), r.id),
     lifecycle_stage: r.lifecycleStage,
   };
 }
@@ -39,6 +41,17 @@ export function runView(r: RunRow, data: RunData) {
       params: data.params.get(r.id) ?? [],
       tags: data.tags.get(r.id) ?? [],
     },
-    inputs: {},
+    ...runIoView(data.io?.get(r.id)),
+  };
+}
+
+/** RunInputs and RunOutputs, with empty lists left out as protobuf JSON does. */
+function runIoView(io: RunIo | undefined) {
+  return {
+    inputs: {
+      ...(io?.datasets.length ? { dataset_inputs: io.datasets.map((d) => ({ ...(d.tags.length ? { tags: d.tags } : {}), dataset: d.dataset })) } : {}),
+      ...(io?.modelInputs.length ? { model_inputs: io.modelInputs } : {}),
+    },
+    outputs: io?.modelOutputs.length ? { model_outputs: io.modelOutputs } : {},
   };
 }

@@ -1,0 +1,191 @@
+// The artifact area shared by the MLflow artifact proxy, logged models and the /v1 run artifact routes: objects
+// in the checkpoints bucket, catalogued in artifact_objects. Proxy path P is object key `experiments/P`, and a
+// run whose artifact URI lies in the bucket keeps its artifacts under that URI's key. Uploads stream through a
+// temporary file (hashing on the way) and downloads stream from the store: no file is ever held in memory.
+import { createHash, randomUUID } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import type { Context } from 'hono';
+import type { ApiDeps, AppEnv } from '../../deps.js';
+import { ApiError, invalid } from '../../errors.js';
+import { artifactRootUri } from '../../../lib/object-store.js';
+import {
+  artifactDirectoryExists,
+  artifactObjectOf,
+  deleteArtifactObjects,
+  existingArtifactKeys,
+  foreignArtifactsUnder,
+  listArtifactChildren,
+  recordArtifactObject,
+} from '../../../db/repo/artifacts.js';
+import type { FileInfo } from '../../../contracts/mlflow-artifacts.js';
+
+export const PROXY_SCHEME = 'mlflow-artifacts:';
+const INVALID_PATH = 'Invalid path';
+
+/** URL-decodes until the text stops changing, as MLflow does before checking a path. */
+function decodeFully(path: string): string {
+  let out = path;
+  for (let i = 0; i < 10; i++) {
+    let next: string;
+    try {
+      next = decodeURIComponent(out);
+    } catch {
+      throw invalid(INVALID_PATH);
+    }
+    if (next === out) return out;
+    out = next;
+  }
+  throw invalid(INVALID_PATH);
+}
+
+/**
+ * MLflow's validate_path_is_safe: a relative path with no `..` segment, not absolute, no `#`, no backslash
+ * (MLflow refuses it on Windows; we refuse it everywhere), no drive letter, no control characters. Returns the
+ * path with empty and `.` segments dropped ('' is the root).
+ */
+export function safeArtifactPath(raw: string): string {
+  const path = decodeFully(raw);
+  if (/[#\\\u0000-\u001f\u007f]/.test(path) || path.startsWith('/') || /^[A-Za-z]:/.test(path) || path.split('/').includes('..')) throw invalid(INVALID_PATH);
+  return path
+    .split('/')
+    .filter((s) => s !== '' && s !== '.')
+    .join('/');
+}
+
+/**
+ * The path after `anchor` in the request target as the client sent it. Node's URL parsing resolves `..` and
+ * `%2E%2E` before routing, which would hide a traversal attempt, so the raw target is read when there is one.
+ */
+export function rawPathAfter(c: Context<AppEnv>, anchor: string): string {
+  const raw = (c.env as { incoming?: { url?: string } } | undefined)?.incoming?.url ?? new URL(c.req.url).pathname;
+  const pathname = raw.split('?')[0]!;
+  const at = pathname.indexOf(anchor);
+  return at < 0 ? '' : pathname.slice(at + anchor.length);
+}
+
+/** The object key of a stored artifact URI, when it lies in this server's artifact bucket (else null). */
+export function keyOfUri(deps: Pick<ApiDeps, 'config' | 'home'>, uri: string): string | null {
+  if (uri.startsWith(PROXY_SCHEME)) return `experiments/${uri.slice(PROXY_SCHEME.length).replace(/^\/+/, '')}`;
+  const root = `${artifactRootUri(deps)}/`;
+  return uri.startsWith(root) ? uri.slice(root.length) : null;
+}
+
+/** An experiment's artifact location as MLflow clients see it: the proxy URI when it lies in our bucket. */
+export function wireExperimentLocation(stored: string, wireExperimentId: string): string {
+  return /^(file|s3):\/\//.test(stored) && stored.endsWith(`/experiments/${wireExperimentId}`) ? `${PROXY_SCHEME}/${wireExperimentId}` : stored;
+}
+
+/** A run's artifact URI as MLflow clients see it (`mlflow-artifacts:/<exp>/<run>/artifacts`). */
+export function wireRunArtifactUri(stored: string, wireExperimentId: string, runId: string): string {
+  const tail = `${wireExperimentId}/${runId}/artifacts`;
+  return /^(file|s3):\/\//.test(stored) && stored.endsWith(`/experiments/${tail}`) ? `${PROXY_SCHEME}/${tail}` : stored;
+}
+
+const joinKey = (...parts: string[]): string => parts.filter((p) => p !== '').join('/');
+
+const CONTENT_TYPES: Record<string, string> = {
+  json: 'application/json',
+  txt: 'text/plain; charset=utf-8',
+  md: 'text/plain; charset=utf-8',
+  yaml: 'text/plain; charset=utf-8',
+  yml: 'text/plain; charset=utf-8',
+  csv: 'text/csv; charset=utf-8',
+  html: 'text/plain; charset=utf-8',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+};
+
+export interface StoredArtifact {
+  key: string;
+  sizeBytes: number;
+  sha256: string;
+}
+
+export function artifactArea(deps: ApiDeps) {
+  const bucket = deps.config.storage.buckets.checkpoints;
+  const uriOf = (key: string): string => `${artifactRootUri(deps)}/${key}`;
+
+  /** Streams a request body into the store at `key` for the caller's organization. */
+  async function put(organizationId: string, key: string, body: ReadableStream<Uint8Array> | null): Promise<StoredArtifact> {
+    const existing = await artifactObjectOf(deps.db, key);
+    if (existing && existing.organizationId !== organizationId) throw new ApiError('PERMISSION_DENIED', `artifact path '${key}' belongs to another organization`);
+    // A path is a file or a directory, never both: refuse a file over a directory or under a file.
+    if (!existing && (await artifactDirectoryExists(deps.db, key))) throw invalid(`Artifact path refers to a directory, not a file: '${key}'`);
+    const parts = key.split('/');
+    const [fileAbove] = await existingArtifactKeys(deps.db, parts.slice(1, -1).map((_, i) => parts.slice(0, i + 2).join('/')));
+    if (fileAbove) throw invalid(`Artifact path '${key}' lies under '${fileAbove}', which is a file`);
+    const tmpDir = join(deps.home, 'tmp');
+    await mkdir(tmpDir, { recursive: true });
+    const tmp = join(tmpDir, `artifact-${randomUUID()}`);
+    try {
+      const hash = createHash('sha256');
+      let size = 0;
+      const meter = new Transform({
+        transform(chunk: Buffer, _enc, done) {
+          hash.update(chunk);
+          size += chunk.length;
+          done(null, chunk);
+        },
+      });
+      const source = body ? Readable.fromWeb(body as unknown as WebReadableStream<Uint8Array>) : Readable.from([]);
+      await pipeline(source, meter, createWriteStream(tmp));
+      const sha256 = hash.digest('hex');
+      await deps.store.putFile(bucket, key, tmp);
+      if (!(await recordArtifactObject(deps.db, { key, organizationId, sizeBytes: size, sha256 })))
+        throw new ApiError('PERMISSION_DENIED', `artifact path '${key}' belongs to another organization`);
+      return { key, sizeBytes: size, sha256 };
+    } finally {
+      await rm(tmp, { force: true });
+    }
+  }
+
+  /** A streamed download of one file, or RESOURCE_DOES_NOT_EXIST naming `shownPath`. */
+  async function download(organizationId: string, key: string, shownPath: string): Promise<Response> {
+    const row = await artifactObjectOf(deps.db, key);
+    if (!row || row.organizationId !== organizationId) {
+      const isDir = (await listArtifactChildren(deps.db, organizationId, key)).length > 0;
+      if (isDir) throw invalid(`Artifact path refers to a directory, not a file: '${shownPath}'`);
+      throw new ApiError('RESOURCE_DOES_NOT_EXIST', `No such artifact: '${shownPath}'`);
+    }
+    const stream = await deps.store.read(uriOf(key));
+    const name = key.split('/').pop()!;
+    const ext = name.includes('.') ? name.split('.').pop()!.toLowerCase() : '';
+    return new Response(Readable.toWeb(stream as Readable) as unknown as ReadableStream, {
+      status: 200,
+      headers: {
+        'content-type': CONTENT_TYPES[ext] ?? 'application/octet-stream',
+        'content-length': String(row.sizeBytes),
+        'content-disposition': `attachment; filename="${name.replace(/["\\]/g, '_')}"`,
+        'x-content-type-options': 'nosniff',
+      },
+    });
+  }
+
+  /** The immediate children of directory `dirKey`; paths are `shownPrefix/<name>`. */
+  async function list(organizationId: string, dirKey: string, shownPrefix: string): Promise<FileInfo[]> {
+    const children = await listArtifactChildren(deps.db, organizationId, dirKey);
+    return children.map((ch) => ({
+      path: joinKey(shownPrefix, ch.name),
+      is_dir: ch.isDir,
+      ...(ch.isDir ? {} : { file_size: ch.sizeBytes ?? 0 }),
+    }));
+  }
+
+  /** Deletes a file or a whole directory of the caller's organization. */
+  async function remove(organizationId: string, key: string): Promise<void> {
+    // The store deletes by prefix, so a directory holding another organization's objects is refused whole.
+    if (await foreignArtifactsUnder(deps.db, organizationId, key)) throw new ApiError('PERMISSION_DENIED', `artifact path '${key}' holds another organization's artifacts`);
+    const gone = await deleteArtifactObjects(deps.db, organizationId, key);
+    if (gone > 0) await deps.store.deletePrefix(bucket, key);
+  }
+
+  return { put, download, list, remove, uriOf };
+}
+
+export type ArtifactArea = ReturnType<typeof artifactArea>;

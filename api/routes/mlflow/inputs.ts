@@ -1,0 +1,120 @@
+// MLflow run inputs and outputs (log-inputs: datasets with tags and model inputs; outputs: logged models a run
+// produced) and the UI's sampled metric history for charts (get-history-bulk-interval).
+import type { Hono } from 'hono';
+import { sql } from 'drizzle-orm';
+import type { ApiDeps, AppEnv } from '../../deps.js';
+import { ApiError, invalid } from '../../errors.js';
+import { requireRole } from '../../auth.js';
+import { LogInputsSchema, LogOutputsSchema, MetricHistoryBulkIntervalSchema } from '../../../contracts/mlflow-artifacts.js';
+import { getRun, type RunRow } from '../../../db/repo/tracking.js';
+import { logDatasetInputs, logRunModels } from '../../../db/repo/logged-models.js';
+import type { Db } from '../../../db/client.js';
+import { mlflowRequest, validateLength, wireDouble } from './common.js';
+
+const MAX_RUNS_BULK = 100;
+const MAX_POINTS_PER_RUN = 2500;
+const exceeds = (what: string, limit: number) => `'${what}' exceeds the maximum length of ${limit} characters`;
+
+/** MLflow's dataset and input-tag limits (mlflow/utils/validation.py). */
+function checkDatasetInput(d: { tags: { key: string; value: string }[]; dataset: Record<string, string | undefined> }): void {
+  const limits: [string, number][] = [
+    ['name', 500],
+    ['digest', 36],
+    ['source', 65535],
+    ['schema', 1048575],
+    ['profile', 16777215],
+  ];
+  for (const [field, limit] of limits) {
+    const value = d.dataset[field];
+    if (value !== undefined && value.length > limit) throw invalid(exceeds(field, limit));
+  }
+  for (const t of d.tags) {
+    if (t.key.length > 255) throw invalid(exceeds('key', 255));
+    validateLength('value', t.value, 500);
+  }
+}
+
+interface SampledPoint {
+  step: number;
+  timestamp: number;
+  value: number;
+  is_nan: boolean;
+}
+
+/**
+ * Up to `max` points of one run's metric, evenly sampled by row across [start, end] (NTILE buckets, first row of
+ * each), always keeping the last point, as MLflow's SQL store does.
+ */
+async function sampleHistory(db: Db, runId: string, key: string, max: number, range: [number, number] | null): Promise<SampledPoint[]> {
+  const where = sql`run_id = ${runId} and key = ${key}${range ? sql` and step >= ${range[0]} and step <= ${range[1]}` : sql``}`;
+  const toPoint = (r: Record<string, unknown>): SampledPoint => ({ step: Number(r.step), timestamp: Number(r.timestamp), value: Number(r.value), is_nan: Boolean(r.is_nan) });
+  const sampled = await db.execute(sql`
+    with buckets as (
+      select step, timestamp, value, is_nan, ntile(${max}::int) over (order by step, timestamp, value, is_nan) as bucket from metrics where ${where}
+    ), ranked as (
+      select step, timestamp, value, is_nan, row_number() over (partition by bucket order by step, timestamp, value, is_nan) as rn from buckets
+    )
+    select step, timestamp, value, is_nan from ranked where rn = 1 order by step, timestamp, value, is_nan`);
+  const rows = (sampled as unknown as { rows: Record<string, unknown>[] }).rows.map(toPoint);
+  const lastResult = await db.execute(sql`select step, timestamp, value, is_nan from metrics where ${where} order by step desc, timestamp desc, value desc, is_nan desc limit 1`);
+  const [lastRow] = (lastResult as unknown as { rows: Record<string, unknown>[] }).rows;
+  if (lastRow) {
+    const last = toPoint(lastRow);
+    const tail = rows[rows.length - 1];
+    const same = tail && tail.step === last.step && tail.timestamp === last.timestamp && tail.value === last.value && tail.is_nan === last.is_nan;
+    if (!same) {
+      if (rows.length >= max) rows[rows.length - 1] = last;
+      else rows.push(last);
+    }
+  }
+  return rows;
+}
+
+export function mlflowInputRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
+  const db = deps.db;
+
+  async function activeRunOf(organizationId: string, id: string): Promise<RunRow> {
+    const run = await getRun(db, organizationId, id);
+    if (!run) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${id} not found`);
+    if (run.lifecycleStage !== 'active') throw invalid(`The run ${id} must be in the 'active' state. Current state is ${run.lifecycleStage}.`);
+    return run;
+  }
+
+  app.post('/runs/log-inputs', async (c) => {
+    const p = requireRole(c, 'developer');
+    const body = await mlflowRequest(c, LogInputsSchema);
+    body.datasets.forEach(checkDatasetInput);
+    const run = await activeRunOf(p.organizationId, body.run_id);
+    await logDatasetInputs(db, run.experimentId, run.id, body.datasets);
+    await logRunModels(db, run.id, 'input', body.models);
+    return c.json({});
+  });
+
+  app.post('/runs/outputs', async (c) => {
+    const p = requireRole(c, 'developer');
+    const body = await mlflowRequest(c, LogOutputsSchema);
+    const run = await activeRunOf(p.organizationId, body.run_id);
+    await logRunModels(db, run.id, 'output', body.models);
+    return c.json({});
+  });
+
+  app.get('/metrics/get-history-bulk-interval', async (c) => {
+    const p = requireRole(c, 'viewer');
+    const q = await mlflowRequest(c, MetricHistoryBulkIntervalSchema);
+    if (q.run_ids.length > MAX_RUNS_BULK)
+      throw invalid(`GetMetricHistoryBulkInterval request must specify at most ${MAX_RUNS_BULK} run_ids. Received ${q.run_ids.length} run_ids.`);
+    const max = q.max_results ?? MAX_POINTS_PER_RUN;
+    if (max < 1 || max > MAX_POINTS_PER_RUN) throw invalid(`max_results must be between 1 and ${MAX_POINTS_PER_RUN}.`);
+    if ((q.start_step === undefined) !== (q.end_step === undefined)) throw invalid('If either start step or end step are specified, both must be specified.');
+    const range: [number, number] | null = q.start_step !== undefined && q.end_step !== undefined ? [q.start_step, q.end_step] : null;
+    if (range && range[0] > range[1]) throw invalid(`end_step must be greater than start_step. Found start_step=${range[0]} and end_step=${range[1]}.`);
+    const metrics = [];
+    for (const runId of [...new Set(q.run_ids)]) {
+      // Another organization's run, like an unknown one, has no points.
+      if (!(await getRun(db, p.organizationId, runId))) continue;
+      for (const pt of await sampleHistory(db, runId, q.metric_key, max, range))
+        metrics.push({ key: q.metric_key, value: wireDouble(pt.is_nan ? NaN : pt.value), timestamp: pt.timestamp, step: pt.step, run_id: runId });
+    }
+    return c.json(metrics.length ? { metrics } : {});
+  });
+}

@@ -1,0 +1,210 @@
+// Storage of MLflow 3 logged models (with tags and params), the datasets a run used (log-inputs) and the models a
+// run produced or used (log-outputs). Every lookup is scoped to the caller's organization.
+import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../client.js';
+import { loggedModelParams, loggedModelTags, loggedModels, mlflowDatasets, runDatasetInputs, runModels } from '../schema/index.js';
+import type { Comparison } from '../../api/routes/mlflow/search-filter.js';
+
+export type LoggedModelRow = typeof loggedModels.$inferSelect;
+export type LoggedModelStatus = LoggedModelRow['status'];
+interface KeyValue {
+  key: string;
+  value: string;
+}
+
+export interface LoggedModelFull {
+  row: LoggedModelRow;
+  tags: KeyValue[];
+  params: KeyValue[];
+}
+
+const dedupe = (kv: KeyValue[]): KeyValue[] => [...new Map(kv.map((t) => [t.key, t])).values()];
+
+export async function createLoggedModel(
+  db: Db,
+  p: Omit<LoggedModelRow, 'status' | 'statusMessage' | 'lifecycleStage' | 'lastUpdatedTime'> & { tags: KeyValue[]; params: KeyValue[] },
+): Promise<void> {
+  const { tags, params, ...row } = p;
+  await db.transaction(async (tx) => {
+    await tx.insert(loggedModels).values({ ...row, status: 'LOGGED_MODEL_PENDING', lastUpdatedTime: row.creationTime });
+    if (tags.length) await tx.insert(loggedModelTags).values(dedupe(tags).map((t) => ({ modelId: row.id, ...t })));
+    if (params.length) await tx.insert(loggedModelParams).values(dedupe(params).map((t) => ({ modelId: row.id, ...t })));
+  });
+}
+
+export async function getLoggedModel(db: Db, organizationId: string, id: string, allowDeleted = false): Promise<LoggedModelRow | null> {
+  const [row] = await db
+    .select()
+    .from(loggedModels)
+    .where(and(eq(loggedModels.organizationId, organizationId), eq(loggedModels.id, id), allowDeleted ? undefined : eq(loggedModels.lifecycleStage, 'active')));
+  return row ?? null;
+}
+
+/** Tags and params of several models in two queries. */
+export async function withDetails(db: Db, rows: LoggedModelRow[]): Promise<LoggedModelFull[]> {
+  if (rows.length === 0) return [];
+  const ids = rows.map((r) => r.id);
+  const [tags, params] = await Promise.all([
+    db.select().from(loggedModelTags).where(inArray(loggedModelTags.modelId, ids)).orderBy(asc(loggedModelTags.key)),
+    db.select().from(loggedModelParams).where(inArray(loggedModelParams.modelId, ids)).orderBy(asc(loggedModelParams.key)),
+  ]);
+  return rows.map((row) => ({
+    row,
+    tags: tags.filter((t) => t.modelId === row.id).map(({ key, value }) => ({ key, value })),
+    params: params.filter((t) => t.modelId === row.id).map(({ key, value }) => ({ key, value })),
+  }));
+}
+
+export async function updateLoggedModel(db: Db, id: string, set: { status?: LoggedModelStatus; lifecycleStage?: 'active' | 'deleted' }): Promise<void> {
+  await db
+    .update(loggedModels)
+    .set({ ...set, lastUpdatedTime: Date.now() })
+    .where(eq(loggedModels.id, id));
+}
+
+export async function setLoggedModelTags(db: Db, id: string, tags: KeyValue[]): Promise<void> {
+  if (tags.length === 0) return;
+  await db
+    .insert(loggedModelTags)
+    .values(dedupe(tags).map((t) => ({ modelId: id, ...t })))
+    .onConflictDoUpdate({ target: [loggedModelTags.modelId, loggedModelTags.key], set: { value: sql`excluded.value` } });
+}
+
+/** False when the model has no such tag. */
+export async function deleteLoggedModelTag(db: Db, id: string, key: string): Promise<boolean> {
+  const gone = await db
+    .delete(loggedModelTags)
+    .where(and(eq(loggedModelTags.modelId, id), eq(loggedModelTags.key, key)))
+    .returning({ key: loggedModelTags.key });
+  return gone.length > 0;
+}
+
+/** Params are written once; a replayed param keeps its first value. */
+export async function logLoggedModelParams(db: Db, id: string, params: KeyValue[]): Promise<void> {
+  if (params.length) await db.insert(loggedModelParams).values(dedupe(params).map((t) => ({ modelId: id, ...t }))).onConflictDoNothing();
+}
+
+const MODEL_ATTRIBUTES: Record<string, SQL> = {
+  name: sql`${loggedModels.name}`,
+  model_id: sql`${loggedModels.id}`,
+  model_type: sql`${loggedModels.modelType}`,
+  status: sql`${loggedModels.status}`,
+  source_run_id: sql`${loggedModels.sourceRunId}`,
+  creation_timestamp: sql`${loggedModels.creationTime}`,
+  creation_time: sql`${loggedModels.creationTime}`,
+  last_updated_timestamp: sql`${loggedModels.lastUpdatedTime}`,
+};
+
+function compare(left: SQL, c: Comparison): SQL {
+  if (c.op === 'IN' || c.op === 'NOT IN') {
+    const list = sql.join((c.value as string[]).map((v) => sql`${v}`), sql`, `);
+    return sql`${left} ${sql.raw(c.op)} (${list})`;
+  }
+  return sql`${left} ${sql.raw(c.op)} ${c.value}`;
+}
+
+function modelCondition(c: Comparison): SQL {
+  if (c.entity === 'tag') return sql`exists (select 1 from logged_model_tags t where t.model_id = ${loggedModels.id} and t.key = ${c.key} and ${compare(sql`t.value`, c)})`;
+  if (c.entity === 'param') return sql`exists (select 1 from logged_model_params t where t.model_id = ${loggedModels.id} and t.key = ${c.key} and ${compare(sql`t.value`, c)})`;
+  // Statuses are stored by their proto names; filters say READY, PENDING or FAILED.
+  if (c.key === 'status') {
+    const full = (v: string) => (v === 'FAILED' ? 'LOGGED_MODEL_UPLOAD_FAILED' : v.startsWith('LOGGED_MODEL_') ? v : `LOGGED_MODEL_${v}`);
+    return compare(MODEL_ATTRIBUTES.status!, { ...c, value: Array.isArray(c.value) ? c.value.map(full) : full(String(c.value)) });
+  }
+  return compare(MODEL_ATTRIBUTES[c.key]!, c);
+}
+
+export async function searchLoggedModels(
+  db: Db,
+  organizationId: string,
+  q: { experimentIds: string[]; filter: Comparison[]; orderBy: { key: string; ascending: boolean }[]; offset: number; limit: number },
+): Promise<{ rows: LoggedModelRow[]; more: boolean }> {
+  const order = q.orderBy.map((o) => sql`${MODEL_ATTRIBUTES[o.key]!} ${sql.raw(o.ascending ? 'asc' : 'desc')} nulls last`);
+  order.push(sql`${loggedModels.creationTime} desc`, sql`${loggedModels.id} asc`);
+  const rows = await db
+    .select()
+    .from(loggedModels)
+    .where(
+      and(
+        eq(loggedModels.organizationId, organizationId),
+        inArray(loggedModels.experimentId, q.experimentIds),
+        eq(loggedModels.lifecycleStage, 'active'),
+        ...q.filter.map(modelCondition),
+      ),
+    )
+    .orderBy(...order)
+    .limit(q.limit + 1)
+    .offset(q.offset);
+  return { rows: rows.slice(0, q.limit), more: rows.length > q.limit };
+}
+
+export const LOGGED_MODEL_ORDER_KEYS = Object.keys(MODEL_ATTRIBUTES);
+
+// ---- run inputs and outputs ----
+
+export interface DatasetInput {
+  tags: KeyValue[];
+  dataset: { name: string; digest: string; source_type: string; source: string; schema?: string | undefined; profile?: string | undefined };
+}
+
+/**
+ * Records datasets a run used. A dataset is stored once per experiment by (name, digest) and an input once per
+ * run, keeping the first occurrence, so a replayed request changes nothing.
+ */
+export async function logDatasetInputs(db: Db, experimentId: string, runId: string, inputs: DatasetInput[]): Promise<void> {
+  const firsts = [...new Map(inputs.map((i) => [`${i.dataset.name}\u0000${i.dataset.digest}`, i])).values()];
+  if (firsts.length === 0) return;
+  await db.transaction(async (tx) => {
+    for (const input of firsts) {
+      const d = input.dataset;
+      await tx
+        .insert(mlflowDatasets)
+        .values({ id: randomUUID().replace(/-/g, ''), experimentId, name: d.name, digest: d.digest, sourceType: d.source_type, source: d.source, schema: d.schema ?? null, profile: d.profile ?? null })
+        .onConflictDoNothing();
+      const [stored] = await tx
+        .select({ id: mlflowDatasets.id })
+        .from(mlflowDatasets)
+        .where(and(eq(mlflowDatasets.experimentId, experimentId), eq(mlflowDatasets.name, d.name), eq(mlflowDatasets.digest, d.digest)));
+      await tx.insert(runDatasetInputs).values({ runId, datasetId: stored!.id, tags: input.tags }).onConflictDoNothing();
+    }
+  });
+}
+
+export async function logRunModels(db: Db, runId: string, direction: 'input' | 'output', models: { model_id: string; step?: number }[]): Promise<void> {
+  if (models.length === 0) return;
+  const rows = [...new Map(models.map((m) => [m.model_id, { runId, modelId: m.model_id, direction, step: m.step ?? 0 }])).values()];
+  await db.insert(runModels).values(rows).onConflictDoNothing();
+}
+
+export interface RunIo {
+  datasets: DatasetInput[];
+  modelInputs: { model_id: string }[];
+  modelOutputs: { model_id: string; step: number }[];
+}
+
+/** Dataset inputs and model inputs/outputs of several runs in two queries. */
+export async function runIoOf(db: Db, runIds: string[]): Promise<Map<string, RunIo>> {
+  const out = new Map<string, RunIo>(runIds.map((id) => [id, { datasets: [], modelInputs: [], modelOutputs: [] }]));
+  if (runIds.length === 0) return out;
+  const [inputs, models] = await Promise.all([
+    db
+      .select({ runId: runDatasetInputs.runId, tags: runDatasetInputs.tags, d: mlflowDatasets })
+      .from(runDatasetInputs)
+      .innerJoin(mlflowDatasets, eq(mlflowDatasets.id, runDatasetInputs.datasetId))
+      .where(inArray(runDatasetInputs.runId, runIds))
+      .orderBy(asc(runDatasetInputs.createdAt), asc(mlflowDatasets.name)),
+    db.select().from(runModels).where(inArray(runModels.runId, runIds)).orderBy(asc(runModels.modelId)),
+  ]);
+  for (const i of inputs)
+    out.get(i.runId)!.datasets.push({
+      tags: [...i.tags].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
+      dataset: { name: i.d.name, digest: i.d.digest, source_type: i.d.sourceType, source: i.d.source, ...(i.d.schema !== null ? { schema: i.d.schema } : {}), ...(i.d.profile !== null ? { profile: i.d.profile } : {}) },
+    });
+  for (const m of models) {
+    const io = out.get(m.runId)!;
+    if (m.direction === 'input') io.modelInputs.push({ model_id: m.modelId });
+    else io.modelOutputs.push({ model_id: m.modelId, step: m.step });
+  }
+  return out;
+}
