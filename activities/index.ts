@@ -6,6 +6,7 @@ import { createTrainingActivities } from './training.js';
 import { createEvaluationActivities } from './evaluation.js';
 import { createConversionActivities } from './conversion.js';
 import { createRegistryActivities } from './registry.js';
+import { createHpoActivities } from './hpo.js';
 
 export function createActivities(deps: ActivityDeps) {
   return {
@@ -15,5 +16,6 @@ export function createActivities(deps: ActivityDeps) {
     ...createEvaluationActivities(deps),
     ...createConversionActivities(deps),
     ...createRegistryActivities(deps),
+    ...createHpoActivities(deps),
   };
 }

@@ -5,14 +5,17 @@ import { Hono } from 'hono';
 import { sql } from 'drizzle-orm';
 import type { ApiDeps, AppEnv } from './deps.js';
 import { ApiError, errorResponse } from './errors.js';
-import { authenticate } from './auth.js';
+import { anonymousPrincipal, authenticate } from './auth.js';
 import { datasetRoutes } from './routes/datasets.js';
 import { pipelineRoutes } from './routes/pipelines.js';
 import { runRoutes } from './routes/runs.js';
 import { experimentRoutes } from './routes/experiments.js';
 import { modelRoutes } from './routes/models.js';
 import { scheduleRoutes } from './routes/schedules.js';
+import { hpoRoutes } from './routes/hpo.js';
 import { mlflowRoutes } from './routes/mlflow/index.js';
+import { mlflowArtifactProxyRoutes, mlflowGetArtifactRoute, mlflowProbeRoutes } from './routes/mlflow/artifacts.js';
+import { runArtifactRoutes } from './routes/run-artifacts.js';
 import { openApiDocument } from './openapi.js';
 
 export function createApp(deps: ApiDeps): Hono<AppEnv> {
@@ -38,16 +41,24 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   });
   const openapi = openApiDocument();
   app.get('/openapi.json', (c) => c.json(openapi));
+  mlflowProbeRoutes(app);
 
-  for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow']) app.use(`${prefix}/*`, authenticate(deps.db));
+  const anonymous = anonymousPrincipal(deps.config);
+  for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow', '/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts']) app.use(`${prefix}/*`, authenticate(deps.db, anonymous));
   app.route('/v1/datasets', datasetRoutes(deps));
   app.route('/v1/pipelines', pipelineRoutes(deps));
   app.route('/v1/experiments', experimentRoutes(deps));
   app.route('/v1/runs', runRoutes(deps));
+  app.route('/v1/runs', runArtifactRoutes(deps));
   app.route('/v1/models', modelRoutes(deps));
   app.route('/v1/schedules', scheduleRoutes(deps));
+  app.route('/v1/hpo', hpoRoutes(deps));
   app.route('/api/2.0/mlflow', mlflowRoutes(deps));
   app.route('/ajax-api/2.0/mlflow', mlflowRoutes(deps));
+  app.route('/api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
+  app.route('/ajax-api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
+  app.use('/get-artifact', authenticate(deps.db, anonymous));
+  mlflowGetArtifactRoute(app, deps);
 
   app.notFound((c) => errorResponse(c, 'RESOURCE_DOES_NOT_EXIST', `no route for ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {

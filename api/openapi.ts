@@ -2,10 +2,25 @@
 import { z } from 'zod';
 import { PipelineInputSchema, PipelineProgressSchema, PipelineResultSchema, ScheduleCreateSchema, ApprovalRequestSchema } from '../contracts/pipeline.js';
 import { DatasetSchema, DatasetCreateQuerySchema } from '../contracts/datasets.js';
+import { RunCreateSchema, RunParamsSchema, RunSchema, RunStatusUpdateSchema } from '../contracts/runs.js';
+import { ModelCreateSchema, ModelVersionCreateSchema, ModelVersionSchema, RegisteredModelSchema, StageChangeResultSchema, StageChangeSchema } from '../contracts/models.js';
 import { ErrorBodySchema } from './errors.js';
+import {
+  CreateLoggedModelSchema,
+  ListArtifactsSchema,
+  LogInputsSchema,
+  LogOutputsSchema,
+  ProxyListSchema,
+  RunArtifactListQuerySchema,
+  RunArtifactListSchema,
+  RunArtifactSchema,
+  RunArtifactUploadQuerySchema,
+  SearchLoggedModelsSchema,
+} from '../contracts/mlflow-artifacts.js';
+import { HpoStartResponseSchema, SweepConfigSchema, TrialsQuerySchema } from '../contracts/hpo.js';
 
 interface Operation {
-  method: 'get' | 'post' | 'delete' | 'patch';
+  method: 'get' | 'post' | 'put' | 'delete' | 'patch';
   path: string;
   summary: string;
   body?: z.ZodType;
@@ -34,18 +49,63 @@ const OPERATIONS: Operation[] = [
   { method: 'post', path: '/v1/experiments', summary: 'Create an experiment' },
   { method: 'get', path: '/v1/experiments/{id}', summary: 'Get an experiment' },
   { method: 'get', path: '/v1/experiments/{id}/runs', summary: 'Runs of an experiment with params and latest metrics' },
-  { method: 'get', path: '/v1/runs/{id}', summary: 'Run with params, latest metrics and artifacts' },
+  { method: 'post', path: '/v1/runs', summary: 'Create a run (in an experiment by id or by name, created when absent)', body: RunCreateSchema, response: RunSchema },
+  { method: 'get', path: '/v1/runs/{id}', summary: 'Run with config, params, tags, latest metrics and artifacts', response: RunSchema },
+  { method: 'post', path: '/v1/runs/{id}/params', summary: 'Log parameters (batch; immutable: the same value again is a no-op, another value a 400)', body: RunParamsSchema },
+  { method: 'patch', path: '/v1/runs/{id}/status', summary: 'Set the run status (RUNNING, FINISHED, FAILED, KILLED) and end time', body: RunStatusUpdateSchema, response: RunSchema },
   { method: 'get', path: '/v1/runs/{id}/metrics', summary: 'Metric history of one key, paged by cursor' },
   { method: 'post', path: '/v1/runs/{id}/metrics', summary: 'Log metrics (batch)' },
+  {
+    method: 'post',
+    path: '/v1/runs/{id}/artifacts',
+    summary: 'Upload one artifact file (raw body, streamed) at ?path= under the run artifact root; answers 201 with its size and sha256 checksum',
+    rawBody: 'application/octet-stream',
+    query: RunArtifactUploadQuerySchema,
+    response: RunArtifactSchema,
+  },
+  { method: 'get', path: '/v1/runs/{id}/artifacts', summary: 'List one directory (?path=, default the root) of the run artifacts', query: RunArtifactListQuerySchema, response: RunArtifactListSchema },
+  { method: 'get', path: '/v1/runs/{id}/artifacts/{path}', summary: 'Download one artifact file (streamed); {path} may contain slashes' },
   { method: 'get', path: '/v1/models', summary: 'List registered models' },
   { method: 'get', path: '/v1/models/{name}/versions', summary: 'List versions of a model' },
   { method: 'get', path: '/v1/models/{name}/versions/{version}', summary: 'Get a model version' },
+  { method: 'post', path: '/v1/models', summary: 'Register a model', body: ModelCreateSchema, response: RegisteredModelSchema },
+  {
+    method: 'post',
+    path: '/v1/models/{name}/versions',
+    summary: "Register a version from a run's artifact (creates the model if absent); its source is the run's artifact location + artifact_path",
+    body: ModelVersionCreateSchema,
+    response: ModelVersionSchema,
+  },
+  {
+    method: 'patch',
+    path: '/v1/models/{name}/versions/{version}/stage',
+    summary: 'Move a version to a stage (production needs the approver role and archives the previous production version)',
+    body: StageChangeSchema,
+    response: StageChangeResultSchema,
+  },
   { method: 'post', path: '/v1/schedules', summary: 'Create a retraining schedule', body: ScheduleCreateSchema },
   { method: 'get', path: '/v1/schedules', summary: 'List retraining schedules' },
   { method: 'post', path: '/v1/schedules/{id}/pause', summary: 'Pause a schedule' },
   { method: 'post', path: '/v1/schedules/{id}/unpause', summary: 'Unpause a schedule' },
   { method: 'delete', path: '/v1/schedules/{id}', summary: 'Delete a schedule' },
+  { method: 'post', path: '/v1/hpo', summary: 'Start a hyperparameter optimization sweep', body: SweepConfigSchema, response: HpoStartResponseSchema },
+  { method: 'get', path: '/v1/hpo', summary: 'List sweeps' },
+  { method: 'get', path: '/v1/hpo/{id}', summary: 'Sweep status, best trial (or Pareto front), trial counts, GPU hours and trial-steps saved' },
+  { method: 'get', path: '/v1/hpo/{id}/trials', summary: 'Trials of a sweep, best first', query: TrialsQuerySchema },
+  { method: 'get', path: '/v1/hpo/{id}/lineage', summary: 'Population-based training: each member\'s rounds, exploit sources and hyperparameters' },
+  { method: 'post', path: '/v1/hpo/{id}/cancel', summary: 'Cancel a sweep: its running trials and their jobs stop' },
   { method: 'post', path: '/api/2.0/mlflow/runs/log-batch', summary: 'MLflow: log a batch of metrics, params and tags' },
+  { method: 'put', path: '/api/2.0/mlflow-artifacts/artifacts/{path}', summary: 'MLflow artifact proxy: upload a file (raw body) at <experiment id>/...', rawBody: 'application/octet-stream' },
+  { method: 'get', path: '/api/2.0/mlflow-artifacts/artifacts/{path}', summary: 'MLflow artifact proxy: download a file' },
+  { method: 'delete', path: '/api/2.0/mlflow-artifacts/artifacts/{path}', summary: 'MLflow artifact proxy: delete a file or directory' },
+  { method: 'get', path: '/api/2.0/mlflow-artifacts/artifacts', summary: 'MLflow artifact proxy: list a directory (?path=)', query: ProxyListSchema },
+  { method: 'get', path: '/api/2.0/mlflow/artifacts/list', summary: 'MLflow: list a directory of run artifacts', query: ListArtifactsSchema },
+  { method: 'post', path: '/api/2.0/mlflow/logged-models', summary: 'MLflow: create a logged model', body: CreateLoggedModelSchema },
+  { method: 'post', path: '/api/2.0/mlflow/logged-models/search', summary: 'MLflow: search logged models', body: SearchLoggedModelsSchema },
+  { method: 'post', path: '/api/2.0/mlflow/runs/log-inputs', summary: 'MLflow: log dataset and model inputs of a run', body: LogInputsSchema },
+  { method: 'post', path: '/api/2.0/mlflow/runs/outputs', summary: 'MLflow: log the models a run produced', body: LogOutputsSchema },
+  { method: 'get', path: '/health', summary: 'MLflow health probe: OK' },
+  { method: 'get', path: '/version', summary: 'The MLflow protocol version this server speaks' },
   { method: 'get', path: '/ready', summary: 'Readiness: catalogue and Temporal reachable' },
   { method: 'get', path: '/alive', summary: 'Liveness' },
 ];

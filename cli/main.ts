@@ -104,6 +104,25 @@ export function buildCli(): Command {
     const { versions } = await api().get<{ versions: Record<string, unknown>[] }>(`/v1/models/${encodeURIComponent(name)}/versions`);
     table(versions.map((v) => ({ version: v.version, stage: v.stage, run_id: v.run_id, exact_match: (v.metrics as Record<string, unknown>).exact_match, created_at: v.created_at })));
   });
+  model
+    .command('promote <name> <version>')
+    .description('move a model version to a stage; production needs the approver role and archives the previous production version')
+    .addOption(new Option('--stage <stage>', 'target stage').choices(['none', 'staging', 'production', 'archived']).makeOptionMandatory())
+    .option('--reason <text>', 'why (kept in the audit log)')
+    .action(async (name: string, version: string, o: { stage: string; reason?: string }) => {
+      const client = api();
+      const token = process.env.HANZO_ML_TOKEN ?? process.env.HANZO_ML_AUTH_DEV_TOKEN ?? 'hanzo-ml-dev-token';
+      const res = await fetch(`${client.url}/v1/models/${encodeURIComponent(name)}/versions/${encodeURIComponent(version)}/stage`, {
+        method: 'PATCH',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ stage: o.stage, ...(o.reason ? { reason: o.reason } : {}) }),
+      }).catch((err: Error) => {
+        throw new ApiClientError(0, 'UNAVAILABLE', `cannot reach the hanzo-ml API at ${client.url} (${err.message}); is \`hanzo-ml dev\` running?`);
+      });
+      const body = (await res.json()) as { version?: Record<string, unknown>; archived?: number[]; error_code?: string; message?: string };
+      if (!res.ok) throw new ApiClientError(res.status, String(body.error_code ?? res.status), String(body.message ?? res.statusText));
+      process.stdout.write(`${name} version ${body.version!.version} is now ${body.version!.stage}${body.archived!.length ? `; archived ${body.archived!.join(', ')}` : ''}\n`);
+    });
 
   program
     .command('experiment')
@@ -122,6 +141,41 @@ export function buildCli(): Command {
     .action(async (a: string, b: string, o: { metrics?: string }) => {
       table(await compareRuns(api(), a, b, (o.metrics ?? '').split(',').map((k) => k.trim()).filter(Boolean)));
     });
+
+  const hpo = program.command('hpo').description('hyperparameter sweeps');
+  hpo
+    .command('start')
+    .description('start a sweep from a configuration file (YAML or JSON; the POST /v1/hpo body)')
+    .requiredOption('--config <sweep.yaml>', 'sweep configuration')
+    .action(async (o: { config: string }) => {
+      const { readFile } = await import('node:fs/promises');
+      const { parse } = await import('yaml');
+      const body: unknown = parse(await readFile(o.config, 'utf8'));
+      const res = await api().post<{ id: string; strategy: string; temporal_ui_url: string | null }>('/v1/hpo', body);
+      process.stdout.write(`${res.id}\n`);
+      process.stderr.write(`strategy: ${res.strategy}${res.temporal_ui_url ? `; Temporal UI: ${res.temporal_ui_url}` : ''}\n`);
+    });
+  hpo
+    .command('results <id>')
+    .description('the best trials of a sweep, best first')
+    .option('--top <n>', 'how many', (v) => Number(v), 5)
+    .action(async (id: string, o: { top: number }) => {
+      const sweep = await api().get<{ status: string; trials: { total: number; by_status: Record<string, number> }; gpu_hours: number; trial_steps_saved: number | null }>(`/v1/hpo/${encodeURIComponent(id)}`);
+      const { trials, objectives } = await api().get<{ trials: Record<string, unknown>[]; objectives: { metric: string }[] }>(`/v1/hpo/${encodeURIComponent(id)}/trials?top=${o.top}`);
+      process.stderr.write(`sweep ${id}: ${sweep.status}; ${sweep.trials.total} trials ${JSON.stringify(sweep.trials.by_status)}; ${sweep.gpu_hours.toFixed(4)} GPU-hours\n`);
+      table(
+        trials.map((t) => ({
+          trial: t.number,
+          ...Object.fromEntries(objectives.map((ob, i) => [ob.metric, (t.objective_values as number[] | null)?.[i]?.toPrecision(6) ?? ''])),
+          params: JSON.stringify(t.params),
+          steps: t.steps,
+          run_id: t.run_id,
+        })),
+      );
+    });
+  hpo.command('status <id>').action(async (id: string) => print(await api().get(`/v1/hpo/${encodeURIComponent(id)}`)));
+  hpo.command('list').action(async () => table((await api().get<{ sweeps: Record<string, unknown>[] }>('/v1/hpo')).sweeps));
+  hpo.command('cancel <id>').description('cancel a sweep and its running trials').action(async (id: string) => print(await api().post(`/v1/hpo/${encodeURIComponent(id)}/cancel`)));
 
   const schedule = program.command('schedule').description('retraining on a Temporal Schedule');
   schedule

@@ -47,6 +47,10 @@ export const ConfigSchema = z.strictObject({
       verify_tokens: bool.default(true),
       dev_token: z.string().min(8).default('hanzo-ml-dev-token').describe('token of the development organization'),
       dev_organization: z.string().min(1).default('dev'),
+      anonymous_role: z
+        .enum(['none', 'viewer', 'developer'])
+        .optional()
+        .describe('role of a request without a token, in the dev organization; default developer when the API listens on loopback only (as a local mlflow server), else none'),
     })
     .prefault({}),
   scheduler: z

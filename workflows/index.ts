@@ -1,2 +1,4 @@
 // The workflow bundle entry point: every workflow the worker runs.
 export { fineTunePipelineWorkflow } from './pipeline.js';
+export { hpoSweepWorkflow, hpoTrialWorkflow } from './hpo.js';
+export { pbtWorkflow, pbtMemberRoundWorkflow } from './pbt.js';

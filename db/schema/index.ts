@@ -3,3 +3,4 @@ export * from './datasets.js';
 export * from './tracking.js';
 export * from './models.js';
 export * from './pipelines.js';
+export * from './hpo.js';

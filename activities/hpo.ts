@@ -1,0 +1,416 @@
+// Sweep activities: the catalogue side of sweeps and trials, the stateless suggestion call, and the two
+// trial kinds (synthetic objectives evaluated step by step; LoRA training jobs of the tiny model).
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { copyFile, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { z } from 'zod';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { CancelledFailure, Context, getClient, sleep } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ActivityDeps } from './deps.js';
+import {
+  PbtRoundResultSchema,
+  SuggestResponseSchema,
+  objectivesOf,
+  type PbtMemberRoundInput,
+  type PbtRoundOrder,
+  type PbtRoundResult,
+  type HistoryTrial,
+  type LoraBaseConfig,
+  type Params,
+  type SuggestRequest,
+  type SuggestResponse,
+  type SweepWorkflowInput,
+  type SyntheticBaseConfig,
+  type TrialInput,
+  type TrialOutcome,
+  type TrialState,
+} from '../contracts/hpo.js';
+import { LoraHyperparametersSchema, TrainJobSpecSchema, TrainProgressSchema, TrainResultSchema, type TrainJobSpec } from '../contracts/trainer-job.js';
+import { accountTrial, createSweep, finishSweep, finishTrial, insertTrial, recordLineage, warmStartTrials } from '../db/repo/hpo.js';
+import { createRun, getOrCreateExperiment, logMetrics, logParams, setRunStatus } from '../db/repo/tracking.js';
+import { findDatasetVersion } from '../db/repo/datasets.js';
+import { deterministicUuid } from '../lib/ids.js';
+import { artifactRootUri, localPathFor } from '../lib/object-store.js';
+import { repoRoot } from '../lib/config.js';
+import { BaseModelError, resolveBaseModel } from '../lib/base-models.js';
+import { learningCurve, learningCurveStep, syntheticMetrics } from './hpo-objectives.js';
+import { runJobToCompletion, writeSpec } from './jobs.js';
+import { datasetRef } from './datasets.js';
+import { trialReportUpdate } from '../workflows/hpo-messages.js';
+
+const WARM_START_LIMIT = 500;
+
+export const trialRunId = (sweepId: string, n: number): string => deterministicUuid(`hpo:${sweepId}:trial:${n}:run`);
+export const trialWorkdir = (deps: ActivityDeps, sweepId: string, n: number): string => join(deps.home, 'work', `hpo-${sweepId}-trial-${n}`, 'train');
+
+/**
+ * One long-lived `python -m hanzo_ml hpo-suggest --serve` process answering one request per line. It holds no
+ * state between requests (every request carries the whole history); it only saves the interpreter start.
+ */
+class SuggestServer {
+  private proc: ChildProcessWithoutNullStreams | null = null;
+  private waiting: ((line: string) => void)[] = [];
+  private queue: Promise<unknown> = Promise.resolve();
+  constructor(private readonly deps: ActivityDeps) {}
+
+  request(req: SuggestRequest): Promise<SuggestResponse> {
+    const next = this.queue.then(() => this.roundTrip(req));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private start(): ChildProcessWithoutNullStreams {
+    const proc = spawn(this.deps.bootstrap.python, ['-m', 'hanzo_ml', 'hpo-suggest', '--serve'], {
+      env: { ...process.env, PYTHONPATH: join(repoRoot, 'trainer'), OMP_NUM_THREADS: '1', PYTHONUNBUFFERED: '1' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    proc.stderr.on('data', (d: Buffer) => void (stderr = (stderr + d.toString()).slice(-4000)));
+    createInterface({ input: proc.stdout }).on('line', (line) => this.waiting.shift()?.(line));
+    proc.on('exit', (code) => {
+      if (this.proc === proc) this.proc = null;
+      for (const w of this.waiting.splice(0)) w(JSON.stringify({ error: `hpo-suggest exited with code ${code}: ${stderr.trim().split('\n').slice(-3).join(' ')}`, crashed: true }));
+    });
+    // The worker's own work keeps the process alive; an idle suggestion process must not.
+    proc.unref();
+    for (const stream of [proc.stdin, proc.stdout, proc.stderr]) (stream as unknown as { unref?: () => void }).unref?.();
+    return proc;
+  }
+
+  private async roundTrip(req: SuggestRequest): Promise<SuggestResponse> {
+    this.proc ??= this.start();
+    const proc = this.proc;
+    const line = await new Promise<string>((resolve) => {
+      this.waiting.push(resolve);
+      proc.stdin.write(JSON.stringify(req) + '\n');
+    });
+    const body = JSON.parse(line) as { error?: string; crashed?: boolean };
+    if (body.error && body.crashed) throw ApplicationFailure.retryable(body.error, 'SuggestCrashed');
+    if (body.error) throw ApplicationFailure.nonRetryable(`suggestion rejected: ${body.error}`, 'BadInput');
+    return SuggestResponseSchema.parse(body);
+  }
+
+  stop(): void {
+    this.proc?.stdin.end();
+    this.proc = null;
+  }
+}
+
+export function createHpoActivities(deps: ActivityDeps) {
+  const suggester = new SuggestServer(deps);
+
+  async function experimentFor(organizationId: string, experiment: string): Promise<string> {
+    return getOrCreateExperiment(deps.db, organizationId, experiment, artifactRootUri(deps));
+  }
+
+  /** Logs every metric to the trial's run and reports the objective to the sweep; returns its stop decision. */
+  async function report(t: TrialInput, runId: string, step: number, metrics: Record<string, number>): Promise<string | null> {
+    const now = Date.now();
+    await logMetrics(deps.db, runId, Object.entries(metrics).map(([key, value]) => ({ key, value, step, timestamp: now })));
+    const value = metrics[objectivesOf(t.config)[0]!.metric];
+    return value !== undefined && Number.isFinite(value) ? askSweep(t, step, value) : null;
+  }
+
+  return {
+    /** The sweep's row and experiment; returns the key warm start looks earlier trials up by. */
+    /** The sweep's row and experiment (the API made them already unless the sweep was started directly). */
+    async recordSweep(a: { input: SweepWorkflowInput }): Promise<{ experimentId: string; spaceKey: string }> {
+      return createSweep(deps.db, a.input, artifactRootUri(deps));
+    },
+
+    async loadWarmStart(a: { sweepId: string; organizationId: string; spaceKey: string; objectives: string[] }): Promise<HistoryTrial[]> {
+      const rows = await warmStartTrials(deps.db, a.organizationId, a.spaceKey, a.sweepId, WARM_START_LIMIT);
+      return rows.map((r, i) => ({
+        n: i,
+        params: r.params as Params,
+        state: r.status as TrialState,
+        values: r.status === 'completed' ? (r.objectiveValues as number[]) : null,
+        intermediate: r.intermediate as [number, number][],
+        system_attrs: {},
+      }));
+    },
+
+    async suggestTrials(req: SuggestRequest): Promise<SuggestResponse> {
+      return suggester.request(req);
+    },
+
+    async startTrial(t: TrialInput): Promise<{ runId: string }> {
+      const runId = trialRunId(t.sweep_id, t.n);
+      const experimentId = await experimentFor(t.organization_id, t.config.experiment);
+      const base = t.config.base_config;
+      await createRun(deps.db, {
+        id: runId,
+        organizationId: t.organization_id,
+        experimentId,
+        name: `${t.config.experiment}-trial-${t.n}`,
+        userId: t.requested_by,
+        artifactRoot: artifactRootUri(deps),
+        config: { sweep_id: t.sweep_id, trial: t.n, base_config: base, params: t.params },
+        params: {
+          hpo_sweep_id: t.sweep_id,
+          hpo_trial: String(t.n),
+          method: base.method,
+          ...(base.method === 'lora' ? { model: base.model, dataset: base.dataset } : { function: base.function }),
+          max_steps: String(base.max_steps),
+          ...Object.fromEntries(Object.entries(t.params).map(([k, v]) => [k, String(v)])),
+        },
+      });
+      await insertTrial(deps.db, { sweepId: t.sweep_id, number: t.n, runId, params: t.params });
+      return { runId };
+    },
+
+    /** Evaluates a synthetic objective step by step; resumes from its last heartbeat after a worker restart. */
+    async runSyntheticTrial(a: { trial: TrialInput; runId: string }): Promise<TrialOutcome> {
+      const base = a.trial.config.base_config as SyntheticBaseConfig;
+      const ctx = Context.current();
+      const prior = ctx.info.heartbeatDetails as { step: number; gpu_seconds: number; curve: [number, number][] } | undefined;
+      const objective = objectivesOf(a.trial.config)[0]!.metric;
+      const curve: [number, number][] = prior?.curve ?? [];
+      const gpus = a.trial.config.resources_per_trial.gpus;
+      let step = prior?.step ?? 0;
+      let gpuSeconds = prior?.gpu_seconds ?? 0;
+      let last = Date.now();
+      const account = () => {
+        const now = Date.now();
+        gpuSeconds += ((now - last) / 1000) * gpus;
+        last = now;
+      };
+      let metrics: Record<string, number> = {};
+      let stopped: string | null = null;
+      try {
+        while (step < base.max_steps && stopped === null) {
+          if (base.step_ms > 0) await sleep(base.step_ms);
+          step++;
+          if (step % base.eval_steps === 0 || step === base.max_steps) {
+            metrics = syntheticMetrics(base.function, a.trial.params, step, base.max_steps, base.noise);
+            account();
+            stopped = await report(a.trial, a.runId, step, metrics);
+            curve.push([step, metrics[objective]!]);
+            await accountTrial(deps.db, a.trial.sweep_id, a.trial.n, { steps: step, gpuSeconds });
+          }
+          ctx.heartbeat({ step, gpu_seconds: gpuSeconds, curve });
+          if (base.step_ms === 0 && step % 50 === 0) await sleep(0); // let a cancellation in
+        }
+      } catch (err) {
+        if (err instanceof CancelledFailure) {
+          account();
+          await accountTrial(deps.db, a.trial.sweep_id, a.trial.n, { steps: step, gpuSeconds });
+        }
+        throw err;
+      }
+      account();
+      const state = stopped === null ? 'completed' : 'pruned';
+      return { n: a.trial.n, state, metrics: { ...metrics, 'cost/gpu_hours': gpuSeconds / 3600 }, steps: step, gpu_seconds: gpuSeconds, run_id: a.runId, error: stopped, curve };
+    },
+
+    /** Trains the tiny model with the trial's hyperparameters as a trainer job; reports eval/loss at each eval. */
+    async runLoraTrial(a: { trial: TrialInput; runId: string }): Promise<TrialOutcome> {
+      const t = a.trial;
+      const base = t.config.base_config as LoraBaseConfig;
+      const workdir = trialWorkdir(deps, t.sweep_id, t.n);
+      const dataset = await findDatasetVersion(deps.db, t.organization_id, base.dataset, base.dataset_version);
+      if (!dataset) throw ApplicationFailure.nonRetryable(`dataset "${base.dataset}" has no version ${base.dataset_version}`, 'NotFound');
+      const ref = datasetRef(dataset);
+      let baseModelPath: string;
+      try {
+        baseModelPath = resolveBaseModel(base.model, deps.config, deps.bootstrap);
+      } catch (err) {
+        if (err instanceof BaseModelError) throw ApplicationFailure.nonRetryable(err.message, 'BadInput');
+        throw err;
+      }
+      const dataDir = join(deps.home, 'work', `hpo-${t.sweep_id}`, 'data');
+      const spec = TrainJobSpecSchema.parse({
+        kind: 'train',
+        job_name: `hpo-${t.sweep_id}-trial-${t.n}`,
+        run_id: a.runId,
+        tracking_uri: deps.trackingUri,
+        base_model_path: baseModelPath,
+        train_path: await localPathFor(deps.store, ref.splits.train, dataDir),
+        validation_path: await localPathFor(deps.store, ref.splits.validation, dataDir),
+        output_dir: join(workdir, 'output'),
+        checkpoint_dir: join(workdir, 'checkpoints'),
+        method: 'lora',
+        hyperparameters: loraHyperparameters(base, t.params),
+        // By steps only: a checkpoint (and its eval) at every eval step is what the sweep compares.
+        checkpoint: { every_steps: base.eval_steps, keep_last: base.keep_checkpoints, every_seconds: null },
+        threads: deps.config.trainer.threads,
+      });
+      await writeSpec(workdir, spec);
+      return runTrainerJob(deps, { trial: t, runId: a.runId, workdir, spec });
+    },
+
+    async finishTrial(a: {
+      sweepId: string;
+      n: number;
+      state: TrialState;
+      values: number[] | null;
+      metrics: Record<string, number>;
+      intermediate: [number, number][];
+      steps: number;
+      gpuSeconds: number;
+      reason: string | null;
+    }): Promise<void> {
+      await finishTrial(deps.db, a.sweepId, a.n, { status: a.state, objectiveValues: a.values, metrics: a.metrics, intermediate: a.intermediate, steps: a.steps, gpuSeconds: a.gpuSeconds, reason: a.reason });
+      await setRunStatus(deps.db, trialRunId(a.sweepId, a.n), a.state === 'completed' ? 'completed' : a.state === 'failed' ? 'failed' : 'cancelled');
+    },
+
+    /**
+     * One round of a population-based training member (synthetic learning-curve kind): start from its own
+     * checkpoint of the previous round, or from a copy of another member's (exploit), train to the round's end
+     * step with this round's hyperparameters, and write this round's checkpoint. A retried round whose
+     * checkpoint exists returns it; one interrupted mid-way starts the round again from the same checkpoint.
+     */
+    async trainPbtRound(a: { input: PbtMemberRoundInput; runId: string }): Promise<PbtRoundResult> {
+      const { input, runId } = a;
+      const { order } = input;
+      const base = input.config.base_config as SyntheticBaseConfig;
+      const dir = pbtMemberDir(deps, input.sweep_id, input.member);
+      const done = join(dir, `round-${order.round}.json`);
+      const finished = await readFile(done, 'utf8').then((t) => PbtRoundResultSchema.parse(JSON.parse(t)), () => null);
+      if (finished) return finished;
+      await mkdir(dir, { recursive: true });
+      let state = { step: 0, loss: learningCurve(num(order.params.learning_rate), Math.round(num(order.params.width)), 0) };
+      if (order.round > 0) {
+        const from = order.exploit_from ?? input.member;
+        const source = join(pbtMemberDir(deps, input.sweep_id, from), `round-${order.round - 1}.json`);
+        // Exploit copies the file: the source goes on writing its own next checkpoint meanwhile.
+        await copyFile(source, join(dir, `start-${order.round}.json`));
+        const ckpt = PbtCheckpointSchema.parse(JSON.parse(await readFile(join(dir, `start-${order.round}.json`), 'utf8')));
+        state = { step: ckpt.step, loss: ckpt.loss };
+      }
+      const gpus = input.config.resources_per_trial.gpus;
+      const started = Date.now();
+      const ctx = Context.current();
+      while (state.step < order.end_step) {
+        if (base.step_ms > 0) await sleep(base.step_ms);
+        state = { step: state.step + 1, loss: learningCurveStep(num(order.params.learning_rate), Math.round(num(order.params.width)), state.loss) };
+        if (state.step % base.eval_steps === 0) await logMetrics(deps.db, runId, [{ key: 'eval/loss', value: state.loss, step: state.step, timestamp: Date.now() }]);
+        ctx.heartbeat({ step: state.step });
+      }
+      const result: PbtRoundResult = { member: input.member, round: order.round, step: state.step, value: state.loss, checkpoint: done, gpu_seconds: ((Date.now() - started) / 1000) * gpus };
+      await writeFile(`${done}.tmp`, JSON.stringify({ ...result, loss: state.loss, params: order.params }));
+      await rename(`${done}.tmp`, done);
+      return result;
+    },
+
+    async recordPbtRound(a: { sweepId: string; member: number; order: PbtRoundOrder; result: PbtRoundResult }): Promise<void> {
+      const { order, result } = a;
+      await recordLineage(deps.db, {
+        sweepId: a.sweepId,
+        member: a.member,
+        round: order.round,
+        parentMember: order.round === 0 ? null : (order.exploit_from ?? a.member),
+        action: order.round === 0 ? 'start' : order.exploit_from === null ? 'continue' : 'exploit',
+        params: order.params,
+        step: result.step,
+        value: result.value,
+        checkpoint: result.checkpoint,
+        gpuSeconds: result.gpu_seconds,
+      });
+      await accountTrial(deps.db, a.sweepId, a.member, { steps: result.step, gpuSeconds: 0 });
+      if (result.value !== null) await logParams(deps.db, trialRunId(a.sweepId, a.member), { [`round_${order.round}`]: JSON.stringify({ ...order.params, from: order.exploit_from ?? a.member }) });
+    },
+
+    async finishSweep(a: { sweepId: string; status: 'completed' | 'cancelled' | 'failed'; bestTrial: number | null }): Promise<void> {
+      await finishSweep(deps.db, a.sweepId, a.status, a.bestTrial);
+    },
+  };
+}
+
+export const pbtMemberDir = (deps: ActivityDeps, sweepId: string, member: number): string => join(deps.home, 'work', `hpo-${sweepId}-member-${member}`);
+
+/** A synthetic member's checkpoint: where it is on its learning curve. */
+const PbtCheckpointSchema = z.object({ step: z.number().int().nonnegative(), loss: z.number() });
+
+const num = (v: unknown): number => {
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw ApplicationFailure.nonRetryable(`expected a number, got ${JSON.stringify(v)}`, 'BadInput');
+  return v;
+};
+
+/** Reports one eval to the sweep; the reason when the sweep's early-stopping rule stops the trial, else null. */
+export async function askSweep(t: TrialInput, step: number, value: number): Promise<string | null> {
+  const update = getClient()
+    .workflow.getHandle(t.report_to)
+    .executeUpdate(trialReportUpdate, { args: [{ n: t.n, step, value }] })
+    // The sweep is between runs (continue-as-new) or gone: the trial goes on; its result is recorded either way.
+    .catch(() => ({ stop: false, reason: '' }));
+  // The sweep's workflow may run on this very worker: a worker shutting down cancels the activity, and the
+  // activity must not sit on an Update that worker will never answer.
+  const answer = await Promise.race([update, Context.current().cancelled, sleep(60_000).then(() => ({ stop: false, reason: '' }))]);
+  return answer.stop ? answer.reason : null;
+}
+
+/** The trial's hyperparameters: the base config's fixed ones, overridden by the trial's sampled ones. */
+export function loraHyperparameters(base: LoraBaseConfig, params: Params): TrainJobSpec['hyperparameters'] {
+  const checked = LoraHyperparametersSchema.safeParse({ learning_rate: 2e-3, batch_size: 8, ...base.hyperparameters, ...params, max_steps: base.max_steps });
+  if (!checked.success) throw ApplicationFailure.nonRetryable(`trial hyperparameters: ${checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`, 'BadInput');
+  return checked.data;
+}
+
+/** Runs one trainer job for a trial: eval points go to the sweep as they appear; GPU time is accounted. */
+async function runTrainerJob(
+  deps: ActivityDeps,
+  p: { trial: TrialInput; runId: string; workdir: string; spec: TrainJobSpec },
+): Promise<TrialOutcome> {
+  const gpus = p.trial.config.resources_per_trial.gpus;
+  const started = Date.now();
+  const prior = Context.current().info.heartbeatDetails as { gpu_seconds?: number; reported?: number; curve?: [number, number][] } | undefined;
+  const curve: [number, number][] = prior?.curve ?? [];
+  const priorGpu = prior?.gpu_seconds ?? 0;
+  const gpuSeconds = () => priorGpu + ((Date.now() - started) / 1000) * gpus;
+  let reported = prior?.reported ?? 0;
+  let step = 0;
+  const evalEvery = p.spec.checkpoint.every_steps;
+  const objective = objectivesOf(p.trial.config)[0]!.metric;
+  let stopped: string | null = null;
+  try {
+    const result = await runJobToCompletion(deps, {
+      job: p.spec.job_name,
+      request: {
+        workdir: p.workdir,
+        command: [deps.bootstrap.python, '-m', 'hanzo_ml', 'train', '--spec', join(p.workdir, 'spec.json'), '--workdir', p.workdir],
+        env: { PYTHONPATH: join(repoRoot, 'trainer'), HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', HF_DATASETS_OFFLINE: '1', HANZO_ML_TRACKING_TOKEN: deps.trackingToken, OMP_NUM_THREADS: String(deps.config.trainer.threads), PYTHONUNBUFFERED: '1' },
+      },
+      resultPath: join(p.workdir, 'result.json'),
+      resultSchema: TrainResultSchema,
+      pollMs: 500,
+      onPoll: async () => {
+        const progress = await readFile(join(p.workdir, 'progress.json'), 'utf8').then((t) => TrainProgressSchema.parse(JSON.parse(t)), () => null);
+        if (!progress) return { gpu_seconds: gpuSeconds(), reported, curve };
+        step = progress.step;
+        const evalStep = Math.floor(step / evalEvery) * evalEvery;
+        const value = progress.metrics[objective];
+        if (evalStep > reported && value !== undefined) {
+          reported = evalStep;
+          // The trainer logs its own metrics to the run; only the objective goes to the sweep here.
+          stopped = await askSweep(p.trial, evalStep, value);
+          curve.push([evalStep, value]);
+          await accountTrial(deps.db, p.trial.sweep_id, p.trial.n, { steps: step, gpuSeconds: gpuSeconds() });
+          if (stopped !== null) throw new TrialStopped(stopped);
+        }
+        return { gpu_seconds: gpuSeconds(), reported, step, curve };
+      },
+    });
+    const gpu = gpuSeconds();
+    return { n: p.trial.n, state: 'completed', metrics: { ...result.final_metrics, 'cost/gpu_hours': gpu / 3600 }, steps: result.steps, gpu_seconds: gpu, run_id: p.runId, error: null, curve };
+  } catch (err) {
+    if (err instanceof TrialStopped) {
+      await stopJob(deps, p.workdir);
+      const gpu = gpuSeconds();
+      await accountTrial(deps.db, p.trial.sweep_id, p.trial.n, { steps: step, gpuSeconds: gpu });
+      return { n: p.trial.n, state: 'pruned', metrics: { 'cost/gpu_hours': gpu / 3600 }, steps: step, gpu_seconds: gpu, run_id: p.runId, error: err.message, curve };
+    }
+    if (err instanceof CancelledFailure) await accountTrial(deps.db, p.trial.sweep_id, p.trial.n, { steps: step, gpuSeconds: gpuSeconds() });
+    throw err;
+  }
+}
+
+class TrialStopped extends Error {}
+
+/** A stopped trial's job ends now: SIGTERM (it checkpoints the step in flight), SIGKILL after 60 s. */
+async function stopJob(deps: ActivityDeps, workdir: string): Promise<void> {
+  deps.executor.signal(workdir, 'SIGTERM');
+  for (let i = 0; i < 120 && deps.executor.state(workdir).state === 'running'; i++) await new Promise((r) => setTimeout(r, 500));
+  deps.executor.signal(workdir, 'SIGKILL');
+}

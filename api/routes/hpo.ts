@@ -1,0 +1,191 @@
+// /v1/hpo: start a hyperparameter sweep, follow it (status and best trial), list its trials, cancel it.
+import { randomUUID } from 'node:crypto';
+import { Hono, type Context } from 'hono';
+import { WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
+import { TypedSearchAttributes } from '@temporalio/common';
+import type { ApiDeps, AppEnv } from '../deps.js';
+import {
+  HPO_TASK_QUEUE,
+  SweepConfigSchema,
+  TrialsQuerySchema,
+  hpoWorkflowId,
+  objectivesOf,
+  type SweepConfig,
+  type SweepProgress,
+  type SweepWorkflowInput,
+} from '../../contracts/hpo.js';
+import { ORGANIZATION_KEY } from '../../contracts/search-attributes.js';
+import type { hpoSweepWorkflow } from '../../workflows/hpo.js';
+import { sweepProgressQuery } from '../../workflows/hpo-messages.js';
+import { findDatasetVersion } from '../../db/repo/datasets.js';
+import { createSweep, getSweep, lineageOf, listSweeps, sweepTotals, trialsOf, type TrialRow } from '../../db/repo/hpo.js';
+import { artifactRootUri } from '../../lib/object-store.js';
+import { audit } from '../../db/repo/auth.js';
+import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
+import { ApiError, invalid, notFound } from '../errors.js';
+import { jsonBody, queryParams } from '../validate.js';
+import { requireRole } from '../auth.js';
+
+/** Rejects a sweep that cannot run (strategy, concurrency cap, base model, dataset) before anything starts. */
+export async function checkSweep(deps: ApiDeps, req: SweepConfig, organizationId: string): Promise<SweepWorkflowInput['config']> {
+  const strategy = req.strategy ?? deps.config.hpo.default_strategy;
+  const resolved = SweepConfigSchema.safeParse({ ...req, strategy });
+  if (!resolved.success) throw invalid(`invalid request body: ${resolved.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  const cap = deps.config.hpo.max_concurrent_trials;
+  if (req.max_concurrent_trials > cap) throw invalid(`max_concurrent_trials: ${req.max_concurrent_trials} exceeds this server's hpo.max_concurrent_trials (${cap})`);
+  const base = req.base_config;
+  if (base.method === 'lora') {
+    try {
+      resolveBaseModel(base.model, deps.config, deps.bootstrap);
+    } catch (err) {
+      if (err instanceof BaseModelError) throw invalid(`base_config.model: ${err.message}`);
+      throw err;
+    }
+    if (!(await findDatasetVersion(deps.db, organizationId, base.dataset, base.dataset_version)))
+      throw invalid(`base_config.dataset: "${base.dataset}" has no version ${base.dataset_version}`);
+  }
+  return { ...resolved.data, strategy };
+}
+
+const trialView = (t: TrialRow) => ({
+  number: t.number,
+  status: t.status,
+  run_id: t.runId,
+  params: t.params,
+  objective_values: t.objectiveValues,
+  metrics: t.metrics,
+  steps: t.steps,
+  gpu_hours: t.gpuSeconds / 3600,
+  reason: t.reason,
+  started_at: t.startedAt.toISOString(),
+  ended_at: t.endedAt?.toISOString() ?? null,
+});
+
+/** Completed trials best first on the first objective (ties by number); the others after them by number. */
+export function rankTrials(rows: TrialRow[], direction: 'minimize' | 'maximize'): TrialRow[] {
+  const value = (t: TrialRow) => (t.status === 'completed' ? ((t.objectiveValues as number[] | null)?.[0] ?? null) : null);
+  return [...rows].sort((a, b) => {
+    const va = value(a);
+    const vb = value(b);
+    if (va !== null && vb !== null) return (direction === 'minimize' ? va - vb : vb - va) || a.number - b.number;
+    if (va !== null) return -1;
+    if (vb !== null) return 1;
+    return a.number - b.number;
+  });
+}
+
+export function hpoRoutes(deps: ApiDeps) {
+  const app = new Hono<AppEnv>();
+  const uiLink = (id: string): string | null =>
+    deps.temporalUiUrl ? `${deps.temporalUiUrl}/namespaces/${deps.config.temporal.namespace}/workflows/${encodeURIComponent(hpoWorkflowId(id))}` : null;
+
+  async function owned(c: Context<AppEnv>, id: string) {
+    const row = await getSweep(deps.db, c.get('principal').organizationId, id);
+    if (!row) throw notFound(`sweep ${id}`);
+    return row;
+  }
+
+  async function liveProgress(handle: WorkflowHandle): Promise<{ status: string; progress: SweepProgress | null }> {
+    try {
+      const d = await handle.describe();
+      const progress = await handle.query(sweepProgressQuery).catch(() => null);
+      return { status: d.status.name, progress };
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return { status: 'UNKNOWN', progress: null };
+      throw err;
+    }
+  }
+
+  app.post('/', async (c) => {
+    const principal = requireRole(c, 'developer');
+    const req = await jsonBody(c, SweepConfigSchema);
+    const config = await checkSweep(deps, req, principal.organizationId);
+    const id = randomUUID();
+    const input: SweepWorkflowInput = {
+      sweep_id: id,
+      config,
+      organization_id: principal.organizationId,
+      requested_by: principal.subject,
+      runtime: { heartbeat_timeout: deps.config.temporal.heartbeat_timeout, continue_as_new_after_events: 8000 },
+    };
+    await createSweep(deps.db, input, artifactRootUri(deps));
+    await deps.temporal.workflow.start<typeof hpoSweepWorkflow>(config.strategy === 'pbt' ? 'pbtWorkflow' : 'hpoSweepWorkflow', {
+      taskQueue: HPO_TASK_QUEUE,
+      workflowId: hpoWorkflowId(id),
+      args: [input],
+      memo: { organization_id: principal.organizationId },
+      typedSearchAttributes: new TypedSearchAttributes([{ key: ORGANIZATION_KEY, value: principal.organizationId }]),
+    });
+    return c.json({ id, workflow_id: hpoWorkflowId(id), strategy: config.strategy, temporal_ui_url: uiLink(id) }, 201);
+  });
+
+  app.get('/', async (c) => {
+    const principal = requireRole(c, 'viewer');
+    const rows = await listSweeps(deps.db, principal.organizationId, 100);
+    return c.json({
+      sweeps: rows.map((r) => ({ id: r.id, experiment: (r.config as SweepConfig).experiment, strategy: r.strategy, status: r.status, best_trial: r.bestTrial, created_at: r.createdAt.toISOString() })),
+    });
+  });
+
+  app.get('/:id', async (c) => {
+    requireRole(c, 'viewer');
+    const row = await owned(c, c.req.param('id'));
+    const config = row.config as SweepConfig;
+    const trials = await trialsOf(deps.db, row.id);
+    const objectives = objectivesOf(config);
+    const ranked = rankTrials(trials, objectives[0]!.direction);
+    const best = ranked[0]?.status === 'completed' ? ranked[0] : null;
+    const totals = await sweepTotals(deps.db, row.id);
+    const { status, progress } = await liveProgress(deps.temporal.workflow.getHandle(hpoWorkflowId(row.id)));
+    return c.json({
+      id: row.id,
+      workflow_id: hpoWorkflowId(row.id),
+      experiment_id: row.experimentId,
+      strategy: row.strategy,
+      status: row.status,
+      workflow_status: status,
+      objectives,
+      best_trial: best ? trialView(best) : null,
+      pareto_front: progress?.pareto_front ?? [],
+      trials: { total: totals.trials, by_status: Object.fromEntries(['running', 'completed', 'pruned', 'failed', 'cancelled'].map((s) => [s, trials.filter((t) => t.status === s).length])) },
+      trial_steps: totals.steps,
+      trial_steps_saved: progress?.trial_steps_saved ?? null,
+      gpu_hours: totals.gpuSeconds / 3600,
+      progress,
+      config,
+      temporal_ui_url: uiLink(row.id),
+    });
+  });
+
+  app.get('/:id/trials', async (c) => {
+    requireRole(c, 'viewer');
+    const row = await owned(c, c.req.param('id'));
+    const q = queryParams(c, TrialsQuerySchema);
+    const config = row.config as SweepConfig;
+    let rows = rankTrials(await trialsOf(deps.db, row.id, q.state), objectivesOf(config)[0]!.direction);
+    if (q.top !== undefined) rows = rows.filter((t) => t.status === 'completed').slice(0, q.top);
+    return c.json({ sweep_id: row.id, objectives: objectivesOf(config), trials: rows.map(trialView) });
+  });
+
+  /** Population-based training: what every member did in every round, and whose checkpoint it started from. */
+  app.get('/:id/lineage', async (c) => {
+    requireRole(c, 'viewer');
+    const row = await owned(c, c.req.param('id'));
+    const rows = await lineageOf(deps.db, row.id);
+    return c.json({
+      sweep_id: row.id,
+      lineage: rows.map((r) => ({ member: r.member, round: r.round, action: r.action, parent_member: r.parentMember, params: r.params, step: r.step, value: r.value, checkpoint: r.checkpoint })),
+    });
+  });
+
+  app.post('/:id/cancel', async (c) => {
+    const principal = requireRole(c, 'developer');
+    const row = await owned(c, c.req.param('id'));
+    if (row.status !== 'running') throw new ApiError('INVALID_STATE', `sweep ${row.id} is ${row.status}`);
+    await deps.temporal.workflow.getHandle(hpoWorkflowId(row.id)).cancel();
+    await audit(deps.db, { organizationId: principal.organizationId, actor: principal.subject, action: 'hpo.cancel', target: row.id, detail: {} });
+    return c.json({ id: row.id, cancel_requested: true });
+  });
+
+  return app;
+}

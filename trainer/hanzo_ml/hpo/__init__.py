@@ -1,0 +1,1 @@
+"""Hyperparameter search: stateless suggestions from Optuna's samplers (see suggest.py)."""
