@@ -2,29 +2,15 @@
 // `mlflow server` with artifact serving: the same scenario (test/mlflow-compat/artifacts.py) must print the same
 // transcript — listings, downloaded bytes, dataset inputs, a pyfunc model logged, loaded and used to predict,
 // logged-model search, and the error codes and messages of unsafe paths and missing runs — on both.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestStack, type TestStack } from './support/stack.js';
-import { runScenario, startReferenceMlflow, type ReferenceMlflow } from './support/mlflow.js';
-
-let stack: TestStack;
-let reference: ReferenceMlflow | null = null;
-let python = '';
+import { describe, expect, it } from 'vitest';
+import { runBothScenarios, useCompatServers } from './support/mlflow.js';
 
 describe('the stock mlflow client with artifacts and logged models', () => {
-  beforeAll(async () => {
-    stack = await startTestStack({}, { worker: false });
-    python = stack.loaded.bootstrap.mlflow_python ?? '';
-    reference = await startReferenceMlflow(python);
-  }, 120_000);
-
-  afterAll(async () => {
-    reference?.stop();
-    await stack?.stop();
-  });
+  const servers = useCompatServers();
 
   it('sees the same transcript from our API as from the reference mlflow server', async () => {
     const script = 'test/mlflow-compat/artifacts.py';
-    const [ours, theirs] = await Promise.all([runScenario(python, script, stack.runtime.apiUrl), runScenario(python, script, reference!.url)]);
+    const [ours, theirs] = await runBothScenarios(servers, script);
     expect(ours).toEqual(theirs);
     // The scenario really ran: files came back byte for byte, and the logged model predicted.
     const steps = ours as { step: string; result?: unknown; error?: string; status?: number }[];

@@ -1,14 +1,9 @@
 // The stock mlflow client's model-registry calls against our API and against a reference `mlflow server`
 // (SQLite): the same scenario (test/mlflow-compat/registry.py) must print the same transcript — values, stages,
 // aliases, search results, error codes and messages — on both.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestStack, type TestStack } from './support/stack.js';
-import { runScenario, startReferenceMlflow, type ReferenceMlflow } from './support/mlflow.js';
+import { describe, expect, it } from 'vitest';
+import { runBothScenarios, useCompatServers } from './support/mlflow.js';
 import { DEV_TOKEN } from './support/config.js';
-
-let stack: TestStack;
-let reference: ReferenceMlflow | null = null;
-let python = '';
 
 /** The closing register-and-load steps need the mlflow-artifacts proxy; they run when this server serves it. */
 async function servesArtifactProxy(url: string): Promise<boolean> {
@@ -17,21 +12,12 @@ async function servesArtifactProxy(url: string): Promise<boolean> {
 }
 
 describe('the stock mlflow client on the model registry', () => {
-  beforeAll(async () => {
-    stack = await startTestStack({}, { worker: false });
-    python = stack.loaded.bootstrap.mlflow_python ?? '';
-    reference = await startReferenceMlflow(python);
-  }, 120_000);
-
-  afterAll(async () => {
-    reference?.stop();
-    await stack?.stop();
-  });
+  const servers = useCompatServers();
 
   it('sees the same registry transcript from our API as from the reference mlflow server', async () => {
     const script = 'test/mlflow-compat/registry.py';
-    const env = { REGISTRY_COMPAT_ARTIFACTS: (await servesArtifactProxy(stack.runtime.apiUrl)) ? '1' : '0' };
-    const [ours, theirs] = await Promise.all([runScenario(python, script, stack.runtime.apiUrl, env), runScenario(python, script, reference!.url, env)]);
+    const env = { REGISTRY_COMPAT_ARTIFACTS: (await servesArtifactProxy(servers.stack.runtime.apiUrl)) ? '1' : '0' };
+    const [ours, theirs] = await runBothScenarios(servers, script, env);
     expect(ours).toEqual(theirs);
     // The scenario really ran: stages moved, the archive happened, errors came back with MLflow's codes.
     const steps = ours as { step: string; result?: unknown; error?: string }[];

@@ -1,29 +1,15 @@
 // The stock mlflow Python client against our API and against a reference `mlflow server` (SQLite): the same
 // scenario (test/mlflow-compat/scenario.py) must print the same transcript — values, shapes, error codes and
 // messages — on both.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestStack, type TestStack } from './support/stack.js';
-import { runScenario, startReferenceMlflow, type ReferenceMlflow } from './support/mlflow.js';
-
-let stack: TestStack;
-let reference: ReferenceMlflow | null = null;
-let python = '';
+import { describe, expect, it } from 'vitest';
+import { runBothScenarios, useCompatServers } from './support/mlflow.js';
 
 describe('the stock mlflow client', () => {
-  beforeAll(async () => {
-    stack = await startTestStack({}, { worker: false });
-    python = stack.loaded.bootstrap.mlflow_python ?? '';
-    reference = await startReferenceMlflow(python);
-  }, 120_000);
-
-  afterAll(async () => {
-    reference?.stop();
-    await stack?.stop();
-  });
+  const servers = useCompatServers();
 
   it('sees the same transcript from our API as from the reference mlflow server', async () => {
     const script = 'test/mlflow-compat/scenario.py';
-    const [ours, theirs] = await Promise.all([runScenario(python, script, stack.runtime.apiUrl), runScenario(python, script, reference!.url)]);
+    const [ours, theirs] = await runBothScenarios(servers, script);
     expect(ours).toEqual(theirs);
     // The scenario really ran: every step is there, the 2500-point history came back across pages.
     const steps = ours as { step: string; result?: unknown; error?: string }[];

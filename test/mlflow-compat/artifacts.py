@@ -10,7 +10,6 @@ transcripts must be equal. Server-chosen values (run, experiment and model ids, 
 import json
 import os
 import re
-import sys
 import tempfile
 
 import pandas as pd
@@ -19,21 +18,13 @@ import requests
 import mlflow
 import mlflow.pyfunc
 from mlflow import MlflowClient
-from mlflow.exceptions import MlflowException
+from transcript import Transcript
 
 URI = os.environ["MLFLOW_TRACKING_URI"]
 HEADERS = {"Authorization": f"Bearer {os.environ.get('MLFLOW_TRACKING_TOKEN', '')}"}
 client = MlflowClient()
-transcript = []
-ids = {}
-
-
-def placeholder(value, kind):
-    """Replaces a server-chosen id with <kind:N>, numbered in order of first appearance."""
-    key = (kind, value)
-    if key not in ids:
-        ids[key] = f"<{kind}:{sum(1 for k in ids if k[0] == kind) + 1}>"
-    return ids[key]
+_transcript = Transcript(scrub=lambda text: scrub(text))
+transcript, ids, placeholder, record = _transcript.entries, _transcript.ids, _transcript.placeholder, _transcript.record
 
 
 def scrub(text):
@@ -44,14 +35,6 @@ def scrub(text):
         else:
             text = text.replace(value, name)
     return text
-
-
-def record(step, fn):
-    """Records what a call returned, or the MLflow error it raised (code and message, ids scrubbed)."""
-    try:
-        transcript.append({"step": step, "result": fn()})
-    except MlflowException as e:
-        transcript.append({"step": step, "error": e.error_code, "message": scrub(e.message)})
 
 
 def rest(step, method, path, **kw):
@@ -189,10 +172,7 @@ def main():
     record("search after delete", lambda: sorted(m.name for m in client.search_logged_models(experiment_ids=[exp.experiment_id])))
     record("missing logged model", lambda: client.get_logged_model("m-" + "0" * 32))
 
-    # The client prints run links on stdout, so the transcript goes to the file named on the command line.
-    with open(sys.argv[1], "w") if len(sys.argv) > 1 else sys.stdout as out:
-        json.dump(transcript, out, indent=1, sort_keys=True)
-        out.write("\n")
+    _transcript.write()
 
 
 if __name__ == "__main__":

@@ -8,9 +8,7 @@ the scenario ends by logging a model, registering it with mlflow.register_model 
 `models:/name@alias`, which needs the server's mlflow-artifacts proxy.
 """
 
-import json
 import os
-import sys
 import tempfile
 import warnings
 
@@ -19,23 +17,16 @@ import requests
 import mlflow
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
+from transcript import Transcript
 
 warnings.filterwarnings("ignore")
 
 URI = os.environ["MLFLOW_TRACKING_URI"]
 HEADERS = {"Authorization": f"Bearer {os.environ.get('MLFLOW_TRACKING_TOKEN', '')}"}
 client = MlflowClient()
-transcript = []
-ids = {}
+_transcript = Transcript(scrub=lambda text: scrub(text))
+transcript, ids, placeholder, record = _transcript.entries, _transcript.ids, _transcript.placeholder, _transcript.record
 artifact_roots = {}
-
-
-def placeholder(value, kind):
-    """Replaces a server-chosen id with <kind:N>, numbered in order of first appearance."""
-    key = (kind, value)
-    if key not in ids:
-        ids[key] = f"<{kind}:{sum(1 for k in ids if k[0] == kind) + 1}>"
-    return ids[key]
 
 
 def scrub(text):
@@ -72,14 +63,6 @@ def model_view(rm):
         "latest": sorted([[v.version, v.current_stage] for v in rm.latest_versions]),
         "has_times": rm.creation_timestamp is not None and rm.last_updated_timestamp is not None,
     }
-
-
-def record(step, fn):
-    """Records what a call returned, or the MLflow error it raised (code and message, ids scrubbed)."""
-    try:
-        transcript.append({"step": step, "result": fn()})
-    except MlflowException as e:
-        transcript.append({"step": step, "error": e.error_code, "message": scrub(e.message)})
 
 
 def record_code(step, fn):
@@ -247,9 +230,7 @@ def main():
             register_and_load_through_artifact_proxy()
     finally:
         # Written even when a step the scenario relies on fails, so the transcripts show where they part.
-        with open(sys.argv[1], "w") if len(sys.argv) > 1 else sys.stdout as out:
-            json.dump(transcript, out, indent=1, sort_keys=True)
-            out.write("\n")
+        _transcript.write()
 
 
 if __name__ == "__main__":

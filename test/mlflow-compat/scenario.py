@@ -6,10 +6,8 @@ Run once against the reference `mlflow server` and once against hanzo-ml: the tr
 Server-chosen values (run and experiment ids, times, artifact locations) become placeholders.
 """
 
-import json
 import math
 import os
-import sys
 
 import requests
 
@@ -17,7 +15,7 @@ import mlflow
 import mlflow.tracking._tracking_service.client as tracking_client
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
-from mlflow.exceptions import MlflowException
+from transcript import Transcript
 
 # A small history page size, so the client must follow next_page_token across pages.
 tracking_client.GET_METRIC_HISTORY_MAX_RESULTS = 1000
@@ -25,16 +23,8 @@ tracking_client.GET_METRIC_HISTORY_MAX_RESULTS = 1000
 URI = os.environ["MLFLOW_TRACKING_URI"]
 HEADERS = {"Authorization": f"Bearer {os.environ.get('MLFLOW_TRACKING_TOKEN', '')}"}
 client = MlflowClient()
-transcript = []
-ids = {}
-
-
-def placeholder(value, kind):
-    """Replaces a server-chosen id with <kind:N>, numbered in order of first appearance."""
-    key = (kind, value)
-    if key not in ids:
-        ids[key] = f"<{kind}:{sum(1 for k in ids if k[0] == kind) + 1}>"
-    return ids[key]
+_transcript = Transcript(scrub=lambda text: scrub(text))
+transcript, ids, placeholder, record = _transcript.entries, _transcript.ids, _transcript.placeholder, _transcript.record
 
 
 def scrub(text):
@@ -62,14 +52,6 @@ def run_view(run):
         "metrics": {k: number(v) for k, v in sorted(run.data.metrics.items())},
         "tags": {k: v for k, v in sorted(run.data.tags.items()) if not k.startswith("mlflow.source.")},
     }
-
-
-def record(step, fn):
-    """Records what a call returned, or the MLflow error it raised (code and message, ids scrubbed)."""
-    try:
-        transcript.append({"step": step, "result": fn()})
-    except MlflowException as e:
-        transcript.append({"step": step, "error": e.error_code, "message": scrub(e.message)})
 
 
 def rest(step, method, path, body):
@@ -163,10 +145,7 @@ def main():
     rest("log-metric: key escaping", "POST", "runs/log-metric", {"run_id": gamma, "key": "../escape", "value": 1.0, "timestamp": 1, "step": 0})
     rest("log-metric: unknown run", "POST", "runs/log-metric", {"run_id": "f" * 32, "key": "k", "value": 1.0, "timestamp": 1, "step": 0})
 
-    # The client prints run links on stdout, so the transcript goes to the file named on the command line.
-    with open(sys.argv[1], "w") if len(sys.argv) > 1 else sys.stdout as out:
-        json.dump(transcript, out, indent=1, sort_keys=True)
-        out.write("\n")
+    _transcript.write()
 
 
 if __name__ == "__main__":

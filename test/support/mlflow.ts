@@ -7,6 +7,8 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { DEV_TOKEN } from './config.js';
 import { freePort } from './ports.js';
+import { startTestStack, type TestStack } from './stack.js';
+import { afterAll, beforeAll } from 'vitest';
 
 const run = promisify(execFile);
 
@@ -57,4 +59,34 @@ export async function runScenario(python: string, script: string, uri: string, e
     timeout: 300_000,
   });
   return JSON.parse(readFileSync(out, 'utf8'));
+}
+
+export interface CompatServers {
+  /** The mlflow client venv's python. */
+  python: string;
+  stack: TestStack;
+  reference: ReferenceMlflow;
+}
+
+/**
+ * Registers the hooks of a compatibility suite: our API (no worker) and a reference mlflow server, both up
+ * before the suite and stopped after it. The returned object is filled in by `beforeAll`.
+ */
+export function useCompatServers(): CompatServers {
+  const servers = {} as CompatServers;
+  beforeAll(async () => {
+    servers.stack = await startTestStack({}, { worker: false });
+    servers.python = servers.stack.loaded.bootstrap.mlflow_python ?? '';
+    servers.reference = await startReferenceMlflow(servers.python);
+  }, 120_000);
+  afterAll(async () => {
+    servers.reference?.stop();
+    await servers.stack?.stop();
+  });
+  return servers;
+}
+
+/** Runs one scenario against both servers at once: [ours, theirs]. */
+export async function runBothScenarios(s: CompatServers, script: string, extraEnv: Record<string, string> = {}): Promise<[unknown, unknown]> {
+  return Promise.all([runScenario(s.python, script, s.stack.runtime.apiUrl, extraEnv), runScenario(s.python, script, s.reference.url, extraEnv)]);
 }
