@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hanzo_ml.errors import InputError
+from hanzo_ml.files import read_jsonl_records
 
 log = logging.getLogger(__name__)
 
@@ -39,24 +40,8 @@ class TokenizedExample:
 # ---- reading -----------------------------------------------------------------------------------
 
 def read_chat_jsonl(path: Path, allow_empty: bool = False) -> list[Messages]:
-    """Every record of a normalized JSONL file; the first bad record raises InputError naming its line.
-
-    allow_empty: a small dataset may leave a split empty, which is fine for counting but not for training.
-    """
-    conversations = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from e
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
-    for line_number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        conversations.append(parse_record(line, f"{path}:{line_number}"))
-    if not conversations and not allow_empty:
-        raise InputError(f"{path}: no records")
-    return conversations
+    """Every record of a normalized JSONL file; the first bad record raises InputError naming its line."""
+    return read_jsonl_records(path, parse_record, allow_empty)
 
 
 def parse_record(line: str, where: str) -> Messages:

@@ -7,7 +7,11 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+from hanzo_ml.errors import InputError
+
+T = TypeVar("T")
 
 
 def sha256_file(path: Path) -> str:
@@ -83,3 +87,19 @@ def replace_dir(tmp: Path, final: Path) -> None:
     else:
         os.rename(tmp, final)
     fsync_dir(final.parent)
+
+
+def read_jsonl_records(path: Path, parse: Callable[[str, str], T], allow_empty: bool = False) -> list[T]:
+    """Every non-blank line of a JSONL file through `parse(line, "path:line")`; the first bad record raises
+    InputError naming its line. allow_empty: a small dataset may leave a split empty, which is fine for counting
+    but not for training."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+    records = [parse(line, f"{path}:{number}") for number, line in enumerate(lines, start=1) if line.strip()]
+    if not records and not allow_empty:
+        raise InputError(f"{path}: no records")
+    return records

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hanzo_ml.chat import IGNORE_INDEX, Messages, check_message, encode_text, render
 from hanzo_ml.errors import InputError
+from hanzo_ml.files import read_jsonl_records
 
 PREFERENCE_FIELDS = ("prompt", "chosen", "rejected")
 
@@ -43,19 +44,7 @@ class PreferenceExample:
 # ---- reading -----------------------------------------------------------------------------------
 
 def read_preference_jsonl(path: Path, allow_empty: bool = False) -> list[PreferencePair]:
-    pairs = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from e
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
-    for line_number, line in enumerate(lines, start=1):
-        if line.strip():
-            pairs.append(parse_preference_record(line, f"{path}:{line_number}"))
-    if not pairs and not allow_empty:
-        raise InputError(f"{path}: no records")
-    return pairs
+    return read_jsonl_records(path, parse_preference_record, allow_empty)
 
 
 def parse_preference_record(line: str, where: str) -> PreferencePair:

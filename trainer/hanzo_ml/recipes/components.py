@@ -210,6 +210,20 @@ def load_preference_datasets(spec, spec_path: Path, collate_pairs: Callable[[lis
 
 # ---- the chat objective: next-token NLL on labelled tokens -----------------------------------------
 
+@torch.no_grad()
+def mean_pair_loss(model, pairs: list, batch_size: int, collate_pairs: Callable[[list], dict],
+                   loss_of: Callable[[dict], torch.Tensor]) -> float:
+    """A preference loss averaged over held-out pairs in eval mode; the model's mode is left as it was."""
+    was_training = model.training
+    model.eval()
+    total, device = 0.0, model_device(model)
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start:start + batch_size]
+        total += loss_of(to_device(collate_pairs(chunk), device)).item() * len(chunk)
+    model.train(was_training)
+    return total / len(pairs)
+
+
 def summed_nll(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Sum of next-token NLL over labelled tokens; packed batches attend with their block-diagonal mask."""
     kwargs = {"input_ids": batch["input_ids"]}

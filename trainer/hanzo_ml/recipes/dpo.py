@@ -15,7 +15,7 @@ import torch
 from hanzo_ml.modeling import load_causal_lm
 from hanzo_ml.recipes import Recipe
 from hanzo_ml.recipes.components import (AdapterWeights, TrlLossModule, attach_adapter, load_preference_datasets,
-                                         lora_config, model_device, to_device)
+                                         lora_config, mean_pair_loss, model_device, to_device)
 
 DEFAULTS = SimpleNamespace(beta=0.1, loss_type="sigmoid")
 
@@ -59,17 +59,10 @@ class DpoObjective(TrlLossModule):
                       if k in ("rewards/accuracies", "rewards/margins") and v})
         self.trainer._metrics["train"].clear()
 
-    @torch.no_grad()
     def evaluate(self, model, pairs: list, batch_size: int) -> float:
-        was_training = model.training
-        model.eval()
-        total, device = 0.0, model_device(model)
-        for start in range(0, len(pairs), batch_size):
-            chunk = pairs[start:start + batch_size]
-            total += self.trainer.compute_loss(model, to_device(self.collate(chunk), device)).item() * len(chunk)
+        loss = mean_pair_loss(model, pairs, batch_size, self.collate, lambda batch: self.trainer.compute_loss(model, batch))
         self.trainer._metrics["eval"].clear()
-        model.train(was_training)
-        return total / len(pairs)
+        return loss
 
 
 RECIPE = Recipe(

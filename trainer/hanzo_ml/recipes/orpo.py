@@ -16,7 +16,7 @@ from hanzo_ml.modeling import load_causal_lm
 from hanzo_ml.preference import completion_labels
 from hanzo_ml.recipes import Recipe
 from hanzo_ml.recipes.components import (AdapterWeights, TrlLossModule, attach_adapter, load_preference_datasets,
-                                         lora_config, model_device, to_device)
+                                         lora_config, mean_pair_loss, model_device, to_device)
 
 DEFAULTS = SimpleNamespace(beta=0.1, loss_type="sigmoid")
 
@@ -67,17 +67,9 @@ class OrpoObjective(TrlLossModule):
                                                   "log_odds_ratio")})
             yield loss / len(micro_batches)
 
-    @torch.no_grad()
     def evaluate(self, model, pairs: list, batch_size: int) -> float:
-        was_training = model.training
-        model.eval()
-        total, device = 0.0, model_device(model)
-        for start in range(0, len(pairs), batch_size):
-            chunk = pairs[start:start + batch_size]
-            loss, _ = self.trainer.get_batch_loss_metrics(model, to_device(self.collate(chunk), device), "eval")
-            total += loss.item() * len(chunk)
-        model.train(was_training)
-        return total / len(pairs)
+        return mean_pair_loss(model, pairs, batch_size, self.collate,
+                              lambda batch: self.trainer.get_batch_loss_metrics(model, batch, "eval")[0])
 
 
 RECIPE = Recipe(
