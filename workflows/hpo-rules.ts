@@ -7,7 +7,7 @@
 // MedianPruner (a trial's best value so far against the median of completed trials at the same step) and
 // SuccessiveHalvingPruner (asynchronous: at each rung a trial goes on only if it is in the top 1/eta of
 // every trial that reached that rung so far, itself included).
-import type { EarlyStopping, Params, PbtSettings, SearchSpace } from '../contracts/hpo.js';
+import type { EarlyStopping, Params, PbtSettings, SearchSpace, SweepWorkflowInput, TrialInput } from '../contracts/hpo.js';
 
 export type Direction = 'minimize' | 'maximize';
 export type Curve = [step: number, value: number][];
@@ -168,4 +168,18 @@ export function explore(params: Params, space: SearchSpace, pbt: PbtSettings, ra
     out[key] = x;
   }
   return out;
+}
+
+/** What trial `n` of a sweep (or member `n` of a population) runs with; reports go to the workflow `reportTo`. */
+export function trialInputOf(input: SweepWorkflowInput, n: number, params: Params, reportTo: string): TrialInput {
+  return {
+    sweep_id: input.sweep_id,
+    n,
+    params,
+    config: input.config,
+    organization_id: input.organization_id,
+    requested_by: input.requested_by,
+    heartbeat_timeout: input.runtime.heartbeat_timeout,
+    report_to: reportTo,
+  };
 }

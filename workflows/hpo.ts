@@ -33,7 +33,7 @@ import {
   type TrialReport,
   type TrialState,
 } from '../contracts/hpo.js';
-import { bestIndex, decideStop, emptyRuleState, paretoFront, type Curve, type RuleState } from './hpo-rules.js';
+import { bestIndex, decideStop, emptyRuleState, paretoFront, trialInputOf, type Curve, type RuleState } from './hpo-rules.js';
 import { sweepProgressQuery, trialReportUpdate } from './hpo-messages.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -125,16 +125,7 @@ export async function hpoSweepWorkflow(rawInput: SweepWorkflowInput, carried?: S
 
   function launch(n: number, params: Params, systemAttrs: Record<string, unknown>): void {
     const scope = new CancellationScope();
-    const trial: TrialInput = {
-      sweep_id: sweepId,
-      n,
-      params,
-      config,
-      organization_id: input.organization_id,
-      requested_by: input.requested_by,
-      heartbeat_timeout: input.runtime.heartbeat_timeout,
-      report_to: workflowInfo().workflowId,
-    };
+    const trial = trialInputOf(input, n, params, workflowInfo().workflowId);
     const run = scope.run(() =>
       executeChild(hpoTrialWorkflow, {
         workflowId: hpoTrialWorkflowId(sweepId, n),

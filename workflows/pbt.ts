@@ -14,9 +14,8 @@ import {
   type SweepProgress,
   type SweepResult,
   type SweepWorkflowInput,
-  type TrialInput,
 } from '../contracts/hpo.js';
-import { bestIndex, exploitExplore, seededRandom, type PbtMemberState, type PbtNext } from './hpo-rules.js';
+import { bestIndex, exploitExplore, seededRandom, trialInputOf, type PbtMemberState, type PbtNext } from './hpo-rules.js';
 import { sweepProgressQuery } from './hpo-messages.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -60,16 +59,7 @@ export async function pbtWorkflow(rawInput: SweepWorkflowInput): Promise<SweepRe
   };
   setHandler(sweepProgressQuery, progress);
 
-  const trialInput = (n: number, params: PbtMemberState['params']): TrialInput => ({
-    sweep_id: sweepId,
-    n,
-    params,
-    config,
-    organization_id: input.organization_id,
-    requested_by: input.requested_by,
-    heartbeat_timeout: input.runtime.heartbeat_timeout,
-    report_to: workflowInfo().workflowId,
-  });
+  const trialInput = (n: number, params: PbtMemberState['params']) => trialInputOf(input, n, params, workflowInfo().workflowId);
 
   try {
     await quick.recordSweep({ input });
