@@ -247,6 +247,6 @@ async function recordCheckpoint(
     sha256: sha256Text(manifestText),
     metadata: { step: manifest.step, files: manifest.files.length, kind },
   });
-  deps.log.info('checkpoint recorded', { pipeline: a.pipelineId, step: manifest.step });
+  deps.log.info('checkpoint recorded', { pipeline: a.pipelineId, step: manifest.step, kind });
   return true;
 }

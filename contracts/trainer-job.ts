@@ -85,6 +85,10 @@ export const HardwareSchema = z.strictObject({
   peak_flops_per_device: z.number().positive().nullable().default(null).describe('peak FLOP/s of one device, the MFU denominator; null: MFU not reported'),
   price_per_device_hour_usd: z.number().nonnegative().nullable().default(null).describe('cost of one device for an hour; null: cost not reported'),
   device: z.enum(['auto', 'cpu', 'cuda']).default('auto').describe('auto: cuda when present, else cpu; a method the device cannot run is refused before loading'),
+  precision: z
+    .enum(['auto', 'fp32', 'bf16'])
+    .default('auto')
+    .describe('bf16: forward and backward autocast to bfloat16, fp32 master weights and optimizer; auto: bf16 on a CUDA device that supports it, fp32 otherwise'),
   nodes: z.number().int().positive().default(1).describe('machines the job spans (recipe templates; memory and cost estimates)'),
   gpus_per_node: z.number().int().nonnegative().default(0).describe('GPUs per machine; 0 on a CPU-only machine'),
   device_memory_gb: z.number().positive().nullable().default(null).describe('memory of one device for the fit check; null: measured (cuda) or host RAM (cpu)'),

@@ -115,14 +115,37 @@ def markdown(report: dict) -> str:
         lines.append(f"| {r['method']} | cpu | {r['steps']} | {r['batch']} | {r['eval_loss_before']} -> "
                      f"{r['eval_loss_after']} | {r['train_loss_last']} | {'yes' if r['loss_falls'] else 'NO'} | "
                      f"{r['tokens_per_second']} | {r['wall_seconds']} | {r['load_average']} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + gpu_markdown(report.get("gpu"))) + "\n"
+
+
+def gpu_markdown(gpu: dict | None) -> list[str]:
+    """The rows of bench/trainer/gpu.py: ours against transformers Trainer + peft on one GPU."""
+    lines = ["", "## GPU: hanzo-ml trainer vs transformers `Trainer` + peft (`bench/trainer/gpu.py`)", ""]
+    if not gpu:
+        return lines + ["Not measured: no GPU was available to the machine that ran the benchmark. The rows stay "
+                        "empty rather than estimated; `bench/trainer/gpu.py` fills them on a CUDA machine."]
+    lines += [f"{gpu['device']}; a {gpu['parameters'] / 1e9:.2f}B-parameter Llama-architecture model made from a "
+              f"config; {gpu['steps']} steps ({gpu['skip']} warm-up steps left out), {gpu['rows']} packed rows of "
+              f"{gpu['seq_len']} tokens per step (the baseline: as many padded examples as hold the same tokens); "
+              f"MFU against {gpu['peak_tflops']:g} TFLOP/s; measured {gpu['measured_at']}.", "",
+              "| method | system | tokens/s | MFU | peak memory GiB | tokens/s ratio | memory ratio |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+
+    def cell(value, fmt):
+        return format(value, fmt) if value is not None else ""
+    for r in gpu["results"]:
+        for system, key in (("hanzo-ml", "hanzo_ml"), ("transformers Trainer + peft", "baseline")):
+            m = r[key]
+            ratios = (f"**{cell(r['tokens_per_second_ratio'], '.2f')}x** | {cell(r['peak_memory_ratio'], '.2f')}x"
+                      if key == "hanzo_ml" else " | ")
+            lines.append(f"| {r['method'] if key == 'hanzo_ml' else ''} | {system} | {m['tokens_per_second']:.0f} | "
+                         f"{cell(m['mfu'] and 100 * m['mfu'], '.1f')}% | {cell(m['peak_memory_gib'], '.2f')} | {ratios} |")
+    return lines
 
 
 def main() -> None:
     import os
     import tempfile
-
-    import torch
 
     from hanzo_ml.cli import configure_logging, quiet_transformers
 
@@ -145,13 +168,14 @@ def main() -> None:
             # Other processes on the machine slow every number here down; the load average says how much.
             rows[-1]["load_average"] = round((load_before + os.getloadavg()[0]) / 2, 1)
             print(json.dumps(rows[-1]), file=sys.stderr)
-    gpu = "no GPU on this machine" if not torch.cuda.is_available() else "GPU rows are not measured by this script"
-    rows += [{"method": m, "device": "cuda", "skipped": gpu} for m in METHODS]
     report = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
                          f"{args.threads} training threads",
               "base_model": base.name, "steps": args.steps, "rows": rows}
     results = REPO / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
+    earlier = results / "trainer.json"
+    if earlier.is_file() and "gpu" in json.loads(earlier.read_text()):  # bench/trainer/gpu.py's rows stay
+        report["gpu"] = json.loads(earlier.read_text())["gpu"]
     (results / "trainer.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     (results / "trainer.md").write_text(markdown(report), encoding="utf-8")
 

@@ -32,7 +32,7 @@ from hanzo_ml.files import atomic_write_json, dumps_json
 from hanzo_ml.metrics import StepMeter
 from hanzo_ml.modeling import configure_torch, rng_states, seed_everything, set_rng_states
 from hanzo_ml.recipes import Recipe, recipe_for
-from hanzo_ml.recipes.components import batch_tokens, resolve_device
+from hanzo_ml.recipes.components import autocast_forward, batch_tokens, resolve_device, resolve_precision
 from hanzo_ml.spec import to_dict
 from hanzo_ml.tracking import metrics_client
 
@@ -129,13 +129,18 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
     configure_torch(spec.threads)
     seed_everything(hp.seed)
     model = recipe.build_model(spec, spec_path, device)
+    precision = resolve_precision(spec, device)
+    autocast_forward(model, precision)
     objective = recipe.objective(spec, model, data)
     wrapped = distributed.wrap_model(model, world, spec.hardware.strategy)  # DDP, or the model itself
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay)
+    # fused: one kernel for the whole update on CUDA; the same state dict, so checkpoints move between devices
+    optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay,
+                                  fused=device.type == "cuda")
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_multiplier(step, hp.warmup_steps, hp.max_steps))
-    log.info("%s on %s: %d trainable parameters", spec.method, device, sum(p.numel() for p in trainable))
+    log.info("%s on %s (%s): %d trainable parameters", spec.method, device, "bf16 autocast" if precision else "fp32",
+             sum(p.numel() for p in trainable))
 
     # ---- resume from the newest checkpoint that verifies -------------------------------------------
     if world.is_main:

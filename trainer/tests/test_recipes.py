@@ -185,3 +185,28 @@ def test_an_adalora_schedule_that_leaves_no_steps_to_reallocate_is_refused_namin
     assert code == 2
     assert "adalora.tinit + adalora.tfinal (2 + 2) must be less than hyperparameters.max_steps (4)" in \
         capsys.readouterr().err
+
+
+
+def test_bf16_precision_autocasts_the_forward_and_keeps_fp32_weights(tmp_path, tiny_base_dir, chat_files,
+                                                                    preference_files):
+    from hanzo_ml.modeling import load_causal_lm
+    from hanzo_ml.recipes.components import autocast_forward, resolve_precision
+
+    spec = method_spec("lora", tmp_path, tiny_base_dir, chat_files, preference_files, max_steps=3)
+    cpu = torch.device("cpu")
+    assert resolve_precision(load_spec_dict(spec, tmp_path), cpu) is None  # auto: fp32 off CUDA
+    spec["hardware"] = {**spec.get("hardware", {}), "precision": "bf16"}
+    assert resolve_precision(load_spec_dict(spec, tmp_path), cpu) is torch.bfloat16
+
+    model = load_causal_lm(tiny_base_dir)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    assert model(input_ids=ids).logits.dtype == torch.float32
+    autocast_forward(model, torch.bfloat16)
+    assert model(input_ids=ids).logits.dtype == torch.bfloat16
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+    result = run(spec, tmp_path)  # trains end to end under autocast; the adapter is saved in fp32
+    adapter = load_file(Path(result["adapter_path"]) / "adapter_model.safetensors")
+    assert adapter and all(t.dtype == torch.float32 for t in adapter.values())
+    assert torch.isfinite(torch.tensor(result["final_metrics"]["train/loss"]))

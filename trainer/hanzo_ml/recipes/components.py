@@ -41,6 +41,24 @@ def resolve_device(spec) -> torch.device:
     return torch.device("cpu")
 
 
+def resolve_precision(spec, device: torch.device) -> torch.dtype | None:
+    """hardware.precision: the dtype the forward pass autocasts to, or None for plain fp32."""
+    wanted = getattr(spec.hardware, "precision", "auto")
+    cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    if wanted == "bf16" and device.type == "cuda" and not cuda_bf16:
+        raise InputError(f"hardware.precision: bf16 was asked for; {torch.cuda.get_device_name(device)} does not "
+                         "support bfloat16 (use fp32 or auto)")
+    return torch.bfloat16 if wanted == "bf16" or (wanted == "auto" and cuda_bf16) else None
+
+
+def autocast_forward(model, dtype: torch.dtype | None) -> None:
+    """Mixed precision the way Accelerate does it: the model's forward runs under autocast (matmuls and
+    attention in bf16, reductions and the loss in fp32) while the weights, their gradients and the optimizer
+    state stay fp32, so checkpoints and resume are unchanged. Evaluation goes through the same forward."""
+    if dtype is not None:
+        model.forward = torch.autocast(model_device(model).type, dtype=dtype)(model.forward)
+
+
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
