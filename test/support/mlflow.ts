@@ -1,7 +1,7 @@
 // The reference `mlflow server` (SQLite backend, artifact serving on) and a runner for compatibility
 // scenarios: a Python script using the stock mlflow client that writes a JSON transcript of every call.
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -40,6 +40,8 @@ export async function startReferenceMlflow(python: string): Promise<ReferenceMlf
   const url = `http://127.0.0.1:${port}`;
   const stop = () => {
     if (child.pid) process.kill(-child.pid, 'SIGTERM');
+    // Its workers may still be closing files: a leftover temporary directory is no test failure.
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
   };
   try {
     await waitForHealth(url, 60_000);
@@ -52,13 +54,18 @@ export async function startReferenceMlflow(python: string): Promise<ReferenceMlf
 
 /** Runs a scenario script against one tracking URI and returns its transcript. */
 export async function runScenario(python: string, script: string, uri: string, extraEnv: Record<string, string> = {}): Promise<unknown> {
-  const out = join(mkdtempSync(join(tmpdir(), 'mlflow-transcript-')), 'transcript.json');
-  await run(python, [script, out], {
-    env: { ...process.env, MLFLOW_TRACKING_URI: uri, MLFLOW_TRACKING_TOKEN: DEV_TOKEN, MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0', PYTHONWARNINGS: 'ignore', ...extraEnv },
-    maxBuffer: 16 * 1024 * 1024,
-    timeout: 300_000,
-  });
-  return JSON.parse(readFileSync(out, 'utf8'));
+  const dir = mkdtempSync(join(tmpdir(), 'mlflow-transcript-'));
+  const out = join(dir, 'transcript.json');
+  try {
+    await run(python, [script, out], {
+      env: { ...process.env, MLFLOW_TRACKING_URI: uri, MLFLOW_TRACKING_TOKEN: DEV_TOKEN, MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0', PYTHONWARNINGS: 'ignore', ...extraEnv },
+      maxBuffer: 16 * 1024 * 1024,
+      timeout: 300_000,
+    });
+    return JSON.parse(readFileSync(out, 'utf8'));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 export interface CompatServers {
