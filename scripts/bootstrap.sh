@@ -74,14 +74,23 @@ base_model() {
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=trainer "$VENV/bin/python" -m hanzo_ml build-base --out "$BASE_MODEL" --seed 0 >&2
 }
 
+test_server_paths() {
+  SERVERS_VENV="$CACHE/servers-venv-$(hash_of test/servers.lock <(python3 --version))"
+  MLFLOW_VENV="$CACHE/mlflow-venv-$(hash_of test/mlflow-client.lock <(python3 --version))"
+  PG_BIN=$(dirname "$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | tail -n1 || true)")
+  [ -x "$PG_BIN/initdb" ] || PG_BIN=""
+  MOTO_SERVER=""; [ -f "$SERVERS_VENV/.complete" ] && MOTO_SERVER="$SERVERS_VENV/bin/moto_server"
+  MLFLOW_PYTHON=""; [ -f "$MLFLOW_VENV/.complete" ] && MLFLOW_PYTHON="$MLFLOW_VENV/bin/python"
+  return 0
+}
+
 test_servers() {
   if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     say "installing PostgreSQL from Debian"
     apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
   fi
-  PG_BIN=$(dirname "$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb | tail -n1)")
+  test_server_paths
   # A real S3-protocol server (moto_server) in its own small venv.
-  SERVERS_VENV="$CACHE/servers-venv-$(hash_of test/servers.lock <(python3 --version))"
   if [ ! -f "$SERVERS_VENV/.complete" ]; then
     say "installing test servers (moto_server for S3)"
     rm -rf "$SERVERS_VENV"
@@ -89,9 +98,7 @@ test_servers() {
     "$SERVERS_VENV/bin/pip" install -q --disable-pip-version-check -r test/servers.lock >&2
     touch "$SERVERS_VENV/.complete"
   fi
-  MOTO_SERVER="$SERVERS_VENV/bin/moto_server"
   # The stock mlflow client (and its reference server) for the MLflow compatibility test.
-  MLFLOW_VENV="$CACHE/mlflow-venv-$(hash_of test/mlflow-client.lock <(python3 --version))"
   if [ ! -f "$MLFLOW_VENV/.complete" ]; then
     say "installing the mlflow client for the compatibility test"
     rm -rf "$MLFLOW_VENV"
@@ -99,7 +106,7 @@ test_servers() {
     "$MLFLOW_VENV/bin/pip" install -q --disable-pip-version-check -r test/mlflow-client.lock >&2
     touch "$MLFLOW_VENV/.complete"
   fi
-  MLFLOW_PYTHON="$MLFLOW_VENV/bin/python"
+  test_server_paths
 }
 
 node_deps
@@ -107,10 +114,9 @@ python_venv
 temporal_bin
 candle_tool
 base_model
-PG_BIN=""
-MOTO_SERVER=""
-MLFLOW_PYTHON=""
-if [ "$want_tests" = 1 ]; then test_servers; fi
+# Without --tests, still name the test servers an earlier --tests run installed, so running the demo between
+# two test runs leaves them usable.
+if [ "$want_tests" = 1 ]; then test_servers; else test_server_paths; fi
 
 cat > .bootstrap.json.tmp <<JSON
 {

@@ -258,40 +258,64 @@ SEARCH_ORDER = ["metrics.accuracy DESC"]
 
 
 def search_worker(args):
-    uri, exp_id, queries, page, expected, barrier = args
+    uri, exp_id, queries, page, expected, wire, barrier = args
     client = MlflowClient(uri)
+    session = requests.Session()
     latencies, problems = [], []
     t0 = start_together(barrier)
     for q in range(queries):
-        found = timed(latencies, client.search_runs, [exp_id], filter_string=SEARCH_FILTER, order_by=SEARCH_ORDER, max_results=page)
-        if q == 0 and [r.info.run_id for r in found] != expected:
-            problems.append(f"search returned {len(found)} runs; the expected top {len(expected)} in order: {[r.info.run_id for r in found] == expected}")
+        if wire:
+            found = timed(latencies, search_wire, session, uri, exp_id, page)
+        else:
+            found = [r.info.run_id for r in timed(latencies, client.search_runs, [exp_id], filter_string=SEARCH_FILTER, order_by=SEARCH_ORDER, max_results=page)]
+        if q == 0 and found != expected:
+            problems.append(f"search returned {len(found)} runs; the expected top {len(expected)} in order: {found == expected}")
     return {"t0": t0, "t1": time.perf_counter(), "latencies": latencies, "problems": problems}
 
 
+def search_wire(session, uri, exp_id, page):
+    """The client's runs/search request, JSON-parsed but with no client objects built; the run ids in order."""
+    headers = {"Authorization": f"Bearer {TOKEN}"} if TOKEN else {}
+    body = {"experiment_ids": [exp_id], "filter": SEARCH_FILTER, "order_by": SEARCH_ORDER, "max_results": page, "run_view_type": "ACTIVE_ONLY"}
+    response = session.post(f"{uri}/api/2.0/mlflow/runs/search", json=body, headers=headers)
+    response.raise_for_status()
+    return [r["info"]["run_id"] for r in response.json().get("runs", [])]
+
+
 def run_search(o):
+    """Seeds the runs, then searches them with the stock client and again at the wire level."""
     client = MlflowClient(o.uri)
     exp_id = client.create_experiment(f"bench-search-{uuid.uuid4().hex[:8]}")
     manager = mp.Manager()
+    phases = {}
     with mp.Pool(o.procs) as pool:
         barrier = manager.Barrier(o.procs)
         seeded = pool.map(seed_search_worker, [(o.uri, exp_id, list(range(p, o.runs, o.procs)), barrier) for p in range(o.procs)])
         runs = dict(r for s in seeded for r in s["runs"])
         ranked = sorted((i for i in runs if accuracy_of(i) > 0.5), key=accuracy_of, reverse=True)
         expected = [runs[i] for i in ranked[: o.page]]
-        barrier = manager.Barrier(o.procs)
-        searched = pool.map(search_worker, [(o.uri, exp_id, o.queries, o.page, expected, barrier) for _ in range(o.procs)])
-    problems = [p for s in searched for p in s["problems"]]
+        for name, wire in (("client", False), ("wire", True)):
+            barrier = manager.Barrier(o.procs)
+            phases[name] = pool.map(search_worker, [(o.uri, exp_id, o.queries, o.page, expected, wire, barrier) for _ in range(o.procs)])
+
+    def summary(searched):
+        return {
+            "wall_s": max(r["t1"] for r in searched) - min(r["t0"] for r in searched),
+            "queries": o.procs * o.queries,
+            "points_read": o.procs * o.queries * len(expected),
+            "latencies_ms": [x for s in searched for x in s["latencies"]],
+            "problems": [p for s in searched for p in s["problems"]][:20],
+        }
+
+    out, wire = summary(phases["client"]), summary(phases["wire"])
     return {
         "runs": len(runs),
         "matching_runs": len(ranked),
         "page": o.page,
         "seed": {"wall_s": max(r["t1"] for r in seeded) - min(r["t0"] for r in seeded), "latencies_ms": [x for r in seeded for x in r["latencies"]]},
-        "wall_s": max(r["t1"] for r in searched) - min(r["t0"] for r in searched),
-        "queries": o.procs * o.queries,
-        "points_read": o.procs * o.queries * len(expected),
-        "latencies_ms": [x for s in searched for x in s["latencies"]],
-        "problems": problems[:20],
+        **out,
+        "wire": wire,
+        "problems": out["problems"] + wire["problems"],
     }
 
 

@@ -1,6 +1,6 @@
 // Turns the driver's raw numbers into the benchmark's summary (throughput, p50/p99, ratios) and Markdown table.
-export type Workload = 'ingest' | 'ingest_wire' | 'history' | 'history_wire' | 'search';
-export const WORKLOADS: Workload[] = ['ingest', 'ingest_wire', 'history', 'history_wire', 'search'];
+export type Workload = 'ingest' | 'ingest_wire' | 'history' | 'history_wire' | 'search' | 'search_wire';
+export const WORKLOADS: Workload[] = ['ingest', 'ingest_wire', 'history', 'history_wire', 'search', 'search_wire'];
 type System = 'hanzo' | 'mlflow';
 
 export interface WorkloadResult {
@@ -43,7 +43,7 @@ export function stats(w: Workload, r: WorkloadResult): Stats {
     points_per_s: Math.round(points / r.wall_s),
     p50_ms: round(percentile(r.latencies_ms, 50)),
     p99_ms: round(percentile(r.latencies_ms, 99)),
-    read_back_ok: r.problems.length === 0 && (w === 'search' || r.read_back_points === r.points),
+    read_back_ok: r.problems.length === 0 && (w === 'search' || w === 'search_wire' || r.read_back_points === r.points),
     ...(r.seed
       ? { seed: { wall_s: round(r.seed.wall_s, 2), requests: r.seed.latencies_ms.length, p50_ms: round(percentile(r.seed.latencies_ms, 50)), p99_ms: round(percentile(r.seed.latencies_ms, 99)) } }
       : {}),
@@ -91,6 +91,7 @@ const DESCRIBE: Record<Workload, string> = {
   history: '(b) get-metric-history, whole series (client)',
   history_wire: '(b) get-metric-history, wire level',
   search: '(c) search-runs, metric filter + order (client)',
+  search_wire: '(c) search-runs, wire level',
 };
 
 export function renderMarkdown(r: Result): string {
@@ -112,7 +113,7 @@ export function renderMarkdown(r: Result): string {
     `The client processes run on the same ${r.machine.cores} cores as the server under test, so they compete with it for CPU.`,
     'The "client" rows include the client\'s own work (protobuf building and parsing in Python, the same code for both), which is large:',
     'for long histories it outweighs the server. The "wire level" rows send the same requests',
-    '(ingest: bodies encoded beforehand by the client\'s encoder; history: the same paged GETs, JSON-parsed but no client objects built),',
+    '(ingest: bodies encoded beforehand by the client\'s encoder; history: the same paged GETs; search: the same runs/search POST; JSON-parsed but no client objects built),',
     'so they show what each server costs.',
     'Throughput is points moved per second of wall time (ingest: points written; history: points read; search: runs returned).',
     'Every workload checks its read-back: all points written are read back equal, latest values match, the search returns the expected runs in order.',

@@ -156,8 +156,9 @@ async function benchPair(b: Bootstrap, s: Settings, label: string, start: { hanz
         const t = Date.now();
         const r = await drive(b, w, server.url, s);
         results[w] = r;
-        // The history workload reads the same seeded run twice: with the client, and at the wire level.
+        // The history and search workloads read what they seeded twice: with the client, and at the wire level.
         if (w === 'history' && r.wire) results.history_wire = { ...r.wire, points: r.points } as WorkloadResult;
+        if (w === 'search' && r.wire) results.search_wire = r.wire as WorkloadResult;
         process.stderr.write(`[${label}] ${system} ${w}: ${((Date.now() - t) / 1000).toFixed(1)} s${r.problems.length ? ` PROBLEMS: ${r.problems.join('; ')}` : ''}\n`);
       }
       out[system] = results;
