@@ -12,10 +12,8 @@ import { createRun, getOrCreateExperiment, artifactsOf } from '../db/repo/tracki
 import { runDataOf } from '../db/repo/mlflow.js';
 import { outbox } from '../db/schema/index.js';
 import { createTrainingActivities } from '../activities/training.js';
-import { LocalExecutor } from '../activities/executor/local.js';
-import { FileObjectStore } from '../lib/object-store.js';
-import { createLogger } from '../lib/log.js';
 import { loadConfig } from '../lib/config.js';
+import { offlineActivityDeps } from './support/deps.js';
 
 const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-watch-'));
 let cat: Catalogue;
@@ -52,17 +50,7 @@ describe('watchCheckpoints activity', () => {
     const exp = await getOrCreateExperiment(cat.db, 'dev', 'e', 'file:///x');
     await createRun(cat.db, { id: runId, organizationId: 'dev', experimentId: exp, name: 'r', userId: 'dev', artifactRoot: 'file:///x', config: {}, params: {} });
     const loaded = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_TRAINER_CHECKPOINT_ALERT_AFTER: '1s', HANZO_ML_LOGGING_LEVEL: 'error' });
-    activities = createTrainingActivities({
-      db: cat.db,
-      store: new FileObjectStore(join(home, 'objects')),
-      config: loaded.config,
-      home,
-      bootstrap: loaded.bootstrap,
-      executor: new LocalExecutor(),
-      log: createLogger({ level: 'error', format: 'text' }),
-      trackingUri: 'http://127.0.0.1:1',
-      trackingToken: 't',
-    });
+    activities = createTrainingActivities(offlineActivityDeps(cat.db, loaded, home));
   });
   afterAll(async () => cat.close());
 

@@ -13,9 +13,9 @@ import { adjustSpecAfterFault } from '../activities/recovery.js';
 import type { ActivityDeps } from '../activities/deps.js';
 import { HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainJobSpec, type TrainResult } from '../contracts/trainer-job.js';
 import type { JobRecovery } from '../contracts/pipeline.js';
-import { FileObjectStore } from '../lib/object-store.js';
 import { createLogger } from '../lib/log.js';
 import { loadConfig } from '../lib/config.js';
+import { offlineActivityDeps } from './support/deps.js';
 
 const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-recovery-'));
 const policy = RecoveryPolicySchema.parse({});
@@ -122,17 +122,7 @@ describe('runJobToCompletion with the real trainer', () => {
   beforeAll(async () => {
     cat = await openCatalogue({});
     const loaded = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'error' });
-    deps = {
-      db: cat.db,
-      store: new FileObjectStore(join(home, 'objects')),
-      config: loaded.config,
-      home,
-      bootstrap: loaded.bootstrap,
-      executor: new LocalExecutor(),
-      log: createLogger({ level: 'error', format: 'text' }),
-      trackingUri: 'http://127.0.0.1:1',
-      trackingToken: 't',
-    };
+    deps = offlineActivityDeps(cat.db, loaded, home);
     const lines = readFileSync(join(import.meta.dirname, '..', 'examples', 'data', 'demo-task.jsonl'), 'utf8').split('\n').slice(0, 24);
     data = join(home, 'train.jsonl');
     writeFileSync(data, lines.join('\n') + '\n');
