@@ -110,6 +110,11 @@ def test_pruned_failed_and_running_trials_are_replayed():
     ({"history": [{"n": 0, "params": {"x1": 1.0, "x2": 1.0}, "state": "completed", "values": None}]},
      "history[0].values: a completed trial needs 1 objective value"),
     ({"strategy": "evolutionary"}, "request.directions: the evolutionary strategy needs two or more"),
+    ({"history": [5]}, "history[0]: expected a trial object"),
+    ({"history": [{"n": 0, "params": {"x1": 1.0, "x2": 1.0}, "state": "pruned", "intermediate": [["a", 1]]}]},
+     "history[0].intermediate: expected a list of [step, value] pairs"),
+    ({"numbers": ["a"]}, "request.numbers: expected a non-empty list of non-negative integer"),
+    ({"space": {"x": {"type": "int", "min": 0, "max": 5, "step": "a"}}}, "space.x.step: expected a positive integer"),
 ])
 def test_a_bad_request_is_rejected_naming_the_field(change, message):
     with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):

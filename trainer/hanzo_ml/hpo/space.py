@@ -41,7 +41,9 @@ def distribution(name: str, spec: Any) -> BaseDistribution:
     if not low < high:
         raise InputError(f"space.{name}.max: must be greater than min ({low})")
     if kind == "int":
-        step = int(spec.get("step", 1))
+        step = spec.get("step", 1)
+        if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+            raise InputError(f"space.{name}.step: expected a positive integer, got {step!r}")
         log = bool(spec.get("log", False))
         if log and step != 1:
             raise InputError(f"space.{name}.step: a log-scaled int parameter takes step 1")

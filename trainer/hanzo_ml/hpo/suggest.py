@@ -61,10 +61,14 @@ def check_request(request: Any) -> None:
         raise InputError("request.directions: the evolutionary strategy needs two or more objectives")
     if not isinstance(request["seed"], int) or request["seed"] < 0:
         raise InputError("request.seed: expected a non-negative integer")
-    if not isinstance(request["numbers"], list) or not request["numbers"]:
-        raise InputError("request.numbers: expected a non-empty list of trial numbers")
+    numbers = request["numbers"]
+    if not isinstance(numbers, list) or not numbers or not all(isinstance(n, int) and n >= 0 for n in numbers):
+        raise InputError("request.numbers: expected a non-empty list of non-negative integer trial numbers")
     if not isinstance(request["history"], list):
         raise InputError("request.history: expected a list of trials")
+    for i, entry in enumerate(request["history"]):
+        if not isinstance(entry, dict):
+            raise InputError(f"history[{i}]: expected a trial object, got {json.dumps(entry)}")
 
 
 def frozen_trial(entry: dict, dists: dict, directions: list[str], index: int):
@@ -79,7 +83,10 @@ def frozen_trial(entry: dict, dists: dict, directions: list[str], index: int):
     values = entry.get("values")
     if state == TrialState.COMPLETE and (not isinstance(values, list) or len(values) != len(directions)):
         raise InputError(f"{where}.values: a completed trial needs {len(directions)} objective value(s)")
-    intermediate = {int(step): float(value) for step, value in entry.get("intermediate") or []}
+    try:
+        intermediate = {int(step): float(value) for step, value in entry.get("intermediate") or []}
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{where}.intermediate: expected a list of [step, value] pairs ({e})") from e
     try:
         return create_trial(state=state, params=params, distributions=dists,
                             values=values if state == TrialState.COMPLETE else None,

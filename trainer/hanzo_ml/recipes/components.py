@@ -10,6 +10,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, Iterator
 
 import torch
@@ -206,6 +207,14 @@ def load_chat_datasets(spec, spec_path: Path) -> Datasets:
         return Datasets(packed, pack(validation, hp.max_seq_length), pad_id,
                         lambda rows: collate_packed(rows, pad_id), tokenizer)
     return Datasets(train, validation, pad_id, lambda examples: collate(examples, pad_id), tokenizer)
+
+
+PREFERENCE_DEFAULTS = SimpleNamespace(beta=0.1, loss_type="sigmoid")
+
+
+def preference_settings(spec):
+    """The spec's `preference` section (dpo, orpo), or its defaults when the spec has none."""
+    return spec.preference if getattr(spec, "preference", None) is not None else PREFERENCE_DEFAULTS
 
 
 def load_preference_datasets(spec, spec_path: Path, collate_pairs: Callable[[list, int], dict]) -> Datasets:

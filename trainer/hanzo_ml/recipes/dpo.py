@@ -6,23 +6,14 @@ copy of the model is held in memory.
 """
 from __future__ import annotations
 
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Iterator
 
 import torch
 
-from hanzo_ml.modeling import load_causal_lm
 from hanzo_ml.recipes import Recipe
-from hanzo_ml.recipes.components import (AdapterWeights, TrlLossModule, attach_adapter, load_preference_datasets,
-                                         lora_config, mean_pair_loss, model_device, to_device)
-
-DEFAULTS = SimpleNamespace(beta=0.1, loss_type="sigmoid")
-
-
-def settings(spec):
-    return spec.preference if getattr(spec, "preference", None) is not None else DEFAULTS
-
+from hanzo_ml.recipes.components import (AdapterWeights, TrlLossModule, load_preference_datasets, mean_pair_loss,
+                                         model_device, preference_settings, to_device)
+from hanzo_ml.recipes.lora import build_model  # the same LoRA adapter on the base; the loss differs
 
 def collate_pairs(pairs: list, pad_id: int) -> dict[str, torch.Tensor]:
     """trl's preference collator: rows [chosen_0..chosen_B-1, rejected_0..rejected_B-1], each prompt + answer,
@@ -33,17 +24,12 @@ def collate_pairs(pairs: list, pad_id: int) -> dict[str, torch.Tensor]:
         [{"prompt_ids": p.prompt_ids, "chosen_ids": p.chosen_ids, "rejected_ids": p.rejected_ids} for p in pairs])
 
 
-def build_model(spec, spec_path: Path, device):
-    base = load_causal_lm(Path(spec.base_model_path)).to(device)
-    return attach_adapter(base, lora_config(spec.hyperparameters), spec_path, spec.hyperparameters)
-
-
 class DpoObjective(TrlLossModule):
     def __init__(self, spec, model, data):
         from trl import DPOConfig, DPOTrainer
 
         super().__init__()
-        p = settings(spec)
+        p = preference_settings(spec)
         args = DPOConfig(output_dir=self.scratch_dir, beta=p.beta, loss_type=[p.loss_type],
                          seed=spec.hyperparameters.seed, use_cpu=model_device(model).type == "cpu", report_to=[],
                          logging_strategy="no", save_strategy="no", max_length=None)

@@ -6,24 +6,15 @@ promise; requirements.lock pins trl exactly and nothing outside this module touc
 """
 from __future__ import annotations
 
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Iterator
 
 import torch
 
-from hanzo_ml.modeling import load_causal_lm
 from hanzo_ml.preference import completion_labels
 from hanzo_ml.recipes import Recipe
-from hanzo_ml.recipes.components import (AdapterWeights, TrlLossModule, attach_adapter, load_preference_datasets,
-                                         lora_config, mean_pair_loss, model_device, to_device)
-
-DEFAULTS = SimpleNamespace(beta=0.1, loss_type="sigmoid")
-
-
-def settings(spec):
-    return spec.preference if getattr(spec, "preference", None) is not None else DEFAULTS
-
+from hanzo_ml.recipes.components import (AdapterWeights, TrlLossModule, load_preference_datasets, mean_pair_loss,
+                                         model_device, preference_settings, to_device)
+from hanzo_ml.recipes.lora import build_model  # the same LoRA adapter on the base; the loss differs
 
 def collate_pairs(pairs: list, pad_id: int) -> dict[str, torch.Tensor]:
     """trl's padding collator over the features ORPO reads: prompt + answer ids with -100 labels on the prompt,
@@ -41,17 +32,12 @@ def collate_pairs(pairs: list, pad_id: int) -> dict[str, torch.Tensor]:
     return DPODataCollatorWithPadding(pad_token_id=pad_id)(features)
 
 
-def build_model(spec, spec_path: Path, device):
-    base = load_causal_lm(Path(spec.base_model_path)).to(device)
-    return attach_adapter(base, lora_config(spec.hyperparameters), spec_path, spec.hyperparameters)
-
-
 class OrpoObjective(TrlLossModule):
     def __init__(self, spec, model, data):
         from trl.experimental.orpo import ORPOConfig, ORPOTrainer
 
         super().__init__()
-        args = ORPOConfig(output_dir=self.scratch_dir, beta=settings(spec).beta, seed=spec.hyperparameters.seed,
+        args = ORPOConfig(output_dir=self.scratch_dir, beta=preference_settings(spec).beta, seed=spec.hyperparameters.seed,
                           use_cpu=model_device(model).type == "cpu", report_to=[], logging_strategy="no",
                           save_strategy="no", max_length=spec.hyperparameters.max_seq_length,
                           remove_unused_columns=False)  # its padding collator needs every column
