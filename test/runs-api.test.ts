@@ -206,4 +206,27 @@ describe('/v1/runs writes', () => {
       expect(res.body.message).toBe(`run ${run.id} is deleted and takes no more writes`);
     }
   });
+  it('returns a metric history page by page, NaN and infinities as written, points that share a step intact', async () => {
+    const run = await newRun();
+    const points = [
+      { key: 'loss', value: 'NaN', step: 0, timestamp: 5 },
+      { key: 'loss', value: 1.5, step: 1, timestamp: 5 },
+      { key: 'loss', value: 0.5, step: 1, timestamp: 5 }, // same step and time, another value: a distinct point
+      { key: 'loss', value: 'Infinity', step: 2, timestamp: 5 },
+    ];
+    expect((await call('POST', `/runs/${run.id}/metrics`, { metrics: points })).status).toBe(200);
+    const seen: Json[] = [];
+    let token: string | null = null;
+    do {
+      const query: string = `key=loss&limit=2${token ? `&page_token=${token}` : ''}`;
+      const page = await call('GET', `/runs/${run.id}/metrics?${query}`);
+      expect(page.status, JSON.stringify(page.body)).toBe(200);
+      seen.push(...page.body.metrics);
+      token = page.body.next_page_token;
+    } while (token);
+    expect(seen.map((p) => [p.step, p.value])).toEqual([[0, 'NaN'], [1, 0.5], [1, 1.5], [2, 'Infinity']]);
+    const bad = await call('GET', `/runs/${run.id}/metrics?key=loss&page_token=nonsense`);
+    expect(bad.status).toBe(400);
+    expect(bad.body.error_code).toBe('INVALID_PARAMETER_VALUE');
+  });
 });

@@ -6,19 +6,8 @@ import { and, asc, eq, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { ApiDeps, AppEnv } from '../deps.js';
-import { artifactsOf, getRun, logMetrics, metricHistoryPage, setRunStatus, type RunRow } from '../../db/repo/tracking.js';
-import {
-  createExperiment,
-  createMlflowRun,
-  ensureDefaultExperiment,
-  getExperiment,
-  getExperimentByName,
-  logParamsChecked,
-  runDataOf,
-  updateMlflowRun,
-  type ExperimentRow,
-  type KeyValue,
-} from '../../db/repo/mlflow.js';
+import { artifactsOf, getRun, logMetrics, setRunStatus, type RunRow } from '../../db/repo/tracking.js';
+import { createExperiment, createMlflowRun, ensureDefaultExperiment, getExperiment, getExperimentByName, logParamsChecked, runDataOf, updateMlflowRun, type ExperimentRow, type KeyValue, metricHistoryAfter } from '../../db/repo/mlflow.js';
 import { MlflowDoubleSchema } from '../../contracts/mlflow.js';
 import { RunCreateSchema, RunParamsSchema, RunStatusUpdateSchema, type RunView } from '../../contracts/runs.js';
 import { artifactRootUri } from '../../lib/object-store.js';
@@ -27,6 +16,7 @@ import { jsonBody, queryParams } from '../validate.js';
 import { requireRole } from '../auth.js';
 import { storedExperimentId, validateKey, wireDouble } from './mlflow/common.js';
 import { keyOfUri } from './mlflow/artifact-store.js';
+import { decodeHistoryToken, encodeHistoryToken } from './mlflow/runs.js';
 import { artifactObjects } from '../../db/schema/index.js';
 
 export const MetricPointSchema = z.strictObject({
@@ -42,13 +32,6 @@ const HistoryQuerySchema = z.strictObject({
   limit: z.coerce.number().int().min(1).max(25_000).default(1000),
   page_token: z.string().optional(),
 });
-
-const encodeCursor = (p: { step: number; timestamp: number }): string => Buffer.from(`${p.step}:${p.timestamp}`).toString('base64url');
-function decodeCursor(token: string): { step: number; timestamp: number } {
-  const [step, timestamp] = Buffer.from(token, 'base64url').toString().split(':').map(Number);
-  if (!Number.isFinite(step) || !Number.isFinite(timestamp)) throw new Error('bad cursor');
-  return { step: step!, timestamp: timestamp! };
-}
 
 /** Status names of both vocabularies, as stored. */
 const STORED_STATUS = {
@@ -214,15 +197,11 @@ export function runRoutes(deps: ApiDeps) {
     const q = queryParams(c, HistoryQuerySchema);
     const run = await getRun(deps.db, principal.organizationId, c.req.param('id'));
     if (!run) throw notFound(`run ${c.req.param('id')}`);
-    let after;
-    try {
-      after = q.page_token ? decodeCursor(q.page_token) : undefined;
-    } catch {
-      return c.json({ error_code: 'INVALID_PARAMETER_VALUE', message: 'page_token is not a token this server issued', request_id: c.get('requestId') }, 400);
-    }
-    const page = await metricHistoryPage(deps.db, run.id, q.key, { after, limit: q.limit });
-    const last = page.at(-1);
-    return c.json({ metrics: page, next_page_token: page.length === q.limit && last ? encodeCursor(last) : null });
+    // Pages in (step, timestamp, value) order, the table's key, so points that share a step and time are never
+    // split across a page boundary and lost; NaN and infinities go out in the form they came in.
+    const page = await metricHistoryAfter(deps.db, run.id, q.key, decodeHistoryToken(q.page_token), q.limit);
+    const points = page.points.map((p) => ({ key: q.key, value: wireDouble(p.value), step: p.step, timestamp: p.timestamp }));
+    return c.json({ metrics: points, next_page_token: page.next ? encodeHistoryToken(page.next) : null });
   });
 
   app.post('/:id/metrics', async (c) => {

@@ -265,8 +265,8 @@ function decodeSearchToken(token: string | undefined): RunCursor | null {
 }
 
 /** History page tokens are keyset cursors (the last point's position), so deep pages cost what the first does. */
-const encodeHistoryToken = (cur: HistoryCursor): string => Buffer.from(JSON.stringify([cur.step, cur.timestamp, String(cur.value)])).toString('base64url');
-function decodeHistoryToken(token: string | undefined): HistoryCursor | null {
+export const encodeHistoryToken = (cur: HistoryCursor): string => Buffer.from(JSON.stringify([cur.step, cur.timestamp, String(cur.value)])).toString('base64url');
+export function decodeHistoryToken(token: string | undefined): HistoryCursor | null {
   if (!token) return null;
   try {
     const [step, timestamp, value] = JSON.parse(Buffer.from(token, 'base64url').toString()) as unknown[];
