@@ -95,6 +95,25 @@ describe('adjustSpecAfterFault', () => {
 });
 
 describe('runJobToCompletion restart records', () => {
+  it('fails a restarted job that dies before writing a failure record, instead of replaying the last fault', async () => {
+    const loaded = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'error' });
+    const quick = { executor: new LocalExecutor(), log: createLogger({ level: 'error', format: 'text' }), config: loaded.config } as unknown as ActivityDeps;
+    const workdir = mkdtempSync(join(tmpdir(), 'hanzo-ml-restarts-'));
+    writeFileSync(join(workdir, 'spec.json'), JSON.stringify({ hyperparameters: { batch_size: 8, gradient_accumulation_steps: 1, learning_rate: 0.01 } }));
+    // The first run runs out of memory as the trainer does; the restarted one exits 1 before it gets that far.
+    const script = `const fs = require('fs'); const d = process.argv[1];
+      if (fs.existsSync(d + '/ran')) process.exit(1);
+      fs.writeFileSync(d + '/ran', '');
+      fs.writeFileSync(d + '/failure.json', JSON.stringify({ kind: 'out_of_memory', step: 3, message: 'CUDA out of memory', at: '2026-01-01T00:00:00Z' }));
+      process.exit(3);`;
+    const run = new MockActivityEnvironment().run(() =>
+      runJobToCompletion(quick, { job: 'j', request: { workdir, command: [process.execPath, '-e', script, workdir], env: {} }, resultPath: join(workdir, 'result.json'), resultSchema: z.object({ ok: z.boolean() }), pollMs: 100, recovery: { policy } }),
+    );
+    await expect(run).rejects.toThrow(/exited with code 1/);
+    const recoveries = (JSON.parse(readFileSync(join(workdir, 'recoveries.json'), 'utf8')) as { recoveries: JobRecovery[] }).recoveries;
+    expect(recoveries.map((r) => r.kind)).toEqual(['out_of_memory']);
+  }, 60_000);
+
   it('records a preemption and a job lost with its worker as recoveries, in the heartbeat and in recoveries.json', async () => {
     const loaded = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'error' });
     const quick = { executor: new LocalExecutor(), log: createLogger({ level: 'error', format: 'text' }), config: loaded.config } as unknown as ActivityDeps;

@@ -82,6 +82,9 @@ export class LocalExecutor {
     await rm(join(job.workdir, 'exitcode'), { force: true });
     await rm(join(job.workdir, 'child.pid'), { force: true });
     await rm(join(job.workdir, 'wrapper.pid'), { force: true });
+    // And the previous run's failure record: a run that dies before writing its own (an import error, a failed
+    // rendezvous) must not be read as the previous fault again, which would restart it without end.
+    await rm(join(job.workdir, 'failure.json'), { force: true });
     const command = launchCommand(job);
     await writeFile(join(job.workdir, 'command.json'), JSON.stringify({ command, started_at: new Date().toISOString() }));
     const log = openSync(join(job.workdir, 'job.log'), 'a');
