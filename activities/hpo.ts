@@ -308,6 +308,7 @@ export function createHpoActivities(deps: ActivityDeps) {
         checkpoint: result.checkpoint,
         gpuSeconds: result.gpu_seconds,
       });
+      // GPU time is summed over the rounds by the workflow and recorded when the member finishes.
       await accountTrial(deps.db, a.sweepId, a.member, { steps: result.step, gpuSeconds: 0 });
       if (result.value !== null) await logParams(deps.db, trialRunId(a.sweepId, a.member), { [`round_${order.round}`]: JSON.stringify({ ...order.params, from: order.exploit_from ?? a.member }) });
     },

@@ -37,6 +37,9 @@ export async function pbtWorkflow(rawInput: SweepWorkflowInput): Promise<SweepRe
   let status: SweepProgress['status'] = 'running';
   let error: string | null = null;
   let stepsRun = 0;
+  // Per member, over every round: the steps its last round reached and the GPU time all its rounds took.
+  const memberSteps: number[] = [];
+  const memberGpuSeconds: number[] = [];
 
   const progress = (): SweepProgress => {
     const i = bestIndex(direction, members.map((m) => m.value));
@@ -80,13 +83,17 @@ export async function pbtWorkflow(rawInput: SweepWorkflowInput): Promise<SweepRe
       );
       members = results.map((r, m) => ({ params: next[m]!.params, value: r.value, checkpoint: r.checkpoint }));
       stepsRun += results.reduce((n, r) => n + r.step - round * pbt.interval_steps, 0);
+      results.forEach((r, m) => {
+        memberSteps[m] = r.step;
+        memberGpuSeconds[m] = (memberGpuSeconds[m] ?? 0) + r.gpu_seconds;
+      });
       if (round + 1 < rounds) next = exploitExplore(members, direction, pbt, config.search_space, seededRandom(config.seed * 7919 + round + 1));
     }
     status = 'completed';
     const best = bestIndex(direction, members.map((m) => m.value));
     await Promise.all(
       members.map((m, n) =>
-        quick.finishTrial({ sweepId, n, state: m.value === null ? 'failed' : 'completed', values: m.value === null ? null : [m.value], metrics: m.value === null ? {} : { [objectivesOf(config)[0]!.metric]: m.value }, intermediate: [], steps: config.base_config.max_steps, gpuSeconds: 0, reason: null }),
+        quick.finishTrial({ sweepId, n, state: m.value === null ? 'failed' : 'completed', values: m.value === null ? null : [m.value], metrics: m.value === null ? {} : { [objectivesOf(config)[0]!.metric]: m.value }, intermediate: [], steps: memberSteps[n] ?? 0, gpuSeconds: memberGpuSeconds[n] ?? 0, reason: null }),
       ),
     );
     await quick.finishSweep({ sweepId, status: 'completed', bestTrial: best >= 0 ? best : null });
