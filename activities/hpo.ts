@@ -35,7 +35,7 @@ import { artifactRootUri, localPathFor } from '../lib/object-store.js';
 import { repoRoot } from '../lib/config.js';
 import { BaseModelError, resolveBaseModel } from '../lib/base-models.js';
 import { learningCurve, learningCurveStep, syntheticMetrics } from './hpo-objectives.js';
-import { runJobToCompletion, writeSpec } from './jobs.js';
+import { runJobToCompletion, trainerCommand, writeSpec } from './jobs.js';
 import { datasetRef } from './datasets.js';
 import { trialReportUpdate } from '../workflows/hpo-messages.js';
 
@@ -368,11 +368,7 @@ async function runTrainerJob(
   try {
     const result = await runJobToCompletion(deps, {
       job: p.spec.job_name,
-      request: {
-        workdir: p.workdir,
-        command: [deps.bootstrap.python, '-m', 'hanzo_ml', 'train', '--spec', join(p.workdir, 'spec.json'), '--workdir', p.workdir],
-        env: { PYTHONPATH: join(repoRoot, 'trainer'), HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', HF_DATASETS_OFFLINE: '1', HANZO_ML_TRACKING_TOKEN: deps.trackingToken, OMP_NUM_THREADS: String(deps.config.trainer.threads), PYTHONUNBUFFERED: '1' },
-      },
+      request: trainerCommand(deps, 'train', p.workdir),
       resultPath: join(p.workdir, 'result.json'),
       resultSchema: TrainResultSchema,
       pollMs: 500,

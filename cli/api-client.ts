@@ -12,6 +12,7 @@ export class ApiClientError extends Error {
 export interface ApiClient {
   get<T = unknown>(path: string): Promise<T>;
   post<T = unknown>(path: string, body?: unknown, opts?: { raw?: RequestInit["body"]; headers?: Record<string, string> }): Promise<T>;
+  patch<T = unknown>(path: string, body: unknown): Promise<T>;
   del<T = unknown>(path: string): Promise<T>;
   url: string;
 }
@@ -38,6 +39,7 @@ export function createApiClient(url: string, token: string): ApiClient {
     url,
     get: (p) => call('GET', p),
     post: (p, b, o) => call('POST', p, b, o),
+    patch: (p, b) => call('PATCH', p, b),
     del: (p) => call('DELETE', p),
   };
 }

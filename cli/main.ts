@@ -110,18 +110,11 @@ export function buildCli(): Command {
     .addOption(new Option('--stage <stage>', 'target stage').choices(['none', 'staging', 'production', 'archived']).makeOptionMandatory())
     .option('--reason <text>', 'why (kept in the audit log)')
     .action(async (name: string, version: string, o: { stage: string; reason?: string }) => {
-      const client = api();
-      const token = process.env.HANZO_ML_TOKEN ?? process.env.HANZO_ML_AUTH_DEV_TOKEN ?? 'hanzo-ml-dev-token';
-      const res = await fetch(`${client.url}/v1/models/${encodeURIComponent(name)}/versions/${encodeURIComponent(version)}/stage`, {
-        method: 'PATCH',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ stage: o.stage, ...(o.reason ? { reason: o.reason } : {}) }),
-      }).catch((err: Error) => {
-        throw new ApiClientError(0, 'UNAVAILABLE', `cannot reach the hanzo-ml API at ${client.url} (${err.message}); is \`hanzo-ml dev\` running?`);
-      });
-      const body = (await res.json()) as { version?: Record<string, unknown>; archived?: number[]; error_code?: string; message?: string };
-      if (!res.ok) throw new ApiClientError(res.status, String(body.error_code ?? res.status), String(body.message ?? res.statusText));
-      process.stdout.write(`${name} version ${body.version!.version} is now ${body.version!.stage}${body.archived!.length ? `; archived ${body.archived!.join(', ')}` : ''}\n`);
+      const body = await api().patch<{ version: Record<string, unknown>; archived: number[] }>(
+        `/v1/models/${encodeURIComponent(name)}/versions/${encodeURIComponent(version)}/stage`,
+        { stage: o.stage, ...(o.reason ? { reason: o.reason } : {}) },
+      );
+      process.stdout.write(`${name} version ${body.version.version} is now ${body.version.stage}${body.archived.length ? `; archived ${body.archived.join(', ')}` : ''}\n`);
     });
 
   program

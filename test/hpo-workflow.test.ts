@@ -291,7 +291,6 @@ describe('hyperparameter sweeps on Temporal', () => {
     expect(sweep.best_trial!.objective_values[0]).toBe(Math.min(...[0, 1, 2, 3].map((m) => at(m, 2).value)));
     // Every member's GPU time over its rounds is accounted, as for the trials of any other sweep.
     expect(sweep.gpu_hours).toBeGreaterThan(0);
-    expect(sweep.trial_steps).toBe(4 * 60);
   });
 });
 
