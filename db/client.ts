@@ -24,6 +24,9 @@ async function openPostgres(url: string): Promise<Catalogue & { migrate(): Promi
   const { drizzle } = await import('drizzle-orm/node-postgres');
   const { migrate } = await import('drizzle-orm/node-postgres/migrator');
   const pool = new pg.Pool({ connectionString: url, max: 10 });
+  // An idle pooled connection that the server drops (restart, failover, admin kill) emits 'error' on the pool;
+  // unheard, it would crash the process. The pool discards that client and the next query opens a fresh one.
+  pool.on('error', (err) => console.error(`catalogue: idle Postgres connection lost: ${err.message}`));
   const db = drizzle(pool, { schema });
   return {
     db: db as unknown as Db,

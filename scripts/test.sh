@@ -22,7 +22,7 @@ step "python tests (pytest)" bash -c "cd trainer && HF_HUB_OFFLINE=1 TRANSFORMER
 rm -f .vitest-results.json
 step "typescript tests (vitest)" npx vitest run --reporter=default --reporter=json --outputFile.json=.vitest-results.json
 # vitest's own summary is not a line CI runners read: print the plain "N passed, N failed" one too.
-[ -f .vitest-results.json ] && node -e 'const r = require("./.vitest-results.json"); console.log(`vitest: ${r.numPassedTests} passed, ${Math.max(r.numFailedTests, r.numFailedTestSuites)} failed`)'
+[ -f .vitest-results.json ] && npx tsx scripts/vitest-summary.ts .vitest-results.json
 
 printf '\n'
 if [ ${#failed[@]} -gt 0 ]; then

@@ -1,6 +1,6 @@
 // A real PostgreSQL server for tests (Debian's package), in a temporary directory on a free port.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync, existsSync, readdirSync } from 'node:fs';
+import { chownSync, closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -30,7 +30,12 @@ export async function startPostgres(): Promise<TestPostgres> {
   const data = join(dir, 'data');
   execFileSync(...run(join(bin, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'hanzo', '--no-sync', '-E', 'UTF8']), { stdio: 'ignore' });
   const port = await freePort();
-  const child: ChildProcess = spawn(...run(join(bin, 'postgres'), ['-D', data, '-p', String(port), '-k', dir, '-h', '127.0.0.1', '-c', 'fsync=off']), { stdio: 'ignore' });
+  const logPath = join(dir, 'postgres.log');
+  const log = openSync(logPath, 'a');
+  const child: ChildProcess = spawn(...run(join(bin, 'postgres'), ['-D', data, '-p', String(port), '-k', dir, '-h', '127.0.0.1', '-c', 'fsync=off']), {
+    stdio: ['ignore', log, log],
+  });
+  closeSync(log);
   const url = (db = 'postgres') => `postgres://hanzo@127.0.0.1:${port}/${db}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -59,7 +64,17 @@ export async function startPostgres(): Promise<TestPostgres> {
       const exited = new Promise((r) => child.once('exit', r));
       execFileSync(...run(join(bin, 'pg_ctl'), ['-D', data, 'stop', '-m', 'fast', '-w']), { stdio: 'ignore' });
       await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+      reportServerFaults(logPath);
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A test that fails because the server crashed or ran short says so: print the server's own fault lines. */
+function reportServerFaults(logPath: string): void {
+  const faults = readFileSync(logPath, 'utf8')
+    .split('\n')
+    .filter((line) => /PANIC|FATAL|terminated by signal|out of memory|could not resize|No space left|deadlock detected/.test(line))
+    .filter((line) => !/the database system is (starting up|shutting down)|terminating connection due to administrator command/.test(line));
+  if (faults.length) console.error(`postgres reported:\n${faults.slice(0, 20).join('\n')}`);
 }

@@ -7,8 +7,15 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The crate's directory as cargo names it when it runs the tests, not when it compiled them: the target
+/// directory is a cache shared by checkouts in other places, and a binary built for one must not read another's
+/// files (cargo does not rebuild a test binary when only the checkout's location changed).
+pub fn crate_dir() -> PathBuf {
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"))
+}
+
 pub fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-llama")
+    crate_dir().join("tests/fixtures/tiny-llama")
 }
 
 pub fn read_json(path: &Path) -> Value {
@@ -44,8 +51,7 @@ pub fn run_cli(args: &[&str]) -> Run {
 /// that schema uses; properties it does not declare are rejected too, so the report matches the
 /// contract exactly.
 pub fn assert_matches_contract(report: &Value) {
-    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../contracts/generated/candle-report.schema.json");
+    let schema_path = crate_dir().join("../contracts/generated/candle-report.schema.json");
     let schema = read_json(&schema_path);
     let mut errors = Vec::new();
     validate(&schema, report, "$", &mut errors);
