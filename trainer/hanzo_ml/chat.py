@@ -39,17 +39,22 @@ class TokenizedExample:
 
 # ---- reading -----------------------------------------------------------------------------------
 
-def read_chat_jsonl(path: Path, allow_empty: bool = False) -> list[Messages]:
-    """Every record of a normalized JSONL file; the first bad record raises InputError naming its line."""
-    return read_jsonl_records(path, parse_record, allow_empty)
+def read_chat_jsonl(path: Path, allow_empty: bool = False, training_method: str | None = None) -> list[Messages]:
+    """Every record of a normalized JSONL file; the first bad record raises InputError naming its line.
+    training_method: the chat method this file trains; it must hold conversations, not preference pairs."""
+    return read_jsonl_records(path, lambda line, where: parse_record(line, where, training_method), allow_empty)
 
 
-def parse_record(line: str, where: str) -> Messages:
+def parse_record(line: str, where: str, training_method: str | None = None) -> Messages:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as e:
         raise InputError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from e
     if isinstance(record, dict) and "messages" not in record and "chosen" in record:
+        if training_method is not None:  # training on the chosen half alone would silently drop the preference
+            raise InputError(f"{where}: messages: this is a preference pair (prompt/chosen/rejected); method "
+                             f"{training_method} trains on chat records {{\"messages\": [...]}}: use method dpo "
+                             "or orpo for preference pairs")
         # A preference pair reads as the conversation it prefers: prompt + chosen answer. Evaluation and the
         # held-out perplexity of a dpo/orpo pipeline score the tuned model on the answers it was taught to prefer.
         from hanzo_ml.preference import parse_preference_record

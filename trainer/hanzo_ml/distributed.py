@@ -10,10 +10,17 @@ the single-process token-mean loss. Rank 0 alone writes checkpoints, progress, m
 every rank resumes from the same checkpoint. Decisions that must not differ between ranks (a time-based
 checkpoint, a SIGTERM seen by one rank first) are taken by rank 0 / by all-reduce.
 
-Strategies: ddp (DistributedDataParallel; gloo on CPU, nccl on CUDA). fsdp is refused with an InputError: its
-sharded weights and optimizer state need collective gathering to write a checkpoint (and scattering to resume),
-which this trainer does not do, and a checkpoint it cannot resume from exactly is worse than none. deepspeed_zero2/3
-need the deepspeed package (configs in recipes/deepspeed/) and are refused when it is not installed.
+Strategies:
+- ddp: DistributedDataParallel (gloo on CPU, nccl on CUDA); every rank holds the whole model and optimizer.
+- fsdp: FSDP2 (torch.distributed.fsdp.fully_shard) on every decoder layer and the root, for the chat methods
+  full and lora: weights, gradients and optimizer state are split over the ranks. A checkpoint gathers the
+  trainable weights and the optimizer state to rank 0 as one process would hold them, so it is the same files as
+  a single-process checkpoint (weights keyed by name, optimizer state keyed by parameter name), loads into one
+  process for evaluation, and resumes under fsdp by loading the weights before sharding and scattering the
+  optimizer state after. Every rank takes part in a checkpoint, an evaluation and the final save, since each
+  forward pass and each gather is collective.
+- deepspeed_zero2/3 need the deepspeed package and its launcher (configs in recipes/deepspeed/); this trainer
+  refuses them with an InputError.
 """
 from __future__ import annotations
 
@@ -47,22 +54,31 @@ class World:
         return self.size > 1
 
 
-def check_strategy(hardware, spec_path) -> None:
-    """Refuse, before any model is loaded, a strategy this machine cannot run."""
+FSDP_METHODS = ("full", "lora")
+FSDP_REFUSALS = {
+    "qlora": "its base is bitsandbytes 4-bit tensors, which fully_shard cannot split",
+    "adalora": "its rank allocator reads and masks whole adapter matrices after every step",
+    "dpo": "its loss runs through trl, which this trainer has not verified on sharded weights",
+    "orpo": "its loss runs through trl, which this trainer has not verified on sharded weights",
+}
+
+
+def check_strategy(hardware, spec_path, method: str) -> None:
+    """Refuse, before any model is loaded, a strategy this machine or this method cannot run."""
     if hardware.strategy.startswith("deepspeed") and importlib.util.find_spec("deepspeed") is None:
         raise InputError(f"{spec_path}: hardware.strategy: {hardware.strategy} needs the deepspeed package, which is "
                          "not installed in the trainer environment (use ddp or fsdp, or install deepspeed)")
     if hardware.strategy.startswith("deepspeed"):
         raise InputError(f"{spec_path}: hardware.strategy: {hardware.strategy} is configured by "
                          "recipes/deepspeed/ for the deepspeed launcher; this trainer runs ddp")
-    if hardware.strategy == "fsdp" and hardware.processes > 1:
-        raise InputError(f"{spec_path}: hardware.strategy: fsdp checkpoints are not written by this trainer "
-                         "(sharded state is not gathered); use ddp, which replicates the model on every process")
+    if hardware.strategy == "fsdp" and hardware.processes > 1 and method not in FSDP_METHODS:
+        raise InputError(f"{spec_path}: hardware.strategy: fsdp runs methods {', '.join(FSDP_METHODS)}; method "
+                         f"{method} cannot be sharded ({FSDP_REFUSALS[method]}): use ddp")
 
 
-def init_world(hardware, spec_path) -> World:
+def init_world(hardware, spec_path, method: str) -> World:
     """The process group torchrun set up (RANK, WORLD_SIZE, MASTER_ADDR in the environment), or one process."""
-    check_strategy(hardware, spec_path)
+    check_strategy(hardware, spec_path, method)
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size != hardware.processes:
         raise InputError(f"{spec_path}: hardware.processes: {hardware.processes}, but this process was started "
@@ -80,13 +96,74 @@ def init_world(hardware, spec_path) -> World:
 
 
 def wrap_model(model, world: World, strategy: str):
-    """The module the forward/backward passes go through; `model` itself stays the one saved."""
+    """The module the forward/backward passes go through: DDP around `model`, or `model` itself sharded in place
+    (fsdp), or `model` alone."""
     if not world.distributed:
         return model
+    if strategy == "fsdp":
+        return shard_model(model)
     from torch.nn.parallel import DistributedDataParallel
 
     devices = [world.local_rank] if torch.cuda.is_available() else None
     return DistributedDataParallel(model, device_ids=devices)
+
+
+def shard_model(model):
+    """FSDP2: one communication group per decoder layer (the classes transformers marks as never to be split),
+    then the root for what is left (embeddings, final norm, head). Frozen and trainable parameters may share a
+    group, so LoRA needs no special wrapping policy."""
+    from torch.distributed.fsdp import fully_shard
+
+    transformer = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layer_classes = set(getattr(transformer, "_no_split_modules", None) or ())
+    layers = [m for m in model.modules() if type(m).__name__ in layer_classes]
+    if not layers:
+        raise InputError(f"hardware.strategy: fsdp: {type(transformer).__name__} names no decoder layer class "
+                         "(_no_split_modules) to shard by; use ddp")
+    for layer in layers:
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def is_sharded(model) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def full_state(model, optimizer, world: World) -> tuple[dict | None, dict | None]:
+    """The trainable weights and the optimizer state of a sharded model gathered to rank 0 on the CPU, as one
+    process would hold them (weights by name; optimizer state by parameter name). Collective: every rank calls
+    it; ranks other than 0 get (None, None). The frozen base of an adapter method is never gathered."""
+    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                         get_optimizer_state_dict)
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
+    weights = get_model_state_dict(model, options=options)
+    optimizer_state = get_optimizer_state_dict(model, optimizer, options=options) if optimizer is not None else None
+    return (weights, optimizer_state) if world.is_main else (None, None)
+
+
+def load_optimizer_state(model, optimizer, saved: dict, source) -> None:
+    """A checkpoint's optimizer state into `optimizer`: a single-process or ddp checkpoint keys it by parameter
+    index, an fsdp one by parameter name (each rank keeps its shard of the full state)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    groups = saved.get("param_groups") or [{}]
+    by_name = any(isinstance(p, str) for p in groups[0].get("params", []))
+    if by_name:
+        set_optimizer_state_dict(model, optimizer, saved, options=StateDictOptions(full_state_dict=True))
+    elif is_sharded(model):
+        raise InputError(f"{source}: optimizer.pt was written by a single-process or ddp run (state by parameter "
+                         "index); resume it with strategy ddp, or start the fsdp run afresh")
+    else:
+        optimizer.load_state_dict(saved)
+
+
+def scalar(value) -> float:
+    """A float from a tensor that may be a DTensor (a norm over sharded gradients): its full value."""
+    return float((value.full_tensor() if hasattr(value, "full_tensor") else value).item())
 
 
 def shard(examples: list, world: World) -> list:
@@ -150,21 +227,36 @@ def accumulate_and_clip(wrapped, trainable, micro_batches, max_grad_norm: float,
     for i, loss in enumerate(_synced_last(wrapped, losses, len(micro_batches))):
         step_loss += loss.item() * share
         (loss * share * world.size).backward()
-    grad_norm = torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm).item()
+    grad_norm = scalar(torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm))
     return sum_over_ranks(step_loss, world), grad_norm
 
 
 def _synced_last(wrapped, losses, count: int):
-    """Yields the losses with DDP's gradient sync off for all but the last micro-batch (one all-reduce a step).
-    The forward must run inside no_sync too, so each loss is produced inside the context."""
+    """Yields the losses with gradient sync off for all but the last micro-batch (one all-reduce, or one
+    reduce-scatter under fsdp, a step). The forward must run inside the context too, so each loss is produced
+    inside it."""
     iterator = iter(losses)
     for i in range(count):
-        last = i == count - 1
-        with (contextlib.nullcontext() if last or not hasattr(wrapped, "no_sync") else wrapped.no_sync()):
+        with (contextlib.nullcontext() if i == count - 1 else _no_gradient_sync(wrapped)):
             loss = next(iterator)
             yield loss
     for _ in iterator:  # let the objective finish (it may collect metrics after its last loss)
         pass
+
+
+@contextlib.contextmanager
+def _no_gradient_sync(wrapped):
+    if hasattr(wrapped, "no_sync"):  # DDP
+        with wrapped.no_sync():
+            yield
+    elif hasattr(wrapped, "set_requires_gradient_sync"):  # FSDP2: gradients stay unsharded, summed locally
+        wrapped.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            wrapped.set_requires_gradient_sync(True)
+    else:
+        yield
 
 
 def shutdown(world: World) -> None:

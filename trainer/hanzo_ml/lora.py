@@ -123,7 +123,7 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
     recipe.check(spec, spec_path)                  # a method this machine cannot run stops here ...
     device = resolve_device(spec)
     memory.check_fits(spec, spec_path, device)     # ... and so does a job that cannot fit its device
-    world = distributed.init_world(spec.hardware, spec_path)  # one process, or one rank of torchrun's
+    world = distributed.init_world(spec.hardware, spec_path, spec.method)  # one process, or a torchrun rank
 
     # ---- model, optimizer, schedule: built the same way on every start, so saved states load 1:1 -------
     configure_torch(spec.threads)
@@ -132,7 +132,16 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
     precision = resolve_precision(spec, device)
     autocast_forward(model, precision)
     objective = recipe.objective(spec, model, data)
-    wrapped = distributed.wrap_model(model, world, spec.hardware.strategy)  # DDP, or the model itself
+
+    # ---- resume from the newest checkpoint that verifies: weights now, before fsdp shards them ---------
+    if world.is_main:
+        ckpt.remove_temp_dirs(checkpoint_dir)
+    distributed.barrier(world)  # no rank looks for checkpoints while rank 0 clears half-written ones
+    latest, skipped = ckpt.find_resume_checkpoint(checkpoint_dir)
+    if latest is not None:
+        restore_weights(latest.path, model, spec)
+    wrapped = distributed.wrap_model(model, world, spec.hardware.strategy)  # DDP, model sharded, or model
+    sharded = distributed.is_sharded(wrapped)
     trainable = [p for p in model.parameters() if p.requires_grad]
     # fused: one kernel for the whole update on CUDA; the same state dict, so checkpoints move between devices
     optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay,
@@ -142,16 +151,13 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
     log.info("%s on %s (%s): %d trainable parameters", spec.method, device, "bf16 autocast" if precision else "fp32",
              sum(p.numel() for p in trainable))
 
-    # ---- resume from the newest checkpoint that verifies -------------------------------------------
-    if world.is_main:
-        ckpt.remove_temp_dirs(checkpoint_dir)
+    # ---- ... and the optimizer, schedule, RNG and data position once the optimizer exists ------------
     state, resumed_from, last_checkpoint = TrainingState(), None, None
-    latest, skipped = ckpt.find_resume_checkpoint(checkpoint_dir)
     events = [recovery.event("checkpoint_skipped", ckpt.step_of(checkpoint_dir / name) or 0,
                              f"{name} does not verify ({reason}); resuming from "
                              f"{latest.path.name if latest else 'the start'}") for name, reason in skipped]
     if latest is not None:
-        state = restore_checkpoint(latest.path, model, optimizer, scheduler, spec)
+        state = restore_training_state(latest.path, model, optimizer, scheduler, spec)
         recovery.override_learning_rate(optimizer, scheduler, hp.learning_rate)
         resumed_from, last_checkpoint = state.step, latest.path.name
         log.info("resumed from %s (step %d, epoch %d, index %d)", latest.path.name, state.step, state.epoch,
@@ -170,10 +176,12 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
         nonlocal last_checkpoint, checkpointed_step, best_so_far
         checkpointed_step = state.step
         schedule.written()
-        if not world.is_main:  # rank 0 writes for all: every rank holds the same weights and optimizer state
+        # fsdp: every rank sends its shards to rank 0; ddp: every rank already holds the same state
+        gathered = distributed.full_state(model, optimizer, world) if sharded else (None, None)
+        if not world.is_main:  # rank 0 writes for all
             last_checkpoint = ckpt.checkpoint_name(state.step)
             return
-        last_checkpoint = write_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, spec)
+        last_checkpoint = write_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, spec, *gathered)
         if spec.checkpoint.keep_best and eval_loss is not None and (
                 best_so_far is None or eval_loss < best_so_far["eval_loss"]):
             ckpt.keep_as_best(checkpoint_dir, checkpoint_dir / last_checkpoint, eval_loss)
@@ -235,7 +243,7 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
 
             # every N steps, every T seconds (rank 0's clock decides for all), at the end
             due = distributed.from_main(schedule.due(state.step, hp.max_steps), world)
-            if due and data.validation and world.is_main:
+            if due and data.validation and (world.is_main or sharded):  # a sharded forward needs every rank
                 step_metrics["eval/loss"] = objective.evaluate(model, data.validation, hp.batch_size)
                 log.info("step %d eval/loss %.4f", state.step, step_metrics["eval/loss"])
             state.metrics.update(step_metrics)
@@ -245,10 +253,12 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
             report_progress()
 
         # ---- the end: final adapter, result --------------------------------------------------------
+        final_weights, _ = distributed.full_state(model, None, world) if sharded else (None, None)
         if not world.is_main:
             distributed.barrier(world)
             return {"steps": state.step, "rank": world.rank}
-        outputs = recipe.weights.save_final(model, Path(spec.output_dir), Path(spec.base_model_path))
+        outputs = recipe.weights.save_final(model, Path(spec.output_dir), Path(spec.base_model_path),
+                                            state_dict=final_weights)
         result = {
             "steps": state.step,
             "resumed_from_step": resumed_from,
@@ -289,13 +299,17 @@ def accumulate_and_clip(model, trainable, micro_batches, max_grad_norm: float, o
 
 # ---- checkpoint contents ---------------------------------------------------------------------------
 
-def write_checkpoint(checkpoint_dir: Path, model, optimizer, scheduler, state: TrainingState, spec) -> str:
+def write_checkpoint(checkpoint_dir: Path, model, optimizer, scheduler, state: TrainingState, spec,
+                     weights: dict | None = None, optimizer_state: dict | None = None) -> str:
+    """weights, optimizer_state: an fsdp run's state gathered to this rank (distributed.full_state); otherwise
+    the model and optimizer hold it whole."""
     recipe = recipe_for(spec.method)
 
     def contents(directory: Path) -> None:
-        recipe.weights.save(model, directory)  # adapter/ (peft) or model/ (full), safetensors
+        recipe.weights.save(model, directory, state_dict=weights)  # adapter/ (peft) or model/ (full)
         recipe.save_extra(model, directory)    # AdaLoRA: its rank allocator
-        torch.save(optimizer.state_dict(), directory / "optimizer.pt")
+        torch.save(optimizer_state if optimizer_state is not None else optimizer.state_dict(),
+                   directory / "optimizer.pt")
         torch.save(scheduler.state_dict(), directory / "scheduler.pt")
         torch.save(ckpt.rng_states_with_cuda(rng_states()), directory / "rng_state.pt")
         sidecar = {**asdict(state), "run_id": spec.run_id, "hyperparameters": to_dict(spec.hyperparameters),
@@ -308,13 +322,18 @@ def write_checkpoint(checkpoint_dir: Path, model, optimizer, scheduler, state: T
     return path.name
 
 
-def restore_checkpoint(path: Path, model, optimizer, scheduler, spec) -> TrainingState:
+def restore_weights(path: Path, model, spec) -> None:
+    """The checkpoint's weights into the whole (not yet sharded or wrapped) model, on every rank."""
     recipe = recipe_for(spec.method)
-    sidecar = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
-    warn_on_changed_hyperparameters(sidecar.get("hyperparameters", {}), to_dict(spec.hyperparameters), path)
     recipe.weights.load(model, path)
     recipe.load_extra(model, path)
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+
+
+def restore_training_state(path: Path, model, optimizer, scheduler, spec) -> TrainingState:
+    """The rest of a checkpoint, once the optimizer over the (possibly sharded) parameters exists."""
+    sidecar = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
+    warn_on_changed_hyperparameters(sidecar.get("hyperparameters", {}), to_dict(spec.hyperparameters), path)
+    distributed.load_optimizer_state(model, optimizer, torch.load(path / "optimizer.pt", weights_only=True), path)
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
     rng = torch.load(path / "rng_state.pt", weights_only=True)
     set_rng_states(rng)

@@ -116,8 +116,16 @@ class Estimate:
 
 
 def weight_bytes_per_param(spec) -> float:
-    """Bytes of one base weight as loaded: float32 on CPU (the trainer loads float32), bfloat16 on GPUs."""
-    return 4.0 if device_kind(spec) == "cpu" else 2.0
+    """Bytes of one base weight as the trainer holds it: the frozen base of an adapter method in bfloat16 on GPUs
+    (recipes.components.frozen_base_dtype; auto assumes a GPU with bf16), float32 otherwise: on CPU, with
+    precision fp32, and for full fine-tuning, whose weights are the float32 master copy bf16 autocast reads."""
+    bf16 = device_kind(spec) == "cuda" and getattr(spec.hardware, "precision", "auto") != "fp32"
+    return 2.0 if bf16 and spec.method in ADAPTER_METHODS else 4.0
+
+
+def activation_bytes_per_value(spec) -> float:
+    """Activations follow the forward pass's precision: bf16 autocast on GPUs, float32 on CPU or with fp32."""
+    return 2.0 if device_kind(spec) == "cuda" and getattr(spec.hardware, "precision", "auto") != "fp32" else 4.0
 
 
 def device_kind(spec) -> str:
@@ -144,7 +152,7 @@ def activation_bytes(spec, shape: ModelShape, micro_batch: int) -> int:
     Preference methods run chosen and rejected rows: twice the batch."""
     s, h, a = spec.hyperparameters.max_seq_length, shape.hidden_size, shape.num_heads
     b = micro_batch * (2 if spec.method in PREFERENCE_METHODS else 1)
-    scale = weight_bytes_per_param(spec) / 2.0  # the formula counts 2-byte activations
+    scale = activation_bytes_per_value(spec) / 2.0  # the formula counts 2-byte activations
     per_layer = s * b * h * (34 + 5 * a * s / h) * scale
     logits = 2 * s * b * shape.vocab_size * 4
     if getattr(spec.hyperparameters, "gradient_checkpointing", False):
@@ -164,7 +172,8 @@ def estimate(spec, device_memory_bytes: int | None = None, shape: ModelShape | N
     if spec.method == "qlora":
         q = getattr(spec, "quantization", None)
         bits = NF4_DOUBLE_QUANT_BITS if (q is None or q.double_quant) else NF4_BITS
-        weights = shape.linear_params * bits / 8 + (shape.params - shape.linear_params) * wbytes
+        # prepare_model_for_kbit_training keeps what is not 4-bit (embeddings, norms, head) in float32
+        weights = shape.linear_params * bits / 8 + (shape.params - shape.linear_params) * 4
     else:
         weights = shape.params * wbytes
     if spec.method in ADAPTER_METHODS:
@@ -175,9 +184,8 @@ def estimate(spec, device_memory_bytes: int | None = None, shape: ModelShape | N
     else:
         trainable = shape.params
         adapter = 0
-        gradients = trainable * wbytes
-        # AdamW moments in float32, plus a float32 master copy when the weights are 16-bit (mixed precision).
-        optimizer = trainable * (8 + (4 if wbytes < 4 else 0))
+        gradients = trainable * 4          # float32, like the weights they update
+        optimizer = trainable * 8          # AdamW: two float32 moments
     fixed = (weights + gradients + optimizer) / shard + adapter
 
     def total_at(micro_batch: int) -> tuple[int, int]:

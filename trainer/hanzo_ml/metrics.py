@@ -22,7 +22,9 @@ MFU_NEEDS_PEAK = "hardware.peak_flops_per_device is not set (no reliable peak is
 
 
 def parameter_count(model) -> int:
-    return sum(p.numel() for p in model.parameters())
+    """The weights each token's forward pass multiplies with. bitsandbytes packs two 4-bit weights into each
+    byte of a Params4bit, whose numel() is the packed count: QLoRA does the FLOPs of the unpacked matrix."""
+    return sum(p.numel() * (2 if type(p).__name__ == "Params4bit" else 1) for p in model.parameters())
 
 
 class StepMeter:

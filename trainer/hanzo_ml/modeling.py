@@ -27,13 +27,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def load_causal_lm(model_dir: Path):
-    """A float32 causal LM from a local directory (safetensors), in eval mode."""
+def load_causal_lm(model_dir: Path, dtype: torch.dtype = torch.float32):
+    """A causal LM from a local directory (safetensors), in eval mode; float32 unless told otherwise."""
     from transformers import AutoModelForCausalLM
 
     if not (Path(model_dir) / "config.json").is_file():
         raise InputError(f"{model_dir}: no config.json (not a model directory)")
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype, local_files_only=True)
     model.eval()
     return model
 

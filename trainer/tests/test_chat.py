@@ -75,3 +75,18 @@ def test_bad_records_are_reported_with_line_and_field(line, message):
     with pytest.raises(InputError) as error:
         parse_record(line, "train.jsonl:7")
     assert str(error.value).startswith(message)
+
+
+PAIR = ('{"prompt": [{"role": "user", "content": "2+2?"}], "chosen": [{"role": "assistant", "content": "4"}], '
+        '"rejected": [{"role": "assistant", "content": "5"}]}')
+
+
+def test_a_preference_pair_in_a_chat_methods_training_file_is_refused_naming_the_method():
+    with pytest.raises(InputError, match=r"train.jsonl:7: messages: this is a preference pair \(prompt/chosen/"
+                                         r"rejected\); method lora trains on chat records .*use method dpo or orpo"):
+        parse_record(PAIR, "train.jsonl:7", training_method="lora")
+
+
+def test_evaluation_reads_a_preference_pair_as_the_conversation_it_prefers():
+    assert parse_record(PAIR, "test.jsonl:1") == [{"role": "user", "content": "2+2?"},
+                                                   {"role": "assistant", "content": "4"}]

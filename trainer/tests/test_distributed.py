@@ -1,5 +1,6 @@
-"""Data-parallel training under torchrun on CPU: two gloo processes, compared with one process on the same global
-batch; rank 0 alone writes; a run stopped mid-way resumes under torchrun."""
+"""Distributed training under torchrun on CPU: two gloo processes (ddp, and fsdp for full and lora), compared with
+one process on the same global batch; rank 0 alone writes whole checkpoints; a run stopped mid-way resumes under
+torchrun to the same weights."""
 from __future__ import annotations
 
 import json
@@ -22,13 +23,17 @@ pytestmark = pytest.mark.slow  # several trainer processes
 # in another order than in one process. 1e-4 relative is far below any real difference (a different batch, a
 # missed all-reduce, a wrong loss scale all show up at 1e-2 or more).
 RTOL, ATOL = 1e-4, 1e-6
+# Full fine-tuning also updates embedding rows of tokens whose gradient is a near-zero sum of cancelling terms;
+# Adam divides it by its own tiny magnitude, so summation-order noise there moves a weight by ~2e-6. The learning
+# rate (5e-3) is what any real error would move it by.
+FULL_ATOL = 1e-5
 OVERRIDES = {"hyperparameters": {"max_steps": 4, "batch_size": 4, "gradient_accumulation_steps": 2},
              "checkpoint": {"every_steps": 2, "keep_last": 3}}
 
 
-def run(root: Path, spec: dict, processes: int, **env) -> subprocess.CompletedProcess:
+def run(root: Path, spec: dict, processes: int, strategy: str = "ddp", **env) -> subprocess.CompletedProcess:
     root.mkdir(parents=True, exist_ok=True)
-    spec = {**spec, "hardware": {"processes": processes}}
+    spec = {**spec, "hardware": {"processes": processes, "strategy": strategy}}
     path = write_spec(root / "job.json", spec)
     launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"] if processes > 1 else []
     return subprocess.run([sys.executable, *launcher, "-m", "hanzo_ml", "train", "--spec", str(path), "--workdir",
@@ -44,10 +49,19 @@ def adapter(root: Path) -> dict[str, torch.Tensor]:
     return load_file(root / "output" / "adapter" / "adapter_model.safetensors")
 
 
-def assert_close_adapters(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+def weights(root: Path, method: str, checkpoint: str | None = None) -> dict[str, torch.Tensor]:
+    """The final output's trained weights, or a checkpoint's."""
+    if checkpoint is None:
+        return adapter(root) if method == "lora" else load_file(root / "output" / "model" / "model.safetensors")
+    directory = root / "checkpoints" / checkpoint
+    return load_file(directory / "adapter" / "adapter_model.safetensors") if method == "lora" \
+        else load_file(directory / "model" / "model.safetensors")
+
+
+def assert_close_adapters(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = ATOL) -> None:
     assert a.keys() == b.keys()
     for name in a:
-        torch.testing.assert_close(a[name], b[name], rtol=RTOL, atol=ATOL, msg=name)
+        torch.testing.assert_close(a[name], b[name], rtol=RTOL, atol=atol, msg=name)
 
 
 def test_two_ddp_processes_match_one_process_on_the_same_global_batch(tmp_path, tiny_base_dir, chat_files):
@@ -110,7 +124,7 @@ def test_a_deepspeed_strategy_without_deepspeed_installed_is_a_clear_input_error
     from types import SimpleNamespace
 
     with pytest.raises(InputError, match=f"hardware.strategy: {strategy} needs the deepspeed package"):
-        check_strategy(SimpleNamespace(strategy=strategy, processes=2), "job.json")
+        check_strategy(SimpleNamespace(strategy=strategy, processes=2), "job.json", "lora")
 
 
 @pytest.mark.parametrize("name", ["zero2.json", "zero3.json"])
@@ -124,9 +138,87 @@ def test_the_deepspeed_zero_configs_parse_and_name_their_stage(name):
         assert config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
 
 
-def test_fsdp_with_several_processes_is_refused_before_any_model_is_loaded():
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_two_fsdp_processes_match_one_process_and_write_whole_checkpoints(tmp_path, tiny_base_dir, chat_files,
+                                                                          method):
+    servers = {"one": TrackingServer(), "two": TrackingServer()}
+    overrides = {**OVERRIDES, "method": method}
+    try:
+        one = tmp_path / "one"
+        single = run(one, train_spec(one, tiny_base_dir, chat_files, tracking_uri=servers["one"].uri, **overrides), 1)
+        assert single.returncode == 0, single.stderr
+        two = tmp_path / "two"
+        fsdp = run(two, train_spec(two, tiny_base_dir, chat_files, tracking_uri=servers["two"].uri, **overrides), 2,
+                   "fsdp")
+        assert fsdp.returncode == 0, fsdp.stderr
+        one_losses, two_losses = losses(servers["one"]), losses(servers["two"])
+        one_evals = {p["step"]: p["value"] for p in servers["one"].delivered() if p["key"] == "eval/loss"}
+        two_evals = {p["step"]: p["value"] for p in servers["two"].delivered() if p["key"] == "eval/loss"}
+    finally:
+        for server in servers.values():
+            server.close()
+    assert "rank 1 of 2 (gloo)" in fsdp.stderr
+    assert sorted(two_losses) == sorted(one_losses) == [1, 2, 3, 4]
+    for step in one_losses:
+        assert two_losses[step] == pytest.approx(one_losses[step], rel=RTOL), step
+    assert sorted(two_evals) == sorted(one_evals) == [2, 4]  # the sharded evaluation ran on every rank
+    for step in one_evals:
+        assert two_evals[step] == pytest.approx(one_evals[step], rel=RTOL), step
+    # the output and every checkpoint hold whole tensors, the same names and shapes one process writes
+    atol = FULL_ATOL if method == "full" else ATOL
+    assert_close_adapters(weights(one, method), weights(two, method), atol)
+    for name in ("step-00000002", "step-00000004"):
+        assert_close_adapters(weights(one, method, name), weights(two, method, name), atol)
+        saved = torch.load(two / "checkpoints" / name / "optimizer.pt", weights_only=True)
+        assert all(isinstance(key, str) for key in saved["state"])  # keyed by parameter name
+        assert len(saved["state"]) == len(torch.load(one / "checkpoints" / name / "optimizer.pt",
+                                                     weights_only=True)["state"])
+
+
+def test_an_fsdp_run_stopped_by_a_fault_resumes_under_torchrun_to_the_same_weights(tmp_path, tiny_base_dir,
+                                                                                   chat_files):
+    straight = tmp_path / "straight"
+    assert run(straight, train_spec(straight, tiny_base_dir, chat_files, **OVERRIDES), 2, "fsdp").returncode == 0
+
+    stopped = tmp_path / "stopped"
+    spec = train_spec(stopped, tiny_base_dir, chat_files, **OVERRIDES)
+    first = run(stopped, spec, 2, "fsdp", HANZO_ML_FAULT_NAN_AT_STEP="3")
+    assert first.returncode != 0
+    assert (read_json(stopped / "work" / "failure.json")["kind"]) == "diverged"
+
+    second = run(stopped, spec, 2, "fsdp", HANZO_ML_FAULT_NAN_AT_STEP="3")
+    assert second.returncode == 0, second.stderr
+    result = read_json(stopped / "work" / "result.json")
+    assert (result["resumed_from_step"], result["steps"]) == (2, 4)
+    assert_close_adapters(adapter(straight), adapter(stopped))
+
+
+@pytest.mark.parametrize("method", ["qlora", "adalora", "dpo", "orpo"])
+def test_fsdp_for_a_method_it_cannot_shard_is_refused_before_any_model_is_loaded(method):
     from types import SimpleNamespace
 
-    with pytest.raises(InputError, match="hardware.strategy: fsdp checkpoints are not written by this trainer"):
-        check_strategy(SimpleNamespace(strategy="fsdp", processes=2), "job.json")
-    check_strategy(SimpleNamespace(strategy="fsdp", processes=1), "job.json")  # one process: nothing to shard
+    with pytest.raises(InputError, match=f"hardware.strategy: fsdp runs methods full, lora; method {method} cannot "
+                                         "be sharded .*: use ddp"):
+        check_strategy(SimpleNamespace(strategy="fsdp", processes=2), "job.json", method)
+    check_strategy(SimpleNamespace(strategy="fsdp", processes=1), "job.json", method)  # one process: no shards
+
+
+def test_an_fsdp_resume_of_a_checkpoint_keyed_by_parameter_index_is_refused(tmp_path):
+    from hanzo_ml.distributed import load_optimizer_state
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    saved = optimizer.state_dict()  # by index, as one process or ddp writes it
+    load_optimizer_state(model, torch.optim.AdamW(model.parameters()), saved, "step-00000002")  # unsharded: loads
+
+    class Sharded(torch.nn.Linear):
+        pass
+
+    import hanzo_ml.distributed as distributed
+    original = distributed.is_sharded
+    distributed.is_sharded = lambda m: isinstance(m, Sharded)
+    try:
+        with pytest.raises(InputError, match="step-00000002: optimizer.pt was written by a single-process or ddp run"):
+            load_optimizer_state(Sharded(2, 2), optimizer, saved, "step-00000002")
+    finally:
+        distributed.is_sharded = original

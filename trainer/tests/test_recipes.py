@@ -210,3 +210,16 @@ def test_bf16_precision_autocasts_the_forward_and_keeps_fp32_weights(tmp_path, t
     adapter = load_file(Path(result["adapter_path"]) / "adapter_model.safetensors")
     assert adapter and all(t.dtype == torch.float32 for t in adapter.values())
     assert torch.isfinite(torch.tensor(result["final_metrics"]["train/loss"]))
+
+
+def test_qlora_counts_the_flops_of_its_unpacked_4_bit_weights(tmp_path, tiny_base_dir, chat_files):
+    """MFU's 6N uses every weight the forward multiplies with; bitsandbytes reports a 4-bit matrix's packed size."""
+    from hanzo_ml.metrics import parameter_count
+    from hanzo_ml.modeling import load_causal_lm
+
+    spec = load_spec_dict(method_spec("qlora", tmp_path, tiny_base_dir, chat_files, None), tmp_path)
+    qlora.RECIPE.check(spec, tmp_path / "job.json")
+    model = qlora.RECIPE.build_model(spec, tmp_path / "job.json", torch.device("cpu"))
+    adapter = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert any(type(p).__name__ == "Params4bit" for p in model.parameters())
+    assert parameter_count(model) == parameter_count(load_causal_lm(tiny_base_dir)) + adapter

@@ -16,8 +16,8 @@ import torch
 from hanzo_ml.errors import InputError
 from hanzo_ml.modeling import load_causal_lm
 from hanzo_ml.recipes import Recipe
-from hanzo_ml.recipes.components import (AdapterWeights, ChatObjective, attach_adapter, load_chat_datasets,
-                                         model_device, to_device)
+from hanzo_ml.recipes.components import (AdapterWeights, ChatObjective, attach_adapter, frozen_base_dtype,
+                                         load_chat_datasets, model_device, to_device)
 
 DEFAULTS = SimpleNamespace(init_rank=12, target_rank=4, tinit=0, tfinal=0, delta_t=1, beta1=0.85, beta2=0.85,
                            orth_reg_weight=0.5)
@@ -47,7 +47,7 @@ def build_model(spec, spec_path: Path, device):
                            deltaT=a.delta_t, beta1=a.beta1, beta2=a.beta2, orth_reg_weight=a.orth_reg_weight,
                            total_step=hp.max_steps, lora_alpha=hp.lora_alpha, lora_dropout=hp.lora_dropout,
                            target_modules=list(hp.target_modules), task_type="CAUSAL_LM")
-    base = load_causal_lm(Path(spec.base_model_path)).to(device)
+    base = load_causal_lm(Path(spec.base_model_path), frozen_base_dtype(spec, device)).to(device)
     return attach_adapter(base, config, spec_path, hp)
 
 

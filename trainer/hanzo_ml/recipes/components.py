@@ -52,6 +52,13 @@ def resolve_precision(spec, device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if wanted == "bf16" or (wanted == "auto" and cuda_bf16) else None
 
 
+def frozen_base_dtype(spec, device: torch.device) -> torch.dtype:
+    """Adapter methods hold their frozen base in the forward pass's precision (bf16 on GPUs that have it): half
+    the memory of float32, and what hanzo_ml/memory.py counts. peft creates the adapters in float32 regardless
+    (autocast_adapter_dtype), so what is trained and checkpointed keeps full precision."""
+    return resolve_precision(spec, device) or torch.float32
+
+
 def autocast_forward(model, dtype: torch.dtype | None) -> None:
     """Mixed precision the way Accelerate does it: the model's forward runs under autocast (matmuls and
     attention in bf16, reductions and the loss in fp32) while the weights, their gradients and the optimizer
@@ -111,8 +118,10 @@ class AdapterWeights:
     """Adapter methods: only the adapter is trained, saved and restored; the base is rebuilt from its files."""
     directory = "adapter"
 
-    def save(self, model, checkpoint: Path) -> None:
-        model.save_pretrained(checkpoint / self.directory)  # adapter_model.safetensors + adapter_config.json
+    def save(self, model, checkpoint: Path, state_dict: dict | None = None) -> None:
+        """state_dict: the trainable weights gathered from an fsdp run; peft picks the adapter's out of it."""
+        # adapter_model.safetensors + adapter_config.json
+        model.save_pretrained(checkpoint / self.directory, state_dict=state_dict)
 
     def load(self, model, checkpoint: Path) -> None:
         from peft import set_peft_model_state_dict
@@ -123,35 +132,50 @@ class AdapterWeights:
             raise RuntimeError(f"{checkpoint}: adapter weights do not fit this adapter configuration: "
                                f"{loaded.unexpected_keys[:3]}")
 
-    def save_final(self, model, output_dir: Path, base_model_path: Path) -> dict:
-        return {"adapter_path": str(save_atomically(output_dir / "adapter", model.save_pretrained)),
-                "model_path": None}
+    def save_final(self, model, output_dir: Path, base_model_path: Path, state_dict: dict | None = None) -> dict:
+        final = save_atomically(output_dir / "adapter", lambda d: model.save_pretrained(d, state_dict=state_dict))
+        return {"adapter_path": str(final), "model_path": None}
 
 
 class FullWeights:
     """Full fine-tuning: every weight is trained, so every weight is checkpointed (safetensors, ties kept)."""
     directory = "model"
 
-    def save(self, model, checkpoint: Path) -> None:
-        from safetensors.torch import save_model
+    def save(self, model, checkpoint: Path, state_dict: dict | None = None) -> None:
+        """state_dict: every weight gathered from an fsdp run; otherwise the model's own."""
+        from safetensors.torch import save_file, save_model
 
         (checkpoint / self.directory).mkdir(parents=True, exist_ok=True)
-        save_model(model, str(checkpoint / self.directory / "model.safetensors"))
+        path = str(checkpoint / self.directory / "model.safetensors")
+        if state_dict is None:
+            save_model(model, path)
+        else:
+            save_file(without_tied_copies(model, state_dict), path, metadata={"format": "pt"})
 
     def load(self, model, checkpoint: Path) -> None:
         from safetensors.torch import load_model
 
         load_model(model, str(checkpoint / self.directory / "model.safetensors"), strict=True)
 
-    def save_final(self, model, output_dir: Path, base_model_path: Path) -> dict:
+    def save_final(self, model, output_dir: Path, base_model_path: Path, state_dict: dict | None = None) -> dict:
         def write(directory: Path) -> None:
-            model.save_pretrained(directory)
+            model.save_pretrained(directory, state_dict=state_dict)
             for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
                          "special_tokens_map.json"):
                 if (base_model_path / name).is_file():
                     shutil.copy2(base_model_path / name, directory / name)
 
         return {"adapter_path": None, "model_path": str(save_atomically(output_dir / "model", write))}
+
+
+def without_tied_copies(model, state_dict: dict) -> dict:
+    """A weight tied under two names (embeddings and head) is stored once, under its first name, as
+    safetensors' save_model does; load_model fills the other name from it."""
+    first_name: dict[int, str] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        first_name.setdefault(id(parameter), name)
+    tied = {name for name, p in model.named_parameters(remove_duplicate=False) if first_name[id(p)] != name}
+    return {name: tensor.contiguous() for name, tensor in state_dict.items() if name not in tied}
 
 
 def save_atomically(final: Path, write: Callable[[Path], None]) -> Path:
@@ -198,7 +222,8 @@ def load_chat_datasets(spec, spec_path: Path) -> Datasets:
     def encode(path: str | None) -> list:
         if not path:
             return []
-        return encode_dataset(tokenizer, read_chat_jsonl(Path(path)), hp.max_seq_length, path, options.mask_prompt)
+        conversations = read_chat_jsonl(Path(path), training_method=spec.method)
+        return encode_dataset(tokenizer, conversations, hp.max_seq_length, path, options.mask_prompt)
 
     train, validation = encode(spec.train_path), encode(spec.validation_path)
     if options.packing:

@@ -87,8 +87,9 @@ def update_estimate(path: Path) -> dict[str, Any]:
     template = read_template(path)
     numbers = compute_estimate(template, path)
     text = Path(path).read_text(encoding="utf-8")
+    comment = "# written by `python -m hanzo_ml recipe FILE --update-estimate` (hanzo_ml/memory.py); do not edit"
     head = re.split(r"(?m)^estimate:.*$", text)[0].rstrip("\n")
+    head = head.removesuffix(comment).rstrip("\n")  # the block's own comment, written by an earlier update
     block = yaml.safe_dump({"estimate": numbers}, sort_keys=False, default_flow_style=False)
-    comment = "# written by `python -m hanzo_ml recipe FILE --update-estimate` (hanzo_ml/memory.py); do not edit\n"
-    Path(path).write_text(f"{head}\n\n{comment}{block}", encoding="utf-8")
+    Path(path).write_text(f"{head}\n\n{comment}\n{block}", encoding="utf-8")
     return numbers
