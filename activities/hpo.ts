@@ -48,6 +48,13 @@ export const trialWorkdir = (deps: ActivityDeps, sweepId: string, n: number): st
  * One long-lived `python -m hanzo_ml hpo-suggest --serve` process answering one request per line. It holds no
  * state between requests (every request carries the whole history); it only saves the interpreter start.
  */
+/**
+ * A hung suggestion process would hold the queue forever: every later request, and every retry of the activity
+ * (whose start-to-close timeout is 2 minutes), would wait behind it. Past this it is killed and the request
+ * fails as retryable; the next one starts a fresh process.
+ */
+const SUGGEST_TIMEOUT_MS = 90_000;
+
 class SuggestServer {
   private proc: ChildProcessWithoutNullStreams | null = null;
   private waiting: ((line: string) => void)[] = [];
@@ -68,10 +75,11 @@ class SuggestServer {
     let stderr = '';
     proc.stderr.on('data', (d: Buffer) => void (stderr = (stderr + d.toString()).slice(-4000)));
     createInterface({ input: proc.stdout }).on('line', (line) => this.waiting.shift()?.(line));
-    proc.on('exit', (code) => {
-      if (this.proc === proc) this.proc = null;
-      for (const w of this.waiting.splice(0)) w(JSON.stringify({ error: `hpo-suggest exited with code ${code}: ${stderr.trim().split('\n').slice(-3).join(' ')}`, crashed: true }));
-    });
+    const fail = (why: string) => this.failWaiting(proc, `${why}: ${stderr.trim().split('\n').slice(-3).join(' ')}`);
+    proc.on('exit', (code, signal) => fail(`hpo-suggest exited with ${signal ?? `code ${code}`}`));
+    proc.on('error', (err) => fail(`hpo-suggest could not run (${this.deps.bootstrap.python}): ${err.message}`));
+    // Writing to a process that just died fails with EPIPE; its 'exit' reports why, so the write error is moot.
+    proc.stdin.on('error', () => undefined);
     // The worker's own work keeps the process alive; an idle suggestion process must not.
     proc.unref();
     for (const stream of [proc.stdin, proc.stdout, proc.stderr]) (stream as unknown as { unref?: () => void }).unref?.();
@@ -81,14 +89,26 @@ class SuggestServer {
   private async roundTrip(req: SuggestRequest): Promise<SuggestResponse> {
     this.proc ??= this.start();
     const proc = this.proc;
+    const timer = setTimeout(() => {
+      this.failWaiting(proc, `hpo-suggest gave no answer within ${SUGGEST_TIMEOUT_MS / 1000} s and was killed`);
+      proc.kill('SIGKILL');
+    }, SUGGEST_TIMEOUT_MS);
     const line = await new Promise<string>((resolve) => {
       this.waiting.push(resolve);
       proc.stdin.write(JSON.stringify(req) + '\n');
-    });
+    }).finally(() => clearTimeout(timer));
     const body = JSON.parse(line) as { error?: string; crashed?: boolean };
     if (body.error && body.crashed) throw ApplicationFailure.retryable(body.error, 'SuggestCrashed');
     if (body.error) throw ApplicationFailure.nonRetryable(`suggestion rejected: ${body.error}`, 'BadInput');
     return SuggestResponseSchema.parse(body);
+  }
+
+  /** Every request waiting on `proc` fails as retryable; the next request starts a fresh process. A process
+   * already failed and replaced (killed on timeout, exiting later) has no waiters left to fail. */
+  private failWaiting(proc: ChildProcessWithoutNullStreams, error: string): void {
+    if (this.proc !== proc) return;
+    this.proc = null;
+    for (const w of this.waiting.splice(0)) w(JSON.stringify({ error, crashed: true }));
   }
 
   stop(): void {

@@ -32,6 +32,16 @@ export const SearchParamSchema = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('choice'), values: z.array(z.union([z.number(), z.string(), z.boolean()])).min(1).max(1000) }),
 ]);
 export type SearchParam = z.infer<typeof SearchParamSchema>;
+
+/** The grid is enumerated in memory by the suggestion process (trainer/hanzo_ml/hpo/space.py), which has the same cap. */
+export const MAX_GRID_POINTS = 1_000_000;
+
+/** Points one parameter contributes to a grid (continuous parameters: their "points"). */
+function gridAxisSize(p: SearchParam): number {
+  if (p.type === 'choice') return p.values.length;
+  if (p.type === 'int') return p.max < p.min ? 0 : Math.floor((p.max - p.min) / p.step) + 1;
+  return p.points ?? 0;
+}
 export const SearchSpaceSchema = z
   .record(z.string().regex(/^[a-z][a-z0-9_]*$/, 'parameter names are snake_case'), SearchParamSchema)
   .refine((s) => Object.keys(s).length > 0, { message: 'the search space needs at least one parameter' });
@@ -121,13 +131,16 @@ export const ResourcesSchema = z.strictObject({
   memory: z.string().regex(/^\d+(Mi|Gi|Ti)$/, 'expected a quantity such as "64Gi"').optional(),
 });
 
+/** Trials of a sweep, or member rounds of a population: each is a child workflow and a tracked run. */
+export const MAX_TRIALS = 100_000;
+
 const SweepConfigObjectSchema = z.strictObject({
     experiment: name.describe('the experiment every trial is a run of'),
     base_config: BaseConfigSchema,
     search_space: SearchSpaceSchema,
     strategy: StrategySchema.optional().describe('default: hpo.default_strategy of the server config'),
     objective: z.union([ObjectiveSchema, z.array(ObjectiveSchema).min(1).max(4)]).prefault({}),
-    max_trials: z.number().int().positive().max(100_000).default(20),
+    max_trials: z.number().int().positive().max(MAX_TRIALS).default(20),
     max_concurrent_trials: z.number().int().positive().max(256).default(4),
     early_stopping: EarlyStoppingSchema.prefault({}),
     resources_per_trial: ResourcesSchema.prefault({}),
@@ -182,6 +195,10 @@ function checkSweep(cfg: z.infer<typeof SweepConfigObjectSchema>, ctx: z.Refinem
     if (cfg.strategy === 'grid' && (param.type === 'uniform' || param.type === 'log_uniform') && param.points === undefined)
       issue(path, 'grid search needs a discrete grid: give "points" for a continuous parameter, or use "choice" / "int"');
   }
+  if (cfg.strategy === 'grid') {
+    const size = Object.values(cfg.search_space).reduce((n, p) => n * gridAxisSize(p), 1);
+    if (size > MAX_GRID_POINTS) issue(['search_space'], `the grid has ${size.toLocaleString('en-US')} points, more than ${MAX_GRID_POINTS.toLocaleString('en-US')}; use random or bayesian`);
+  }
   if (base.method === 'synthetic')
     for (const key of Object.keys(SYNTHETIC_DOMAINS[base.function]))
       if (!(key in cfg.search_space)) issue(['search_space', key], `${base.function} takes ${Object.keys(SYNTHETIC_DOMAINS[base.function]).join(', ')}: every one must be searched`);
@@ -192,6 +209,10 @@ function checkSweep(cfg: z.infer<typeof SweepConfigObjectSchema>, ctx: z.Refinem
     else if (base.function !== 'learning-curve') issue(['base_config', 'function'], 'population-based training needs a training run: use "learning-curve"');
     if (objectives.length > 1) issue(['objective'], 'population-based training ranks members on one objective');
     if (cfg.pbt && cfg.pbt.interval_steps > base.max_steps) issue(['pbt', 'interval_steps'], `must not exceed base_config.max_steps (${base.max_steps})`);
+    // Every round of every member is a child workflow, like a trial: the same cap as max_trials.
+    const memberRounds = cfg.pbt ? Math.ceil(base.max_steps / cfg.pbt.interval_steps) * cfg.pbt.population_size : 0;
+    if (memberRounds > MAX_TRIALS)
+      issue(['pbt', 'interval_steps'], `${memberRounds.toLocaleString('en-US')} member rounds (population_size x max_steps / interval_steps), more than ${MAX_TRIALS.toLocaleString('en-US')}: use a longer interval`);
     for (const key of Object.keys(cfg.search_space))
       if (base.method === 'lora' && !PBT_MUTABLE.includes(key)) issue(['search_space', key], `population-based training changes hyperparameters mid-run; ${key} cannot change on resume (allowed: ${PBT_MUTABLE.join(', ')})`);
     if (cfg.early_stopping.rule !== 'none') issue(['early_stopping', 'rule'], 'population-based training replaces early stopping with exploit/explore');

@@ -191,6 +191,11 @@ describe('hyperparameter sweeps on Temporal', () => {
     expect(bad.body.message).toContain('search_space.x1.max');
     const grid = await stack.api<{ message: string }>('POST', '/v1/hpo', branin({ strategy: 'grid' }));
     expect(grid.body.message).toMatch(/search_space\.x1: grid search needs a discrete grid/);
+    const axes = Object.fromEntries([1, 2, 3, 4, 5, 6].map((i) => [`x${i}`, { type: 'uniform' as const, min: 0, max: 1, points: 11 }]));
+    const huge = await stack.api<{ message: string }>('POST', '/v1/hpo', branin({ strategy: 'grid', base_config: { method: 'synthetic', function: 'hartmann6', max_steps: 20, eval_steps: 5 }, search_space: axes }));
+    expect(huge.body.message).toMatch(/search_space: the grid has 1,771,561 points, more than 1,000,000; use random or bayesian/);
+    const rounds = await stack.api<{ message: string }>('POST', '/v1/hpo', branin({ strategy: 'pbt', base_config: { method: 'synthetic', function: 'learning-curve', max_steps: 100_000, eval_steps: 5 }, search_space: { learning_rate: { type: 'log_uniform', min: 1e-5, max: 1e-1 }, width: { type: 'int', min: 8, max: 64 } }, pbt: { population_size: 8, interval_steps: 5 } }));
+    expect(rounds.body.message).toMatch(/pbt\.interval_steps: 160,000 member rounds .* more than 100,000: use a longer interval/);
     const multi = await stack.api<{ message: string }>('POST', '/v1/hpo', branin({ objective: [{ metric: 'eval/loss', direction: 'minimize' }, { metric: 'cost/gpu_hours', direction: 'minimize' }] }));
     expect(multi.body.message).toMatch(/objective: several objectives need strategy "evolutionary"/);
     const unknown = await stack.api<{ message: string }>('POST', '/v1/hpo', branin({ search_space: { x1: { type: 'uniform', min: -5, max: 10 }, x2: { type: 'uniform', min: 0, max: 15 }, x9: { type: 'uniform', min: 0, max: 1 } } }));

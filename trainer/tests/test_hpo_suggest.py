@@ -128,3 +128,9 @@ def test_the_server_answers_line_by_line_and_survives_a_bad_request():
     first, second = [json.loads(line) for line in stdout.getvalue().splitlines()]
     assert first["error"].startswith("request: not valid JSON")
     assert [s["n"] for s in second["suggestions"]] == [0, 1]
+
+
+def test_a_grid_too_large_to_enumerate_is_refused_before_any_axis_is_built():
+    space = {"a": {"type": "int", "min": 0, "max": 10**12}, "b": {"type": "choice", "values": [1, 2]}}
+    with pytest.raises(InputError, match="space: the grid has 2000000000002 points, more than 1000000; use random"):
+        suggest(request("grid", [], [0], space=space))

@@ -79,11 +79,20 @@ def grid_values(name: str, spec: dict) -> list:
     return values
 
 
+def grid_axis_size(spec: dict) -> int:
+    """How many points grid_values gives, without building them (an int range may be astronomically long)."""
+    if spec["type"] == "choice":
+        return len(spec["values"])
+    if spec["type"] == "int":
+        return len(range(int(spec["min"]), int(spec["max"]) + 1, int(spec.get("step", 1))))
+    return spec.get("points") if isinstance(spec.get("points"), int) else 0
+
+
 def grid(space: dict) -> list[dict]:
     """Every combination, in a fixed order (parameter names sorted, values in the order given)."""
     names = sorted(space)
-    axes = [grid_values(name, space[name]) for name in names]
-    size = math.prod(len(a) for a in axes)
+    size = math.prod(grid_axis_size(space[name]) for name in names)
     if size > MAX_GRID_POINTS:
         raise InputError(f"space: the grid has {size} points, more than {MAX_GRID_POINTS}; use random or bayesian")
+    axes = [grid_values(name, space[name]) for name in names]
     return [dict(zip(names, combo)) for combo in itertools.product(*axes)]
