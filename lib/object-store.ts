@@ -18,8 +18,9 @@ export interface StoredObject {
 }
 
 export interface ObjectStore {
-  /** Copies a local file to bucket/key. */
-  putFile(bucket: string, key: string, localPath: string): Promise<StoredObject>;
+  /** Copies a local file to bucket/key. sha256: the file's digest when the caller already computed it while
+   * writing the file (a streamed upload), so a large file is not read a second time to hash it. */
+  putFile(bucket: string, key: string, localPath: string, sha256?: string): Promise<StoredObject>;
   /** Copies every file under a local directory to bucket/prefix/<relative path>. */
   putDirectory(bucket: string, prefix: string, localDir: string): Promise<StoredObject[]>;
   /** Downloads an object (by URI) to a local file. */
@@ -56,7 +57,7 @@ export class FileObjectStore implements ObjectStore {
     return join(this.root, bucket, key);
   }
 
-  async putFile(bucket: string, key: string, localPath: string): Promise<StoredObject> {
+  async putFile(bucket: string, key: string, localPath: string, sha256?: string): Promise<StoredObject> {
     const dest = this.path(bucket, key);
     await mkdir(dirname(dest), { recursive: true });
     const tmp = `${dest}.tmp-${process.pid}-${Date.now()}`;
@@ -64,7 +65,7 @@ export class FileObjectStore implements ObjectStore {
     await fsyncFile(tmp);
     await rename(tmp, dest);
     const { size } = await stat(dest);
-    return { uri: pathToFileURL(dest).href, size_bytes: size, sha256: await sha256File(dest) };
+    return { uri: pathToFileURL(dest).href, size_bytes: size, sha256: sha256 ?? (await sha256File(dest)) };
   }
 
   async putDirectory(bucket: string, prefix: string, localDir: string): Promise<StoredObject[]> {
@@ -127,9 +128,9 @@ export class S3ObjectStore implements ObjectStore {
     this.ensured.add(bucket);
   }
 
-  async putFile(bucket: string, key: string, localPath: string): Promise<StoredObject> {
+  async putFile(bucket: string, key: string, localPath: string, known?: string): Promise<StoredObject> {
     await this.ensureBucket(bucket);
-    const [{ size }, sha256] = await Promise.all([stat(localPath), sha256File(localPath)]);
+    const [{ size }, sha256] = await Promise.all([stat(localPath), known ?? sha256File(localPath)]);
     await this.client.send(
       new this.s3.PutObjectCommand({
         Bucket: bucket,

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { and, asc, eq, gt, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { experiments, latestMetrics, metrics, runArtifacts, runParams, runs } from '../schema/index.js';
 
@@ -51,6 +51,16 @@ export async function createRun(
 export async function getRun(db: Db, organizationId: string, id: string): Promise<RunRow | null> {
   const [row] = await db.select().from(runs).where(and(eq(runs.organizationId, organizationId), eq(runs.id, id)));
   return row ?? null;
+}
+
+/** Which of these run IDs are the organization's runs (one query, for requests that name many runs). */
+export async function runIdsOf(db: Db, organizationId: string, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db
+    .select({ id: runs.id })
+    .from(runs)
+    .where(and(eq(runs.organizationId, organizationId), inArray(runs.id, ids)));
+  return new Set(rows.map((r) => r.id));
 }
 
 /** Run by ID alone, for the trainer's MLflow calls (the caller's organization is checked by the route). */

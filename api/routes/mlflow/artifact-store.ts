@@ -136,7 +136,7 @@ export function artifactArea(deps: ApiDeps) {
       const source = body ? Readable.fromWeb(body as unknown as WebReadableStream<Uint8Array>) : Readable.from([]);
       await pipeline(source, meter, createWriteStream(tmp));
       const sha256 = hash.digest('hex');
-      await deps.store.putFile(bucket, key, tmp);
+      await deps.store.putFile(bucket, key, tmp, sha256);
       if (!(await recordArtifactObject(deps.db, { key, organizationId, sizeBytes: size, sha256 })))
         throw new ApiError('PERMISSION_DENIED', `artifact path '${key}' belongs to another organization`);
       return { key, sizeBytes: size, sha256 };

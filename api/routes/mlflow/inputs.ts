@@ -6,7 +6,7 @@ import type { ApiDeps, AppEnv } from '../../deps.js';
 import { ApiError, invalid } from '../../errors.js';
 import { requireRole } from '../../auth.js';
 import { LogInputsSchema, LogOutputsSchema, MetricHistoryBulkIntervalSchema } from '../../../contracts/mlflow-artifacts.js';
-import { getRun, type RunRow } from '../../../db/repo/tracking.js';
+import { getRun, runIdsOf, type RunRow } from '../../../db/repo/tracking.js';
 import { logDatasetInputs, logRunModels } from '../../../db/repo/logged-models.js';
 import type { Db } from '../../../db/client.js';
 import { mlflowRequest, validateLength, wireDouble } from './common.js';
@@ -108,13 +108,14 @@ export function mlflowInputRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if ((q.start_step === undefined) !== (q.end_step === undefined)) throw invalid('If either start step or end step are specified, both must be specified.');
     const range: [number, number] | null = q.start_step !== undefined && q.end_step !== undefined ? [q.start_step, q.end_step] : null;
     if (range && range[0] > range[1]) throw invalid(`end_step must be greater than start_step. Found start_step=${range[0]} and end_step=${range[1]}.`);
-    const metrics = [];
-    for (const runId of [...new Set(q.run_ids)]) {
-      // Another organization's run, like an unknown one, has no points.
-      if (!(await getRun(db, p.organizationId, runId))) continue;
-      for (const pt of await sampleHistory(db, runId, q.metric_key, max, range))
-        metrics.push({ key: q.metric_key, value: wireDouble(pt.is_nan ? NaN : pt.value), timestamp: pt.timestamp, step: pt.step, run_id: runId });
-    }
+    // Another organization's run, like an unknown one, has no points. The runs are sampled concurrently (the
+    // pool bounds how many at once) and listed in the order the request named them.
+    const runIds = [...new Set(q.run_ids)];
+    const visible = await runIdsOf(db, p.organizationId, runIds);
+    const perRun = await Promise.all(runIds.filter((id) => visible.has(id)).map(async (runId) => ({ runId, points: await sampleHistory(db, runId, q.metric_key, max, range) })));
+    const metrics = perRun.flatMap(({ runId, points }) =>
+      points.map((pt) => ({ key: q.metric_key, value: wireDouble(pt.is_nan ? NaN : pt.value), timestamp: pt.timestamp, step: pt.step, run_id: runId })),
+    );
     return c.json(metrics.length ? { metrics } : {});
   });
 }
