@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { createRun, getOrCreateExperiment, latestMetricsOf, logMetrics, type MetricPoint } from '../db/repo/tracking.js';
-import { metricHistoryAfter, searchRuns, type HistoryCursor, type RunCursor } from '../db/repo/mlflow.js';
+import { metricHistoryAfter, metricHistoryWirePage, searchRuns, type HistoryCursor, type RunCursor } from '../db/repo/mlflow.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
 
 const ORG = 'org-concurrency';
@@ -91,8 +91,30 @@ describe('metric batches and cursors on Postgres', () => {
     expect(seen).toEqual(points.map(({ step, timestamp, value }) => ({ step, timestamp, value })));
   });
 
-  it('pages a run search ordered by a metric by cursor: every matching run once, in order, ties broken by id', async () => {
-    const exp = await getOrCreateExperiment(cat.db, ORG, 'search-paging', 'file:///tmp/artifacts');
+  it("pages the MLflow wire form of a history exactly as the point cursor does, with MLflow's NaN and infinity strings", async () => {
+    const runId = await newRun();
+    const values = [0.1, 1 / 3, 1e-7, -2.5e21, NaN, Infinity, -Infinity, 0, -0.0001, 123456789.123];
+    const points: MetricPoint[] = Array.from({ length: 1_030 }, (_, i) => ({ key: 'a "quoted" key', step: i % 500, timestamp: 1_000 + Math.floor(i / 500), value: values[i % values.length]! }));
+    await logMetrics(cat.db, runId, points);
+    const wire = (v: number) => (Number.isNaN(v) ? 'NaN' : v === Infinity ? 'Infinity' : v === -Infinity ? '-Infinity' : v);
+    let viaPoints: HistoryCursor | null = null;
+    let viaWire: HistoryCursor | null = null;
+    let pages = 0;
+    do {
+      const a: Awaited<ReturnType<typeof metricHistoryAfter>> = await metricHistoryAfter(cat.db, runId, 'a "quoted" key', viaPoints, 250);
+      const b: Awaited<ReturnType<typeof metricHistoryWirePage>> = await metricHistoryWirePage(cat.db, runId, 'a "quoted" key', viaWire, 250);
+      const parsed = JSON.parse(`[${b.json}]`) as unknown[];
+      expect(parsed).toEqual(a.points.map((p) => ({ key: 'a "quoted" key', value: wire(p.value), timestamp: p.timestamp, step: p.step })));
+      expect(b.next).toEqual(a.next);
+      [viaPoints, viaWire] = [a.next, b.next];
+      pages++;
+    } while (viaPoints);
+    expect(pages).toBe(5);
+    expect((await metricHistoryWirePage(cat.db, runId, 'no such key', null, 10)).json).toBe('');
+  });
+
+  it.each([false, true])('pages a run search ordered by a metric (ascending: %s) by cursor: every matching run once, in order, ties broken by id', async (ascending) => {
+    const exp = await getOrCreateExperiment(cat.db, ORG, `search-paging-${ascending}`, 'file:///tmp/artifacts');
     const made: { id: string; acc: number }[] = [];
     for (let i = 0; i < 60; i++) {
       const id = randomUUID().replace(/-/g, '');
@@ -102,7 +124,7 @@ describe('metric batches and cursors on Postgres', () => {
       made.push({ id, acc: i > 0 ? (i % 20) / 20 : NaN });
     }
     const filter = [{ entity: 'metric' as const, key: 'acc', op: '>=' as const, value: 0.25 }];
-    const orderBy = [{ entity: 'metric' as const, key: 'acc', ascending: false }];
+    const orderBy = [{ entity: 'metric' as const, key: 'acc', ascending }];
     const all = await searchRuns(cat.db, ORG, { experimentIds: [exp], filter, orderBy, view: 'ACTIVE_ONLY', limit: 1000 });
     const paged: string[] = [];
     let after: RunCursor | null = null;
@@ -115,6 +137,6 @@ describe('metric batches and cursors on Postgres', () => {
     expect(paged).toEqual(all.rows.map((r) => r.id));
     const accOf = new Map(made.map((m) => [m.id, m.acc]));
     const accs = paged.map((id) => accOf.get(id)!);
-    expect(accs).toEqual([...accs].sort((a, b) => b - a));
+    expect(accs).toEqual([...accs].sort((a, b) => (ascending ? a - b : b - a)));
   });
 });

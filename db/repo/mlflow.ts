@@ -2,6 +2,7 @@
 // lifecycle, checked parameter writes, and the run/experiment searches compiled from the filter grammar.
 // Every function takes the caller's organization and never returns another organization's rows.
 import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { alias } from 'drizzle-orm/pg-core';
 import type { Db } from '../client.js';
 import { experimentTags, experiments, latestMetrics, runParams, runTags, runs } from '../schema/index.js';
 import type { Comparison, OrderClause } from '../../api/routes/mlflow/search-filter.js';
@@ -211,20 +212,29 @@ export async function searchRuns(
   q: { experimentIds: string[]; filter: Comparison[]; orderBy: OrderClause[]; view: ViewType; offset?: number; after?: RunCursor | null; limit: number },
 ): Promise<{ rows: RunRow[]; more: boolean; next: RunCursor | null }> {
   if (q.experimentIds.length === 0) return { rows: [], more: false, next: null };
-  const keys = q.orderBy.map(runSortKey);
+  // When the first sort key is a metric the filter also tests, every matching run has that metric: the search
+  // walks latest_metrics' (key, value) index in sort order from the cursor and stops after one page, instead of
+  // computing the key for every run of the experiments and sorting them all.
+  const lead = q.orderBy[0];
+  const driven = lead?.entity === 'metric' && q.filter.some((c) => c.entity === 'metric' && c.key === lead.key) ? lead : null;
+  const lm0 = alias(latestMetrics, 'lm0');
+  const keys = q.orderBy.map((o) => (o === driven ? { col: sql`${lm0.value}`, ascending: o.ascending } : runSortKey(o)));
   if (!q.orderBy.some((o) => o.entity === 'attribute' && (o.key === 'start_time' || o.key === 'created'))) keys.push({ col: sql`${runs.startTime}`, ascending: false });
   keys.push({ col: sql`${runs.id}`, ascending: true });
   if (q.after && q.after.length !== keys.length) throw new RangeError(`the cursor has ${q.after.length} sort keys, this search ${keys.length}`);
   const sortValues = Object.fromEntries(keys.map((k, i) => [`k${i}`, sql<string | null>`(${k.col})::text`]));
-  const rows = await db
-    .select({ run: runs, ...sortValues })
-    .from(runs)
+  const onLead = (c: Comparison) => driven !== null && c.entity === 'metric' && c.key === driven.key;
+  const base = db.select({ run: runs, ...sortValues }).from(runs).$dynamic();
+  const from = driven ? base.innerJoin(lm0, and(eq(lm0.runId, runs.id), eq(lm0.key, driven.key), sql`not ${lm0.isNan}`)) : base;
+  const leadCursor = driven && q.after?.[0] != null ? sql`${lm0.value} ${sql.raw(driven.ascending ? '>=' : '<=')} ${q.after[0]}` : undefined;
+  const rows = await from
     .where(
       and(
         eq(runs.organizationId, organizationId),
         inArray(runs.experimentId, q.experimentIds),
         stageFilter(runs.lifecycleStage, q.view),
-        ...q.filter.map(runCondition),
+        ...q.filter.map((c) => (onLead(c) ? compare(sql`${lm0.value}`, c) : runCondition(c))),
+        leadCursor, // the index range the cursor starts at; afterCursor then skips the ties already seen
         q.after ? afterCursor(keys, q.after) : undefined,
       ),
     )
@@ -384,6 +394,37 @@ export async function metricHistoryAfter(db: Db, runId: string, key: string, aft
   }
   const last = rows[limit - 1];
   return { points, next: rows.length > limit && last ? { step: Number(last.s), timestamp: Number(last.t), value: Number(last.v) } : null };
+}
+
+/**
+ * One page of a metric's history as the body of MLflow's get-history `metrics` array: Postgres writes each
+ * `{"key","value","timestamp","step"}` object itself (float8's text form is the shortest that reads back exact;
+ * NaN and the infinities as MLflow's strings), so a 25,000-point page crosses to Node as one string instead of
+ * 25,000 rows to parse and re-serialize. Same order and cursor as metricHistoryAfter.
+ */
+export async function metricHistoryWirePage(db: Db, runId: string, key: string, after: HistoryCursor | null, limit: number): Promise<{ json: string; next: HistoryCursor | null }> {
+  const result = await db.execute(sql`
+    with fetched as (
+      select step, timestamp, value, is_nan from metrics
+      where run_id = ${runId} and key = ${key}
+        ${after ? sql`and (step, timestamp, value) > (${after.step}, ${after.timestamp}, ${String(after.value)}::float8)` : sql``}
+      order by step, timestamp, value
+      limit ${limit + 1}
+    ), page as (
+      select * from fetched order by step, timestamp, value limit ${limit}
+    )
+    select
+      coalesce(string_agg(
+        '{"key":' || ${JSON.stringify(key)}::text || ',"value":' ||
+        case when is_nan then '"NaN"' when value = 'Infinity'::float8 then '"Infinity"' when value = '-Infinity'::float8 then '"-Infinity"' else value::text end ||
+        ',"timestamp":' || timestamp::text || ',"step":' || step::text || '}', ',' order by step, timestamp, value), '') as json,
+      (select count(*) from fetched) > ${limit} as more,
+      (select json_build_array(step::text, timestamp::text, value::text) from page order by step desc, timestamp desc, value desc limit 1) as last
+    from page`);
+  const [row] = (result as unknown as { rows: { json: string; more: boolean; last: [string, string, string] | string | null }[] }).rows;
+  if (!row) return { json: '', next: null };
+  const last = typeof row.last === 'string' ? (JSON.parse(row.last) as [string, string, string]) : row.last;
+  return { json: row.json, next: row.more && last ? { step: Number(last[0]), timestamp: Number(last[1]), value: Number(last[2]) } : null };
 }
 
 function dedupe(tags: KeyValue[]): KeyValue[] {

@@ -26,7 +26,7 @@ import {
   fromMlflowStatus,
   getExperiment,
   logParamsChecked,
-  metricHistoryAfter,
+  metricHistoryWirePage,
   runDataOf,
   searchRuns,
   setRunLifecycle,
@@ -34,12 +34,11 @@ import {
   upsertTags,
   type HistoryCursor,
   type RunCursor,
-  type HistoryPoint,
   type KeyValue,
 } from '../../../db/repo/mlflow.js';
 import type { Db } from '../../../db/client.js';
 import { getRun, logMetrics, type RunRow } from '../../../db/repo/tracking.js';
-import { maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength, wireDouble } from './common.js';
+import { maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength } from './common.js';
 import { RUN_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
 import { runInfoView, runView } from './views.js';
 
@@ -244,8 +243,9 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (!runId) throw invalid("Missing value for required parameter 'run_id'.");
     const run = await runOf(p.organizationId, runId);
     const limit = maxResults(q.max_results, 25_000, 25_000);
-    const page = await metricHistoryAfter(db, run.id, q.metric_key, decodeHistoryToken(q.page_token), limit);
-    return c.body(historyJson(q.metric_key, page.points, page.next), 200, { 'content-type': 'application/json' });
+    const page = await metricHistoryWirePage(db, run.id, q.metric_key, decodeHistoryToken(q.page_token), limit);
+    const next = page.next ? `,"next_page_token":${JSON.stringify(encodeHistoryToken(page.next))}` : '';
+    return c.body(`{"metrics":[${page.json}]${next}}`, 200, { 'content-type': 'application/json' });
   });
 }
 
@@ -278,14 +278,3 @@ export function decodeHistoryToken(token: string | undefined): HistoryCursor | n
   throw invalidToken(token);
 }
 
-/** The get-history response written directly: a page holds up to 25,000 points, one object each otherwise. */
-function historyJson(key: string, points: HistoryPoint[], next: HistoryCursor | null): string {
-  const k = JSON.stringify(key);
-  const parts = new Array<string>(points.length);
-  for (let i = 0; i < points.length; i++) {
-    const m = points[i]!;
-    const v = Number.isFinite(m.value) ? String(m.value) : JSON.stringify(wireDouble(m.value));
-    parts[i] = `{"key":${k},"value":${v},"timestamp":${m.timestamp},"step":${m.step}}`;
-  }
-  return `{"metrics":[${parts.join(',')}]${next ? `,"next_page_token":${JSON.stringify(encodeHistoryToken(next))}` : ''}}`;
-}
