@@ -62,7 +62,7 @@ export interface Comparison {
 
 export function summarize(pair: Record<System, Record<Workload, WorkloadResult>>): Record<Workload, Comparison> {
   const out = {} as Record<Workload, Comparison>;
-  for (const w of WORKLOADS) {
+  for (const w of WORKLOADS.filter((w) => pair.hanzo[w] && pair.mlflow[w])) {
     const hanzo = stats(w, pair.hanzo[w]);
     const mlflow = stats(w, pair.mlflow[w]);
     out[w] = {

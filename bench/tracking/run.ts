@@ -1,10 +1,11 @@
 // The tracking benchmark: hanzo-ml against `mlflow server`, side by side, driven by the same stock-mlflow-client
 // workload (bench/tracking/driver.py) from N concurrent processes, first with both on one Postgres cluster (same
 // worker count), then on the embedded stores (PGlite for hanzo-ml, SQLite for MLflow, one worker each).
-// Writes bench/results/tracking.json and tracking.md.
+// Writes bench/results/tracking.json and tracking.md (with --only ingest,history,search: tracking-<names>.{json,md}).
 //
-//   npx tsx bench/tracking/run.ts            full scale (about 20-30 minutes on 2 cores)
+//   npx tsx bench/tracking/run.ts            full scale (about 50 minutes on 2 cores)
 //   npx tsx bench/tracking/run.ts --quick    a smoke run of the same comparison at small scale
+//   npx tsx bench/tracking/run.ts --only search   one workload (or a comma-separated list) at full scale
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem, tmpdir } from 'node:os';
@@ -24,6 +25,8 @@ export interface Settings {
   ingest: { runs: number; batches: number; keys: number };
   history: { points: number; reads: number };
   search: { runs: number; queries: number; page: number };
+  /** --only: the workloads to run (all when empty); a partial run writes tracking-<names>.{json,md}. */
+  only: DriverWorkload[];
 }
 
 function parseArgs(argv: string[]): Settings {
@@ -35,8 +38,11 @@ function parseArgs(argv: string[]): Settings {
     if (!Number.isInteger(n) || n < 1) throw new Error(`${flag}: expected a positive integer, got '${argv[i + 1] ?? ''}'`);
     return n;
   };
-  const known = ['--quick', '--procs', '--workers', '--history-points', '--search-runs'];
+  const known = ['--quick', '--procs', '--workers', '--history-points', '--search-runs', '--only'];
   for (const a of argv) if (a.startsWith('--') && !known.includes(a)) throw new Error(`unknown option ${a} (known: ${known.join(', ')})`);
+  const onlyAt = argv.indexOf('--only');
+  const only = onlyAt < 0 ? [] : (argv[onlyAt + 1] ?? '').split(',');
+  for (const w of only) if (!['ingest', 'history', 'search'].includes(w)) throw new Error(`--only: expected a comma-separated list of ingest, history, search; got '${argv[onlyAt + 1] ?? ''}'`);
   const historyPoints = num('--history-points', quick ? 20_000 : 1_000_000);
   if (historyPoints % 1000) throw new Error(`--history-points: expected a multiple of 1000, got ${historyPoints}`);
   return {
@@ -46,6 +52,8 @@ function parseArgs(argv: string[]): Settings {
     ingest: quick ? { runs: 1, batches: 5, keys: 10 } : { runs: 2, batches: 10, keys: 10 },
     history: { points: historyPoints, reads: 1 },
     search: { runs: num('--search-runs', quick ? 500 : 20_000), queries: quick ? 5 : 10, page: 100 },
+    // ingest runs twice: through the client, and again at the wire level
+    only: only.flatMap((w) => (w === 'ingest' ? ['ingest', 'ingest_wire'] : [w])) as DriverWorkload[],
   };
 }
 
@@ -152,7 +160,7 @@ async function benchPair(b: Bootstrap, s: Settings, label: string, start: { hanz
     const server = await start[system]();
     try {
       const results = {} as Record<Workload, WorkloadResult>;
-      for (const w of DRIVER_WORKLOADS) {
+      for (const w of DRIVER_WORKLOADS.filter((w) => s.only.length === 0 || s.only.includes(w))) {
         const t = Date.now();
         const r = await drive(b, w, server.url, s);
         results[w] = r;
@@ -190,8 +198,9 @@ function writeResults(s: Settings, b: Bootstrap, pairs: { postgres: PairResults;
   };
   const outDir = join(root, 'bench/results');
   mkdirSync(outDir, { recursive: true });
-  writeFileSync(join(outDir, 'tracking.json'), JSON.stringify(result, null, 2) + '\n');
-  writeFileSync(join(outDir, 'tracking.md'), renderMarkdown(result as Parameters<typeof renderMarkdown>[0]));
+  const name = s.only.length ? `tracking-${[...new Set(s.only.map((w) => w.replace('_wire', '')))].join('-')}` : 'tracking';
+  writeFileSync(join(outDir, `${name}.json`), JSON.stringify(result, null, 2) + '\n');
+  writeFileSync(join(outDir, `${name}.md`), renderMarkdown(result as Parameters<typeof renderMarkdown>[0]));
   process.stdout.write(renderMarkdown(result as Parameters<typeof renderMarkdown>[0]));
 }
 
