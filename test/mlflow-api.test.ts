@@ -174,6 +174,49 @@ describe.each(['pglite', 'postgres'])('MLflow API on %s', (engine) => {
     expect(page2.body).not.toHaveProperty('next_page_token');
   });
 
+  it('pages every order (ties, missing values last, the index-driven metric order) the same as one page', async () => {
+    const e = (await post('/experiments/create', { name: 'paging-exp' })).body.experiment_id as string;
+    // m: ties and one run without it; grp: ties and two runs without it; end_time: set on some runs only.
+    const spec: [string, number | null, string | null][] = [['a', 0.5, 'x'], ['b', 0.2, null], ['c', 0.5, 'y'], ['d', null, 'x'], ['e', 0.9, null], ['f', 0.2, 'y'], ['g', 0.7, 'x']];
+    for (const [i, [name, m, grp]] of spec.entries()) {
+      const created = await post('/runs/create', { experiment_id: e, run_name: name, start_time: 1_690_000_000_000 + i * 1000, tags: [] });
+      const id = created.body.run.info.run_id as string;
+      await post('/runs/log-batch', { run_id: id, metrics: m === null ? [] : [{ key: 'm', value: m, timestamp: 1, step: 0 }], tags: grp === null ? [] : [{ key: 'grp', value: grp }] });
+      if (i % 3 === 0) await post('/runs/update', { run_id: id, status: 'FINISHED', end_time: 1_700_000_000_000 + i });
+    }
+    const search = async (body: Json) => (await post('/runs/search', { experiment_ids: [e], ...body })).body;
+    const names = (page: Json) => (page.runs ?? []).map((r: Json) => r.info.run_name as string);
+    const paged = async (body: Json) => {
+      const out: string[] = [];
+      let token: string | undefined;
+      do {
+        const page = await search({ ...body, max_results: 2, ...(token ? { page_token: token } : {}) });
+        out.push(...names(page));
+        token = page.next_page_token;
+      } while (token);
+      return out;
+    };
+    const cases: [Json, string[] | null][] = [
+      [{ order_by: ['tags.grp DESC'] }, null],
+      [{ order_by: ['tags.grp ASC', 'metrics.m DESC'] }, ['g', 'a', 'd', 'c', 'f', 'e', 'b']],
+      [{ order_by: ['metrics.m DESC'] }, null],
+      [{ filter: 'metrics.m > 0.1', order_by: ['metrics.m DESC'] }, null],
+      [{ filter: 'metrics.m > 0.1', order_by: ['metrics.m ASC', 'tags.grp DESC'] }, ['f', 'b', 'c', 'a', 'g', 'e']],
+      [{ order_by: ['attributes.start_time ASC'] }, ['a', 'b', 'c', 'd', 'e', 'f', 'g']],
+      [{ order_by: ['attributes.end_time DESC'] }, null],
+      [{}, ['g', 'f', 'e', 'd', 'c', 'b', 'a']],
+    ];
+    for (const [body, expected] of cases) {
+      const whole = names(await search({ ...body, max_results: 100 }));
+      if (expected) expect(whole, JSON.stringify(body)).toEqual(expected);
+      expect(await paged(body), JSON.stringify(body)).toEqual(whole);
+    }
+    // Missing values sort last whichever the direction.
+    expect(names(await search({ order_by: ['tags.grp DESC'] })).slice(-2).sort()).toEqual(['b', 'e']);
+    expect(names(await search({ order_by: ['metrics.m ASC'] })).at(-1)).toBe('d');
+    expect(names(await search({ order_by: ['attributes.end_time ASC'] })).slice(0, 3)).toEqual(['a', 'd', 'g']);
+  });
+
   it("answers another organization's runs and experiments with RESOURCE_DOES_NOT_EXIST", async () => {
     const runId = await newRun(exp, 'private');
     for (const [method, path, body] of [

@@ -2,7 +2,7 @@
 // lifecycle, checked parameter writes, and the run/experiment searches compiled from the filter grammar.
 // Every function takes the caller's organization and never returns another organization's rows.
 import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
-import { alias } from 'drizzle-orm/pg-core';
+import { alias, type PgTable } from 'drizzle-orm/pg-core';
 import type { Db } from '../client.js';
 import { experimentTags, experiments, latestMetrics, runParams, runTags, runs } from '../schema/index.js';
 import type { Comparison, OrderClause } from '../../api/routes/mlflow/search-filter.js';
@@ -167,19 +167,34 @@ function runCondition(c: Comparison): SQL {
 interface SortKey {
   col: SQL;
   ascending: boolean;
+  /** The column is never null, so NULLS LAST is left out of its ORDER BY (see orderTerm). */
+  notNull?: boolean;
+  /** The table joined to supply the column: a run's metric, param or tag by key (at most one row per run). */
+  join?: { table: PgTable; on: SQL };
 }
 
-function runSortKey(o: OrderClause): SortKey {
-  const col =
-    o.entity === 'metric'
-      ? sql`(select lm.value from latest_metrics lm where lm.run_id = ${runs.id} and lm.key = ${o.key})`
-      : o.entity === 'param'
-        ? sql`(select rp.value from run_params rp where rp.run_id = ${runs.id} and rp.key = ${o.key})`
-        : o.entity === 'tag'
-          ? sql`(select rt.value from run_tags rt where rt.run_id = ${runs.id} and rt.key = ${o.key})`
-          : RUN_ATTRIBUTES[o.key]!;
-  return { col, ascending: o.ascending };
+const ORDER_TABLES = { metric: latestMetrics, param: runParams, tag: runTags } as const;
+
+/**
+ * An ORDER BY key. A metric, param or tag is LEFT JOINed by (run_id, key), which is its primary key, rather
+ * than looked up by a subquery: the value is then read once per run, not again in every cursor comparison.
+ */
+function runSortKey(o: OrderClause, i: number): SortKey {
+  if (o.entity !== 'attribute') {
+    const t = alias(ORDER_TABLES[o.entity], `order${i}`);
+    return { col: sql`${t.value}`, ascending: o.ascending, join: { table: t, on: and(eq(t.runId, runs.id), eq(t.key, o.key))! } };
+  }
+  // Start time sorts on the column itself (not its epoch-ms form) so the runs_search_idx index gives the order.
+  if (o.key === 'start_time' || o.key === 'created') return { col: sql`${runs.startTime}`, ascending: o.ascending, notNull: true };
+  return { col: RUN_ATTRIBUTES[o.key]!, ascending: o.ascending, notNull: o.key !== 'end_time' };
 }
+
+/**
+ * MLflow sorts nulls last. A column that cannot be null leaves NULLS LAST out: an ascending index read
+ * backwards yields DESC NULLS FIRST, and Postgres walks an index for a page (stopping after it) only when the
+ * ORDER BY matches that exactly; without nulls both orders are the same.
+ */
+const orderTerm = (k: SortKey): SQL => sql`${k.col} ${sql.raw(k.ascending ? 'asc' : 'desc')}${sql.raw(k.notNull ? '' : ' nulls last')}`;
 
 /**
  * Rows strictly after the cursor in the sort order (each key NULLS LAST): equal on every earlier key and after
@@ -192,7 +207,8 @@ function afterCursor(keys: SortKey[], cursor: (string | null)[]): SQL {
     // Under NULLS LAST nothing sorts after a NULL on its own key; ties continue on the next key.
     if (v === null || v === undefined) return;
     const equalBefore = keys.slice(0, i).map((e, j) => (cursor[j] === null ? sql`${e.col} is null` : sql`${e.col} = ${cursor[j]}`));
-    const after = sql`(${k.col} ${sql.raw(k.ascending ? '>' : '<')} ${v} or ${k.col} is null)`;
+    const beyond = sql`${k.col} ${sql.raw(k.ascending ? '>' : '<')} ${v}`;
+    const after = k.notNull ? beyond : sql`(${beyond} or ${k.col} is null)`;
     branches.push(sql.join([...equalBefore, after], sql` and `));
   });
   return branches.length ? sql`(${sql.join(branches.map((b) => sql`(${b})`), sql` or `)})` : sql`false`;
@@ -218,14 +234,15 @@ export async function searchRuns(
   const lead = q.orderBy[0];
   const driven = lead?.entity === 'metric' && q.filter.some((c) => c.entity === 'metric' && c.key === lead.key) ? lead : null;
   const lm0 = alias(latestMetrics, 'lm0');
-  const keys = q.orderBy.map((o) => (o === driven ? { col: sql`${lm0.value}`, ascending: o.ascending } : runSortKey(o)));
-  if (!q.orderBy.some((o) => o.entity === 'attribute' && (o.key === 'start_time' || o.key === 'created'))) keys.push({ col: sql`${runs.startTime}`, ascending: false });
-  keys.push({ col: sql`${runs.id}`, ascending: true });
+  const keys = q.orderBy.map((o, i): SortKey => (o === driven ? { col: sql`${lm0.value}`, ascending: o.ascending, notNull: true } : runSortKey(o, i)));
+  if (!q.orderBy.some((o) => o.entity === 'attribute' && (o.key === 'start_time' || o.key === 'created'))) keys.push({ col: sql`${runs.startTime}`, ascending: false, notNull: true });
+  keys.push({ col: sql`${runs.id}`, ascending: true, notNull: true });
   if (q.after && q.after.length !== keys.length) throw new RangeError(`the cursor has ${q.after.length} sort keys, this search ${keys.length}`);
   const sortValues = Object.fromEntries(keys.map((k, i) => [`k${i}`, sql<string | null>`(${k.col})::text`]));
   const onLead = (c: Comparison) => driven !== null && c.entity === 'metric' && c.key === driven.key;
   const base = db.select({ run: runs, ...sortValues }).from(runs).$dynamic();
-  const from = driven ? base.innerJoin(lm0, and(eq(lm0.runId, runs.id), eq(lm0.key, driven.key), sql`not ${lm0.isNan}`)) : base;
+  let from = driven ? base.innerJoin(lm0, and(eq(lm0.runId, runs.id), eq(lm0.key, driven.key), sql`not ${lm0.isNan}`)) : base;
+  for (const k of keys) if (k.join) from = from.leftJoin(k.join.table, k.join.on);
   const leadCursor = driven && q.after?.[0] != null ? sql`${lm0.value} ${sql.raw(driven.ascending ? '>=' : '<=')} ${q.after[0]}` : undefined;
   const rows = await from
     .where(
@@ -238,7 +255,7 @@ export async function searchRuns(
         q.after ? afterCursor(keys, q.after) : undefined,
       ),
     )
-    .orderBy(...keys.map((k) => sql`${k.col} ${sql.raw(k.ascending ? 'asc' : 'desc')} nulls last`))
+    .orderBy(...keys.map(orderTerm))
     .limit(q.limit + 1)
     .offset(q.offset ?? 0);
   const more = rows.length > q.limit;
@@ -343,21 +360,31 @@ export interface RunData {
   io?: Map<string, RunIo>;
 }
 
-/** Params, tags and latest metrics of several runs in three queries. */
+/**
+ * Params, tags and latest metrics of several runs in one query (a search page's 100 runs otherwise cost three
+ * round trips), plus their dataset and model inputs/outputs. Numbers come back as text, as in metricHistoryAfter.
+ */
 export async function runDataOf(db: Db, runIds: string[]): Promise<RunData> {
   const empty = <T>() => new Map<string, T[]>(runIds.map((id) => [id, []]));
   const out: RunData = { params: empty(), tags: empty(), metrics: empty() };
   if (runIds.length === 0) return out;
-  const [p, t, m, io] = await Promise.all([
-    db.select().from(runParams).where(inArray(runParams.runId, runIds)).orderBy(asc(runParams.key)),
-    db.select().from(runTags).where(inArray(runTags.runId, runIds)).orderBy(asc(runTags.key)),
-    db.select().from(latestMetrics).where(inArray(latestMetrics.runId, runIds)).orderBy(asc(latestMetrics.key)),
+  const ids = sql`any(${sql.param(runIds)}::text[])`;
+  const [result, io] = await Promise.all([
+    db.execute(sql`
+      select 'p' as kind, run_id, key, value, null as ts, null as step, false as is_nan from run_params where run_id = ${ids}
+      union all
+      select 't', run_id, key, value, null, null, false from run_tags where run_id = ${ids}
+      union all
+      select 'm', run_id, key, value::text, timestamp::text, step::text, is_nan from latest_metrics where run_id = ${ids}
+      order by kind, key`),
     runIoOf(db, runIds),
   ]);
   out.io = io;
-  for (const r of p) out.params.get(r.runId)!.push({ key: r.key, value: r.value });
-  for (const r of t) out.tags.get(r.runId)!.push({ key: r.key, value: r.value });
-  for (const r of m) out.metrics.get(r.runId)!.push({ key: r.key, value: r.isNan ? NaN : r.value, timestamp: r.timestamp, step: r.step });
+  type Row = { kind: 'p' | 't' | 'm'; run_id: string; key: string; value: string; ts: string | null; step: string | null; is_nan: boolean };
+  for (const r of (result as unknown as { rows: Row[] }).rows) {
+    if (r.kind === 'm') out.metrics.get(r.run_id)!.push({ key: r.key, value: r.is_nan ? NaN : Number(r.value), timestamp: Number(r.ts), step: Number(r.step) });
+    else (r.kind === 'p' ? out.params : out.tags).get(r.run_id)!.push({ key: r.key, value: r.value });
+  }
   return out;
 }
 
