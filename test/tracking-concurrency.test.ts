@@ -2,6 +2,7 @@
 // or doubled point, and the latest value per key is the newest point whichever batch commits last. Also the
 // history and search cursors: paging a long series or a large search visits every row once, in order.
 import { randomUUID } from 'node:crypto';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
@@ -50,6 +51,14 @@ describe('metric batches and cursors on Postgres', () => {
     await createRun(cat.db, { id, organizationId: ORG, experimentId, name: id, userId: 'test', artifactRoot: 'file:///tmp/artifacts', config: {}, params: {} });
     return id;
   };
+
+  it('refuses points for a run that does not exist and stores none of them', async () => {
+    const ghost = 'no-such-run';
+    const err = (await logMetrics(cat.db, ghost, batch(0)).catch((e: unknown) => e)) as { cause?: { constraint?: string } } | undefined;
+    expect(err?.cause?.constraint).toBe('latest_metrics_run_id_runs_id_fk');
+    const left = await cat.db.execute(sql`select count(*)::int as n from metrics where run_id = ${ghost}`);
+    expect((left as unknown as { rows: { n: number }[] }).rows[0]!.n).toBe(0);
+  });
 
   it('takes 24 concurrent batches (each twice) to one run without deadlock, keeping every point once and the newest per key', async () => {
     const runId = await newRun();

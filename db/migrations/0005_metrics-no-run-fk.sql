@@ -1,0 +1,1 @@
+ALTER TABLE "metrics" DROP CONSTRAINT "metrics_run_id_runs_id_fk";
