@@ -44,10 +44,54 @@ async function openPglite(dir: string | undefined): Promise<Catalogue & { migrat
   const { migrate } = await import('drizzle-orm/pglite/migrator');
   const client = dir ? await PGlite.create(dir) : await PGlite.create();
   const db = drizzle(client, { schema });
+  const maintenance = pgliteMaintenance(client);
   return {
     db: db as unknown as Db,
     kind: 'pglite',
     migrate: () => migrate(db, { migrationsFolder }),
-    close: () => client.close(),
+    close: async () => {
+      await maintenance.stop();
+      await client.close();
+    },
+  };
+}
+
+/** The few PGlite calls the maintenance loop makes. */
+interface PgliteLike {
+  query<T>(sql: string): Promise<{ rows: T[] }>;
+  exec(sql: string): Promise<unknown>;
+}
+
+/**
+ * PGlite runs Postgres in single-user mode, which has no autovacuum: the planner never gets statistics (a run
+ * search over 20,000 runs took 66 ms instead of 12 ms without them) and the rows every metric batch updates in
+ * latest_metrics are never reclaimed. This does autovacuum's work with its default thresholds (a table is
+ * vacuumed once 20% of it is dead rows, analyzed once 10% of it changed), checking once a minute like
+ * autovacuum_naptime. `tick` runs one round now (tests; stop waits for a round in flight).
+ */
+export function pgliteMaintenance(client: PgliteLike, intervalMs = 60_000): { tick(): Promise<string[]>; stop(): Promise<void> } {
+  let inFlight: Promise<string[]> | null = null;
+  const tick = (): Promise<string[]> => {
+    inFlight ??= (async () => {
+      const { rows } = await client.query<{ relname: string; vacuum: boolean; analyze: boolean }>(`
+        select relname, n_dead_tup > 50 + 0.2 * n_live_tup as vacuum, n_mod_since_analyze > 50 + 0.1 * n_live_tup as analyze
+        from pg_stat_user_tables where schemaname not in ('pg_catalog', 'information_schema') order by relname`);
+      const done: string[] = [];
+      for (const r of rows.filter((r) => r.vacuum || r.analyze)) {
+        await client.exec(`${r.vacuum ? 'vacuum (analyze)' : 'analyze'} "${r.relname.replace(/"/g, '""')}"`);
+        done.push(`${r.vacuum ? 'vacuum' : 'analyze'} ${r.relname}`);
+      }
+      return done;
+    })().finally(() => (inFlight = null));
+    return inFlight;
+  };
+  const timer = setInterval(() => void tick().catch((err: unknown) => console.error(`catalogue: PGlite maintenance failed: ${(err as Error).message}`)), intervalMs);
+  timer.unref(); // never what keeps a process alive
+  return {
+    tick,
+    stop: async () => {
+      clearInterval(timer);
+      await inFlight?.catch(() => undefined);
+    },
   };
 }

@@ -1,7 +1,7 @@
 // The catalogue on both engines: the same drizzle migrations and the same assertions on PGlite and Postgres.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openCatalogue, type Catalogue } from '../db/client.js';
+import { openCatalogue, pgliteMaintenance, type Catalogue } from '../db/client.js';
 import { seedDevOrganization, principalForToken } from '../db/repo/auth.js';
 import { insertDatasetVersion, findDatasetVersion, getDataset } from '../db/repo/datasets.js';
 import { createRun, getOrCreateExperiment, logMetrics, latestMetricsOf, metricHistoryPage } from '../db/repo/tracking.js';
@@ -105,5 +105,34 @@ describe.each(engines)('catalogue on %s', (engine) => {
     const stages = Object.fromEntries((await listVersions(cat.db, 'org-a', 'm'))!.map((v) => [v.version, v.stage]));
     expect(stages).toEqual({ [v1.version]: 'archived', [v2.version]: 'production' });
     await expect(transitionStage(cat.db, { organizationId: 'org-b', modelName: 'm', version: 1, stage: 'production', actor: 'eve', reason: 'x' })).rejects.toThrow(/does not exist/);
+  });
+});
+
+describe('PGlite maintenance (autovacuum is not running in single-user mode)', () => {
+  it('vacuums and analyzes a table past autovacuum thresholds, so the planner has statistics, then leaves it alone', async () => {
+    const { PGlite } = await import('@electric-sql/pglite');
+    const client = await PGlite.create();
+    const maintenance = pgliteMaintenance(client, 3_600_000);
+    try {
+      await client.exec('create table t (id int primary key, v int); create table quiet (id int primary key)');
+      await client.exec('insert into t select g, g from generate_series(1, 5000) g; insert into quiet values (1)');
+      await client.exec('update t set v = v + 1 where id <= 2000'); // 2,000 dead rows: past 50 + 20% of 5,000
+      const stats = async () => (await client.query<{ n_dead_tup: number; last_vacuum: Date | null; last_analyze: Date | null }>("select n_dead_tup::int, last_vacuum, last_analyze from pg_stat_user_tables where relname = 't'")).rows[0]!;
+      // Table counters reach pg_stat_user_tables once a second at most.
+      const deadline = Date.now() + 10_000;
+      while ((await stats()).n_dead_tup === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+      expect((await stats()).n_dead_tup).toBe(2000);
+      expect((await client.query("select 1 from pg_stats where tablename = 't'")).rows).toHaveLength(0);
+
+      expect(await maintenance.tick()).toEqual(['vacuum t']);
+      const after = await stats();
+      expect(after.last_vacuum).not.toBeNull();
+      expect(after.last_analyze).not.toBeNull();
+      expect((await client.query("select 1 from pg_stats where tablename = 't'")).rows.length).toBeGreaterThan(0);
+      expect(await maintenance.tick()).toEqual([]);
+    } finally {
+      await maintenance.stop();
+      await client.close();
+    }
   });
 });
