@@ -41,6 +41,19 @@ python_venv() {
   touch "$VENV/.complete"
 }
 
+# DeepSpeed (hardware.strategy deepspeed_zero2/3) is a layer over the venv with its own lock, so changing it does
+# not rebuild torch. It is a source package: built against the venv's torch (no build isolation), with no
+# kernels compiled at install time (DS_BUILD_OPS=0); the few it needs are built on first use.
+deepspeed_layer() {
+  local stamp
+  stamp="$VENV/.deepspeed-$(hash_of trainer/requirements-deepspeed.lock)"
+  [ -f "$stamp" ] && return
+  say "installing DeepSpeed into the Python venv (trainer/requirements-deepspeed.lock)"
+  DS_BUILD_OPS=0 "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation -r trainer/requirements-deepspeed.lock >&2
+  rm -f "$VENV"/.deepspeed-*
+  touch "$stamp"
+}
+
 temporal_bin() {
   TEMPORAL="$CACHE/temporal-$TEMPORAL_VERSION/temporal"
   [ -x "$TEMPORAL" ] && return
@@ -111,6 +124,7 @@ test_servers() {
 
 node_deps
 python_venv
+deepspeed_layer
 temporal_bin
 candle_tool
 base_model

@@ -19,16 +19,25 @@ Strategies:
   process for evaluation, and resumes under fsdp by loading the weights before sharding and scattering the
   optimizer state after. Every rank takes part in a checkpoint, an evaluation and the final save, since each
   forward pass and each gather is collective.
-- deepspeed_zero2/3 need the deepspeed package and its launcher (configs in recipes/deepspeed/); this trainer
-  refuses them with an InputError.
+- deepspeed_zero2 / deepspeed_zero3: a DeepSpeed engine (ZeRO stage 2: optimizer state and gradients split over
+  the ranks; stage 3: the weights too) over the same AdamW and schedule, configured by recipes/deepspeed/zero2.json
+  or zero3.json with their "auto" values filled from the job's hyperparameters, for the chat methods full and
+  lora. The engine reduces the gradients, clips them and updates in one call at the end of the step, in
+  DeepSpeed's unmanaged accumulation mode, so the loop's micro-batches and loss scaling stay the same. On a
+  machine without CUDA it runs on DeepSpeed's CPU accelerator over gloo. A checkpoint holds the whole trainable
+  weights as one process writes them (stage 3 gathers them to rank 0) and, instead of optimizer.pt, DeepSpeed's
+  own checkpoint of each rank's optimizer partition in deepspeed/; it resumes under the same strategy and
+  process count only, which is checked.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib.util
 import logging
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -54,26 +63,31 @@ class World:
         return self.size > 1
 
 
-FSDP_METHODS = ("full", "lora")
-FSDP_REFUSALS = {
-    "qlora": "its base is bitsandbytes 4-bit tensors, which fully_shard cannot split",
+SHARDED_METHODS = ("full", "lora")  # the methods fsdp and deepspeed run
+SHARDING_REFUSALS = {
+    "qlora": "its base is bitsandbytes 4-bit tensors, which the sharding cannot split",
     "adalora": "its rank allocator reads and masks whole adapter matrices after every step",
     "dpo": "its loss runs through trl, which this trainer has not verified on sharded weights",
     "orpo": "its loss runs through trl, which this trainer has not verified on sharded weights",
 }
+DEEPSPEED_STAGES = {"deepspeed_zero2": 2, "deepspeed_zero3": 3}
+DEEPSPEED_CONFIGS = Path(__file__).resolve().parents[2] / "recipes" / "deepspeed"
+
+
+def uses_deepspeed(hardware) -> bool:
+    return hardware.strategy in DEEPSPEED_STAGES and hardware.processes > 1
 
 
 def check_strategy(hardware, spec_path, method: str) -> None:
     """Refuse, before any model is loaded, a strategy this machine or this method cannot run."""
-    if hardware.strategy.startswith("deepspeed") and importlib.util.find_spec("deepspeed") is None:
+    if hardware.strategy in DEEPSPEED_STAGES and importlib.util.find_spec("deepspeed") is None:
         raise InputError(f"{spec_path}: hardware.strategy: {hardware.strategy} needs the deepspeed package, which is "
-                         "not installed in the trainer environment (use ddp or fsdp, or install deepspeed)")
-    if hardware.strategy.startswith("deepspeed"):
-        raise InputError(f"{spec_path}: hardware.strategy: {hardware.strategy} is configured by "
-                         "recipes/deepspeed/ for the deepspeed launcher; this trainer runs ddp")
-    if hardware.strategy == "fsdp" and hardware.processes > 1 and method not in FSDP_METHODS:
-        raise InputError(f"{spec_path}: hardware.strategy: fsdp runs methods {', '.join(FSDP_METHODS)}; method "
-                         f"{method} cannot be sharded ({FSDP_REFUSALS[method]}): use ddp")
+                         "not installed in the trainer environment (scripts/bootstrap.sh installs it from "
+                         "trainer/requirements-deepspeed.lock; or use ddp or fsdp)")
+    if hardware.strategy != "ddp" and hardware.processes > 1 and method not in SHARDED_METHODS:
+        raise InputError(f"{spec_path}: hardware.strategy: {hardware.strategy} runs methods "
+                         f"{', '.join(SHARDED_METHODS)}; method {method} cannot be sharded "
+                         f"({SHARDING_REFUSALS[method]}): use ddp")
 
 
 def init_world(hardware, spec_path, method: str) -> World:
@@ -86,6 +100,9 @@ def init_world(hardware, spec_path, method: str) -> World:
     if size == 1:
         return World()
     world = World(rank=int(os.environ["RANK"]), local_rank=int(os.environ.get("LOCAL_RANK", "0")), size=size)
+    if hardware.strategy in DEEPSPEED_STAGES:
+        # DeepSpeed picks its accelerator when first imported; without CUDA, its CPU one (collectives over gloo).
+        os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
     if not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         if backend == "nccl":
@@ -97,8 +114,8 @@ def init_world(hardware, spec_path, method: str) -> World:
 
 def wrap_model(model, world: World, strategy: str):
     """The module the forward/backward passes go through: DDP around `model`, or `model` itself sharded in place
-    (fsdp), or `model` alone."""
-    if not world.distributed:
+    (fsdp), or `model` alone (one process; deepspeed, whose engine is built once the optimizer exists)."""
+    if not world.distributed or strategy in DEEPSPEED_STAGES:
         return model
     if strategy == "fsdp":
         return shard_model(model)
@@ -127,9 +144,61 @@ def shard_model(model):
 
 
 def is_sharded(model) -> bool:
+    """Whether the weights are split over the ranks (fsdp, ZeRO stage 3): every forward pass is collective."""
     from torch.distributed.fsdp import FSDPModule
 
-    return isinstance(model, FSDPModule)
+    return isinstance(model, FSDPModule) or getattr(model, "zero_optimization_stage", lambda: 0)() == 3
+
+
+def deepspeed_engine(model, optimizer, hp, strategy: str, world: World):
+    """A DeepSpeed engine over `model` and `optimizer` (our AdamW, whose param groups the LR schedule keeps
+    driving), configured by recipes/deepspeed/<stage>.json with its "auto" values filled from the job."""
+    import deepspeed
+
+    config = deepspeed_config(strategy, hp, world, hidden_size=getattr(model.config, "hidden_size", 0))
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config, dist_init_required=False)
+    return engine
+
+
+def deepspeed_config(strategy: str, hp, world: World, hidden_size: int) -> dict:
+    path = DEEPSPEED_CONFIGS / f"zero{DEEPSPEED_STAGES[strategy]}.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    micro = max(1, hp.batch_size // world.size)  # DeepSpeed only checks and reports it: shard() splits the rows
+    auto = {
+        "train_micro_batch_size_per_gpu": micro,
+        "gradient_accumulation_steps": hp.gradient_accumulation_steps,
+        "gradient_clipping": hp.max_grad_norm,
+        # The model trains in fp32 master weights under our bf16 autocast, as with ddp and fsdp.
+        "bf16.enabled": False,
+        "fp16.enabled": False,
+        # transformers' defaults for the sizes that follow the model (HfDeepSpeedConfig)
+        "zero_optimization.reduce_bucket_size": hidden_size * hidden_size,
+        "zero_optimization.stage3_prefetch_bucket_size": int(0.9 * hidden_size * hidden_size),
+        "zero_optimization.stage3_param_persistence_threshold": 10 * hidden_size,
+    }
+    for dotted, value in auto.items():
+        *parents, key = dotted.split(".")
+        section = config
+        for name in parents:
+            section = section.get(name, {})
+        if section.get(key) == "auto":
+            section[key] = value
+    left = [k for k, v in _flatten(config) if v == "auto"]
+    if left:
+        raise InputError(f"{path}: no value for \"auto\" at {', '.join(left)}")
+    return {**config, "train_batch_size": micro * hp.gradient_accumulation_steps * world.size,
+            # the loop hands the engine whole steps: backward of every micro-batch, then one step()
+            "managed_gradient_accumulation": False,
+            "zero_allow_untested_optimizer": True,  # torch's AdamW, not DeepSpeed's own
+            "steps_per_print": 2**31 - 1}
+
+
+def _flatten(config: dict, prefix: str = ""):
+    for key, value in config.items():
+        if isinstance(value, dict):
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
 
 
 def full_state(model, optimizer, world: World) -> tuple[dict | None, dict | None]:
@@ -161,8 +230,62 @@ def load_optimizer_state(model, optimizer, saved: dict, source) -> None:
         optimizer.load_state_dict(saved)
 
 
+def is_deepspeed(wrapped) -> bool:
+    return hasattr(wrapped, "zero_optimization_stage")
+
+
+def whole_weights(wrapped, world: World) -> dict | None:
+    """The weights to save when the model's own tensors cannot be saved as they are, on rank 0 (None on the
+    others, and None where the model's own can be saved). Where they are split over the ranks (fsdp, ZeRO-3) the
+    trainable ones are gathered, which is collective: every rank calls it. ZeRO-2 keeps whole weights on every
+    rank, but as views into its flat buffers, which safetensors refuses to save: those are copied out."""
+    if is_sharded(wrapped):
+        if not is_deepspeed(wrapped):
+            return full_state(wrapped, None, world)[0]
+        # one layer at a time to rank 0 (what transformers' and accelerate's ZeRO-3 saving call too)
+        weights = wrapped._zero3_consolidated_16bit_state_dict(exclude_frozen_parameters=True)
+        return weights if world.is_main else None
+    if is_deepspeed(wrapped) and world.is_main:
+        return {name: _own_storage(t) for name, t in wrapped.module.state_dict().items()}
+    return None
+
+
+def _own_storage(tensor: torch.Tensor) -> torch.Tensor:
+    whole = tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
+    return tensor if whole else tensor.detach().clone()
+
+
+DEEPSPEED_DIR, DEEPSPEED_TAG = "deepspeed", "state"
+
+
+def save_deepspeed_state(engine, directory: Path) -> None:
+    """Every rank writes its optimizer partition (and ZeRO-3 its weight partition) under directory: DeepSpeed's
+    own checkpoint, which only a run with the same stage and process count can load. Collective."""
+    engine.save_checkpoint(str(directory), tag=DEEPSPEED_TAG, save_latest=False, exclude_frozen_parameters=True)
+
+
+def load_deepspeed_state(engine, checkpoint: Path, saved_hardware: dict, hardware) -> None:
+    """A checkpoint's DeepSpeed optimizer partitions into `engine`, after checking the run that wrote them
+    split its state the same way (the files are per rank and per stage)."""
+    saved = f"{saved_hardware.get('strategy')} over {saved_hardware.get('processes')} processes"
+    wanted = f"{hardware.strategy} over {hardware.processes} processes"
+    if not (checkpoint / DEEPSPEED_DIR).is_dir():
+        raise InputError(f"{checkpoint}: written by a {saved} run, whose optimizer state (optimizer.pt) a "
+                         f"deepspeed run cannot split; resume it with hardware.strategy "
+                         f"{saved_hardware.get('strategy')}, or start the {hardware.strategy} run afresh")
+    if engine is None or saved != wanted:
+        raise InputError(f"{checkpoint}: holds the DeepSpeed optimizer partitions of a {saved} run; it resumes "
+                         f"only as one (this job asks for {wanted})")
+    loaded, _ = engine.load_checkpoint(str(checkpoint / DEEPSPEED_DIR), tag=DEEPSPEED_TAG, load_module_strict=False,
+                                       load_optimizer_states=True, load_lr_scheduler_states=False)
+    if loaded is None:
+        raise InputError(f"{checkpoint / DEEPSPEED_DIR}: DeepSpeed found no checkpoint tagged {DEEPSPEED_TAG!r}")
+
+
 def scalar(value) -> float:
-    """A float from a tensor that may be a DTensor (a norm over sharded gradients): its full value."""
+    """A float from a tensor that may be a DTensor (a norm over sharded gradients: its full value), or a number."""
+    if not torch.is_tensor(value):  # DeepSpeed reports an overflowed norm as a plain float
+        return float(value)
     return float((value.full_tensor() if hasattr(value, "full_tensor") else value).item())
 
 
@@ -204,6 +327,8 @@ def accumulate_and_clip(wrapped, trainable, micro_batches, max_grad_norm: float,
                         world: World) -> tuple[float, float]:
     """The distributed counterpart of the recipe's accumulate_and_clip: the loss and gradient one process would
     compute on the whole micro-batches. Returns (step loss over all ranks, gradient norm before clipping).
+    A DeepSpeed engine also takes the optimizer step here (its step() is reduce, clip and update in one), so
+    under deepspeed the caller does not step the optimizer.
 
     The objective scales each micro-batch loss by this rank's share of the step (its target tokens, or its
     micro-batch count). For the token-mean chat objective each rank's loss is rescaled to the *global* target
@@ -224,6 +349,12 @@ def accumulate_and_clip(wrapped, trainable, micro_batches, max_grad_norm: float,
         share = 1.0 / world.size
     step_loss = 0.0
     losses = objective.micro_batch_losses(wrapped, micro_batches)
+    if is_deepspeed(wrapped):
+        for loss in losses:  # gradients stay local until step()
+            step_loss += loss.item() * share
+            wrapped.backward(loss * share * world.size, scale_wrt_gas=False)
+        wrapped.step()  # DeepSpeed averages over ranks, clips to gradient_clipping and updates, in one call
+        return sum_over_ranks(step_loss, world), scalar(wrapped.get_global_grad_norm())
     for i, loss in enumerate(_synced_last(wrapped, losses, len(micro_batches))):
         step_loss += loss.item() * share
         (loss * share * world.size).backward()

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import signal
 import time
 from dataclasses import asdict, dataclass, field
@@ -148,6 +150,10 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
                                   fused=device.type == "cuda")
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_multiplier(step, hp.warmup_steps, hp.max_steps))
+    if distributed.uses_deepspeed(spec.hardware):  # the engine takes over the optimizer step (and ZeRO-3 the weights)
+        wrapped = distributed.deepspeed_engine(model, optimizer, hp, spec.hardware.strategy, world)
+        sharded = distributed.is_sharded(wrapped)
+    engine = wrapped if distributed.is_deepspeed(wrapped) else None
     log.info("%s on %s (%s): %d trainable parameters", spec.method, device, "bf16 autocast" if precision else "fp32",
              sum(p.numel() for p in trainable))
 
@@ -157,7 +163,7 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
                              f"{name} does not verify ({reason}); resuming from "
                              f"{latest.path.name if latest else 'the start'}") for name, reason in skipped]
     if latest is not None:
-        state = restore_training_state(latest.path, model, optimizer, scheduler, spec)
+        state = restore_training_state(latest.path, model, optimizer, scheduler, spec, engine)
         recovery.override_learning_rate(optimizer, scheduler, hp.learning_rate)
         resumed_from, last_checkpoint = state.step, latest.path.name
         log.info("resumed from %s (step %d, epoch %d, index %d)", latest.path.name, state.step, state.epoch,
@@ -176,12 +182,23 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
         nonlocal last_checkpoint, checkpointed_step, best_so_far
         checkpointed_step = state.step
         schedule.written()
-        # fsdp: every rank sends its shards to rank 0; ddp: every rank already holds the same state
-        gathered = distributed.full_state(model, optimizer, world) if sharded else (None, None)
+        # fsdp: every rank sends its shards to rank 0; ddp: every rank already holds the same state; deepspeed:
+        # every rank writes its optimizer partition into a staging dir that rank 0 moves into the checkpoint
+        staged = checkpoint_dir / f"{ckpt.TMP_PREFIX}{distributed.DEEPSPEED_DIR}-{ckpt.checkpoint_name(state.step)}"
+        if engine is not None:
+            if world.is_main:
+                shutil.rmtree(staged, ignore_errors=True)
+            distributed.barrier(world)
+            distributed.save_deepspeed_state(engine, staged)
+            gathered = (distributed.whole_weights(engine, world), None)
+            distributed.barrier(world)  # every partition is on disk before rank 0 takes the directory
+        else:
+            gathered = distributed.full_state(model, optimizer, world) if sharded else (None, None)
         if not world.is_main:  # rank 0 writes for all
             last_checkpoint = ckpt.checkpoint_name(state.step)
             return
-        last_checkpoint = write_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, spec, *gathered)
+        last_checkpoint = write_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, spec, *gathered,
+                                           deepspeed_dir=staged if engine is not None else None)
         if spec.checkpoint.keep_best and eval_loss is not None and (
                 best_so_far is None or eval_loss < best_so_far["eval_loss"]):
             ckpt.keep_as_best(checkpoint_dir, checkpoint_dir / last_checkpoint, eval_loss)
@@ -221,12 +238,15 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
                 else:
                     loss, grad_norm = accumulate_and_clip(model, trainable, micro_batches, hp.max_grad_norm,
                                                           objective)
-            guard.check(state.step + 1, loss, grad_norm)  # NaN/Inf or a loss spike: stop before the update
+            # NaN/Inf or a loss spike: stop before the update (deepspeed: before the update is checkpointed)
+            guard.check(state.step + 1, loss, grad_norm)
             lr = scheduler.get_last_lr()[0]  # the LR this step uses
-            optimizer.step()
+            if engine is None:  # a DeepSpeed engine stepped already
+                optimizer.step()
             recipe.after_optimizer_step(model, state.step)  # AdaLoRA: budget update, before gradients clear
             scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            if engine is None:
+                optimizer.zero_grad(set_to_none=True)
 
             seconds = time.monotonic() - started
             step_tokens = int(distributed.sum_over_ranks(sum(batch_tokens(b) for b in micro_batches), world))
@@ -253,7 +273,7 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
             report_progress()
 
         # ---- the end: final adapter, result --------------------------------------------------------
-        final_weights, _ = distributed.full_state(model, None, world) if sharded else (None, None)
+        final_weights = distributed.whole_weights(wrapped, world)
         if not world.is_main:
             distributed.barrier(world)
             return {"steps": state.step, "rank": world.rank}
@@ -300,16 +320,21 @@ def accumulate_and_clip(model, trainable, micro_batches, max_grad_norm: float, o
 # ---- checkpoint contents ---------------------------------------------------------------------------
 
 def write_checkpoint(checkpoint_dir: Path, model, optimizer, scheduler, state: TrainingState, spec,
-                     weights: dict | None = None, optimizer_state: dict | None = None) -> str:
+                     weights: dict | None = None, optimizer_state: dict | None = None,
+                     deepspeed_dir: Path | None = None) -> str:
     """weights, optimizer_state: an fsdp run's state gathered to this rank (distributed.full_state); otherwise
-    the model and optimizer hold it whole."""
+    the model and optimizer hold it whole. deepspeed_dir: the DeepSpeed optimizer partitions every rank wrote,
+    moved into the checkpoint in place of optimizer.pt."""
     recipe = recipe_for(spec.method)
 
     def contents(directory: Path) -> None:
         recipe.weights.save(model, directory, state_dict=weights)  # adapter/ (peft) or model/ (full)
         recipe.save_extra(model, directory)    # AdaLoRA: its rank allocator
-        torch.save(optimizer_state if optimizer_state is not None else optimizer.state_dict(),
-                   directory / "optimizer.pt")
+        if deepspeed_dir is not None:
+            os.rename(deepspeed_dir, directory / distributed.DEEPSPEED_DIR)
+        else:
+            torch.save(optimizer_state if optimizer_state is not None else optimizer.state_dict(),
+                       directory / "optimizer.pt")
         torch.save(scheduler.state_dict(), directory / "scheduler.pt")
         torch.save(ckpt.rng_states_with_cuda(rng_states()), directory / "rng_state.pt")
         sidecar = {**asdict(state), "run_id": spec.run_id, "hyperparameters": to_dict(spec.hyperparameters),
@@ -329,11 +354,16 @@ def restore_weights(path: Path, model, spec) -> None:
     recipe.load_extra(model, path)
 
 
-def restore_training_state(path: Path, model, optimizer, scheduler, spec) -> TrainingState:
+def restore_training_state(path: Path, model, optimizer, scheduler, spec, engine=None) -> TrainingState:
     """The rest of a checkpoint, once the optimizer over the (possibly sharded) parameters exists."""
     sidecar = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
     warn_on_changed_hyperparameters(sidecar.get("hyperparameters", {}), to_dict(spec.hyperparameters), path)
-    distributed.load_optimizer_state(model, optimizer, torch.load(path / "optimizer.pt", weights_only=True), path)
+    if engine is not None or (path / distributed.DEEPSPEED_DIR).is_dir():
+        saved_hardware = sidecar.get("config", {}).get("hardware", {})
+        distributed.load_deepspeed_state(engine, path, saved_hardware, spec.hardware)
+    else:
+        distributed.load_optimizer_state(model, optimizer, torch.load(path / "optimizer.pt", weights_only=True),
+                                         path)
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
     rng = torch.load(path / "rng_state.pt", weights_only=True)
     set_rng_states(rng)

@@ -30,6 +30,7 @@ ASSUMED_MFU = 0.40            # model FLOPs utilization assumed for time estimat
 NF4_DOUBLE_QUANT_BITS = 4 + 8 / 64 + 32 / (64 * 256)  # 4-bit codes, 8-bit absmax per 64, fp32 per 256 absmax
 NF4_BITS = 4 + 32 / 64                                # 4-bit codes, fp32 absmax per block of 64
 SHARDED_STRATEGIES = ("fsdp", "deepspeed_zero3")      # weights, gradients and optimizer states split over devices
+STATE_SHARDED_STRATEGIES = SHARDED_STRATEGIES + ("deepspeed_zero2",)  # ZeRO-2: gradients and optimizer states only
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,9 @@ def estimate(spec, device_memory_bytes: int | None = None, shape: ModelShape | N
     shape = shape or shape_of(spec.base_model_path)
     hardware, hp = spec.hardware, spec.hyperparameters
     devices = max(1, hardware.nodes * max(1, hardware.gpus_per_node))
-    shard = devices if getattr(hardware, "strategy", "ddp") in SHARDED_STRATEGIES else 1
+    strategy = getattr(hardware, "strategy", "ddp")
+    weight_shard = devices if strategy in SHARDED_STRATEGIES else 1
+    state_shard = devices if strategy in STATE_SHARDED_STRATEGIES else 1
     wbytes = weight_bytes_per_param(spec)
 
     if spec.method == "qlora":
@@ -186,7 +189,7 @@ def estimate(spec, device_memory_bytes: int | None = None, shape: ModelShape | N
         adapter = 0
         gradients = trainable * 4          # float32, like the weights they update
         optimizer = trainable * 8          # AdamW: two float32 moments
-    fixed = (weights + gradients + optimizer) / shard + adapter
+    fixed = weights / weight_shard + (gradients + optimizer) / state_shard + adapter
 
     def total_at(micro_batch: int) -> tuple[int, int]:
         activations = activation_bytes(spec, shape, micro_batch)
@@ -203,8 +206,8 @@ def estimate(spec, device_memory_bytes: int | None = None, shape: ModelShape | N
 
     tokens = hp.max_steps * hp.batch_size * hp.gradient_accumulation_steps * hp.max_seq_length * devices
     hours, cost = run_time_and_cost(spec, shape, trainable, tokens, devices)
-    return Estimate(weights=int(weights / shard), adapter=int(adapter), gradients=int(gradients / shard),
-                    optimizer=int(optimizer / shard), activations=activations,
+    return Estimate(weights=int(weights / weight_shard), adapter=int(adapter), gradients=int(gradients / state_shard),
+                    optimizer=int(optimizer / state_shard), activations=activations,
                     overhead=total - int(fixed + activations), total=total, devices=devices,
                     trainable_params=int(trainable), max_micro_batch=max_micro_batch, tokens=tokens,
                     hours=hours, cost_usd=cost)

@@ -120,9 +120,13 @@ def test_processes_that_do_not_match_the_launch_are_refused(tmp_path, tiny_base_
 
 
 @pytest.mark.parametrize("strategy", ["deepspeed_zero2", "deepspeed_zero3"])
-def test_a_deepspeed_strategy_without_deepspeed_installed_is_a_clear_input_error(strategy):
+def test_a_deepspeed_strategy_without_deepspeed_installed_is_a_clear_input_error(strategy, monkeypatch):
+    import importlib.util
     from types import SimpleNamespace
 
+    check_strategy(SimpleNamespace(strategy=strategy, processes=2), "job.json", "lora")  # installed: accepted
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "deepspeed" else real(name, *a))
     with pytest.raises(InputError, match=f"hardware.strategy: {strategy} needs the deepspeed package"):
         check_strategy(SimpleNamespace(strategy=strategy, processes=2), "job.json", "lora")
 
@@ -138,9 +142,13 @@ def test_the_deepspeed_zero_configs_parse_and_name_their_stage(name):
         assert config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
 
 
+SHARDED = ["fsdp", "deepspeed_zero2", "deepspeed_zero3"]
+
+
+@pytest.mark.parametrize("strategy", SHARDED)
 @pytest.mark.parametrize("method", ["full", "lora"])
-def test_two_fsdp_processes_match_one_process_and_write_whole_checkpoints(tmp_path, tiny_base_dir, chat_files,
-                                                                          method):
+def test_two_sharded_processes_match_one_process_and_write_whole_checkpoints(tmp_path, tiny_base_dir, chat_files,
+                                                                             method, strategy):
     servers = {"one": TrackingServer(), "two": TrackingServer()}
     overrides = {**OVERRIDES, "method": method}
     try:
@@ -148,20 +156,20 @@ def test_two_fsdp_processes_match_one_process_and_write_whole_checkpoints(tmp_pa
         single = run(one, train_spec(one, tiny_base_dir, chat_files, tracking_uri=servers["one"].uri, **overrides), 1)
         assert single.returncode == 0, single.stderr
         two = tmp_path / "two"
-        fsdp = run(two, train_spec(two, tiny_base_dir, chat_files, tracking_uri=servers["two"].uri, **overrides), 2,
-                   "fsdp")
-        assert fsdp.returncode == 0, fsdp.stderr
+        sharded = run(two, train_spec(two, tiny_base_dir, chat_files, tracking_uri=servers["two"].uri, **overrides),
+                      2, strategy)
+        assert sharded.returncode == 0, sharded.stderr
         one_losses, two_losses = losses(servers["one"]), losses(servers["two"])
         one_evals = {p["step"]: p["value"] for p in servers["one"].delivered() if p["key"] == "eval/loss"}
         two_evals = {p["step"]: p["value"] for p in servers["two"].delivered() if p["key"] == "eval/loss"}
     finally:
         for server in servers.values():
             server.close()
-    assert "rank 1 of 2 (gloo)" in fsdp.stderr
+    assert "rank 1 of 2 (gloo)" in sharded.stderr
     assert sorted(two_losses) == sorted(one_losses) == [1, 2, 3, 4]
     for step in one_losses:
         assert two_losses[step] == pytest.approx(one_losses[step], rel=RTOL), step
-    assert sorted(two_evals) == sorted(one_evals) == [2, 4]  # the sharded evaluation ran on every rank
+    assert sorted(two_evals) == sorted(one_evals) == [2, 4]  # a sharded evaluation runs on every rank
     for step in one_evals:
         assert two_evals[step] == pytest.approx(one_evals[step], rel=RTOL), step
     # the output and every checkpoint hold whole tensors, the same names and shapes one process writes
@@ -169,38 +177,68 @@ def test_two_fsdp_processes_match_one_process_and_write_whole_checkpoints(tmp_pa
     assert_close_adapters(weights(one, method), weights(two, method), atol)
     for name in ("step-00000002", "step-00000004"):
         assert_close_adapters(weights(one, method, name), weights(two, method, name), atol)
+        if strategy.startswith("deepspeed"):  # DeepSpeed's own files: one optimizer partition per rank
+            files = {p.name for p in (two / "checkpoints" / name / "deepspeed" / "state").iterdir()}
+            assert {"zero_pp_rank_0_mp_rank_00_optim_states.pt", "zero_pp_rank_1_mp_rank_00_optim_states.pt"} <= files
+            assert not (two / "checkpoints" / name / "optimizer.pt").exists()
+            continue
         saved = torch.load(two / "checkpoints" / name / "optimizer.pt", weights_only=True)
         assert all(isinstance(key, str) for key in saved["state"])  # keyed by parameter name
         assert len(saved["state"]) == len(torch.load(one / "checkpoints" / name / "optimizer.pt",
                                                      weights_only=True)["state"])
 
 
-def test_an_fsdp_run_stopped_by_a_fault_resumes_under_torchrun_to_the_same_weights(tmp_path, tiny_base_dir,
-                                                                                   chat_files):
+@pytest.mark.parametrize("strategy", SHARDED)
+def test_a_sharded_run_stopped_by_a_fault_resumes_under_torchrun_to_the_same_weights(tmp_path, tiny_base_dir,
+                                                                                     chat_files, strategy):
     straight = tmp_path / "straight"
-    assert run(straight, train_spec(straight, tiny_base_dir, chat_files, **OVERRIDES), 2, "fsdp").returncode == 0
+    assert run(straight, train_spec(straight, tiny_base_dir, chat_files, **OVERRIDES), 2, strategy).returncode == 0
 
     stopped = tmp_path / "stopped"
     spec = train_spec(stopped, tiny_base_dir, chat_files, **OVERRIDES)
-    first = run(stopped, spec, 2, "fsdp", HANZO_ML_FAULT_NAN_AT_STEP="3")
+    first = run(stopped, spec, 2, strategy, HANZO_ML_FAULT_NAN_AT_STEP="3")
     assert first.returncode != 0
+    assert (stopped / "work" / "failure.json").is_file(), first.stderr[-4000:]
     assert (read_json(stopped / "work" / "failure.json")["kind"]) == "diverged"
 
-    second = run(stopped, spec, 2, "fsdp", HANZO_ML_FAULT_NAN_AT_STEP="3")
+    second = run(stopped, spec, 2, strategy, HANZO_ML_FAULT_NAN_AT_STEP="3")
     assert second.returncode == 0, second.stderr
     result = read_json(stopped / "work" / "result.json")
     assert (result["resumed_from_step"], result["steps"]) == (2, 4)
     assert_close_adapters(adapter(straight), adapter(stopped))
 
 
+@pytest.mark.parametrize("strategy", SHARDED)
 @pytest.mark.parametrize("method", ["qlora", "adalora", "dpo", "orpo"])
-def test_fsdp_for_a_method_it_cannot_shard_is_refused_before_any_model_is_loaded(method):
+def test_sharding_a_method_it_cannot_shard_is_refused_before_any_model_is_loaded(method, strategy):
     from types import SimpleNamespace
 
-    with pytest.raises(InputError, match=f"hardware.strategy: fsdp runs methods full, lora; method {method} cannot "
-                                         "be sharded .*: use ddp"):
-        check_strategy(SimpleNamespace(strategy="fsdp", processes=2), "job.json", method)
-    check_strategy(SimpleNamespace(strategy="fsdp", processes=1), "job.json", method)  # one process: no shards
+    with pytest.raises(InputError, match=f"hardware.strategy: {strategy} runs methods full, lora; method {method} "
+                                         "cannot be sharded .*: use ddp"):
+        check_strategy(SimpleNamespace(strategy=strategy, processes=2), "job.json", method)
+    check_strategy(SimpleNamespace(strategy=strategy, processes=1), "job.json", method)  # one process: no shards
+
+
+def test_a_deepspeed_checkpoint_resumes_only_under_the_same_stage_and_process_count(tmp_path):
+    from types import SimpleNamespace
+
+    from hanzo_ml.distributed import load_deepspeed_state
+
+    written_by = {"strategy": "deepspeed_zero2", "processes": 2}
+    checkpoint = tmp_path / "step-00000002"
+    (checkpoint / "deepspeed").mkdir(parents=True)
+    for asks in (SimpleNamespace(strategy="ddp", processes=2), SimpleNamespace(strategy="deepspeed_zero3", processes=2),
+                 SimpleNamespace(strategy="deepspeed_zero2", processes=4)):
+        with pytest.raises(InputError, match=f"step-00000002: holds the DeepSpeed optimizer partitions of a "
+                                             f"deepspeed_zero2 over 2 processes run; it resumes only as one "
+                                             f"\\(this job asks for {asks.strategy} over {asks.processes} processes\\)"):
+            load_deepspeed_state(object() if asks.strategy != "ddp" else None, checkpoint, written_by, asks)
+    plain = tmp_path / "step-00000004"  # a ddp checkpoint: optimizer.pt, no deepspeed/
+    plain.mkdir()
+    with pytest.raises(InputError, match="step-00000004: written by a ddp over 2 processes run, whose optimizer state "
+                                         "\\(optimizer.pt\\) a deepspeed run cannot split"):
+        load_deepspeed_state(object(), plain, {"strategy": "ddp", "processes": 2},
+                             SimpleNamespace(strategy="deepspeed_zero2", processes=2))
 
 
 def test_an_fsdp_resume_of_a_checkpoint_keyed_by_parameter_index_is_refused(tmp_path):
@@ -222,3 +260,23 @@ def test_an_fsdp_resume_of_a_checkpoint_keyed_by_parameter_index_is_refused(tmp_
             load_optimizer_state(Sharded(2, 2), optimizer, saved, "step-00000002")
     finally:
         distributed.is_sharded = original
+
+
+@pytest.mark.parametrize("strategy", ["deepspeed_zero2", "deepspeed_zero3"])
+def test_the_deepspeed_config_fills_every_auto_from_the_job(strategy, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import hanzo_ml.distributed as distributed
+
+    hp = SimpleNamespace(batch_size=8, gradient_accumulation_steps=3, max_grad_norm=0.5)
+    config = distributed.deepspeed_config(strategy, hp, distributed.World(rank=0, size=2), hidden_size=64)
+    assert (config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"],
+            config["train_batch_size"], config["gradient_clipping"]) == (4, 3, 24, 0.5)
+    assert config["zero_optimization"]["stage"] == int(strategy[-1])
+    assert config["managed_gradient_accumulation"] is False  # the loop hands over whole steps
+    assert "auto" not in json.dumps(config)
+    # an "auto" the trainer has no value for is named, with the file it came from
+    (tmp_path / "zero2.json").write_text(json.dumps({"zero_optimization": {"stage": 2, "sub_group_size": "auto"}}))
+    monkeypatch.setattr(distributed, "DEEPSPEED_CONFIGS", tmp_path)
+    with pytest.raises(InputError, match=r"zero2.json: no value for \"auto\" at zero_optimization.sub_group_size"):
+        distributed.deepspeed_config("deepspeed_zero2", hp, distributed.World(rank=0, size=2), hidden_size=64)
