@@ -23,9 +23,12 @@ async function openPostgres(url: string): Promise<Catalogue & { migrate(): Promi
   const { default: pg } = await import('pg');
   const { drizzle } = await import('drizzle-orm/node-postgres');
   const { migrate } = await import('drizzle-orm/node-postgres/migrator');
+  const pool = new pg.Pool({ connectionString: url, max: 10 });
   // JIT compilation pays off for long analytic scans, not for an API's short queries: it added ~250 ms to a
-  // 70 ms run search whose cost estimate crossed the JIT threshold.
-  const pool = new pg.Pool({ connectionString: url, max: 10, options: '-c jit=off' });
+  // 70 ms run search whose cost estimate crossed the JIT threshold. A SET (not the `options` startup
+  // parameter) leaves PGOPTIONS and the URL's options alone and passes through connection poolers; it is queued
+  // on the new connection ahead of any query.
+  pool.on('connect', (client) => void client.query('set jit = off').catch(() => undefined));
   // An idle pooled connection that the server drops (restart, failover, admin kill) emits 'error' on the pool;
   // unheard, it would crash the process. The pool discards that client and the next query opens a fresh one.
   pool.on('error', (err) => console.error(`catalogue: idle Postgres connection lost: ${err.message}`));
@@ -73,13 +76,19 @@ export function pgliteMaintenance(client: PgliteLike, intervalMs = 60_000): { ti
   let inFlight: Promise<string[]> | null = null;
   const tick = (): Promise<string[]> => {
     inFlight ??= (async () => {
-      const { rows } = await client.query<{ relname: string; vacuum: boolean; analyze: boolean }>(`
-        select relname, n_dead_tup > 50 + 0.2 * n_live_tup as vacuum, n_mod_since_analyze > 50 + 0.1 * n_live_tup as analyze
-        from pg_stat_user_tables where schemaname not in ('pg_catalog', 'information_schema') order by relname`);
+      const { rows } = await client.query<{ name: string; table: string; vacuum: boolean; analyze: boolean }>(`
+        select relname as name, format('%I.%I', schemaname, relname) as table,
+          n_dead_tup > 50 + 0.2 * n_live_tup as vacuum, n_mod_since_analyze > 50 + 0.1 * n_live_tup as analyze
+        from pg_stat_user_tables order by schemaname, relname`);
       const done: string[] = [];
       for (const r of rows.filter((r) => r.vacuum || r.analyze)) {
-        await client.exec(`${r.vacuum ? 'vacuum (analyze)' : 'analyze'} "${r.relname.replace(/"/g, '""')}"`);
-        done.push(`${r.vacuum ? 'vacuum' : 'analyze'} ${r.relname}`);
+        // One table failing (dropped meanwhile, say) must not keep the others from their turn.
+        try {
+          await client.exec(`${r.vacuum ? 'vacuum (analyze)' : 'analyze'} ${r.table}`);
+          done.push(`${r.vacuum ? 'vacuum' : 'analyze'} ${r.name}`);
+        } catch (err) {
+          console.error(`catalogue: PGlite maintenance of ${r.table} failed: ${(err as Error).message}`);
+        }
       }
       return done;
     })().finally(() => (inFlight = null));

@@ -49,9 +49,15 @@ deepspeed_layer() {
   stamp="$VENV/.deepspeed-$(hash_of trainer/requirements-deepspeed.lock)"
   [ -f "$stamp" ] && return
   say "installing DeepSpeed into the Python venv (trainer/requirements-deepspeed.lock)"
-  DS_BUILD_OPS=0 "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation -r trainer/requirements-deepspeed.lock >&2
-  rm -f "$VENV"/.deepspeed-*
-  touch "$stamp"
+  # --no-deps: everything it needs is pinned in the two lock files, so nothing unpinned comes in with it.
+  # A failed install is not fatal: the trainer then refuses deepspeed_zero2/3 jobs, naming the package.
+  if DS_BUILD_OPS=0 "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-deps \
+      -r trainer/requirements-deepspeed.lock >&2; then
+    rm -f "$VENV"/.deepspeed-*
+    touch "$stamp"
+  else
+    say "WARNING: DeepSpeed did not install; jobs with hardware.strategy deepspeed_zero2/3 will be refused"
+  fi
 }
 
 temporal_bin() {

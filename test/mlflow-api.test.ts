@@ -176,8 +176,8 @@ describe.each(['pglite', 'postgres'])('MLflow API on %s', (engine) => {
 
   it('pages every order (ties, missing values last, the index-driven metric order) the same as one page', async () => {
     const e = (await post('/experiments/create', { name: 'paging-exp' })).body.experiment_id as string;
-    // m: ties and one run without it; grp: ties and two runs without it; end_time: set on some runs only.
-    const spec: [string, number | null, string | null][] = [['a', 0.5, 'x'], ['b', 0.2, null], ['c', 0.5, 'y'], ['d', null, 'x'], ['e', 0.9, null], ['f', 0.2, 'y'], ['g', 0.7, 'x']];
+    // m: ties, a NaN and one run without it; grp: ties and two runs without it; end_time: set on some runs only.
+    const spec: [string, number | string | null, string | null][] = [['a', 0.5, 'x'], ['b', 0.2, null], ['c', 0.5, 'y'], ['d', null, 'x'], ['e', 0.9, null], ['f', 0.2, 'y'], ['g', 0.7, 'x'], ['h', 'NaN', 'y']];
     for (const [i, [name, m, grp]] of spec.entries()) {
       const created = await post('/runs/create', { experiment_id: e, run_name: name, start_time: 1_690_000_000_000 + i * 1000, tags: [] });
       const id = created.body.run.info.run_id as string;
@@ -198,22 +198,30 @@ describe.each(['pglite', 'postgres'])('MLflow API on %s', (engine) => {
     };
     const cases: [Json, string[] | null][] = [
       [{ order_by: ['tags.grp DESC'] }, null],
-      [{ order_by: ['tags.grp ASC', 'metrics.m DESC'] }, ['g', 'a', 'd', 'c', 'f', 'e', 'b']],
+      [{ order_by: ['tags.grp ASC', 'metrics.m DESC'] }, ['g', 'a', 'd', 'c', 'f', 'h', 'e', 'b']],
       [{ order_by: ['metrics.m DESC'] }, null],
       [{ filter: 'metrics.m > 0.1', order_by: ['metrics.m DESC'] }, null],
       [{ filter: 'metrics.m > 0.1', order_by: ['metrics.m ASC', 'tags.grp DESC'] }, ['f', 'b', 'c', 'a', 'g', 'e']],
-      [{ order_by: ['attributes.start_time ASC'] }, ['a', 'b', 'c', 'd', 'e', 'f', 'g']],
+      [{ order_by: ['attributes.start_time ASC'] }, ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']],
       [{ order_by: ['attributes.end_time DESC'] }, null],
-      [{}, ['g', 'f', 'e', 'd', 'c', 'b', 'a']],
+      [{}, ['h', 'g', 'f', 'e', 'd', 'c', 'b', 'a']],
     ];
     for (const [body, expected] of cases) {
       const whole = names(await search({ ...body, max_results: 100 }));
       if (expected) expect(whole, JSON.stringify(body)).toEqual(expected);
       expect(await paged(body), JSON.stringify(body)).toEqual(whole);
     }
-    // Missing values sort last whichever the direction.
+    // Missing values sort last whichever the direction; a NaN metric after every number and before them (MLflow).
     expect(names(await search({ order_by: ['tags.grp DESC'] })).slice(-2).sort()).toEqual(['b', 'e']);
-    expect(names(await search({ order_by: ['metrics.m ASC'] })).at(-1)).toBe('d');
+    expect(names(await search({ order_by: ['metrics.m ASC'] })).slice(-2)).toEqual(['h', 'd']);
+    expect(names(await search({ order_by: ['metrics.m DESC'] }))).toEqual(['e', 'g', 'c', 'a', 'f', 'b', 'h', 'd']);
+    // A token whose values do not fit this search's keys (another search's, or an older server's) is a 400.
+    const token = (after: unknown[]) => Buffer.from(JSON.stringify({ after })).toString('base64url');
+    for (const [body, after] of [[{ order_by: ['metrics.m DESC'] }, ['false', 'not a number', '2023-01-01', 'x']], [{}, ['1690000000000', 'x']]] as const) {
+      const refused = await post('/runs/search', { experiment_ids: [e], ...body, page_token: token([...after]) });
+      expect(refused.status, JSON.stringify(body)).toBe(400);
+      expect(refused.body.error_code).toBe('INVALID_PARAMETER_VALUE');
+    }
     expect(names(await search({ order_by: ['attributes.end_time ASC'] })).slice(0, 3)).toEqual(['a', 'd', 'g']);
   });
 

@@ -173,20 +173,27 @@ interface SortKey {
   join?: { table: PgTable; on: SQL };
 }
 
-const ORDER_TABLES = { metric: latestMetrics, param: runParams, tag: runTags } as const;
+const ORDER_TABLES = { param: runParams, tag: runTags } as const;
 
 /**
- * An ORDER BY key. A metric, param or tag is LEFT JOINed by (run_id, key), which is its primary key, rather
- * than looked up by a subquery: the value is then read once per run, not again in every cursor comparison.
+ * The sort keys of an ORDER BY clause. A metric, param or tag is LEFT JOINed by (run_id, key), which is its
+ * primary key, rather than looked up by a subquery: the value is then read once per run, not again in every
+ * cursor comparison. A metric sorts as MLflow's does: numbers, then NaN, then runs without it, whichever the
+ * direction (is_nan ascending, nulls last, ahead of the value).
  */
-function runSortKey(o: OrderClause, i: number): SortKey {
+function runSortKeys(o: OrderClause, i: number): SortKey[] {
+  if (o.entity === 'metric') {
+    const t = alias(latestMetrics, `order${i}`);
+    const join = { table: t, on: and(eq(t.runId, runs.id), eq(t.key, o.key))! };
+    return [{ col: sql`${t.isNan}`, ascending: true, join }, { col: sql`${t.value}`, ascending: o.ascending }];
+  }
   if (o.entity !== 'attribute') {
     const t = alias(ORDER_TABLES[o.entity], `order${i}`);
-    return { col: sql`${t.value}`, ascending: o.ascending, join: { table: t, on: and(eq(t.runId, runs.id), eq(t.key, o.key))! } };
+    return [{ col: sql`${t.value}`, ascending: o.ascending, join: { table: t, on: and(eq(t.runId, runs.id), eq(t.key, o.key))! } }];
   }
   // Start time sorts on the column itself (not its epoch-ms form) so the runs_search_idx index gives the order.
-  if (o.key === 'start_time' || o.key === 'created') return { col: sql`${runs.startTime}`, ascending: o.ascending, notNull: true };
-  return { col: RUN_ATTRIBUTES[o.key]!, ascending: o.ascending, notNull: o.key !== 'end_time' };
+  if (o.key === 'start_time' || o.key === 'created') return [{ col: sql`${runs.startTime}`, ascending: o.ascending, notNull: true }];
+  return [{ col: RUN_ATTRIBUTES[o.key]!, ascending: o.ascending, notNull: o.key !== 'end_time' }];
 }
 
 /**
@@ -234,7 +241,8 @@ export async function searchRuns(
   const lead = q.orderBy[0];
   const driven = lead?.entity === 'metric' && q.filter.some((c) => c.entity === 'metric' && c.key === lead.key) ? lead : null;
   const lm0 = alias(latestMetrics, 'lm0');
-  const keys = q.orderBy.map((o, i): SortKey => (o === driven ? { col: sql`${lm0.value}`, ascending: o.ascending, notNull: true } : runSortKey(o, i)));
+  // (The driving join leaves NaN out, as the filter does, so its key needs no NaN ordering.)
+  const keys = q.orderBy.flatMap((o, i): SortKey[] => (o === driven ? [{ col: sql`${lm0.value}`, ascending: o.ascending, notNull: true }] : runSortKeys(o, i)));
   if (!q.orderBy.some((o) => o.entity === 'attribute' && (o.key === 'start_time' || o.key === 'created'))) keys.push({ col: sql`${runs.startTime}`, ascending: false, notNull: true });
   keys.push({ col: sql`${runs.id}`, ascending: true, notNull: true });
   if (q.after && q.after.length !== keys.length) throw new RangeError(`the cursor has ${q.after.length} sort keys, this search ${keys.length}`);

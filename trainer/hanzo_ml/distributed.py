@@ -22,8 +22,9 @@ Strategies:
 - deepspeed_zero2 / deepspeed_zero3: a DeepSpeed engine (ZeRO stage 2: optimizer state and gradients split over
   the ranks; stage 3: the weights too) over the same AdamW and schedule, configured by recipes/deepspeed/zero2.json
   or zero3.json with their "auto" values filled from the job's hyperparameters, for the chat methods full and
-  lora. The engine reduces the gradients, clips them and updates in one call at the end of the step, in
-  DeepSpeed's unmanaged accumulation mode, so the loop's micro-batches and loss scaling stay the same. On a
+  lora. In DeepSpeed's unmanaged accumulation mode the loop keeps its micro-batches and loss scaling: each
+  micro-batch's backward reduces its gradients into the ranks' partitions, and one step() at the end of the
+  step clips and updates. On a
   machine without CUDA it runs on DeepSpeed's CPU accelerator over gloo. A checkpoint holds the whole trainable
   weights as one process writes them (stage 3 gathers them to rank 0) and, instead of optimizer.pt, DeepSpeed's
   own checkpoint of each rank's optimizer partition in deepspeed/; it resumes under the same strategy and
@@ -251,8 +252,10 @@ def whole_weights(wrapped, world: World) -> dict | None:
 
 
 def _own_storage(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor, or, when it is a view into a larger buffer, a copy of it on the CPU (never a second copy of
+    the weights on the GPU)."""
     whole = tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
-    return tensor if whole else tensor.detach().clone()
+    return tensor if whole else tensor.detach().to("cpu", copy=True)
 
 
 DEEPSPEED_DIR, DEEPSPEED_TAG = "deepspeed", "state"
@@ -271,8 +274,9 @@ def load_deepspeed_state(engine, checkpoint: Path, saved_hardware: dict, hardwar
     wanted = f"{hardware.strategy} over {hardware.processes} processes"
     if not (checkpoint / DEEPSPEED_DIR).is_dir():
         raise InputError(f"{checkpoint}: written by a {saved} run, whose optimizer state (optimizer.pt) a "
-                         f"deepspeed run cannot split; resume it with hardware.strategy "
-                         f"{saved_hardware.get('strategy')}, or start the {hardware.strategy} run afresh")
+                         f"deepspeed run over several processes cannot split; resume it as it was written "
+                         f"(hardware.strategy {saved_hardware.get('strategy')}, processes "
+                         f"{saved_hardware.get('processes')}), or start the {wanted} run afresh")
     if engine is None or saved != wanted:
         raise InputError(f"{checkpoint}: holds the DeepSpeed optimizer partitions of a {saved} run; it resumes "
                          f"only as one (this job asks for {wanted})")
@@ -327,8 +331,8 @@ def accumulate_and_clip(wrapped, trainable, micro_batches, max_grad_norm: float,
                         world: World) -> tuple[float, float]:
     """The distributed counterpart of the recipe's accumulate_and_clip: the loss and gradient one process would
     compute on the whole micro-batches. Returns (step loss over all ranks, gradient norm before clipping).
-    A DeepSpeed engine also takes the optimizer step here (its step() is reduce, clip and update in one), so
-    under deepspeed the caller does not step the optimizer.
+    A DeepSpeed engine also takes the optimizer step here (its step() clips and updates), so under deepspeed
+    the caller does not step the optimizer.
 
     The objective scales each micro-batch loss by this rank's share of the step (its target tokens, or its
     micro-batch count). For the token-mean chat objective each rank's loss is rescaled to the *global* target
@@ -350,10 +354,10 @@ def accumulate_and_clip(wrapped, trainable, micro_batches, max_grad_norm: float,
     step_loss = 0.0
     losses = objective.micro_batch_losses(wrapped, micro_batches)
     if is_deepspeed(wrapped):
-        for loss in losses:  # gradients stay local until step()
+        for loss in losses:  # each backward averages its gradients over the ranks into their partitions
             step_loss += loss.item() * share
             wrapped.backward(loss * share * world.size, scale_wrt_gas=False)
-        wrapped.step()  # DeepSpeed averages over ranks, clips to gradient_clipping and updates, in one call
+        wrapped.step()  # clips to gradient_clipping and updates
         return sum_over_ranks(step_loss, world), scalar(wrapped.get_global_grad_norm())
     for i, loss in enumerate(_synced_last(wrapped, losses, len(micro_batches))):
         step_loss += loss.item() * share

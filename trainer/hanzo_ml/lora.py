@@ -31,7 +31,7 @@ from hanzo_ml import checkpoint as ckpt
 from hanzo_ml import distributed, memory, recovery
 from hanzo_ml.errors import Preempted
 from hanzo_ml.files import atomic_write_json, dumps_json
-from hanzo_ml.metrics import StepMeter
+from hanzo_ml.metrics import StepMeter, numel
 from hanzo_ml.modeling import configure_torch, rng_states, seed_everything, set_rng_states
 from hanzo_ml.recipes import Recipe, recipe_for
 from hanzo_ml.recipes.components import autocast_forward, batch_tokens, resolve_device, resolve_precision
@@ -155,7 +155,7 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
         sharded = distributed.is_sharded(wrapped)
     engine = wrapped if distributed.is_deepspeed(wrapped) else None
     log.info("%s on %s (%s): %d trainable parameters", spec.method, device, "bf16 autocast" if precision else "fp32",
-             sum(p.numel() for p in trainable))
+             sum(numel(p) for p in trainable))
 
     # ---- ... and the optimizer, schedule, RNG and data position once the optimizer exists ------------
     state, resumed_from, last_checkpoint = TrainingState(), None, None

@@ -31,6 +31,7 @@ NF4_DOUBLE_QUANT_BITS = 4 + 8 / 64 + 32 / (64 * 256)  # 4-bit codes, 8-bit absma
 NF4_BITS = 4 + 32 / 64                                # 4-bit codes, fp32 absmax per block of 64
 SHARDED_STRATEGIES = ("fsdp", "deepspeed_zero3")      # weights, gradients and optimizer states split over devices
 STATE_SHARDED_STRATEGIES = SHARDED_STRATEGIES + ("deepspeed_zero2",)  # ZeRO-2: gradients and optimizer states only
+DEEPSPEED_STRATEGIES = ("deepspeed_zero2", "deepspeed_zero3")
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,8 @@ def estimate(spec, device_memory_bytes: int | None = None, shape: ModelShape | N
         adapter = 0
         gradients = trainable * 4          # float32, like the weights they update
         optimizer = trainable * 8          # AdamW: two float32 moments
+    if strategy in DEEPSPEED_STRATEGIES:
+        optimizer += trainable * 4         # ZeRO's own float32 master copy of each rank's partition
     fixed = weights / weight_shard + (gradients + optimizer) / state_shard + adapter
 
     def total_at(micro_batch: int) -> tuple[int, int]:

@@ -24,7 +24,12 @@ MFU_NEEDS_PEAK = "hardware.peak_flops_per_device is not set (no reliable peak is
 def parameter_count(model) -> int:
     """The weights each token's forward pass multiplies with. bitsandbytes packs two 4-bit weights into each
     byte of a Params4bit, whose numel() is the packed count: QLoRA does the FLOPs of the unpacked matrix."""
-    return sum(p.numel() * (2 if type(p).__name__ == "Params4bit" else 1) for p in model.parameters())
+    return sum(numel(p) * (2 if type(p).__name__ == "Params4bit" else 1) for p in model.parameters())
+
+
+def numel(parameter) -> int:
+    """A parameter's element count, also when ZeRO-3 has partitioned it (its local data is then empty)."""
+    return getattr(parameter, "ds_numel", None) or parameter.numel()
 
 
 class StepMeter:

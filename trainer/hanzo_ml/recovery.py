@@ -49,7 +49,9 @@ def event(kind: str, step: int, message: str) -> dict:
 class DivergenceGuard:
     """Diverged: a NaN or infinite loss or gradient norm, or (when loss_multiple is set) a loss above
     loss_multiple times the lowest loss this process has seen. Checked before optimizer.step(), so the weights
-    and the last checkpoint never hold the bad step."""
+    and the last checkpoint never hold the bad step. (A DeepSpeed engine steps before the check: ZeRO itself
+    skips a NaN/Inf update, and a finite spike's update reaches the weights but no checkpoint, so a resume
+    still starts from the last good one.)"""
 
     def __init__(self, loss_multiple: float | None):
         self.loss_multiple = loss_multiple

@@ -236,7 +236,8 @@ def test_a_deepspeed_checkpoint_resumes_only_under_the_same_stage_and_process_co
     plain = tmp_path / "step-00000004"  # a ddp checkpoint: optimizer.pt, no deepspeed/
     plain.mkdir()
     with pytest.raises(InputError, match="step-00000004: written by a ddp over 2 processes run, whose optimizer state "
-                                         "\\(optimizer.pt\\) a deepspeed run cannot split"):
+                                         "\\(optimizer.pt\\) a deepspeed run over several processes cannot split; "
+                                         "resume it as it was written \\(hardware.strategy ddp, processes 2\\)"):
         load_deepspeed_state(object(), plain, {"strategy": "ddp", "processes": 2},
                              SimpleNamespace(strategy="deepspeed_zero2", processes=2))
 

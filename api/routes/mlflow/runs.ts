@@ -226,7 +226,8 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       const orderBy = q.order_by.map((o) => parseOrderBy(o, RUN_GRAMMAR));
       const experimentIds = q.experiment_ids.map((e) => storedExperimentId(e, p.organizationId));
       const page = await searchRuns(db, p.organizationId, { experimentIds, filter, orderBy, view: q.run_view_type, after, limit }).catch((err: unknown) => {
-        if (err instanceof RangeError) throw invalidToken(q.page_token ?? '');
+        // A token for another search (other keys), or whose values do not cast to this search's key types.
+        if (err instanceof RangeError || (after && isDataException(err))) throw invalidToken(q.page_token ?? '');
         throw err;
       });
       const data = await runDataOf(
@@ -250,6 +251,12 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
 }
 
 const invalidToken = (token: string) => invalid(`Invalid page token: '${token}' is not a token this server issued`);
+
+/** Postgres's SQLSTATE class 22 (data exception): a value that does not cast, say. */
+function isDataException(err: unknown): boolean {
+  const e = err as { code?: unknown; cause?: { code?: unknown } };
+  return [e.code, e.cause?.code].some((code) => typeof code === 'string' && code.startsWith('22'));
+}
 
 /** Search page tokens carry the last run's sort-key values (a keyset cursor). */
 const encodeSearchToken = (cur: RunCursor): string => Buffer.from(JSON.stringify({ after: cur })).toString('base64url');
