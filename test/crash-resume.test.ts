@@ -2,7 +2,7 @@
 // of training, start dev again on the same HANZO_ML_HOME, and the pipeline completes: the trainer resumes
 // from its last checkpoint, and no step is trained twice beyond the checkpoint interval.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, openSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, existsSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -79,6 +79,13 @@ describe('crash and restart of the whole dev process mid-training', () => {
     process.kill(-wrapperPid, 'SIGKILL');
     await new Promise((r) => setTimeout(r, 1000));
     expect(existsSync(join(trainDir, 'exitcode'))).toBe(false);
+    // What the trainer had on disk when it died (the API's progress lags it by up to a heartbeat): its newest
+    // complete checkpoint is where the resume must start, and the step it last reported bounds the rework.
+    const { checkpoint_dir: checkpoints } = JSON.parse(readFileSync(join(trainDir, 'spec.json'), 'utf8')) as { checkpoint_dir: string };
+    const complete = readdirSync(checkpoints).filter((n) => /^step-\d{8}$/.test(n) && existsSync(join(checkpoints, n, 'manifest.json')));
+    const newestAtCrash = Math.max(...complete.map((n) => Number(n.slice(5))));
+    const stepAtCrash = Math.max(newestAtCrash, (JSON.parse(readFileSync(join(trainDir, 'progress.json'), 'utf8')) as { step: number }).step);
+    expect(newestAtCrash).toBeGreaterThanOrEqual(beforeCrash.progress.step - (beforeCrash.progress.step % every));
 
     dev = startDev();
     // The retried activity restarts the lost trainer exactly once, resuming from the checkpoint.
@@ -103,9 +110,12 @@ describe('crash and restart of the whole dev process mid-training', () => {
     const result = JSON.parse(readFileSync(join(trainDir, 'result.json'), 'utf8')) as { resumed_from_step: number; steps: number; steps_trained_this_process: number };
     expect(result.resumed_from_step).toBeGreaterThanOrEqual(every);
     expect(result.steps).toBe(done.progress.max_steps);
-    // Steps after the last checkpoint before the crash were trained twice: never more than the interval.
-    const retrained = beforeCrash.progress.step - result.resumed_from_step;
+    // It resumed from the newest checkpoint the crash left; the steps trained after it were trained twice,
+    // never more than the interval.
+    expect(result.resumed_from_step).toBe(newestAtCrash);
+    const retrained = stepAtCrash - result.resumed_from_step;
     expect(retrained).toBeGreaterThanOrEqual(0);
+    expect(retrained).toBeLessThan(every);
     expect(result.steps - result.steps_trained_this_process).toBe(result.resumed_from_step);
     const hist = await api<{ metrics: { step: number }[] }>('GET', `/v1/runs/${done.progress.run_id}/metrics?key=train/loss&limit=5000`);
     const counts = new Map<number, number>();
