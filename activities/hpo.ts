@@ -26,23 +26,24 @@ import {
   type TrialOutcome,
   type TrialState,
 } from '../contracts/hpo.js';
-import { LoraHyperparametersSchema, TrainJobSpecSchema, TrainProgressSchema, TrainResultSchema, type TrainJobSpec } from '../contracts/trainer-job.js';
+import { LoraHyperparametersSchema, TrainJobSpecSchema, TrainResultSchema, type TrainJobSpec } from '../contracts/trainer-job.js';
 import { accountTrial, createSweep, finishSweep, finishTrial, insertTrial, recordLineage, warmStartTrials } from '../db/repo/hpo.js';
 import { createRun, getOrCreateExperiment, logMetrics, logParams, setRunStatus } from '../db/repo/tracking.js';
 import { findDatasetVersion } from '../db/repo/datasets.js';
 import { deterministicUuid } from '../lib/ids.js';
-import { artifactRootUri, localPathFor } from '../lib/object-store.js';
+import { artifactRootUri } from '../lib/object-store.js';
+import { checkpointsUri } from '../lib/job-files.js';
 import { repoRoot } from '../lib/config.js';
-import { BaseModelError, resolveBaseModel } from '../lib/base-models.js';
+import { BaseModelError } from '../lib/base-models.js';
 import { learningCurve, learningCurveStep, syntheticMetrics } from './hpo-objectives.js';
-import { runJobToCompletion, trainerCommand, writeSpec } from './jobs.js';
+import { currentAttempt, readProgress, runJobToCompletion, stopJobKeepingHeartbeat, type JobDefinition } from './jobs.js';
+import { baseModelInput, fileInput } from './job-inputs.js';
 import { datasetRef } from './datasets.js';
 import { trialReportUpdate } from '../workflows/hpo-messages.js';
 
 const WARM_START_LIMIT = 500;
 
 export const trialRunId = (sweepId: string, n: number): string => deterministicUuid(`hpo:${sweepId}:trial:${n}:run`);
-export const trialWorkdir = (deps: ActivityDeps, sweepId: string, n: number): string => join(deps.home, 'work', `hpo-${sweepId}-trial-${n}`, 'train');
 
 /**
  * One long-lived `python -m hanzo_ml hpo-suggest --serve` process answering one request per line. It holds no
@@ -228,36 +229,47 @@ export function createHpoActivities(deps: ActivityDeps) {
     async runLoraTrial(a: { trial: TrialInput; runId: string }): Promise<TrialOutcome> {
       const t = a.trial;
       const base = t.config.base_config as LoraBaseConfig;
-      const workdir = trialWorkdir(deps, t.sweep_id, t.n);
       const dataset = await findDatasetVersion(deps.db, t.organization_id, base.dataset, base.dataset_version);
       if (!dataset) throw ApplicationFailure.nonRetryable(`dataset "${base.dataset}" has no version ${base.dataset_version}`, 'NotFound');
       const ref = datasetRef(dataset);
-      let baseModelPath: string;
+      let baseModel: Awaited<ReturnType<typeof baseModelInput>>;
       try {
-        baseModelPath = resolveBaseModel(base.model, deps.config, deps.bootstrap);
+        baseModel = await baseModelInput(deps, base.model);
       } catch (err) {
         if (err instanceof BaseModelError) throw ApplicationFailure.nonRetryable(err.message, 'BadInput');
         throw err;
       }
-      const dataDir = join(deps.home, 'work', `hpo-${t.sweep_id}`, 'data');
       const spec = TrainJobSpecSchema.parse({
         kind: 'train',
         job_name: `hpo-${t.sweep_id}-trial-${t.n}`,
         run_id: a.runId,
         tracking_uri: deps.trackingUri,
-        base_model_path: baseModelPath,
-        train_path: await localPathFor(deps.store, ref.splits.train, dataDir),
-        validation_path: await localPathFor(deps.store, ref.splits.validation, dataDir),
-        output_dir: join(workdir, 'output'),
-        checkpoint_dir: join(workdir, 'checkpoints'),
+        base_model_path: 'input:base_model_path',
+        train_path: 'input:train_path',
+        validation_path: 'input:validation_path',
+        output_dir: 'output:output_dir',
+        checkpoint_dir: 'checkpoints:checkpoint_dir',
         method: 'lora',
         hyperparameters: loraHyperparameters(base, t.params),
         // By steps only: a checkpoint (and its eval) at every eval step is what the sweep compares.
         checkpoint: { every_steps: base.eval_steps, keep_last: base.keep_checkpoints, every_seconds: null },
         threads: deps.config.trainer.threads,
       });
-      await writeSpec(workdir, spec);
-      return runTrainerJob(deps, { trial: t, runId: a.runId, workdir, spec });
+      const job: JobDefinition = {
+        name: spec.job_name,
+        kind: 'trial',
+        organizationId: t.organization_id,
+        runId: a.runId,
+        envelope: {
+          tool: 'trainer',
+          spec,
+          inputs: { base_model_path: baseModel, train_path: fileInput(ref.splits.train), validation_path: fileInput(ref.splits.validation) },
+          outputs: { output_dir: 'dir' },
+          checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, a.runId) },
+        },
+        resources: { gpus_per_node: t.config.resources_per_trial.gpus },
+      };
+      return runTrainerJob(deps, { trial: t, runId: a.runId, job, spec });
     },
 
     async finishTrial(a: {
@@ -372,7 +384,7 @@ export function loraHyperparameters(base: LoraBaseConfig, params: Params): Train
 /** Runs one trainer job for a trial: eval points go to the sweep as they appear; GPU time is accounted. */
 async function runTrainerJob(
   deps: ActivityDeps,
-  p: { trial: TrialInput; runId: string; workdir: string; spec: TrainJobSpec },
+  p: { trial: TrialInput; runId: string; job: JobDefinition; spec: TrainJobSpec },
 ): Promise<TrialOutcome> {
   const gpus = p.trial.config.resources_per_trial.gpus;
   const started = Date.now();
@@ -386,14 +398,12 @@ async function runTrainerJob(
   const objective = objectivesOf(p.trial.config)[0]!.metric;
   let stopped: string | null = null;
   try {
-    const result = await runJobToCompletion(deps, {
-      job: p.spec.job_name,
-      request: trainerCommand(deps, 'train', p.workdir),
-      resultPath: join(p.workdir, 'result.json'),
+    const { result } = await runJobToCompletion(deps, {
+      job: p.job,
       resultSchema: TrainResultSchema,
       pollMs: 500,
-      onPoll: async () => {
-        const progress = await readFile(join(p.workdir, 'progress.json'), 'utf8').then((t) => TrainProgressSchema.parse(JSON.parse(t)), () => null);
+      onPoll: async (files) => {
+        const progress = await readProgress(files);
         if (!progress) return { gpu_seconds: gpuSeconds(), reported, curve };
         step = progress.step;
         const evalStep = Math.floor(step / evalEvery) * evalEvery;
@@ -413,7 +423,7 @@ async function runTrainerJob(
     return { n: p.trial.n, state: 'completed', metrics: { ...result.final_metrics, 'cost/gpu_hours': gpu / 3600 }, steps: result.steps, gpu_seconds: gpu, run_id: p.runId, error: null, curve };
   } catch (err) {
     if (err instanceof TrialStopped) {
-      await stopJob(deps, p.workdir);
+      await stopJobKeepingHeartbeat(deps, await currentAttempt(deps, p.job));
       const gpu = gpuSeconds();
       await accountTrial(deps.db, p.trial.sweep_id, p.trial.n, { steps: step, gpuSeconds: gpu });
       return { n: p.trial.n, state: 'pruned', metrics: { 'cost/gpu_hours': gpu / 3600 }, steps: step, gpu_seconds: gpu, run_id: p.runId, error: err.message, curve };
@@ -424,10 +434,3 @@ async function runTrainerJob(
 }
 
 class TrialStopped extends Error {}
-
-/** A stopped trial's job ends now: SIGTERM (it checkpoints the step in flight), SIGKILL after 60 s. */
-async function stopJob(deps: ActivityDeps, workdir: string): Promise<void> {
-  deps.executor.signal(workdir, 'SIGTERM');
-  for (let i = 0; i < 120 && deps.executor.state(workdir).state === 'running'; i++) await new Promise((r) => setTimeout(r, 500));
-  deps.executor.signal(workdir, 'SIGKILL');
-}

@@ -1,17 +1,20 @@
-// Runs one trainer/tool job to completion from inside an activity: start or re-attach, poll, heartbeat,
-// restart after a preemption or a lost process (resuming from its checkpoint), restart after out-of-memory or
-// divergence with an adjusted spec (recovery.ts), and stop the job only on a real cancellation.
-import { readFile, writeFile, mkdir, rename } from 'node:fs/promises';
+// Runs one trainer/tool job to completion from inside an activity, through whichever executor is configured:
+// start or re-attach by name, poll, heartbeat, start a new attempt after a preemption or a lost job (resuming
+// from its newest checkpoint in the object store), start one with an adjusted spec after out-of-memory or
+// divergence (recovery.ts), and stop the job only on a real cancellation. Everything it reads of the job comes
+// from the object store (contracts/job-io.ts), never from a disk shared with the job.
 import { join } from 'node:path';
 import { Context, CancelledFailure, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { ActivityDeps } from './deps.js';
-import type { JobRequest } from './executor/local.js';
-import { repoRoot } from '../lib/config.js';
+import { JobRejected, type JobRequest, type JobResources, type JobState } from './executor/types.js';
+import { repoRoot, durationMs } from '../lib/config.js';
+import { JobFiles, jobNameOf } from '../lib/job-files.js';
+import { JOB_FILES, type JobEnvelopeInput } from '../contracts/job-io.js';
 import type { JobRecovery } from '../contracts/pipeline.js';
-import type { RecoveryPolicy, TrainJobSpec } from '../contracts/trainer-job.js';
-import { adjustSpecAfterFault, readFailure, readRecoveries, writeRecoveries, type FaultKind, type RecoveryLog, type TrainerFailure } from './recovery.js';
+import { TrainProgressSchema, type RecoveryPolicy, type TrainJobSpec, type TrainProgress } from '../contracts/trainer-job.js';
+import { adjustSpecAfterFault, readFailure, readRecoveries, visibleRecoveries, writeRecoveries, type FaultKind, type RecoveryLog, type TrainerFailure } from './recovery.js';
 
 /** The trainer's exit codes (trainer/hanzo_ml/cli.py). */
 export const TRAINER_EXIT = { badSpec: 2, outOfMemory: 3, diverged: 4, preempted: 143 } as const;
@@ -19,8 +22,10 @@ const MAX_RESTARTS = 5;
 
 export interface JobHeartbeat {
   job: string;
-  phase: 'running' | 'restarting' | 'finished';
+  phase: 'pending' | 'running' | 'restarting' | 'finished';
   restarts: number;
+  /** why a pending job is not running yet (no node fits, pulling its image, ...) */
+  waiting?: string | null;
   /** every restart after a fault so far, oldest first */
   recoveries?: JobRecovery[];
   [key: string]: unknown;
@@ -33,117 +38,185 @@ export interface JobRecoveryOptions {
   onFault?: (recovery: JobRecovery, restarting: boolean, failure: TrainerFailure | null) => Promise<void>;
 }
 
-export function workdirFor(deps: ActivityDeps, pipelineId: string, job: string): string {
-  return join(deps.home, 'work', pipelineId, job);
+/** A job as the activity describes it: what to run (its envelope) and what it needs. */
+export interface JobDefinition {
+  /** logical name, stable across attempts (e.g. `<pipeline>-train`) */
+  name: string;
+  kind: string;
+  organizationId: string;
+  /** the envelope without job_name/job_uri, which each attempt fills in */
+  envelope: Omit<JobEnvelopeInput, 'job_name' | 'job_uri'>;
+  resources?: Partial<JobResources>;
+  /** the run whose metrics the job reports (its tracking token is scoped to it) */
+  runId?: string | null;
 }
 
-/** processes > 1 runs the trainer under torchrun (the executor's launchCommand). */
-export function trainerCommand(deps: ActivityDeps, kind: string, workdir: string, processes = 1): JobRequest {
+/** The environment every job gets, wherever it runs (no secrets: those are per job). */
+export function jobEnvironment(deps: ActivityDeps): Record<string, string> {
+  const env: Record<string, string> = {
+    HF_HUB_OFFLINE: '1',
+    TRANSFORMERS_OFFLINE: '1',
+    HF_DATASETS_OFFLINE: '1',
+    OMP_NUM_THREADS: String(deps.config.trainer.threads),
+    PYTHONUNBUFFERED: '1',
+    HANZO_ML_STORAGE_REGION: deps.config.storage.region,
+  };
+  if (deps.config.storage.endpoint) env.HANZO_ML_STORAGE_ENDPOINT = deps.config.storage.endpoint;
+  return env;
+}
+
+/** Local jobs run the repository's trainer; pods run the image's (its PYTHONPATH is set there). */
+export function localJobEnvironment(deps: Pick<ActivityDeps, 'bootstrap' | 'config'>): Record<string, string> {
+  const env: Record<string, string> = { PYTHONPATH: join(repoRoot, 'trainer'), HANZO_ML_CANDLE: deps.config.trainer.candle ?? deps.bootstrap.candle };
+  // A local job reaches an S3 server with the credentials of the configuration (a pod gets a Secret's).
+  if (deps.config.storage.access_key) env.AWS_ACCESS_KEY_ID = deps.config.storage.access_key;
+  if (deps.config.storage.secret_key) env.AWS_SECRET_ACCESS_KEY = deps.config.storage.secret_key;
+  return env;
+}
+
+function resourcesOf(def: JobDefinition): JobResources {
   return {
-    workdir,
-    processes,
-    command: [deps.bootstrap.python, '-m', 'hanzo_ml', kind, '--spec', join(workdir, 'spec.json'), ...(kind === 'train' ? ['--workdir', workdir] : [])],
-    env: {
-      PYTHONPATH: join(repoRoot, 'trainer'),
-      HF_HUB_OFFLINE: '1',
-      TRANSFORMERS_OFFLINE: '1',
-      HF_DATASETS_OFFLINE: '1',
-      HANZO_ML_TRACKING_TOKEN: deps.trackingToken,
-      OMP_NUM_THREADS: String(deps.config.trainer.threads),
-      PYTHONUNBUFFERED: '1',
-    },
+    nodes: def.resources?.nodes ?? 1,
+    processes: def.resources?.processes ?? 1,
+    gpus_per_node: def.resources?.gpus_per_node ?? 0,
+    gpu_type: def.resources?.gpu_type ?? null,
+    image: def.resources?.image ?? null,
+    cpu: def.resources?.cpu ?? null,
+    memory: def.resources?.memory ?? null,
   };
 }
 
-
-export async function writeSpec(workdir: string, spec: unknown): Promise<void> {
-  await mkdir(workdir, { recursive: true });
-  const tmp = join(workdir, 'spec.json.tmp');
-  await writeFile(tmp, JSON.stringify(spec, null, 2));
-  await rename(tmp, join(workdir, 'spec.json'));
+/** The attempt after `recoveries.length` restarts: its own name, envelope and files. */
+async function prepareAttempt(deps: ActivityDeps, def: JobDefinition, recoveries: RecoveryLog['recoveries']): Promise<{ request: JobRequest; files: JobFiles }> {
+  const attempt = recoveries.length + 1;
+  const name = attempt === 1 ? jobNameOf(def.name) : `${jobNameOf(def.name)}-r${attempt}`;
+  const files = JobFiles.of(deps.store, deps.config, name);
+  // A restart after out-of-memory or divergence runs the adjusted spec the recovery recorded.
+  const spec = recoveries.findLast((r) => r.spec_after)?.spec_after ?? def.envelope.spec;
+  if ((await files.readEnvelope().catch(() => null)) === null) await files.writeEnvelope({ ...def.envelope, spec, job_name: name, job_uri: files.uri });
+  const request: JobRequest = {
+    name,
+    envelopeUri: files.envelopeUri,
+    organizationId: def.organizationId,
+    kind: def.kind,
+    resources: resourcesOf(def),
+    env: jobEnvironment(deps),
+    secretEnv: await deps.jobSecrets(def),
+  };
+  return { request, files };
 }
 
-async function logTail(workdir: string, lines = 15): Promise<string> {
-  const text = await readFile(join(workdir, 'job.log'), 'utf8').catch(() => '');
-  return text.trimEnd().split('\n').slice(-lines).join('\n');
+export interface JobOutcome<T> {
+  result: T;
+  /** the files of the attempt that succeeded (its outputs are under files.outputUri(field)) */
+  files: JobFiles;
 }
 
 /**
- * Drives a job until it exits 0, then parses its result file with the given schema.
+ * Drives a job until it exits 0, then parses its result.json with the given schema.
  * `onPoll` runs on every poll (e.g. to read progress.json) and returns extra heartbeat fields.
  */
 export async function runJobToCompletion<T>(
   deps: ActivityDeps,
   p: {
-    job: string;
-    request: JobRequest;
-    resultPath: string;
+    job: JobDefinition;
     resultSchema: z.ZodType<T>;
     pollMs?: number;
-    onPoll?: () => Promise<Record<string, unknown>>;
+    onPoll?: (files: JobFiles) => Promise<Record<string, unknown>>;
+    onWaiting?: (why: string) => Promise<void>;
     recovery?: JobRecoveryOptions;
   },
-): Promise<T> {
+): Promise<JobOutcome<T>> {
   const ctx = Context.current();
   const prior = ctx.info.heartbeatDetails as JobHeartbeat | undefined;
   let restarts = prior?.restarts ?? 0;
-  const workdir = p.request.workdir;
-  const recoveries = await readRecoveries(workdir);
-  const visible = (): JobRecovery[] => recoveries.map(({ failure_at: _f, spec_after: _s, ...r }) => r);
-  const log = deps.log.child({ job: p.job, attempt: ctx.info.attempt });
-  if (deps.executor.state(workdir).state === 'lost') {
-    // The job died with the worker (or the machine): startOrAttach starts it again from its checkpoint.
-    recoveries.push({ kind: 'lost', step: await lastReportedStep(workdir), restart: recoveries.length + 1, change: 'none: resumes from its last checkpoint', at: new Date().toISOString() });
-    await writeRecoveries(workdir, recoveries);
-  }
-  let state = await deps.executor.startOrAttach(p.request);
-  log.info(prior ? 'job re-attached' : 'job started', { state: state.state });
+  const logical = JobFiles.of(deps.store, deps.config, jobNameOf(p.job.name));
+  const recoveries = await readRecoveries(logical);
+  const log = deps.log.child({ job: p.job.name, attempt: ctx.info.attempt });
+  let { request, files } = await prepareAttempt(deps, p.job, recoveries);
+  await validateOrReject(deps, request);
+  let state = await deps.executor.startOrAttach(request);
+  log.info(prior ? 'job re-attached' : 'job started', { name: request.name, state: state.state });
+  const pullTimeoutMs = durationMs(deps.config.scheduler.image_pull_timeout);
+  let pullFailingSince: number | null = null;
+  const beat = (phase: JobHeartbeat['phase'], extra: Record<string, unknown> = {}): void =>
+    ctx.heartbeat({ job: request.name, phase, restarts, recoveries: visibleRecoveries(recoveries), ...extra } satisfies JobHeartbeat);
+  const nextAttempt = async (): Promise<void> => {
+    ({ request, files } = await prepareAttempt(deps, p.job, recoveries));
+    state = await deps.executor.startOrAttach(request);
+  };
   try {
     for (;;) {
       if (state.state === 'exited' && state.exitCode === 0) break;
       if (state.state === 'exited' && state.exitCode === TRAINER_EXIT.badSpec)
-        throw ApplicationFailure.nonRetryable(`${p.job}: rejected its job spec:\n${await logTail(workdir, 5)}`, 'BadJobSpec');
-      const failure = state.state === 'exited' && state.exitCode !== 0 ? await readFailure(workdir) : null;
-      // torchrun exits 1 whatever its workers exited with: failure.json, which each process clears when it
+        throw ApplicationFailure.nonRetryable(`${p.job.name}: rejected its job spec:\n${await deps.executor.logTail(request, 5)}`, 'BadJobSpec');
+      const failure = state.state === 'exited' && state.exitCode !== 0 ? await readFailure(files) : null;
+      // torchrun exits 1 whatever its workers exited with: failure.json, which the runner clears when it
       // starts, says what happened.
       if (failure?.kind === 'preempted' && state.state === 'exited') state = { state: 'exited', exitCode: TRAINER_EXIT.preempted };
       const fault = state.state === 'exited' ? (faultOfExit(state.exitCode) ?? (failure && failure.kind !== 'preempted' ? failure.kind : null)) : null;
       if (fault) {
-        await recoverFromFault(p, fault, recoveries, log);
-        ctx.heartbeat({ job: p.job, phase: 'restarting', restarts, recoveries: visible() } satisfies JobHeartbeat);
-        state = await deps.executor.restart(p.request);
+        await recoverFromFault(deps, { ...p, files, logical }, fault, recoveries, log);
+        beat('restarting');
+        await nextAttempt();
         continue;
       }
       if (state.state === 'exited' && state.exitCode !== TRAINER_EXIT.preempted)
-        throw ApplicationFailure.retryable(`${p.job}: exited with code ${state.exitCode}:\n${await logTail(workdir)}`, 'JobFailed');
-      if (state.state !== 'running') {
-        // Preempted (emergency checkpoint written) or lost (killed with no exit code): resume in place.
-        if (++restarts > MAX_RESTARTS) throw ApplicationFailure.nonRetryable(`${p.job}: restarted ${MAX_RESTARTS} times, giving up`, 'JobRestartLimit');
-        log.warn('job is not running, restarting it', { found: state, restarts });
+        throw ApplicationFailure.retryable(`${p.job.name}: exited with code ${state.exitCode}${state.reason ? ` (${state.reason})` : ''}:\n${await deps.executor.logTail(request, 15)}`, 'JobFailed');
+      if (state.state === 'exited' || state.state === 'lost' || state.state === 'absent') {
+        // Preempted (emergency checkpoint written) or lost (killed with no exit code): a new attempt resumes
+        // from the newest checkpoint in the object store.
+        if (++restarts > MAX_RESTARTS) throw ApplicationFailure.nonRetryable(`${p.job.name}: restarted ${MAX_RESTARTS} times, giving up`, 'JobRestartLimit');
+        log.warn('job is not running, starting a new attempt', { found: state, restarts });
         recoveries.push({
           kind: state.state === 'exited' ? 'preempted' : 'lost',
-          step: await lastReportedStep(workdir),
+          step: await lastReportedStep(files),
           restart: recoveries.length + 1,
           change: 'none: resumes from its last checkpoint',
           at: new Date().toISOString(),
         });
-        await writeRecoveries(workdir, recoveries);
-        ctx.heartbeat({ job: p.job, phase: 'restarting', restarts, recoveries: visible() } satisfies JobHeartbeat);
-        state = await deps.executor.restart(p.request);
+        await writeRecoveries(logical, recoveries);
+        beat('restarting');
+        await nextAttempt();
         continue;
       }
-      const extra = p.onPoll ? await p.onPoll() : {};
-      ctx.heartbeat({ job: p.job, phase: 'running', restarts, recoveries: visible(), ...extra } satisfies JobHeartbeat);
+      if (state.state === 'pending') {
+        const why = [state.reason, state.message].filter(Boolean).join(': ') || 'waiting to be scheduled';
+        pullFailingSince = isPullFailure(state.reason) ? (pullFailingSince ?? Date.now()) : null;
+        if (pullFailingSince !== null && Date.now() - pullFailingSince > pullTimeoutMs) {
+          await deps.executor.stop(request, 0);
+          throw ApplicationFailure.nonRetryable(`${p.job.name}: its image cannot be pulled (${why}) for ${deps.config.scheduler.image_pull_timeout}`, 'ImagePullFailed');
+        }
+        await p.onWaiting?.(why);
+        beat('pending', { waiting: why });
+      } else {
+        const extra = p.onPoll ? await p.onPoll(files) : {};
+        beat('running', extra);
+      }
       await sleep(p.pollMs ?? 1000);
-      state = deps.executor.state(workdir);
+      state = await deps.executor.state(request);
     }
   } catch (err) {
-    await stopOnRealCancel(deps, p, err);
+    await stopOnRealCancel(deps, request, err);
     throw err;
   }
-  ctx.heartbeat({ job: p.job, phase: 'finished', restarts, recoveries: visible() } satisfies JobHeartbeat);
-  const raw = JSON.parse(await readFile(p.resultPath, 'utf8'));
-  return p.resultSchema.parse(raw);
+  beat('finished');
+  const result = await files.readJson(JOB_FILES.result, p.resultSchema);
+  if (result === null) throw ApplicationFailure.retryable(`${p.job.name}: exited 0 but ${files.file(JOB_FILES.result)} is missing or malformed`, 'JobFailed');
+  return { result, files };
+}
+
+async function validateOrReject(deps: ActivityDeps, request: JobRequest): Promise<void> {
+  try {
+    await deps.executor.validate(request);
+  } catch (err) {
+    if (err instanceof JobRejected || err instanceof Error) throw ApplicationFailure.nonRetryable(err.message, 'BadJobSpec');
+    throw err;
+  }
+}
+
+function isPullFailure(reason: string | null): boolean {
+  return reason === 'ErrImagePull' || reason === 'ImagePullBackOff' || reason === 'InvalidImageName' || reason === 'ErrImageNeverPull';
 }
 
 function faultOfExit(code: number): FaultKind | null {
@@ -152,59 +225,78 @@ function faultOfExit(code: number): FaultKind | null {
   return null;
 }
 
-async function lastReportedStep(workdir: string): Promise<number | null> {
-  try {
-    const step = (JSON.parse(await readFile(join(workdir, 'progress.json'), 'utf8')) as { step?: unknown }).step;
-    return typeof step === 'number' ? step : null;
-  } catch {
-    return null;
-  }
+export async function readProgress(files: JobFiles): Promise<TrainProgress | null> {
+  return files.readJson(JOB_FILES.progress, TrainProgressSchema);
 }
 
+async function lastReportedStep(files: JobFiles): Promise<number | null> {
+  return (await files.readJson(JOB_FILES.progress, StepSchema))?.step ?? null;
+}
+
+const StepSchema = z.object({ step: z.number().int().nonnegative() });
+
 /**
- * Rewrites spec.json for the next attempt after out-of-memory or divergence, or fails the activity for good
- * when the policy allows no more. Idempotent per failure: the record carries the failure's time and the spec it
- * chose, so an activity retried between writing the record and restarting re-applies that spec, not a new one.
+ * Records the adjusted spec for the next attempt after out-of-memory or divergence, or fails the activity for
+ * good when the policy allows no more. Idempotent per failure: the record carries the failure's time and the
+ * spec it chose, so an activity retried between writing the record and restarting re-applies that spec.
  */
 async function recoverFromFault(
-  p: { job: string; request: JobRequest; recovery?: JobRecoveryOptions },
+  deps: ActivityDeps,
+  p: { job: JobDefinition; files: JobFiles; logical: JobFiles; recovery?: JobRecoveryOptions },
   kind: FaultKind,
   recoveries: RecoveryLog['recoveries'],
   log: ActivityDeps['log'],
 ): Promise<void> {
-  const workdir = p.request.workdir;
-  const failure = await readFailure(workdir);
+  const failure = await readFailure(p.files);
   const last = recoveries.at(-1);
-  if (failure && last?.failure_at === failure.at && last.spec_after) {
-    await writeSpec(workdir, last.spec_after);
-    return;
-  }
+  if (failure && last?.failure_at === failure.at && last.spec_after) return;
   const failureType = kind === 'out_of_memory' ? 'OutOfMemory' : 'TrainingDiverged';
-  const what = failure?.message ?? (await logTail(workdir, 5));
+  const what = failure?.message ?? (await p.files.logTail(5));
   const record = { kind, step: failure?.step ?? null, restart: recoveries.length + 1, at: new Date().toISOString() };
-  if (!p.recovery) throw ApplicationFailure.nonRetryable(`${p.job}: ${kind.replace(/_/g, ' ')}: ${what}`, failureType);
-  const spec = JSON.parse(await readFile(join(workdir, 'spec.json'), 'utf8')) as TrainJobSpec;
+  if (!p.recovery) throw ApplicationFailure.nonRetryable(`${p.job.name}: ${kind.replace(/_/g, ' ')}: ${what}`, failureType);
+  const spec = ((await p.files.readEnvelope())?.spec ?? p.job.envelope.spec) as TrainJobSpec;
   const adjusted = adjustSpecAfterFault(spec, kind, p.recovery.policy, recoveries);
   if (!adjusted.ok) {
     log.error('job fault: giving up', { kind, reason: adjusted.reason });
     await p.recovery.onFault?.({ ...record, change: `none: ${adjusted.reason}` }, false, failure);
-    throw ApplicationFailure.nonRetryable(`${p.job}: ${adjusted.reason}: ${what}`, failureType);
+    throw ApplicationFailure.nonRetryable(`${p.job.name}: ${adjusted.reason}: ${what}`, failureType);
   }
   log.warn('job fault: restarting with an adjusted spec', { kind, change: adjusted.change });
   const recovery = { ...record, change: adjusted.change };
   recoveries.push({ ...recovery, failure_at: failure?.at, spec_after: adjusted.spec });
-  await writeRecoveries(workdir, recoveries);
-  await writeSpec(workdir, adjusted.spec);
+  await writeRecoveries(p.logical, recoveries);
   await p.recovery.onFault?.(recovery, true, failure);
 }
 
 /** A cancelled workflow stops its job; a worker shutdown or timeout leaves it running for the next attempt. */
-async function stopOnRealCancel(deps: ActivityDeps, p: { job: string; request: JobRequest }, err: unknown): Promise<void> {
+async function stopOnRealCancel(deps: ActivityDeps, request: JobRequest, err: unknown): Promise<void> {
   if (!(err instanceof CancelledFailure)) return;
   const details = Context.current().cancellationDetails;
   if (!details?.cancelRequested) return;
-  deps.log.warn('pipeline cancelled: stopping job', { job: p.job });
-  deps.executor.signal(p.request.workdir, 'SIGTERM');
-  for (let i = 0; i < 120 && deps.executor.state(p.request.workdir).state === 'running'; i++) await new Promise((r) => setTimeout(r, 500));
-  deps.executor.signal(p.request.workdir, 'SIGKILL');
+  deps.log.warn('pipeline cancelled: stopping job', { job: request.name });
+  await stopJobKeepingHeartbeat(deps, request);
 }
+
+/** Stops a job within the configured grace period, heartbeating while it waits (a long grace outlasts a heartbeat timeout). */
+export async function stopJobKeepingHeartbeat(deps: ActivityDeps, request: JobRequest): Promise<void> {
+  const beat = setInterval(() => {
+    try {
+      Context.current().heartbeat({ job: request.name, phase: 'stopping' });
+    } catch {
+      // not inside an activity (a test) or already completed
+    }
+  }, 5000);
+  try {
+    await deps.executor.stop(request, durationMs(deps.config.scheduler.grace_period) / 1000);
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+/** The request of the attempt a job is on now (for stopping it from outside runJobToCompletion). */
+export async function currentAttempt(deps: ActivityDeps, def: JobDefinition): Promise<JobRequest> {
+  const recoveries = await readRecoveries(JobFiles.of(deps.store, deps.config, jobNameOf(def.name)));
+  return (await prepareAttempt(deps, def, recoveries)).request;
+}
+
+export type { JobState };

@@ -1,9 +1,10 @@
 // Restart rules for a training job that stopped on a fault it can recover from (trainer/hanzo_ml/recovery.py):
 // out of memory -> half the micro-batch, the same effective batch; divergence -> the learning rate times a
-// factor. Each restart is a JobRecovery, kept in the job workspace (recoveries.json) so that a retried
+// factor. Each restart is a JobRecovery, kept in the object store beside the job (recoveries.json) so that a retried
 // activity neither loses the count nor adjusts the spec twice for the same failure.
-import { readFile, rename, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { z } from 'zod';
+import { JOB_FILES } from '../contracts/job-io.js';
+import type { JobFiles } from '../lib/job-files.js';
 import type { JobRecovery } from '../contracts/pipeline.js';
 import type { RecoveryPolicy, TrainJobSpec } from '../contracts/trainer-job.js';
 
@@ -59,25 +60,21 @@ function largestDivisorBelow(n: number): number | null {
   return null;
 }
 
-export async function readFailure(workdir: string): Promise<TrainerFailure | null> {
-  try {
-    const f = JSON.parse(await readFile(join(workdir, 'failure.json'), 'utf8')) as TrainerFailure;
-    return f.kind === 'out_of_memory' || f.kind === 'diverged' || f.kind === 'preempted' ? f : null;
-  } catch {
-    return null;
-  }
+export async function readFailure(files: JobFiles): Promise<TrainerFailure | null> {
+  const f = await files.readJson(JOB_FILES.failure, z.custom<TrainerFailure>((v) => typeof v === 'object' && v !== null));
+  return f && (f.kind === 'out_of_memory' || f.kind === 'diverged' || f.kind === 'preempted') ? f : null;
 }
 
-export async function readRecoveries(workdir: string): Promise<RecoveryLog['recoveries']> {
-  try {
-    return (JSON.parse(await readFile(join(workdir, 'recoveries.json'), 'utf8')) as RecoveryLog).recoveries;
-  } catch {
-    return [];
-  }
+/** Kept under the logical job (not an attempt), so every attempt and every retried activity sees one count. */
+export async function readRecoveries(files: JobFiles): Promise<RecoveryLog['recoveries']> {
+  return (await files.readJson(JOB_FILES.recoveries, z.custom<RecoveryLog>((v) => typeof v === 'object' && v !== null && Array.isArray((v as RecoveryLog).recoveries))))?.recoveries ?? [];
 }
 
-export async function writeRecoveries(workdir: string, recoveries: RecoveryLog['recoveries']): Promise<void> {
-  const tmp = join(workdir, 'recoveries.json.tmp');
-  await writeFile(tmp, JSON.stringify({ recoveries } satisfies RecoveryLog, null, 2));
-  await rename(tmp, join(workdir, 'recoveries.json'));
+export async function writeRecoveries(files: JobFiles, recoveries: RecoveryLog['recoveries']): Promise<void> {
+  await files.writeJson(JOB_FILES.recoveries, { recoveries } satisfies RecoveryLog);
+}
+
+/** What the pipeline shows of the recoveries (without the bookkeeping fields). */
+export function visibleRecoveries(recoveries: RecoveryLog['recoveries']): JobRecovery[] {
+  return recoveries.map(({ failure_at: _f, spec_after: _s, ...r }) => r);
 }

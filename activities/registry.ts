@@ -11,7 +11,7 @@ import { registerModelVersion as insertVersion, transitionStage, type ModelStage
 import { baseModelRecord, resolveBaseModel } from '../lib/base-models.js';
 import { repoRoot } from '../lib/config.js';
 import { sha256Text } from '../lib/hash.js';
-import type { StoredObject } from '../lib/object-store.js';
+import { copyPrefix, type StoredObject } from '../lib/object-store.js';
 import type { CandleResults } from './conversion.js';
 import type { DatasetRef } from './datasets.js';
 import type { TrainOutput } from './training.js';
@@ -56,8 +56,9 @@ export function createRegistryActivities(deps: ActivityDeps) {
   async function publish(a: { pipelineId: string; input: PipelineWorkflowInput; merge: MergeReport; candle: CandleResults }): Promise<Record<string, Artifact>> {
     const bucket = deps.config.storage.buckets.models;
     const prefix = `${a.input.organization_id}/${a.input.model_name}/${a.pipelineId}`;
-    const weights = await deps.store.putDirectory(bucket, `${prefix}/safetensors`, a.merge.merged_dir);
-    const gguf = await deps.store.putFile(bucket, `${prefix}/gguf-${a.candle.gguf.dtype}/${basename(a.candle.gguf.path)}`, a.candle.gguf.path);
+    // The merged model and the GGUF are job outputs in the object store: copied, never through a worker's disk.
+    const weights = await copyPrefix(deps.store, a.merge.merged_dir, bucket, `${prefix}/safetensors`);
+    const gguf = await deps.store.copy(a.candle.gguf.path, bucket, `${prefix}/gguf-${a.candle.gguf.dtype}/${basename(a.candle.gguf.path)}`);
     if (gguf.sha256 !== a.candle.gguf.sha256) throw ApplicationFailure.nonRetryable(`GGUF changed between quantization and upload (${gguf.sha256} != ${a.candle.gguf.sha256})`, 'ValidationFailed');
     const main = weights.find((o) => o.uri.endsWith('.safetensors')) as StoredObject;
     return {

@@ -1,23 +1,22 @@
 // train stage: the trainer runs as a job that survives worker restarts; the checkpoint watcher beside it
 // records every complete checkpoint (manifest verified, copied to the object store) as a run artifact.
-import { existsSync } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { Context, getClient, sleep } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
-import { CheckpointManifestSchema, HardwareSchema, RecoveryPolicySchema, TrainProgressSchema, TrainResultSchema, type TrainEvent, type TrainJobSpec, type TrainProgress, type TrainResult } from '../contracts/trainer-job.js';
+import { CheckpointManifestSchema, HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainEvent, type TrainJobSpec, type TrainProgress, type TrainResult } from '../contracts/trainer-job.js';
 import type { JobRecovery } from '../contracts/pipeline.js';
-import { runJobToCompletion, trainerCommand, workdirFor, writeSpec } from './jobs.js';
-import { readRecoveries, type TrainerFailure } from './recovery.js';
+import { readProgress, runJobToCompletion, type JobDefinition } from './jobs.js';
+import { readRecoveries, visibleRecoveries, type TrainerFailure } from './recovery.js';
+import { baseModelInput, fileInput } from './job-inputs.js';
 import { runDataOf, upsertTags } from '../db/repo/mlflow.js';
 import { getRunById } from '../db/repo/tracking.js';
-import { resolveBaseModel } from '../lib/base-models.js';
-import { localPathFor } from '../lib/object-store.js';
 import { artifactsOf, recordArtifact } from '../db/repo/tracking.js';
 import { emitEvent } from '../db/repo/outbox.js';
 import { durationMs } from '../lib/config.js';
-import { sha256Text } from '../lib/hash.js';
+import { sha256Stream, sha256Text } from '../lib/hash.js';
+import { JobFiles, checkpointsUri, jobNameOf } from '../lib/job-files.js';
+import { copyPrefix } from '../lib/object-store.js';
 import { trainingProgressSignal } from '../workflows/pipeline-messages.js';
 import { pipelineWorkflowId } from '../contracts/pipeline.js';
 import type { DatasetRef } from './datasets.js';
@@ -25,36 +24,28 @@ import type { DatasetRef } from './datasets.js';
 const PROGRESS_SIGNAL_EVERY_MS = 5000;
 
 export interface TrainOutput extends Omit<TrainResult, 'adapter_path'> {
-  adapter_path: string; // the pipeline only runs adapter methods
-  workdir: string;
+  adapter_path: string; // the pipeline only runs adapter methods; an object URI
+  /** the object-store prefix of the job attempt that finished */
+  job_uri: string;
 }
 
 export function createTrainingActivities(deps: ActivityDeps) {
-  async function datasetFile(pipelineId: string, uri: string): Promise<string> {
-    return localPathFor(deps.store, uri, join(deps.home, 'work', pipelineId, 'data'));
-  }
-
-  async function readProgress(workdir: string): Promise<TrainProgress | null> {
-    try {
-      return TrainProgressSchema.parse(JSON.parse(await readFile(join(workdir, 'progress.json'), 'utf8')));
-    } catch {
-      return null; // not written yet, or being replaced this instant
-    }
-  }
-
   return {
     async trainModel(a: { pipelineId: string; runId: string; input: PipelineWorkflowInput; dataset: DatasetRef }): Promise<TrainOutput> {
-      const workdir = workdirFor(deps, a.pipelineId, 'train');
+      const organizationId = (await getRunById(deps.db, a.runId))?.organizationId;
+      if (!organizationId) throw ApplicationFailure.nonRetryable(`run ${a.runId} does not exist`, 'NotFound');
+      const hardware = HardwareSchema.parse({ ...a.input.hardware, price_per_device_hour_usd: a.input.hardware?.price_per_device_hour_usd ?? deps.config.trainer.gpu_hour_price_usd });
       const spec: TrainJobSpec = {
         kind: 'train',
         job_name: `${a.pipelineId}-train`,
         run_id: a.runId,
         tracking_uri: deps.trackingUri,
-        base_model_path: resolveBaseModel(a.input.base_model, deps.config, deps.bootstrap),
-        train_path: await datasetFile(a.pipelineId, a.dataset.splits.train),
-        validation_path: await datasetFile(a.pipelineId, a.dataset.splits.validation),
-        output_dir: join(workdir, 'output'),
-        checkpoint_dir: join(workdir, 'checkpoints'),
+        // Input and output fields name where they live; the job runner points them at local paths.
+        base_model_path: 'input:base_model_path',
+        train_path: 'input:train_path',
+        validation_path: 'input:validation_path',
+        output_dir: 'output:output_dir',
+        checkpoint_dir: 'checkpoints:checkpoint_dir',
         method: a.input.method,
         hyperparameters: a.input.hyperparameters,
         ...(a.input.quantization ? { quantization: a.input.quantization } : {}),
@@ -64,31 +55,60 @@ export function createTrainingActivities(deps: ActivityDeps) {
         checkpoint: a.input.checkpoint,
         // Parsed here too: a workflow started before these fields existed has neither in its input.
         recovery: RecoveryPolicySchema.parse(a.input.recovery ?? {}),
-        hardware: HardwareSchema.parse({ ...a.input.hardware, price_per_device_hour_usd: a.input.hardware?.price_per_device_hour_usd ?? deps.config.trainer.gpu_hour_price_usd }),
+        hardware,
         threads: deps.config.trainer.threads,
       };
-      // A restart after out-of-memory or divergence rewrote spec.json with the adjusted hyperparameters: a
-      // retried activity must keep them, not put the original ones back.
-      if (!existsSync(join(workdir, 'spec.json')) || (await readRecoveries(workdir)).every((r) => !r.spec_after)) await writeSpec(workdir, spec);
-      const organizationId = (await getRunById(deps.db, a.runId))?.organizationId;
+      const job: JobDefinition = {
+        name: spec.job_name,
+        kind: 'train',
+        organizationId,
+        runId: a.runId,
+        envelope: {
+          tool: 'trainer',
+          spec,
+          inputs: {
+            base_model_path: await baseModelInput(deps, a.input.base_model),
+            train_path: fileInput(a.dataset.splits.train),
+            validation_path: fileInput(a.dataset.splits.validation),
+          },
+          outputs: { output_dir: 'dir' },
+          checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, a.runId) },
+          processes: hardware.processes,
+          num_nodes: hardware.nodes,
+        },
+        resources: { nodes: hardware.nodes, processes: hardware.processes, gpus_per_node: hardware.gpus_per_node, gpu_type: hardware.gpu_type, image: hardware.image },
+      };
       const recordedEvents = new Set<string>();
       const handle = getClient().workflow.getHandle(pipelineWorkflowId(a.pipelineId));
+      const logical = JobFiles.of(deps.store, deps.config, jobNameOf(job.name));
+      const signalProgress = async (p: TrainProgress | null, waiting: string | null): Promise<void> => {
+        const recoveries = visibleRecoveries(await readRecoveries(logical));
+        await handle
+          .signal(trainingProgressSignal, { step: p?.step ?? 0, max_steps: p?.max_steps ?? spec.hyperparameters.max_steps, last_checkpoint: p?.last_checkpoint ?? null, metrics: p?.metrics ?? {}, recoveries, waiting })
+          .catch(() => undefined);
+      };
       let lastSignal = 0;
       let lastCheckpoint: string | null = null;
-      const result = await runJobToCompletion(deps, {
-        job: spec.job_name,
-        request: trainerCommand(deps, 'train', workdir, spec.hardware.processes),
-        resultPath: join(workdir, 'result.json'),
+      let lastWaiting: string | null = null;
+      const { result, files } = await runJobToCompletion(deps, {
+        job,
         resultSchema: TrainResultSchema,
-        onPoll: async () => {
-          const p = await readProgress(workdir);
+        onWaiting: async (why) => {
+          // Every new reason is reported at once: a pipeline stuck on an image pull or on capacity says so.
+          if (why === lastWaiting && Date.now() - lastSignal < PROGRESS_SIGNAL_EVERY_MS) return;
+          lastWaiting = why;
+          lastSignal = Date.now();
+          await signalProgress(null, why);
+        },
+        onPoll: async (attempt) => {
+          const p = await readProgress(attempt);
           if (!p) return {};
           // Throttled: each signal is a history event; a new checkpoint is always reported.
-          if (Date.now() - lastSignal > PROGRESS_SIGNAL_EVERY_MS || p.last_checkpoint !== lastCheckpoint) {
+          if (Date.now() - lastSignal > PROGRESS_SIGNAL_EVERY_MS || p.last_checkpoint !== lastCheckpoint || lastWaiting !== null) {
             lastSignal = Date.now();
             lastCheckpoint = p.last_checkpoint;
-            const recoveries = (await readRecoveries(workdir)).map(({ failure_at: _f, spec_after: _s, ...r }) => r);
-            await handle.signal(trainingProgressSignal, { step: p.step, max_steps: p.max_steps, last_checkpoint: p.last_checkpoint, metrics: p.metrics, recoveries }).catch(() => undefined);
+            lastWaiting = null;
+            await signalProgress(p, null);
           }
           await recordTrainerEvents(deps, a.runId, p.events, recordedEvents);
           return { step: p.step, last_checkpoint: p.last_checkpoint };
@@ -97,29 +117,28 @@ export function createTrainingActivities(deps: ActivityDeps) {
           policy: spec.recovery,
           onFault: async (recovery, restarting, failure) => {
             await recordRecovery(deps, { runId: a.runId, organizationId, pipelineId: a.pipelineId }, recovery, restarting, failure);
-            const recoveries = (await readRecoveries(workdir)).map(({ failure_at: _f, spec_after: _s, ...r }) => r);
-            const p = await readProgress(workdir);
-            if (p) await handle.signal(trainingProgressSignal, { step: p.step, max_steps: p.max_steps, last_checkpoint: p.last_checkpoint, metrics: p.metrics, recoveries }).catch(() => undefined);
+            await signalProgress(await readProgress(JobFiles.of(deps.store, deps.config, jobNameOf(job.name))), null);
           },
         },
       });
       await recordTrainerEvents(deps, a.runId, result.events, recordedEvents);
-      if (result.adapter_path === null) throw new Error(`${spec.method} training wrote no adapter (${workdir}/result.json)`);
-      return { ...result, adapter_path: result.adapter_path, workdir };
+      if (result.adapter_path === null) throw ApplicationFailure.nonRetryable(`${spec.method} training wrote no adapter (${files.file('result.json')})`, 'BadInput');
+      return { ...result, adapter_path: result.adapter_path, job_uri: files.uri };
     },
 
     /**
-     * Records each new complete checkpoint. With once=false it runs until cancelled (training ended) and emits
-     * a `checkpoint.stale` event when none appeared within trainer.checkpoint_alert_after.
+     * Records each new complete checkpoint the job has put in the object store. With once=false it runs until
+     * cancelled (training ended) and emits a `checkpoint.stale` event when none appeared within
+     * trainer.checkpoint_alert_after.
      */
     async watchCheckpoints(a: { pipelineId: string; runId: string; organizationId: string; once: boolean }): Promise<{ checkpoints: { step: number; uri: string; sha256: string }[] }> {
-      const dir = join(workdirFor(deps, a.pipelineId, 'train'), 'checkpoints');
+      const root = checkpointsUri(deps.store, deps.config, a.runId);
       const recorded = new Set((await artifactsOf(deps.db, a.runId)).map((r) => r.path));
       const alertAfter = durationMs(deps.config.trainer.checkpoint_alert_after);
       let lastNew = Date.now();
       let alerted = false;
       for (;;) {
-        const added = await recordNewCheckpoints(deps, a, dir, recorded);
+        const added = await recordNewCheckpoints(deps, a, root, recorded);
         if (added > 0) {
           lastNew = Date.now();
           alerted = false;
@@ -177,27 +196,34 @@ class CorruptCheckpointError extends Error {}
 async function recordNewCheckpoints(
   deps: ActivityDeps,
   a: { pipelineId: string; runId: string; organizationId: string },
-  dir: string,
+  root: string,
   recorded: Set<string>,
 ): Promise<number> {
-  if (!existsSync(dir)) return 0;
+  let objects = await deps.store.list(root);
+  // A checkpoint exists once its manifest does (the job uploads it last): {root}/{step}/manifest.json.
+  const steps = [...new Set(objects.map((o) => /\/(\d+)\/manifest\.json$/.exec(o.uri)?.[1]).filter((x): x is string => x !== undefined))].map(Number).sort((x, y) => x - y);
   let added = 0;
-  const names = (await readdir(dir)).filter((n) => /^step-\d+$/.test(n)).sort();
+  const entries: { prefix: string; path: string; kind: 'checkpoint' | 'best_checkpoint'; name: string }[] = steps.map((step) => ({ prefix: `${root}/${step}`, path: `checkpoints/${stepName(step)}`, kind: 'checkpoint', name: stepName(step) }));
   // best/ (the lowest validation loss so far) is recorded under the name of the checkpoint it copies.
-  const bestOf = await readFile(join(dir, 'best', 'manifest.json'), 'utf8')
-    .then((t) => (JSON.parse(t) as { copy_of?: unknown }).copy_of)
+  const bestOf = await deps.store
+    .readText(`${root}/best/manifest.json`)
+    .then((t) => (t ? (JSON.parse(t) as { copy_of?: unknown }).copy_of : undefined))
     .catch(() => undefined);
-  const entries: { name: string; path: string; kind: 'checkpoint' | 'best_checkpoint' }[] = names.map((name) => ({ name, path: `checkpoints/${name}`, kind: 'checkpoint' }));
-  if (typeof bestOf === 'string' && /^step-\d+$/.test(bestOf)) entries.push({ name: 'best', path: `checkpoints/best-${bestOf}`, kind: 'best_checkpoint' });
-  for (const { name, path, kind } of entries) {
+  if (typeof bestOf === 'string' && /^step-\d+$/.test(bestOf) && !recorded.has(`checkpoints/best-${bestOf}`)) {
+    // best/ is replaced whenever a better checkpoint comes: the artifact of record is a copy that never changes.
+    const copy = await copyPrefix(deps.store, `${root}/best`, deps.config.storage.buckets.checkpoints, `checkpoints/${a.runId}/best-${bestOf}`).catch(() => null);
+    if (copy) entries.push({ prefix: `${root}/best-${bestOf}`, path: `checkpoints/best-${bestOf}`, kind: 'best_checkpoint', name: 'best' });
+  }
+  if (entries.some((e) => e.kind === 'best_checkpoint')) objects = await deps.store.list(root);
+  for (const { prefix, path, kind, name } of entries) {
     if (recorded.has(path)) continue;
-    const ok = await recordCheckpoint(deps, a, join(dir, name), path, kind).catch(async (err: unknown) => {
+    const ok = await recordCheckpoint(deps, a, prefix, objects, path, kind).catch(async (err: unknown) => {
       if (err instanceof CorruptCheckpointError) {
         recorded.add(path); // the same bytes will not verify on the next poll either
         await reportCorruptCheckpoint(deps, a, name, err.message);
         return false;
       }
-      // The trainer may prune an old checkpoint (keep_last) or replace best/ while it is being copied: skip it.
+      // The job may prune an old checkpoint (keep_last) or replace best/ while it is being read: skip it.
       deps.log.warn('checkpoint not recorded', { checkpoint: name, error: String(err) });
       return false;
     });
@@ -207,6 +233,10 @@ async function recordNewCheckpoints(
     }
   }
   return added;
+}
+
+function stepName(step: number): string {
+  return `step-${String(step).padStart(8, '0')}`;
 }
 
 /** Once per checkpoint, across watcher attempts: the run tag is the record that it was reported. */
@@ -220,30 +250,31 @@ async function reportCorruptCheckpoint(deps: ActivityDeps, a: { pipelineId: stri
   await emitEvent(deps.db, a.organizationId, 'jobs', a.pipelineId, { event: 'checkpoint.corrupt', job_id: a.pipelineId, run_id: a.runId, checkpoint: name, message });
 }
 
-/** Copies one checkpoint to the object store, checking every file against its manifest on the way. */
+/** Records one checkpoint as a run artifact after checking every stored file against its manifest. */
 async function recordCheckpoint(
   deps: ActivityDeps,
   a: { pipelineId: string; runId: string; organizationId: string },
-  ckptDir: string,
+  prefix: string,
+  listed: { uri: string; size_bytes: number }[],
   path: string,
   kind: 'checkpoint' | 'best_checkpoint' = 'checkpoint',
 ): Promise<boolean> {
-  const manifestText = await readFile(join(ckptDir, 'manifest.json'), 'utf8').catch(() => null);
+  const manifestText = await deps.store.readText(`${prefix}/manifest.json`);
   if (manifestText === null) return false; // a checkpoint without a manifest does not exist
   const manifest = CheckpointManifestSchema.parse(JSON.parse(manifestText));
-  const prefix = `${a.organizationId}/${a.runId}/${path}`;
-  const stored = await deps.store.putDirectory(deps.config.storage.buckets.checkpoints, prefix, ckptDir);
   for (const f of manifest.files) {
-    const obj = stored.find((o) => o.uri.endsWith(`/${path}/${f.path}`));
-    if (!obj || obj.sha256 !== f.sha256 || obj.size_bytes !== f.size_bytes)
-      throw new CorruptCheckpointError(`${path}/${f.path}: stored copy does not match the manifest (sha256 ${obj?.sha256 ?? 'missing'} != ${f.sha256})`);
+    const uri = `${prefix}/${f.path}`;
+    const obj = listed.find((o) => o.uri === uri);
+    if (!obj || obj.size_bytes !== f.size_bytes) throw new CorruptCheckpointError(`${path}/${f.path}: stored object does not match the manifest (size ${obj?.size_bytes ?? 'missing'} != ${f.size_bytes})`);
+    // Hashed as stored, streamed: the manifest is the trainer's word, this is what a resume will read.
+    const sha256 = await sha256Stream(await deps.store.read(uri));
+    if (sha256 !== f.sha256) throw new CorruptCheckpointError(`${path}/${f.path}: stored object does not match the manifest (sha256 ${sha256} != ${f.sha256})`);
   }
-  const uri = stored[0]!.uri.slice(0, stored[0]!.uri.indexOf(`/${path}/`) + path.length + 1);
   await recordArtifact(deps.db, {
     runId: a.runId,
     path,
-    uri,
-    sizeBytes: stored.reduce((n, o) => n + o.size_bytes, 0),
+    uri: prefix,
+    sizeBytes: manifest.files.reduce((n, f) => n + f.size_bytes, 0),
     sha256: sha256Text(manifestText),
     metadata: { step: manifest.step, files: manifest.files.length, kind },
   });

@@ -30,10 +30,28 @@ export function authenticate(db: Db, anonymous: Principal | null = null): Middle
     }
     if (!m) throw new ApiError('UNAUTHENTICATED', 'missing "Authorization: Bearer <token>" header');
     const principal = await principalForToken(db, m[1]!.trim());
-    if (!principal) throw new ApiError('UNAUTHENTICATED', 'unknown or revoked token');
+    if (!principal) throw new ApiError('UNAUTHENTICATED', 'unknown, expired or revoked token');
+    if (typeof principal.runId === 'string') await checkJobScope(c, principal.runId);
     c.set('principal', principal);
     await next();
   };
+}
+
+/** The run-reporting calls a job makes (trainer/hanzo_ml/tracking.py) and nothing else. */
+const JOB_ROUTES = /^\/(api|ajax-api)\/2\.0\/mlflow\/runs\/(log-batch|log-metric|log-parameter|set-tag|get|update)$/;
+
+/**
+ * A job's token reaches only its own run: other routes are refused, another run's id answers 404 as any object
+ * of another tenant would. A token with an empty run scope (a job that reports to no run) reaches nothing.
+ */
+async function checkJobScope(c: Context<AppEnv>, runId: string): Promise<void> {
+  if (!JOB_ROUTES.test(c.req.path)) throw new ApiError('PERMISSION_DENIED', 'a job token may only report metrics of its own run');
+  let asked = c.req.query('run_id') ?? c.req.query('run_uuid');
+  if (asked === undefined && c.req.method !== 'GET') {
+    const body = (await c.req.raw.clone().json().catch(() => ({}))) as { run_id?: unknown; run_uuid?: unknown };
+    asked = typeof body.run_id === 'string' ? body.run_id : typeof body.run_uuid === 'string' ? body.run_uuid : undefined;
+  }
+  if (!runId || asked !== runId) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${asked ?? ''} not found`);
 }
 
 /** The caller, if their role is at least `min` (viewer < developer < approver < admin). */

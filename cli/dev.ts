@@ -3,7 +3,7 @@
 // Restarting with the same HANZO_ML_HOME resumes every workflow that was running.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig } from '../lib/config.js';
+import { loadConfig, requireBootstrapped } from '../lib/config.js';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
 import { startRuntime, type Runtime } from '../lib/stack.js';
 
@@ -16,6 +16,7 @@ export interface DevStack {
 
 export async function startDevStack(opts: { quiet?: boolean } = {}): Promise<DevStack> {
   const { config, home, bootstrap } = loadConfig();
+  requireBootstrapped(bootstrap, 'hanzo-ml dev');
   mkdirSync(join(home, 'logs'), { recursive: true });
   const say = (m: string): void => {
     if (!opts.quiet) process.stderr.write(m + '\n');

@@ -8,6 +8,7 @@ import { Command, Option } from 'commander';
 import { createApiClient, ApiClientError, type ApiClient } from './api-client.js';
 import { followPipeline, type PipelineStatus } from './progress.js';
 import { runDev } from './dev.js';
+import { runServe, runWorker, setupTemporal } from './serve.js';
 import { runDemo } from './demo.js';
 import { compareRuns } from './compare.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
@@ -27,6 +28,14 @@ export function buildCli(): Command {
   const program = new Command('hanzo-ml').description('ML training and fine-tuning control plane (HIP-57)').showHelpAfterError();
 
   program.command('dev').description('run the embedded stack: Temporal dev server, catalogue, object store, worker and API').action(runDev);
+  program.command('serve').description('run the API only (stateless; any number of replicas), against the Temporal cluster of temporal.address').action(runServe);
+  program.command('worker').description('run the Temporal worker only: workflows, and jobs through scheduler.executor').action(runWorker);
+  program
+    .command('temporal')
+    .description('Temporal cluster administration')
+    .command('setup')
+    .description('register the search attributes the workflows set (a worker also does this when it starts)')
+    .action(() => setupTemporal());
   program
     .command('demo')
     .description('fine-tune the bundled tiny model on the bundled dataset through the whole pipeline')

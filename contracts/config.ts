@@ -55,12 +55,23 @@ export const ConfigSchema = z.strictObject({
     .prefault({}),
   scheduler: z
     .strictObject({
-      executor: z.enum(['local', 'kubernetes']).default('local'),
-      namespace: z.string().default('hanzo-ml'),
-      default_image: z.string().default('hanzoai/ml-pytorch:2.3-cuda12.4'),
+      executor: z.enum(['local', 'kubernetes']).default('local').describe('local: jobs are processes on the worker\'s machine; kubernetes: batch/v1 Jobs'),
+      namespace: z.string().default('hanzo-ml').describe('kubernetes: the namespace jobs run in'),
+      default_image: z.string().default('hanzoai/ml-pytorch:2.3-cuda12.4').describe('kubernetes: the trainer image (deploy/trainer.Dockerfile)'),
       gpu_types: z.array(z.string()).default([]),
-      max_concurrent_jobs: z.coerce.number().int().positive().default(32),
+      max_concurrent_jobs: z.coerce.number().int().positive().default(32).describe('job activities one worker runs at once (its job task queue slots)'),
       checkpoint_bucket: z.string().default('hanzo-ml-checkpoints'),
+      kubeconfig: z.string().optional().describe('kubernetes: a kubeconfig file; unset: $KUBECONFIG, else the in-cluster service account'),
+      storage_secret: z
+        .string()
+        .default('hanzo-ml-storage')
+        .describe('kubernetes: Secret (in the jobs namespace) with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY that jobs read the object store with'),
+      service_account: z.string().optional().describe('kubernetes: service account of job pods; unset: the namespace default'),
+      image_pull_policy: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
+      grace_period: duration.default('300s').describe('SIGTERM to SIGKILL for a stopped or preempted job: the time it has to write its emergency checkpoint'),
+      image_pull_timeout: duration.default('5m').describe('a job whose image cannot be pulled for this long fails'),
+      cpu_per_job: z.string().default('2').describe('kubernetes: CPU request of a job pod'),
+      memory_per_job: z.string().default('8Gi').describe('kubernetes: memory request of a job pod'),
     })
     .prefault({}),
   temporal: z

@@ -9,6 +9,7 @@ import {
   TokenCountReportSchema,
 } from './trainer-job.js';
 import { CandleReportSchema } from './candle-report.js';
+import { JobEnvelopeSchema } from './job-io.js';
 
 const render = (schema: z.ZodType): string => JSON.stringify(z.toJSONSchema(schema, { io: 'input' }), null, 2) + '\n';
 
@@ -23,5 +24,6 @@ export function generatedSchemas(): Record<string, string> {
     'merge-report.schema.json': render(MergeReportSchema),
     'token-count-report.schema.json': render(TokenCountReportSchema),
     'candle-report.schema.json': render(CandleReportSchema),
+    'job-envelope.schema.json': render(JobEnvelopeSchema),
   };
 }

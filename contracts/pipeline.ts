@@ -4,6 +4,11 @@ import { LoraHyperparametersSchema, CheckpointPolicySchema, ModelScoresSchema, R
 import { SplitRatiosSchema } from './datasets.js';
 
 export const PIPELINE_TASK_QUEUE = 'hanzo-ml-pipelines';
+/**
+ * The queue of job activities (train, eval, merge, Candle, trials) beside a workflow task queue: its own slots
+ * (scheduler.max_concurrent_jobs), so quick catalogue activities never wait behind week-long jobs.
+ */
+export const jobsTaskQueueOf = (workflowTaskQueue: string): string => `${workflowTaskQueue}.jobs`;
 export const pipelineWorkflowId = (id: string): string => `pipeline:${id}`;
 export const pipelineIdFromWorkflowId = (workflowId: string): string => workflowId.replace(/^pipeline:/, '');
 export const scheduleId = (id: string): string => `schedule:${id}`;
@@ -133,6 +138,7 @@ export const PipelineProgressSchema = z.object({
   latest_metrics: z.record(z.string(), z.number()),
   checkpoints: z.array(z.object({ step: z.number().int(), uri: z.string(), sha256: z.string() })),
   recoveries: z.array(JobRecoverySchema).default([]).describe('training restarts after a fault, oldest first'),
+  waiting: z.string().nullable().default(null).describe('why the current job is not running yet (queued, no node fits, image pull)'),
   eval: z.object({ base: ModelScoresSchema, tuned: ModelScoresSchema.nullable() }).nullable(),
   model_version: z.object({ name: z.string(), version: z.number().int(), stage: z.string() }).nullable(),
   awaiting_approval: z.boolean(),
@@ -156,6 +162,7 @@ export const TrainingProgressSignalSchema = z.object({
   last_checkpoint: z.string().nullable(),
   metrics: z.record(z.string(), z.number()),
   recoveries: z.array(JobRecoverySchema).optional(),
+  waiting: z.string().nullable().optional().describe('why the job is not running yet (queued, no node fits, image pull), null once it runs'),
 });
 export type TrainingProgressSignal = z.infer<typeof TrainingProgressSignalSchema>;
 

@@ -28,6 +28,14 @@ export const TrainMethodSchema = z.enum(TRAIN_METHODS);
 export type TrainMethod = z.infer<typeof TrainMethodSchema>;
 /** Methods whose output is a peft adapter over the frozen base (what the merge and eval stages take). */
 export const ADAPTER_METHODS = ['lora', 'qlora', 'adalora', 'dpo', 'orpo'] as const;
+/** Methods a job may spread over several machines (the ones the trainer shards: trainer/hanzo_ml/distributed.py). */
+export const MULTI_NODE_METHODS = ['full', 'lora'] as const;
+export const MULTI_NODE_REFUSALS: Record<string, string> = {
+  qlora: 'its base is bitsandbytes 4-bit tensors, which the sharding cannot split',
+  adalora: 'its rank allocator reads and masks whole adapter matrices after every step',
+  dpo: 'its loss runs through trl, which the trainer has not verified on sharded weights',
+  orpo: 'its loss runs through trl, which the trainer has not verified on sharded weights',
+};
 
 export const QuantizationSchema = z
   .strictObject({
@@ -91,6 +99,8 @@ export const HardwareSchema = z.strictObject({
     .describe('bf16: forward and backward autocast to bfloat16, fp32 master weights and optimizer; auto: bf16 on a CUDA device that supports it, fp32 otherwise'),
   nodes: z.number().int().positive().default(1).describe('machines the job spans (recipe templates; memory and cost estimates)'),
   gpus_per_node: z.number().int().nonnegative().default(0).describe('GPUs per machine; 0 on a CPU-only machine'),
+  image: z.string().nullable().default(null).describe('kubernetes: the container image of the job; null: scheduler.default_image'),
+  gpu_type: z.string().nullable().default(null).describe('kubernetes: the node type the job needs (a scheduler.gpu_types entry; the nodes\' hanzo-ml.dev/gpu-type label); null: any'),
   device_memory_gb: z.number().positive().nullable().default(null).describe('memory of one device for the fit check; null: measured (cuda) or host RAM (cpu)'),
 });
 export type Hardware = z.infer<typeof HardwareSchema>;
@@ -139,6 +149,7 @@ export const MergeJobSpecSchema = z.strictObject({
   output_dir: absPath.describe('merged safetensors model + tokenizer'),
   heldout_path: absPath.describe('JSONL in chat form; becomes the held-out token sequences'),
   reference_path: absPath.describe('where the MergeReport JSON (PyTorch reference perplexity) is written'),
+  heldout_tokens_path: absPath.nullable().default(null).describe('where the held-out token sequences the Candle tool scores are written; null: heldout-tokens.json beside output_dir'),
   max_seq_length: z.number().int().positive().default(256),
   max_sequences: z.number().int().positive().default(64),
   threads: z.number().int().positive().default(2),

@@ -39,7 +39,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): LoadedConfig {
   applyEnvOverrides(raw, env);
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) throw new ConfigError(describeIssues(parsed.error, existsSync(file) ? file : 'environment'));
+  checkCombinations(parsed.data);
   return { config: parsed.data, home, bootstrap: readBootstrap() };
+}
+
+/** Settings that are each valid but cannot work together: refused at start-up, not at the first job. */
+export function checkCombinations(config: Config): void {
+  if (config.scheduler.executor === 'kubernetes' && !config.storage.endpoint)
+    throw new ConfigError(
+      'invalid configuration:\n  scheduler.executor (HANZO_ML_SCHEDULER_EXECUTOR): "kubernetes" needs an S3 object store that pods can reach; set storage.endpoint (HANZO_ML_STORAGE_ENDPOINT)',
+    );
 }
 
 function readYaml(file: string, required: boolean): Record<string, unknown> {
@@ -114,10 +123,18 @@ function describeIssues(error: z.ZodError, source: string): string {
   return `invalid configuration (${source}):\n${lines.join('\n')}`;
 }
 
+/**
+ * What scripts/bootstrap.sh installed. An API or worker image has no bootstrap (it runs no trainer and no
+ * embedded Temporal): there every path is empty, and whatever needs one says so (requireBootstrapped).
+ */
 function readBootstrap(): Bootstrap {
   const file = resolve(repoRoot, '.bootstrap.json');
-  if (!existsSync(file)) throw new ConfigError(`${file} is missing: run scripts/bootstrap.sh first`);
+  if (!existsSync(file)) return { python: '', temporal: '', candle: '', base_models_dir: '', base_model: '' };
   return JSON.parse(readFileSync(file, 'utf8')) as Bootstrap;
+}
+
+export function requireBootstrapped(bootstrap: Bootstrap, what: string): void {
+  if (!bootstrap.python) throw new ConfigError(`${resolve(repoRoot, '.bootstrap.json')} is missing: ${what} needs scripts/bootstrap.sh to have run`);
 }
 
 /** "90s" | "10m" | "72h" | "2d" | "500ms" -> milliseconds. */

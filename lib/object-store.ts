@@ -2,11 +2,12 @@
 // Objects are immutable once written: a put writes to a temporary name and renames (file://) or relies on
 // S3's atomic PUT; every put returns the object's size and SHA-256.
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat, copyFile, open } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat, copyFile, open, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Readable } from 'node:stream';
+import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { sha256File } from './hash.js';
 import type { Config } from '../contracts/config.js';
@@ -30,6 +31,33 @@ export interface ObjectStore {
   exists(uri: string): Promise<boolean>;
   /** Removes the object at bucket/prefix and every object under it (a file or a whole directory). */
   deletePrefix(bucket: string, prefix: string): Promise<void>;
+  /** Writes a small text object (a job's envelope, a status record) at a URI, atomically. */
+  putText(uri: string, text: string): Promise<void>;
+  /** Reads a small text object; null when it does not exist. */
+  readText(uri: string): Promise<string | null>;
+  /** The URIs of every object under a URI prefix (recursively), in key order. */
+  list(prefix: string): Promise<StoredObjectEntry[]>;
+  /** Removes one object by URI; an absent object is not an error. */
+  deleteObject(uri: string): Promise<void>;
+  /** Copies one object (by URI, of this store) to bucket/key; returns the copy's size and SHA-256 as stored. */
+  copy(srcUri: string, bucket: string, key: string): Promise<StoredObject>;
+}
+
+/** Copies every object under a URI prefix to bucket/prefix/<relative key>. */
+export async function copyPrefix(store: ObjectStore, srcPrefix: string, bucket: string, prefix: string): Promise<StoredObject[]> {
+  const out: StoredObject[] = [];
+  for (const o of await store.list(srcPrefix)) out.push(await store.copy(o.uri, bucket, `${prefix}/${o.uri.slice(srcPrefix.replace(/\/$/, '').length + 1)}`));
+  return out;
+}
+
+export interface StoredObjectEntry {
+  uri: string;
+  size_bytes: number;
+}
+
+/** A bucket and key as a URI of this store's kind. */
+export function objectUri(store: ObjectStore, bucket: string, key: string): string {
+  return store instanceof FileObjectStore ? pathToFileURL(store.pathOf(bucket, key)).href : `s3://${bucket}/${key}`;
 }
 
 export async function listFiles(dir: string): Promise<string[]> {
@@ -55,6 +83,45 @@ export class FileObjectStore implements ObjectStore {
   private path(bucket: string, key: string): string {
     if (key.split('/').includes('..')) throw new Error(`object key "${key}" may not contain ".."`);
     return join(this.root, bucket, key);
+  }
+
+  pathOf(bucket: string, key: string): string {
+    return this.path(bucket, key);
+  }
+
+  async putText(uri: string, text: string): Promise<void> {
+    const dest = fileURLToPath(uri);
+    await mkdir(dirname(dest), { recursive: true });
+    const tmp = `${dest}.tmp-${process.pid}-${Date.now()}`;
+    await writeFile(tmp, text);
+    await fsyncFile(tmp);
+    await rename(tmp, dest);
+  }
+
+  async readText(uri: string): Promise<string | null> {
+    return readFile(fileURLToPath(uri), 'utf8').catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return null;
+      throw err;
+    });
+  }
+
+  async list(prefix: string): Promise<StoredObjectEntry[]> {
+    const dir = fileURLToPath(prefix);
+    const files = await listFiles(dir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return [];
+      throw err;
+    });
+    // A writer's temporary names are not objects yet.
+    const visible = files.filter((f) => !/\.tmp-[^/]*$/.test(f));
+    return Promise.all(visible.map(async (f) => ({ uri: pathToFileURL(f).href, size_bytes: (await stat(f)).size })));
+  }
+
+  async deleteObject(uri: string): Promise<void> {
+    await rm(fileURLToPath(uri), { force: true });
+  }
+
+  async copy(srcUri: string, bucket: string, key: string): Promise<StoredObject> {
+    return this.putFile(bucket, key, fileURLToPath(srcUri));
   }
 
   async putFile(bucket: string, key: string, localPath: string, sha256?: string): Promise<StoredObject> {
@@ -172,6 +239,56 @@ export class S3ObjectStore implements ObjectStore {
     } catch {
       return false;
     }
+  }
+
+  async putText(uri: string, text: string): Promise<void> {
+    const { Bucket, Key } = this.parse(uri);
+    await this.ensureBucket(Bucket);
+    await this.client.send(new this.s3.PutObjectCommand({ Bucket, Key, Body: text, ContentType: 'application/json' }));
+  }
+
+  async readText(uri: string): Promise<string | null> {
+    try {
+      const res = await this.client.send(new this.s3.GetObjectCommand(this.parse(uri)));
+      return await res.Body!.transformToString();
+    } catch (err) {
+      if ((err as { name?: string }).name === 'NoSuchKey' || (err as { name?: string }).name === 'NoSuchBucket') return null;
+      throw err;
+    }
+  }
+
+  async list(prefix: string): Promise<StoredObjectEntry[]> {
+    const m = /^s3:\/\/([^/]+)\/?(.*)$/.exec(prefix);
+    if (!m) throw new Error(`not an s3:// URI: ${prefix}`);
+    const [Bucket, Prefix] = [m[1]!, m[2] ? m[2].replace(/\/?$/, '/') : ''];
+    const out: StoredObjectEntry[] = [];
+    for (let token: string | undefined; ; ) {
+      let page;
+      try {
+        page = await this.client.send(new this.s3.ListObjectsV2Command({ Bucket, Prefix, ContinuationToken: token }));
+      } catch (err) {
+        if ((err as { name?: string }).name === 'NoSuchBucket') return [];
+        throw err;
+      }
+      for (const o of page.Contents ?? []) out.push({ uri: `s3://${Bucket}/${o.Key!}`, size_bytes: o.Size ?? 0 });
+      if (!page.IsTruncated) return out;
+      token = page.NextContinuationToken;
+    }
+  }
+
+  async deleteObject(uri: string): Promise<void> {
+    await this.client.send(new this.s3.DeleteObjectCommand(this.parse(uri)));
+  }
+
+  async copy(srcUri: string, bucket: string, key: string): Promise<StoredObject> {
+    await this.ensureBucket(bucket);
+    const src = this.parse(srcUri);
+    // Server-side copy, then hashed as stored: the checksum of record describes the copy, not the source.
+    await this.client.send(new this.s3.CopyObjectCommand({ Bucket: bucket, Key: key, CopySource: `${src.Bucket}/${encodeURIComponent(src.Key).replace(/%2F/g, '/')}` }));
+    const head = await this.client.send(new this.s3.HeadObjectCommand({ Bucket: bucket, Key: key }));
+    const hash = createHash('sha256');
+    for await (const chunk of await this.read(`s3://${bucket}/${key}`)) hash.update(chunk as Buffer);
+    return { uri: `s3://${bucket}/${key}`, size_bytes: head.ContentLength ?? 0, sha256: hash.digest('hex') };
   }
 
   async deletePrefix(bucket: string, prefix: string): Promise<void> {

@@ -1,16 +1,20 @@
 // The whole control plane in one process: catalogue, object store, Temporal client, worker and API.
 // `hanzo-ml dev` adds the embedded Temporal dev server; tests build the same runtime around theirs.
-import { mkdirSync, readdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { serve, type ServerType } from '@hono/node-server';
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime as TemporalRuntime, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime as TemporalRuntime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Config } from '../contracts/config.js';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { createApp } from '../api/app.js';
-import { createPipelineWorker } from '../workers/worker.js';
-import { LocalExecutor, jobState } from '../activities/executor/local.js';
+import { createPipelineWorker, type PipelineWorker } from '../workers/worker.js';
+import { LocalExecutor, runningLocalJobs, signalJob, jobState } from '../activities/executor/local.js';
+import { kubernetesExecutorFromConfig } from '../activities/executor/kubernetes.js';
+import type { JobExecutor } from '../activities/executor/types.js';
+import { jobTokenSecrets } from '../activities/deps.js';
+import { localJobEnvironment } from '../activities/jobs.js';
 import { createObjectStore, type ObjectStore } from './object-store.js';
 import { createLogger, type Logger } from './log.js';
 import type { Bootstrap } from './config.js';
@@ -19,7 +23,7 @@ export interface Runtime {
   catalogue: Catalogue;
   store: ObjectStore;
   client: Client;
-  worker: Worker | null;
+  worker: PipelineWorker | null;
   app: ReturnType<typeof createApp>;
   server: ServerType | null;
   apiUrl: string;
@@ -33,8 +37,10 @@ export interface RuntimeOptions {
   bootstrap: Bootstrap;
   temporalAddress: string;
   temporalUiUrl: string | null;
-  /** false: API only (no worker). */
+  /** false: API only (no worker), as `hanzo-ml serve`. */
   worker?: boolean;
+  /** false: worker only (no API), as `hanzo-ml worker`. */
+  api?: boolean;
   /** false: no listening HTTP server (tests use app.request()). */
   listen?: boolean;
   workflowBundle?: WorkflowBundleWithSourceMap;
@@ -66,23 +72,23 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
   const apiUrl = o.config.server.public_url ?? `http://${o.config.server.host === '0.0.0.0' ? '127.0.0.1' : o.config.server.host}:${o.config.server.port}`;
   const deps = { db: catalogue.db, store, config: o.config, home: o.home, bootstrap: o.bootstrap, log };
 
-  let worker: Worker | null = null;
+  let worker: PipelineWorker | null = null;
   let workerRun: Promise<void> | null = null;
   let nativeConnection: NativeConnection | null = null;
   if (o.worker !== false) {
     nativeConnection = await NativeConnection.connect({ address: o.temporalAddress });
-    const executor = new LocalExecutor();
     worker = await createPipelineWorker({
       connection: nativeConnection,
       namespace: o.config.temporal.namespace,
-      deps: { ...deps, executor, trackingUri: apiUrl, trackingToken: o.config.auth.dev_token },
+      deps: { ...deps, executor: createExecutor(o, log), trackingUri: apiUrl, jobSecrets: jobTokenSecrets(catalogue.db) },
       ...(o.workflowBundle ? { workflowBundle: o.workflowBundle } : {}),
       ...(o.taskQueue ? { taskQueue: o.taskQueue } : {}),
     });
     workerRun = worker.run();
   }
+  // Built in every shape (it is only a function); served only by the API shapes.
   const app = createApp({ ...deps, temporal: client, temporalUiUrl: o.temporalUiUrl });
-  const server = o.listen === false ? null : await listen(app, o.config.server.host, o.config.server.port);
+  const server = o.listen === false || o.api === false ? null : await listen(app, o.config.server.host, o.config.server.port);
 
   return {
     catalogue,
@@ -97,7 +103,7 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
       // Order matters: the worker stops first (so no activity restarts a job we are stopping), the jobs stop
       // while the API still takes their last metrics, and only then the API closes.
       if (worker && worker.getState() === 'RUNNING') worker.shutdown();
-      if (opts.stopJobs) await stopLocalJobs(o.home, log);
+      if (opts.stopJobs && o.config.scheduler.executor === 'local') await stopLocalJobs(o.home, log);
       if (server) await new Promise<void>((r) => server.close(() => r()));
       await workerRun?.catch((err: unknown) => log.error('worker stopped with an error', { error: String(err) }));
       await nativeConnection?.close();
@@ -116,24 +122,24 @@ function listen(app: ReturnType<typeof createApp>, hostname: string, port: numbe
   });
 }
 
+/** The executor of scheduler.executor, chosen once at start-up. */
+export function createExecutor(o: Pick<RuntimeOptions, 'config' | 'home' | 'bootstrap'>, log: Logger): JobExecutor {
+  if (o.config.scheduler.executor === 'kubernetes') return kubernetesExecutorFromConfig(o.config, log);
+  return new LocalExecutor({ workRoot: localJobsRoot(o.home), python: o.config.trainer.python ?? o.bootstrap.python, env: localJobEnvironment(o) });
+}
+
+export const localJobsRoot = (home: string): string => join(home, 'work', 'jobs');
+
 /**
- * Ctrl-C stops training jobs too: SIGTERM makes the trainer write an emergency checkpoint, and the restarted
- * stack resumes from it. Waits up to 60 s for the jobs to exit.
+ * Ctrl-C stops local jobs too: SIGTERM makes the trainer write an emergency checkpoint (the job runner uploads
+ * it), and the restarted stack resumes from it. Waits up to 60 s for the jobs to exit. Jobs of a cluster are
+ * the cluster's: stopping this process leaves them running, and the next worker attaches.
  */
 export async function stopLocalJobs(home: string, log: Logger): Promise<void> {
-  const executor = new LocalExecutor();
-  const workdirs: string[] = [];
-  let pipelines: string[] = [];
-  try {
-    pipelines = readdirSync(join(home, 'work'));
-  } catch {
-    return;
-  }
-  for (const p of pipelines) for (const job of ['train', 'eval', 'merge']) workdirs.push(join(home, 'work', p, job));
-  const running = workdirs.filter((w) => jobState(w).state === 'running');
+  const running = runningLocalJobs(localJobsRoot(home));
   for (const w of running) {
     log.info('stopping job (emergency checkpoint)', { workdir: w });
-    executor.signal(w, 'SIGTERM');
+    signalJob(w, 'SIGTERM');
   }
   const deadline = Date.now() + 60_000;
   while (running.some((w) => jobState(w).state === 'running') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));

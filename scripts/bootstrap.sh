@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bootstrap everything the README's two commands need, idempotently and quietly when nothing changed.
 #   scripts/bootstrap.sh          node deps, Python venv, temporal binary, Candle tool, base model
-#   scripts/bootstrap.sh --tests  the same, plus the test servers (PostgreSQL, moto_server, mlflow)
+#   scripts/bootstrap.sh --tests  the same, plus the test servers (PostgreSQL, moto_server, mlflow, and a
+#                                 Kubernetes control plane with KWOK built from Go modules: scripts/cluster-tools.sh)
 # Heavy environments live in $HANZO_ML_CACHE (default ~/.cache/hanzo-ml), keyed by the hash of their lock
 # file, so a fresh clone reuses them and a changed lock file rebuilds them. The resolved paths are written to
 # .bootstrap.json in the checkout, which the TypeScript side reads as configuration defaults.
@@ -60,6 +61,19 @@ deepspeed_layer() {
   fi
 }
 
+# boto3 (s3:// inputs, outputs and checkpoints of `python -m hanzo_ml job`) is a layer over the venv with its own
+# lock, like DeepSpeed, so adding it does not rebuild torch. --no-deps: its requirements are pinned in the two lock
+# files (botocore asks for python-dateutil<3; the 4.0 the main lock pins keeps the parser and tz API it uses).
+storage_layer() {
+  local stamp
+  stamp="$VENV/.storage-$(hash_of trainer/requirements-storage.lock)"
+  [ -f "$stamp" ] && return
+  say "installing the S3 client into the Python venv (trainer/requirements-storage.lock)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r trainer/requirements-storage.lock >&2
+  rm -f "$VENV"/.storage-*
+  touch "$stamp"
+}
+
 temporal_bin() {
   TEMPORAL="$CACHE/temporal-$TEMPORAL_VERSION/temporal"
   [ -x "$TEMPORAL" ] && return
@@ -100,6 +114,7 @@ test_server_paths() {
   [ -x "$PG_BIN/initdb" ] || PG_BIN=""
   MOTO_SERVER=""; [ -f "$SERVERS_VENV/.complete" ] && MOTO_SERVER="$SERVERS_VENV/bin/moto_server"
   MLFLOW_PYTHON=""; [ -f "$MLFLOW_VENV/.complete" ] && MLFLOW_PYTHON="$MLFLOW_VENV/bin/python"
+  CLUSTER_TOOLS=$(scripts/cluster-tools.sh --installed 2>/dev/null || true)
   return 0
 }
 
@@ -125,12 +140,15 @@ test_servers() {
     "$MLFLOW_VENV/bin/pip" install -q --disable-pip-version-check -r test/mlflow-client.lock >&2
     touch "$MLFLOW_VENV/.complete"
   fi
+  # The Kubernetes control plane and KWOK for the cluster tests, built from Go modules (20-40 min cold).
+  scripts/cluster-tools.sh >/dev/null
   test_server_paths
 }
 
 node_deps
 python_venv
 deepspeed_layer
+storage_layer
 temporal_bin
 candle_tool
 base_model
@@ -148,7 +166,8 @@ cat > .bootstrap.json.tmp <<JSON
   "base_model": "$BASE_MODEL",
   "pg_bin": "$PG_BIN",
   "moto_server": "$MOTO_SERVER",
-  "mlflow_python": "$MLFLOW_PYTHON"
+  "mlflow_python": "$MLFLOW_PYTHON",
+  "cluster_tools": "$CLUSTER_TOOLS"
 }
 JSON
 mv .bootstrap.json.tmp .bootstrap.json

@@ -33,3 +33,31 @@ describe('anonymous access', () => {
     expect(await (await app.request('/approve', { method: 'POST' })).json()).toEqual({ error_code: 'PERMISSION_DENIED' });
   });
 });
+
+describe('job tokens', () => {
+  it('reach only their own run\'s reporting calls, and stop working when they expire', async () => {
+    const { openCatalogue } = await import('../db/client.js');
+    const { createJobToken, seedDevOrganization } = await import('../db/repo/auth.js');
+    const cat = await openCatalogue({});
+    try {
+      await seedDevOrganization(cat.db, 'dev', 'hanzo-ml-dev-token');
+      const token = await createJobToken(cat.db, { organizationId: 'dev', job: 'p-train', runId: 'run-1', ttlMs: 60_000 });
+      const expired = await createJobToken(cat.db, { organizationId: 'dev', job: 'p-eval', runId: 'run-1', ttlMs: -1 });
+      const app = new Hono<AppEnv>();
+      app.onError((err, c) => c.json({ error_code: err instanceof ApiError ? err.code : 'INTERNAL_ERROR' }, err instanceof ApiError ? ERROR_STATUS[err.code] : 500));
+      app.use('*', authenticate(cat.db, null));
+      app.post('/api/2.0/mlflow/runs/log-batch', (c) => c.json(c.get('principal')));
+      app.get('/v1/models', (c) => c.json({ ok: true }));
+      const call = (path: string, t: string, body?: unknown) =>
+        app.request(path, { method: body ? 'POST' : 'GET', headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
+      const own = await call('/api/2.0/mlflow/runs/log-batch', token, { run_id: 'run-1', metrics: [] });
+      expect(own.status).toBe(200);
+      expect(await own.json()).toMatchObject({ organizationId: 'dev', subject: 'job:p-train', role: 'developer', runId: 'run-1' });
+      expect((await call('/api/2.0/mlflow/runs/log-batch', token, { run_id: 'run-2', metrics: [] })).status).toBe(404);
+      expect((await call('/v1/models', token)).status).toBe(403);
+      expect((await call('/api/2.0/mlflow/runs/log-batch', expired, { run_id: 'run-1', metrics: [] })).status).toBe(401);
+    } finally {
+      await cat.close();
+    }
+  });
+});

@@ -1,7 +1,7 @@
 // The checkpoint watcher: records each complete checkpoint (manifest verified against the stored copy) as a
 // run artifact, ignores one without a manifest or whose files do not match it, and raises a stale event.
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,10 +19,11 @@ const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-watch-'));
 let cat: Catalogue;
 const runId = randomUUID();
 const pipelineId = randomUUID();
-const ckptRoot = join(home, 'work', pipelineId, 'train', 'checkpoints');
+// Where the job runner puts a run's checkpoints in the (file://) object store: checkpoints/{run_id}/{step}/.
+const ckptRoot = join(home, 'objects', 'hanzo-ml-checkpoints', 'checkpoints', runId);
 
 function writeCheckpoint(step: number, opts: { manifest?: boolean; corrupt?: boolean; best?: number } = {}): void {
-  const dir = join(ckptRoot, opts.best !== undefined ? 'best' : `step-${String(step).padStart(8, '0')}`);
+  const dir = join(ckptRoot, opts.best !== undefined ? 'best' : String(step));
   mkdirSync(dir, { recursive: true });
   const content = `weights of step ${step}`;
   writeFileSync(join(dir, 'adapter_model.safetensors'), content);
@@ -79,14 +80,18 @@ describe('watchCheckpoints activity', () => {
     expect(JSON.parse(tags.find((t) => t.key === 'hanzo_ml.event.checkpoint_corrupt.step-00000030')!.value)).toMatchObject({ kind: 'checkpoint_corrupt' });
   });
 
-  it('uploads best/ under the name of the checkpoint it copies, apart from the step list', async () => {
+  it('records best/ as an unchanging copy named after the checkpoint it copies, apart from the step list', async () => {
     writeCheckpoint(20, { best: 0.75 });
     const env = new MockActivityEnvironment();
     const watched: Watched = await env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: true });
     expect(watched.checkpoints.map((c) => c.step)).toEqual([10, 20]);
     const best = (await artifactsOf(cat.db, runId)).find((r) => r.path === 'checkpoints/best-step-00000020')!;
     expect(best.metadata).toMatchObject({ kind: 'best_checkpoint', step: 20 });
-    expect(best.uri).toMatch(/\/checkpoints\/best-step-00000020$/);
+    expect(best.uri).toMatch(new RegExp(`/checkpoints/${runId}/best-step-00000020$`));
+    // A better checkpoint replacing best/ later does not change what was recorded.
+    writeCheckpoint(10, { best: 0.5 });
+    await env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: true });
+    expect(readFileSync(join(ckptRoot, 'best-step-00000020', 'adapter_model.safetensors'), 'utf8')).toBe('weights of step 20');
   });
 
   it('emits a checkpoint.stale event when no new checkpoint appears within the interval, until cancelled', async () => {

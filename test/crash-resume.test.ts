@@ -43,6 +43,15 @@ async function until<T>(fn: () => Promise<T | null>, timeoutMs: number, what: st
   }
 }
 
+/** Live processes whose command line matches (pgrep exits 1 when there is none). */
+function pids(pattern: string): number[] {
+  try {
+    return execFileSync('pgrep', ['-f', pattern]).toString().trim().split('\n').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
 type Status = { status: string; progress: PipelineProgress; result: PipelineResult | null };
 
 describe('crash and restart of the whole dev process mid-training', () => {
@@ -71,29 +80,40 @@ describe('crash and restart of the whole dev process mid-training', () => {
       return s.progress.last_checkpoint && s.progress.step >= every + 3 ? s : null;
     }, 10 * 60_000, 'a checkpoint');
 
-    // Crash: the dev process group (API, worker, Temporal) and the detached trainer, with no chance to clean up.
-    const trainDir = join(home, 'work', id, 'train');
-    const trainerPid = Number(readFileSync(join(trainDir, 'child.pid'), 'utf8'));
-    const wrapperPid = Number(readFileSync(`/proc/${trainerPid}/stat`, 'utf8').split(' ')[3]);
+    // Kill right after the object store caught up with the trainer's latest checkpoint: what the crash may lose
+    // is then at most the steps since that checkpoint (the job runner uploads a checkpoint within seconds).
+    const jobDir = join(home, 'work', 'jobs', `${id}-train`);
+    const storeDir = join(home, 'objects', 'hanzo-ml-checkpoints');
+    const durable = (): number[] => {
+      const dir = join(storeDir, 'checkpoints', beforeCrash.progress.run_id!);
+      return existsSync(dir) ? readdirSync(dir).filter((n) => /^\d+$/.test(n) && existsSync(join(dir, n, 'manifest.json'))).map(Number) : [];
+    };
+    const storedProgress = (job: string): { step: number; resumed_from_step: number | null } | null => {
+      const f = join(storeDir, 'jobs', job, 'progress.json');
+      return existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as { step: number; resumed_from_step: number | null }) : null;
+    };
+    await until(async () => {
+      const step = storedProgress(`${id}-train`)?.step ?? 0;
+      return Math.max(0, ...durable()) >= step - (step % every) && step >= every ? true : null;
+    }, 5 * 60_000, 'the store to hold the current checkpoint');
+    // Crash: the dev process group (API, worker, Temporal) and the detached job (runner and trainer), with no
+    // chance to clean up.
+    const wrapperPid = Number(readFileSync(join(jobDir, 'wrapper.pid'), 'utf8'));
     process.kill(-dev.pid!, 'SIGKILL');
     process.kill(-wrapperPid, 'SIGKILL');
+    for (const pid of pids(jobDir)) process.kill(pid, 'SIGKILL');
     await new Promise((r) => setTimeout(r, 1000));
-    expect(existsSync(join(trainDir, 'exitcode'))).toBe(false);
-    // What the trainer had on disk when it died (the API's progress lags it by up to a heartbeat): its newest
-    // complete checkpoint is where the resume must start, and the step it last reported bounds the rework.
-    const { checkpoint_dir: checkpoints } = JSON.parse(readFileSync(join(trainDir, 'spec.json'), 'utf8')) as { checkpoint_dir: string };
-    const complete = readdirSync(checkpoints).filter((n) => /^step-\d{8}$/.test(n) && existsSync(join(checkpoints, n, 'manifest.json')));
-    const newestAtCrash = Math.max(...complete.map((n) => Number(n.slice(5))));
-    const stepAtCrash = Math.max(newestAtCrash, (JSON.parse(readFileSync(join(trainDir, 'progress.json'), 'utf8')) as { step: number }).step);
+    expect(existsSync(join(jobDir, 'exitcode'))).toBe(false);
+    // What was durable when it died (the API's progress lags it by up to a heartbeat): the newest checkpoint in
+    // the object store is where the resume must start, and the step it last reported bounds the rework.
+    const newestAtCrash = Math.max(...durable());
+    const stepAtCrash = Math.max(newestAtCrash, storedProgress(`${id}-train`)!.step);
     expect(newestAtCrash).toBeGreaterThanOrEqual(beforeCrash.progress.step - (beforeCrash.progress.step % every));
 
     dev = startDev();
-    // The retried activity restarts the lost trainer exactly once, resuming from the checkpoint.
-    await until(async () => {
-      const p = JSON.parse(readFileSync(join(trainDir, 'progress.json'), 'utf8')) as { resumed_from_step: number | null };
-      return p.resumed_from_step !== null ? true : null;
-    }, 5 * 60_000, 'the trainer to resume');
-    const trainers = execFileSync('pgrep', ['-f', `^[^ ]*python[^ ]* -m hanzo_ml train --spec ${trainDir}/spec.json`]).toString().trim().split('\n');
+    // The retried activity starts one new attempt of the lost job, which resumes from the stored checkpoint.
+    await until(async () => (storedProgress(`${id}-train-r2`)?.resumed_from_step != null ? true : null), 5 * 60_000, 'the trainer to resume');
+    const trainers = pids(`hanzo_ml train --spec .*${id}-train`);
     expect(trainers).toHaveLength(1);
     const waiting = await until(async () => {
       const s = await api<Status>('GET', `/v1/pipelines/${id}`);
@@ -107,7 +127,7 @@ describe('crash and restart of the whole dev process mid-training', () => {
     }, 120_000, 'completion');
     expect(done.result!.outcome).toBe('promoted');
 
-    const result = JSON.parse(readFileSync(join(trainDir, 'result.json'), 'utf8')) as { resumed_from_step: number; steps: number; steps_trained_this_process: number };
+    const result = JSON.parse(readFileSync(join(storeDir, 'jobs', `${id}-train-r2`, 'result.json'), 'utf8')) as { resumed_from_step: number; steps: number; steps_trained_this_process: number };
     expect(result.resumed_from_step).toBeGreaterThanOrEqual(every);
     expect(result.steps).toBe(done.progress.max_steps);
     // It resumed from the newest checkpoint the crash left; the steps trained after it were trained twice,

@@ -1,12 +1,13 @@
-// The local executor: jobs outlive their starter, re-attach instead of starting twice, and a job killed
-// without an exit code is reported lost (so the activity restarts it, resuming from its checkpoint).
+// The local executor: jobs outlive their starter, re-attach instead of starting twice, a job killed without an
+// exit code is reported lost (so the activity starts a new attempt, which resumes from its checkpoint), and a
+// stop delivers SIGTERM, then SIGKILL to every process of the job after the grace period.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LocalExecutor, jobState, launchCommand } from '../activities/executor/local.js';
-import { loadConfig } from '../lib/config.js';
+import { LocalExecutor, jobState } from '../activities/executor/local.js';
+import type { JobRequest } from '../activities/executor/types.js';
 
 const until = async (pred: () => boolean, ms = 10_000) => {
   const deadline = Date.now() + ms;
@@ -16,59 +17,89 @@ const until = async (pred: () => boolean, ms = 10_000) => {
   }
 };
 
-function job(script: string) {
-  const workdir = mkdtempSync(join(tmpdir(), 'hanzo-ml-job-'));
-  // The workspace path is an argument, so the executor can tell this process from a reused pid.
-  return { workdir, command: [process.execPath, '-e', script, workdir], env: {} };
+/** An executor whose jobs are node scripts (the scratch path is an argument, so pids are told apart). */
+function executor(scripts: Record<string, string>) {
+  const workRoot = mkdtempSync(join(tmpdir(), 'hanzo-ml-jobs-'));
+  const ex = new LocalExecutor({ workRoot, python: 'unused', env: { JOB_ENV: 'set' }, command: (job, scratch) => [process.execPath, '-e', scripts[job.name]!, scratch] });
+  return { ex, workdir: (name: string) => join(workRoot, name) };
+}
+
+function request(name: string, secretEnv: Record<string, string> = {}): JobRequest {
+  return {
+    name,
+    envelopeUri: 'file:///unused',
+    organizationId: 'org',
+    kind: 'test',
+    resources: { nodes: 1, processes: 1, gpus_per_node: 0, gpu_type: null, image: null, cpu: null, memory: null },
+    env: {},
+    secretEnv,
+  };
 }
 
 describe('local executor', () => {
   it('starts a job once: a second startOrAttach adopts the running process', async () => {
-    const ex = new LocalExecutor();
-    const j = job('setTimeout(() => process.exit(0), 1500)');
-    const first = await ex.startOrAttach(j);
-    const second = await ex.startOrAttach(j);
+    const { ex, workdir } = executor({ a: 'setTimeout(() => process.exit(0), 1500)' });
+    const first = await ex.startOrAttach(request('a'));
+    const second = await ex.startOrAttach(request('a'));
     expect(first.state).toBe('running');
     expect(second).toEqual(first);
-    await until(() => jobState(j.workdir).state === 'exited');
-    expect(jobState(j.workdir)).toEqual({ state: 'exited', exitCode: 0 });
-    expect(JSON.parse(readFileSync(join(j.workdir, 'command.json'), 'utf8')).command).toEqual(j.command);
+    const wrappers = execFileSync('pgrep', ['-f', `hanzo-ml-job .*${workdir('a')}`]).toString().trim().split('\n');
+    expect(wrappers).toHaveLength(1);
+    await until(() => jobState(workdir('a')).state === 'exited');
+    expect(await ex.state(request('a'))).toEqual({ state: 'exited', exitCode: 0 });
+  });
+
+  it('gives a job its own environment and secrets, never the worker\'s', async () => {
+    process.env.HANZO_ML_API_SECRET_FOR_TEST = 'do-not-leak';
+    try {
+      const { ex, workdir } = executor({ env: 'console.log(JSON.stringify(process.env)); process.exit(0)' });
+      await ex.startOrAttach(request('env', { HANZO_ML_TRACKING_TOKEN: 'job-token' }));
+      await until(() => jobState(workdir('env')).state === 'exited');
+      const env = JSON.parse(readFileSync(join(workdir('env'), 'job.log'), 'utf8')) as Record<string, string>;
+      expect(env.JOB_ENV).toBe('set');
+      expect(env.HANZO_ML_TRACKING_TOKEN).toBe('job-token');
+      expect(env.HANZO_ML_API_SECRET_FOR_TEST).toBeUndefined();
+    } finally {
+      delete process.env.HANZO_ML_API_SECRET_FOR_TEST;
+    }
   });
 
   it('records a non-zero exit code and the job log', async () => {
-    const ex = new LocalExecutor();
-    const j = job('console.error("boom"); process.exit(7)');
-    await ex.startOrAttach(j);
-    await until(() => jobState(j.workdir).state === 'exited');
-    expect(jobState(j.workdir)).toEqual({ state: 'exited', exitCode: 7 });
-    expect(readFileSync(join(j.workdir, 'job.log'), 'utf8')).toContain('boom');
+    const { ex, workdir } = executor({ b: 'console.error("boom"); process.exit(7)' });
+    await ex.startOrAttach(request('b'));
+    await until(() => jobState(workdir('b')).state === 'exited');
+    expect(jobState(workdir('b'))).toEqual({ state: 'exited', exitCode: 7 });
+    expect(await ex.logTail(request('b'), 5)).toContain('boom');
   });
 
-  it('reports a job killed with its wrapper as lost, and restarts it in the same workspace', async () => {
-    const ex = new LocalExecutor();
-    const j = job('setTimeout(() => process.exit(0), 60000)');
-    const s = await ex.startOrAttach(j);
-    if (s.state !== 'running') throw new Error('not running');
-    const wrapper = Number(readFileSync(`/proc/${s.pid}/stat`, 'utf8').split(' ')[3]);
+  it('reports a job killed with its wrapper as lost, and does not start it again by itself', async () => {
+    const { ex, workdir } = executor({ c: 'setTimeout(() => process.exit(0), 60000)' });
+    expect((await ex.startOrAttach(request('c'))).state).toBe('running');
+    const wrapper = Number(readFileSync(join(workdir('c'), 'wrapper.pid'), 'utf8'));
     process.kill(-wrapper, 'SIGKILL'); // the whole process group, as a machine crash would
-    await until(() => jobState(j.workdir).state === 'lost');
-    // startOrAttach on a lost job starts exactly one new process (not one per stale pid file read).
-    const again = await ex.startOrAttach({ ...j, command: [process.execPath, '-e', 'setTimeout(() => process.exit(0), 1500)', j.workdir] });
-    expect(again.state).toBe('running');
-    expect(ex.state(j.workdir)).toEqual(again);
-    const wrappers = execFileSync('pgrep', ['-f', `hanzo-ml-job .*${j.workdir}`]).toString().trim().split('\n');
-    expect(wrappers).toHaveLength(1);
-    await until(() => jobState(j.workdir).state === 'exited');
+    await until(() => jobState(workdir('c')).state === 'lost');
+    // A lost attempt stays lost: the activity decides on a new attempt (a new name), never a silent restart.
+    expect((await ex.startOrAttach(request('c'))).state).toBe('lost');
+    expect(() => execFileSync('pgrep', ['-f', `hanzo-ml-job .*${workdir('c')}`])).toThrow();
   });
 
-  it('delivers SIGTERM to the job itself, whose exit code is then recorded', async () => {
-    const ex = new LocalExecutor();
-    const j = job('process.on("SIGTERM", () => process.exit(143)); setInterval(() => {}, 1000)');
-    await ex.startOrAttach(j);
+  it('stops a job with SIGTERM and records the exit code it chose', async () => {
+    const { ex, workdir } = executor({ d: 'process.on("SIGTERM", () => process.exit(143)); setInterval(() => {}, 1000)' });
+    await ex.startOrAttach(request('d'));
     await new Promise((r) => setTimeout(r, 300));
-    expect(ex.signal(j.workdir, 'SIGTERM')).toBe(true);
-    await until(() => jobState(j.workdir).state === 'exited');
-    expect(jobState(j.workdir)).toEqual({ state: 'exited', exitCode: 143 });
+    await ex.stop(request('d'), 10);
+    expect(jobState(workdir('d'))).toEqual({ state: 'exited', exitCode: 143 });
+  });
+
+  it('kills a job that ignores SIGTERM once the grace period is over', async () => {
+    const { ex, workdir } = executor({ e: 'process.on("SIGTERM", () => {}); setInterval(() => {}, 1000)' });
+    await ex.startOrAttach(request('e'));
+    await new Promise((r) => setTimeout(r, 300));
+    const started = Date.now();
+    await ex.stop(request('e'), 1);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    await until(() => jobState(workdir('e')).state !== 'running');
+    expect(() => execFileSync('pgrep', ['-f', workdir('e')])).toThrow();
   });
 
   it('calls a job whose child has exited finishing, not lost, while its wrapper has yet to write the exit code', async () => {
@@ -92,23 +123,8 @@ describe('local executor', () => {
     expect(jobState(workdir).state).toBe('lost');
   });
 
-  it('launches a job of several processes under torchrun, each with its own rank', async () => {
-    const python = loadConfig({ HANZO_ML_LOGGING_LEVEL: 'error' }).bootstrap.python;
-    const workdir = mkdtempSync(join(tmpdir(), 'hanzo-ml-job-'));
-    // A module that records which rank of how many it is: torchrun sets RANK and WORLD_SIZE per process.
-    writeFileSync(join(workdir, 'rank_probe.py'), 'import os, sys\nopen(os.path.join(sys.argv[1], f"rank-{os.environ[\'RANK\']}-of-{os.environ[\'WORLD_SIZE\']}"), "w").close()\n');
-    const request = { workdir, command: [python, '-m', 'rank_probe', workdir], env: { PYTHONPATH: workdir }, processes: 2 };
-    expect(launchCommand(request)).toEqual([python, '-m', 'torch.distributed.run', '--standalone', '--nproc-per-node=2', '-m', 'rank_probe', workdir]);
-    const ex = new LocalExecutor();
-    await ex.startOrAttach(request);
-    await until(() => jobState(workdir).state === 'exited', 120_000);
-    expect(jobState(workdir)).toEqual({ state: 'exited', exitCode: 0 });
-    expect(readdirSync(workdir).filter((f) => f.startsWith('rank-')).sort()).toEqual(['rank-0-of-2', 'rank-1-of-2']);
-    expect(JSON.parse(readFileSync(join(workdir, 'command.json'), 'utf8')).command).toContain('torch.distributed.run');
-  }, 150_000);
-
-  it('refuses to run a multi-process job that is not a python -m command', () => {
-    expect(() => launchCommand({ workdir: '/w', command: ['/bin/train', '--spec', 'x'], env: {}, processes: 4 })).toThrow(/must be a python -m command/);
-    expect(launchCommand({ workdir: '/w', command: ['/bin/train'], env: {}, processes: 1 })).toEqual(['/bin/train']);
+  it('refuses a multi-node job before starting anything', async () => {
+    const { ex } = executor({});
+    await expect(ex.validate({ ...request('f'), resources: { ...request('f').resources, nodes: 2 } })).rejects.toThrow(/2 nodes needs scheduler.executor: kubernetes/);
   });
 });

@@ -12,8 +12,9 @@ import { NativeConnection, type Worker } from '@temporalio/worker';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { HPO_TASK_QUEUE, hpoWorkflowId, hpoTrialWorkflowId, type SweepProgress, type SweepRequest, type SweepResult, type SweepWorkflowInput } from '../contracts/hpo.js';
 import { sweepProgressQuery } from '../workflows/hpo-messages.js';
-import { createPipelineWorker, bundleWorkflows } from '../workers/worker.js';
-import { LocalExecutor } from '../activities/executor/local.js';
+import { createPipelineWorker, bundleWorkflows, type PipelineWorker } from '../workers/worker.js';
+import { createExecutor } from '../lib/stack.js';
+import { jobTokenSecrets } from '../activities/deps.js';
 import { SweepConfigSchema } from '../contracts/hpo.js';
 
 const bin = fileURLToPath(new URL('../bin/hanzo-ml', import.meta.url));
@@ -307,7 +308,7 @@ async function waitFor(pred: () => Promise<boolean>, timeoutMs = 60_000): Promis
   }
 }
 
-async function replacementWorker(stack: TestStack): Promise<Worker> {
+async function replacementWorker(stack: TestStack): Promise<PipelineWorker> {
   const { runtime, loaded } = stack;
   return createPipelineWorker({
     connection: await NativeConnection.connect({ address: stack.temporal.address }),
@@ -320,9 +321,9 @@ async function replacementWorker(stack: TestStack): Promise<Worker> {
       home: loaded.home,
       bootstrap: loaded.bootstrap,
       log: runtime.log,
-      executor: new LocalExecutor(),
+      executor: createExecutor(loaded, runtime.log),
       trackingUri: runtime.apiUrl,
-      trackingToken: loaded.config.auth.dev_token,
+      jobSecrets: jobTokenSecrets(runtime.catalogue.db),
     },
   });
 }

@@ -2,14 +2,17 @@
 // trainer (tiny base model, a few steps) through an injected out-of-memory and an injected divergence.
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { LocalExecutor } from '../activities/executor/local.js';
-import { runJobToCompletion, trainerCommand, writeSpec, type JobHeartbeat } from '../activities/jobs.js';
-import { adjustSpecAfterFault } from '../activities/recovery.js';
+import { localJobEnvironment, runJobToCompletion, type JobDefinition, type JobHeartbeat, type JobOutcome } from '../activities/jobs.js';
+import { adjustSpecAfterFault, readRecoveries } from '../activities/recovery.js';
+import { FileObjectStore } from '../lib/object-store.js';
+import { JobFiles, checkpointsUri } from '../lib/job-files.js';
 import type { ActivityDeps } from '../activities/deps.js';
 import { HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainJobSpec, type TrainResult } from '../contracts/trainer-job.js';
 import type { JobRecovery } from '../contracts/pipeline.js';
@@ -94,48 +97,86 @@ describe('adjustSpecAfterFault', () => {
   });
 });
 
+/** Quick deps whose jobs are node scripts playing the job runner: they get the job's directory in the store. */
+function scriptDeps(script: string, extraEnv: Record<string, string> = {}): { deps: ActivityDeps; store: FileObjectStore; marker: string } {
+  const loaded = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'error' });
+  const root = mkdtempSync(join(tmpdir(), 'hanzo-ml-restarts-'));
+  const store = new FileObjectStore(join(root, 'objects'));
+  const marker = join(root, 'marker');
+  const executor = new LocalExecutor({
+    workRoot: join(root, 'work'),
+    python: 'unused',
+    env: extraEnv,
+    command: (job, scratch) => [process.execPath, '-e', script, dirname(fileURLToPath(job.envelopeUri)), marker, scratch],
+  });
+  const deps = { executor, store, log: createLogger({ level: 'error', format: 'text' }), config: loaded.config, jobSecrets: async () => ({}) } as unknown as ActivityDeps;
+  return { deps, store, marker };
+}
+
+const scriptJob = (name: string): JobDefinition => ({ name, kind: 'train', organizationId: 'dev', envelope: { tool: 'trainer', spec: { hyperparameters: { batch_size: 8, gradient_accumulation_steps: 1, learning_rate: 0.01 } } } });
+
 describe('runJobToCompletion restart records', () => {
   it('fails a restarted job that dies before writing a failure record, instead of replaying the last fault', async () => {
-    const loaded = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'error' });
-    const quick = { executor: new LocalExecutor(), log: createLogger({ level: 'error', format: 'text' }), config: loaded.config } as unknown as ActivityDeps;
-    const workdir = mkdtempSync(join(tmpdir(), 'hanzo-ml-restarts-'));
-    writeFileSync(join(workdir, 'spec.json'), JSON.stringify({ hyperparameters: { batch_size: 8, gradient_accumulation_steps: 1, learning_rate: 0.01 } }));
-    // The first run runs out of memory as the trainer does; the restarted one exits 1 before it gets that far.
-    const script = `const fs = require('fs'); const d = process.argv[1];
-      if (fs.existsSync(d + '/ran')) process.exit(1);
-      fs.writeFileSync(d + '/ran', '');
+    // The first attempt runs out of memory as the trainer does; the next one exits 1 before it gets that far.
+    const script = `const fs = require('fs'); const [d, marker] = process.argv.slice(1);
+      if (fs.existsSync(marker)) process.exit(1);
+      fs.writeFileSync(marker, '');
       fs.writeFileSync(d + '/failure.json', JSON.stringify({ kind: 'out_of_memory', step: 3, message: 'CUDA out of memory', at: '2026-01-01T00:00:00Z' }));
       process.exit(3);`;
-    const run = new MockActivityEnvironment().run(() =>
-      runJobToCompletion(quick, { job: 'j', request: { workdir, command: [process.execPath, '-e', script, workdir], env: {} }, resultPath: join(workdir, 'result.json'), resultSchema: z.object({ ok: z.boolean() }), pollMs: 100, recovery: { policy } }),
-    );
+    const { deps: quick, store } = scriptDeps(script);
+    const run = new MockActivityEnvironment().run(() => runJobToCompletion(quick, { job: scriptJob('j'), resultSchema: z.object({ ok: z.boolean() }), pollMs: 100, recovery: { policy } }));
     await expect(run).rejects.toThrow(/exited with code 1/);
-    const recoveries = (JSON.parse(readFileSync(join(workdir, 'recoveries.json'), 'utf8')) as { recoveries: JobRecovery[] }).recoveries;
+    const recoveries = await readRecoveries(JobFiles.of(store, quick.config, 'j'));
     expect(recoveries.map((r) => r.kind)).toEqual(['out_of_memory']);
+    // The second attempt ran the adjusted spec, from its own envelope in the object store.
+    const second = await JobFiles.of(store, quick.config, 'j-r2').readEnvelope();
+    expect((second?.spec as TrainJobSpec).hyperparameters.batch_size).toBe(4);
   }, 60_000);
 
   it('records a preemption and a job lost with its worker as recoveries, in the heartbeat and in recoveries.json', async () => {
-    const loaded = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'error' });
-    const quick = { executor: new LocalExecutor(), log: createLogger({ level: 'error', format: 'text' }), config: loaded.config } as unknown as ActivityDeps;
-    const workdir = mkdtempSync(join(tmpdir(), 'hanzo-ml-restarts-'));
-    writeFileSync(join(workdir, 'progress.json'), JSON.stringify({ step: 7 }));
-    // The first run exits 143 as a preempted trainer does; the second writes its result.
-    const script = `const fs = require('fs'); const d = process.argv[1];
-      if (!fs.existsSync(d + '/ran')) { fs.writeFileSync(d + '/ran', ''); process.exit(143); }
+    // The first attempt is lost (it died with its worker); the second exits 143 as a preempted trainer does;
+    // the third writes its result.
+    const script = `const fs = require('fs'); const [d, marker] = process.argv.slice(1);
+      if (!fs.existsSync(marker)) { fs.writeFileSync(marker, ''); fs.writeFileSync(d + '/progress.json', JSON.stringify({ step: 9 })); process.exit(143); }
       fs.writeFileSync(d + '/result.json', JSON.stringify({ ok: true }));`;
-    writeFileSync(join(workdir, 'child.pid'), '999999\n'); // a job that died with its worker: lost
+    const { deps: quick, store } = scriptDeps(script);
+    const lostDir = (quick.executor as LocalExecutor).workdir('j');
+    mkdirSync(lostDir, { recursive: true });
+    writeFileSync(join(lostDir, 'child.pid'), '999999\n'); // a job that died with its worker: lost
+    await JobFiles.of(store, quick.config, 'j').writeJson('progress.json', { step: 7 });
     const env = new MockActivityEnvironment();
     const heartbeats: JobHeartbeat[] = [];
     env.on('heartbeat', (d: JobHeartbeat) => heartbeats.push(d));
-    const result = await env.run(() =>
-      runJobToCompletion(quick, { job: 'j', request: { workdir, command: [process.execPath, '-e', script, workdir], env: {} }, resultPath: join(workdir, 'result.json'), resultSchema: z.object({ ok: z.boolean() }), pollMs: 100 }),
-    );
+    const { result } = await env.run(async (): Promise<JobOutcome<{ ok: boolean }>> => runJobToCompletion(quick, { job: scriptJob("j"), resultSchema: z.object({ ok: z.boolean() }), pollMs: 100 }));
     expect(result).toEqual({ ok: true });
-    const kinds = (JSON.parse(readFileSync(join(workdir, 'recoveries.json'), 'utf8')) as { recoveries: JobRecovery[] }).recoveries.map((r) => [r.kind, r.step, r.restart]);
-    expect(kinds).toEqual([['lost', 7, 1], ['preempted', 7, 2]]);
-    expect(heartbeats.at(-1)).toMatchObject({ phase: 'finished', recoveries: [{ kind: 'lost' }, { kind: 'preempted' }] });
+    const kinds = (await readRecoveries(JobFiles.of(store, quick.config, 'j'))).map((r) => [r.kind, r.step, r.restart]);
+    expect(kinds).toEqual([['lost', 7, 1], ['preempted', 9, 2]]);
+    expect(heartbeats.at(-1)).toMatchObject({ phase: 'finished', job: 'j-r3', recoveries: [{ kind: 'lost' }, { kind: 'preempted' }] });
   }, 60_000);
 });
+
+/** A train job of the tiny base model reading its data through the object store, with faults injected. */
+async function trainJob(name: string, hyperparameters: Partial<TrainJobSpec['hyperparameters']> = {}, recovery = policy): Promise<JobDefinition> {
+  const spec = trainSpec('/unused', 'input:train_path', hyperparameters, recovery);
+  return {
+    name,
+    kind: 'train',
+    organizationId: 'dev',
+    envelope: {
+      tool: 'trainer',
+      spec: { ...spec, job_name: name, base_model_path: 'input:base_model_path', output_dir: 'output:output_dir', checkpoint_dir: 'checkpoints:checkpoint_dir' },
+      inputs: { base_model_path: { uri: pathToFileURL(deps.bootstrap.base_model).href, kind: 'dir' }, train_path: { uri: pathToFileURL(data).href, kind: 'file' } },
+      outputs: { output_dir: 'dir' },
+      checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, `run-${name}`) },
+    },
+  };
+}
+
+function withFaults(env: Record<string, string>): ActivityDeps {
+  const base = offlineActivityDeps(cat.db, loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'error' }), home);
+  const executor = new LocalExecutor({ workRoot: join(home, 'work', 'jobs'), python: base.bootstrap.python, env: { ...localJobEnvironment(base), ...env } });
+  return { ...base, executor };
+}
 
 describe('runJobToCompletion with the real trainer', () => {
   beforeAll(async () => {
@@ -149,47 +190,38 @@ describe('runJobToCompletion with the real trainer', () => {
   afterAll(async () => cat.close());
 
   it('restarts a job that ran out of memory with half the micro-batch, records the recovery, and finishes', async () => {
-    const workdir = join(home, 'oom');
-    mkdirSync(workdir, { recursive: true });
-    await writeSpec(workdir, trainSpec(workdir, data));
-    const request = trainerCommand(deps, 'train', workdir);
-    request.env.HANZO_ML_FAULT_OOM_ABOVE_MICRO_BATCH = '2';
-    request.env.HANZO_ML_FAULT_OOM_FROM_STEP = '2';
+    const faulty = withFaults({ HANZO_ML_FAULT_OOM_ABOVE_MICRO_BATCH: '2', HANZO_ML_FAULT_OOM_FROM_STEP: '2' });
     const env = new MockActivityEnvironment();
     const heartbeats: JobHeartbeat[] = [];
     env.on('heartbeat', (d: JobHeartbeat) => heartbeats.push(d));
     const faults: { recovery: JobRecovery; restarting: boolean }[] = [];
-    const result: TrainResult = await env.run(() => runJobToCompletion(deps, {
-      job: 'oom',
-      request,
-      resultPath: join(workdir, 'result.json'),
+    const job = await trainJob('oom');
+    const { result, files } = await env.run(async (): Promise<JobOutcome<TrainResult>> => runJobToCompletion(faulty, {
+      job,
       resultSchema: TrainResultSchema,
       pollMs: 200,
       recovery: { policy, onFault: async (recovery, restarting) => void faults.push({ recovery, restarting }) },
     }));
     expect(result.steps).toBe(3);
     expect(result.resumed_from_step).toBe(1); // the checkpoint of step 1, written before step 2 ran out of memory
+    expect(result.adapter_path).toBe(`${files.outputUri('output_dir')}/adapter`);
     expect(faults).toEqual([{ recovery: expect.objectContaining({ kind: 'out_of_memory', step: 1, restart: 1, change: 'batch_size 4 -> 2, gradient_accumulation_steps 1 -> 2' }), restarting: true }]);
-    const spec = JSON.parse(readFileSync(join(workdir, 'spec.json'), 'utf8')) as TrainJobSpec;
+    const spec = (await files.readEnvelope())!.spec as TrainJobSpec;
     expect([spec.hyperparameters.batch_size, spec.hyperparameters.gradient_accumulation_steps]).toEqual([2, 2]);
     expect(heartbeats.some((h) => h.phase === 'restarting')).toBe(true);
     expect(heartbeats.at(-1)).toMatchObject({ phase: 'finished', recoveries: [expect.objectContaining({ kind: 'out_of_memory' })] });
   }, 240_000);
 
   it('stops a diverged job for good when the policy allows no restart, reporting the fault before failing', async () => {
-    const workdir = join(home, 'nan');
-    mkdirSync(workdir, { recursive: true });
-    await writeSpec(workdir, trainSpec(workdir, data, {}, RecoveryPolicySchema.parse({ max_divergence_retries: 0 })));
-    const request = trainerCommand(deps, 'train', workdir);
-    request.env.HANZO_ML_FAULT_NAN_AT_STEP = '2';
+    const stopOnly = RecoveryPolicySchema.parse({ max_divergence_retries: 0 });
+    const faulty = withFaults({ HANZO_ML_FAULT_NAN_AT_STEP: '2' });
     const faults: { recovery: JobRecovery; restarting: boolean }[] = [];
-    const run = new MockActivityEnvironment().run(() => runJobToCompletion(deps, {
-      job: 'nan',
-      request,
-      resultPath: join(workdir, 'result.json'),
+    const job = await trainJob('nan', {}, stopOnly);
+    const run = new MockActivityEnvironment().run(() => runJobToCompletion(faulty, {
+      job,
       resultSchema: TrainResultSchema,
       pollMs: 200,
-      recovery: { policy: RecoveryPolicySchema.parse({ max_divergence_retries: 0 }), onFault: async (recovery, restarting) => void faults.push({ recovery, restarting }) },
+      recovery: { policy: stopOnly, onFault: async (recovery, restarting) => void faults.push({ recovery, restarting }) },
     }));
     await expect(run).rejects.toMatchObject({ type: 'TrainingDiverged', nonRetryable: true, message: expect.stringContaining('step 2: loss nan') });
     expect(faults).toEqual([{ recovery: expect.objectContaining({ kind: 'diverged', step: 1, change: expect.stringContaining('stop and alert') }), restarting: false }]);

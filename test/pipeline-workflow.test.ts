@@ -27,7 +27,7 @@ function standInActivities(tunedExactMatch: number, stages: string[]): Partial<R
     prepareDataset: async () => ({ id: 'd', name: 'ds', version: 1, sha256: 'x', splits: { train: 't', validation: 'v', test: 's' } }),
     createTrackingRun: async () => ({ runId: 'run-1' }),
     watchCheckpoints: async () => ({ checkpoints: [{ step: 5, uri: 'file:///c', sha256: 'c' }] }),
-    trainModel: async () => ({ steps: 10, resumed_from_step: null, steps_trained_this_process: 10, adapter_path: '/a', final_metrics: { 'train/loss': 0.5 }, tokens_seen: 100, workdir: '/w' }),
+    trainModel: async () => ({ steps: 10, resumed_from_step: null, steps_trained_this_process: 10, adapter_path: '/a', final_metrics: { 'train/loss': 0.5 }, tokens_seen: 100, job_uri: 'file:///jobs/w' }),
     evaluateModels: async () => ({ base: scores(0), tuned: scores(tunedExactMatch), samples: [] }),
     mergeAdapter: async () => ({ merged_dir: '/m', heldout_tokens_path: '/h', reference_perplexity: 3, num_tokens: 10, files: [] }),
     validateAndQuantize: async () => ({ validate: {}, quantize: {}, gguf: { path: '/g.gguf', size_bytes: 1, sha256: 'g'.repeat(64), dtype: 'q8_0' } }),

@@ -18,6 +18,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
+import { jobsTaskQueueOf } from '../contracts/pipeline.js';
 import {
   SweepWorkflowInputSchema,
   hpoTrialWorkflowId,
@@ -229,6 +230,8 @@ export async function hpoSweepWorkflow(rawInput: SweepWorkflowInput, carried?: S
 
 function trialActivities(heartbeatTimeout: string) {
   return proxyActivities<Activities>({
+    // Trials are jobs: they take the job queue's slots like any other job.
+    taskQueue: jobsTaskQueueOf(workflowInfo().taskQueue),
     startToCloseTimeout: '7 days',
     heartbeatTimeout,
     // Without this the SDK sends TRY_CANCEL and forgets the job; a stopped trial must stop its job.

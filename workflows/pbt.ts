@@ -5,6 +5,7 @@
 // checkpoints, so the whole population survives a worker crash.
 import { ApplicationFailure, CancellationScope, ParentClosePolicy, executeChild, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
+import { jobsTaskQueueOf } from '../contracts/pipeline.js';
 import {
   SweepWorkflowInputSchema,
   objectivesOf,
@@ -109,6 +110,7 @@ export async function pbtWorkflow(rawInput: SweepWorkflowInput): Promise<SweepRe
 /** One round of one member: train to the round's end step, then record the round in the lineage. */
 export async function pbtMemberRoundWorkflow(input: PbtMemberRoundInput & { run_id: string }): Promise<PbtRoundResult> {
   const acts = proxyActivities<Activities>({
+    taskQueue: jobsTaskQueueOf(workflowInfo().taskQueue),
     startToCloseTimeout: '7 days',
     heartbeatTimeout: input.heartbeat_timeout,
     retry: { maximumAttempts: 10, initialInterval: '2 seconds', nonRetryableErrorTypes: ['BadInput', 'NotFound'] },

@@ -16,6 +16,7 @@ import type { createActivities } from '../activities/index.js';
 import {
   PipelineWorkflowInputSchema,
   PromotionDecisionSchema,
+  jobsTaskQueueOf,
   pipelineIdFromWorkflowId,
   type PipelineProgress,
   type PipelineResult,
@@ -33,8 +34,10 @@ const quick = proxyActivities<Activities>({
   retry: { maximumAttempts: 10, nonRetryableErrorTypes: ['BadInput', 'NotFound'] },
 });
 
-function longRunning(heartbeatTimeout: string) {
+/** Job activities run on the job task queue (its own slots, scheduler.max_concurrent_jobs); the watcher beside them does not. */
+function longRunning(heartbeatTimeout: string, taskQueue?: string) {
   return proxyActivities<Activities>({
+    ...(taskQueue ? { taskQueue } : {}),
     startToCloseTimeout: '7 days',
     heartbeatTimeout,
     // Without this the SDK sends TRY_CANCEL and forgets the job; we wait until the job is stopped.
@@ -48,7 +51,8 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
   if (!parsed.success) throw ApplicationFailure.nonRetryable(`invalid pipeline input: ${parsed.error.message}`, 'BadInput');
   const input = parsed.data;
   const pipelineId = pipelineIdFromWorkflowId(workflowInfo().workflowId);
-  const jobs = longRunning(input.runtime.heartbeat_timeout);
+  const jobs = longRunning(input.runtime.heartbeat_timeout, jobsTaskQueueOf(workflowInfo().taskQueue));
+  const watcher = longRunning(input.runtime.heartbeat_timeout);
   const progress = initialProgress(pipelineId, input);
   let decision: PromotionDecision | null = null;
 
@@ -58,6 +62,7 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
     progress.last_checkpoint = p.last_checkpoint;
     progress.latest_metrics = { ...progress.latest_metrics, ...p.metrics };
     if (p.recoveries && p.recoveries.length >= progress.recoveries.length) progress.recoveries = p.recoveries;
+    if (p.waiting !== undefined) progress.waiting = p.waiting;
   });
   setHandler(
     promotionDecisionUpdate,
@@ -92,7 +97,8 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
     progress.run_id = runId;
 
     await enter('train');
-    const train = await trainWithCheckpointWatch(jobs, { pipelineId, runId, input, dataset }, progress);
+    const train = await trainWithCheckpointWatch(jobs, watcher, { pipelineId, runId, input, dataset }, progress);
+    progress.waiting = null;
 
     await enter('eval');
     const evalReport = await jobs.evaluateModels({ pipelineId, runId, input, dataset, adapterPath: train.adapter_path });
@@ -141,10 +147,10 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
 type TrainArgs = Parameters<Activities['trainModel']>[0];
 
 /** Train, with the checkpoint watcher running beside it until training ends; then one final sweep. */
-async function trainWithCheckpointWatch(jobs: ReturnType<typeof longRunning>, args: TrainArgs, progress: PipelineProgress) {
+async function trainWithCheckpointWatch(jobs: ReturnType<typeof longRunning>, watcher: ReturnType<typeof longRunning>, args: TrainArgs, progress: PipelineProgress) {
   const watchScope = new CancellationScope();
   const watching = watchScope
-    .run(() => jobs.watchCheckpoints({ pipelineId: args.pipelineId, runId: args.runId, organizationId: args.input.organization_id, once: false }))
+    .run(() => watcher.watchCheckpoints({ pipelineId: args.pipelineId, runId: args.runId, organizationId: args.input.organization_id, once: false }))
     .catch((err: unknown) => {
       if (!isCancellation(err)) log.warn('checkpoint watcher failed; the final sweep records what it missed', { error: String(err) });
     });
@@ -156,7 +162,7 @@ async function trainWithCheckpointWatch(jobs: ReturnType<typeof longRunning>, ar
   } finally {
     watchScope.cancel();
     await watching;
-    const swept = await jobs.watchCheckpoints({ pipelineId: args.pipelineId, runId: args.runId, organizationId: args.input.organization_id, once: true });
+    const swept = await watcher.watchCheckpoints({ pipelineId: args.pipelineId, runId: args.runId, organizationId: args.input.organization_id, once: true });
     progress.checkpoints = swept.checkpoints;
   }
 }
@@ -193,6 +199,7 @@ function initialProgress(pipelineId: string, input: PipelineWorkflowInput): Pipe
     latest_metrics: {},
     checkpoints: [],
     recoveries: [],
+    waiting: null,
     eval: null,
     model_version: null,
     awaiting_approval: false,

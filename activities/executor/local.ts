@@ -1,38 +1,24 @@
-// Local executor: runs a job as a detached process group that outlives the worker.
-// A small sh wrapper records the child's pid and, when it ends, its exit code, each file written to a
+// Local executor (the embedded mode): runs a job as a detached process group that outlives the worker.
+// The process is the job runner (`python -m hanzo_ml job --envelope URI`, trainer/hanzo_ml/jobio/), which reads
+// and writes only through the object store, exactly as it does in a pod; the workspace here is its scratch.
+// A small sh wrapper records the runner's pid and, when it ends, its exit code, each file written to a
 // temporary name and renamed; a retried activity re-attaches through these files instead of starting a
-// second copy. Job workspaces are deterministic (derived from the workflow), never per attempt.
+// second copy. Workspaces are named after the job (deterministic per attempt), never per activity attempt.
 import { spawn } from 'node:child_process';
-import { existsSync, openSync, closeSync, readFileSync } from 'node:fs';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { existsSync, openSync, closeSync, readFileSync, readdirSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { JobExecutor, JobRequest, JobState } from './types.js';
 
-export type JobState =
-  | { state: 'running'; pid: number }
-  | { state: 'exited'; exitCode: number }
-  /** The process is gone without an exit code (killed with its wrapper, or the machine restarted). */
-  | { state: 'lost' }
-  | { state: 'absent' };
-
-export interface JobRequest {
-  workdir: string;
-  /** `[python, '-m', module, ...args]` for a job that may run as several processes */
-  command: string[];
+export interface LocalExecutorOptions {
+  /** job workspaces: {workRoot}/{job name} */
+  workRoot: string;
+  /** the trainer venv's python, which runs the job runner */
+  python: string;
+  /** environment every job gets (PYTHONPATH, offline switches, the Candle binary, object-store settings) */
   env: Record<string, string>;
-  /** > 1: run `command` under torchrun as this many processes on this machine (data-parallel training) */
-  processes?: number;
-}
-
-/**
- * The command line actually started: `python -m torch.distributed.run --standalone --nproc-per-node N -m module
- * ...` (torchrun, with a private rendezvous on a free port) when the job asks for several processes.
- */
-export function launchCommand(job: JobRequest): string[] {
-  const n = job.processes ?? 1;
-  if (n <= 1) return job.command;
-  const [python, flag, ...module] = job.command;
-  if (flag !== '-m' || !python || module.length === 0) throw new Error(`a job of ${n} processes must be a python -m command, got: ${job.command.join(' ')}`);
-  return [python, '-m', 'torch.distributed.run', '--standalone', `--nproc-per-node=${n}`, '-m', ...module];
+  /** the command line of a job (default: the job runner); it must name `scratch`, which lies in the workspace */
+  command?: (job: JobRequest, scratch: string) => string[];
 }
 
 const WRAPPER = [
@@ -45,61 +31,65 @@ const WRAPPER = [
   'echo $rc > exitcode.tmp && mv exitcode.tmp exitcode',
 ].join('\n');
 
-export class LocalExecutor {
-  /** Starts the job unless it is already running or has exited; returns what it found. */
+export class LocalExecutor implements JobExecutor {
+  readonly kind = 'local';
+  constructor(private readonly o: LocalExecutorOptions) {}
+
+  workdir(name: string): string {
+    return join(this.o.workRoot, name);
+  }
+
+  async validate(job: JobRequest): Promise<void> {
+    if (job.resources.nodes > 1) throw new Error(`${job.name}: a job of ${job.resources.nodes} nodes needs scheduler.executor: kubernetes; the local executor runs on one machine`);
+  }
+
   async startOrAttach(job: JobRequest): Promise<JobState> {
-    const found = jobState(job.workdir);
-    if (found.state === 'running' || found.state === 'exited') return found;
+    const found = jobState(this.workdir(job.name));
+    if (found.state !== 'absent') return found;
     await this.spawn(job);
-    return jobState(job.workdir);
+    return jobState(this.workdir(job.name));
   }
 
-  /** Starts the job again in the same workspace (after a preemption or a lost process). */
-  async restart(job: JobRequest): Promise<JobState> {
-    await this.spawn(job);
-    return jobState(job.workdir);
+  async state(job: JobRequest): Promise<JobState> {
+    return jobState(this.workdir(job.name));
   }
 
-  state(workdir: string): JobState {
-    return jobState(workdir);
+  async stop(job: JobRequest, graceSeconds: number): Promise<void> {
+    const workdir = this.workdir(job.name);
+    signalJob(workdir, 'SIGTERM');
+    const deadline = Date.now() + graceSeconds * 1000;
+    while (jobState(workdir).state === 'running' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    // Past the grace period: every process of the job, the trainer's workers included, whatever their group.
+    for (const pid of processesOf(workdir)) killQuietly(pid, 'SIGKILL');
   }
 
-  /** SIGTERM gives the trainer its grace period to write an emergency checkpoint. */
-  signal(workdir: string, signal: NodeJS.Signals): boolean {
-    const s = jobState(workdir);
-    if (s.state !== 'running') return false;
-    try {
-      process.kill(s.pid, signal);
-      return true;
-    } catch {
-      return false;
-    }
+  async logTail(job: JobRequest, lines: number): Promise<string> {
+    const text = await readFile(join(this.workdir(job.name), 'job.log'), 'utf8').catch(() => '');
+    return text.trimEnd().split('\n').slice(-lines).join('\n');
   }
 
   private async spawn(job: JobRequest): Promise<void> {
-    await mkdir(job.workdir, { recursive: true });
-    // Clear the previous run's files first: waiting for child.pid below must see the new one, not a stale one.
-    await rm(join(job.workdir, 'exitcode'), { force: true });
-    await rm(join(job.workdir, 'child.pid'), { force: true });
-    await rm(join(job.workdir, 'wrapper.pid'), { force: true });
-    // And the previous run's failure record: a run that dies before writing its own (an import error, a failed
-    // rendezvous) must not be read as the previous fault again, which would restart it without end.
-    await rm(join(job.workdir, 'failure.json'), { force: true });
-    const command = launchCommand(job);
-    await writeFile(join(job.workdir, 'command.json'), JSON.stringify({ command, started_at: new Date().toISOString() }));
-    const log = openSync(join(job.workdir, 'job.log'), 'a');
+    const workdir = this.workdir(job.name);
+    await mkdir(workdir, { recursive: true });
+    // Clear a previous start's files first: waiting for child.pid below must see the new one, not a stale one.
+    for (const f of ['exitcode', 'child.pid', 'wrapper.pid']) await rm(join(workdir, f), { force: true });
+    const scratch = join(workdir, 'scratch');
+    const command = this.o.command?.(job, scratch) ?? [this.o.python, '-m', 'hanzo_ml', 'job', '--envelope', job.envelopeUri, '--scratch', scratch];
+    await writeFile(join(workdir, 'command.json'), JSON.stringify({ command, started_at: new Date().toISOString() }));
+    const log = openSync(join(workdir, 'job.log'), 'a');
     try {
       const child = spawn('sh', ['-c', WRAPPER, 'hanzo-ml-job', ...command], {
-        cwd: job.workdir,
+        cwd: workdir,
         detached: true,
         stdio: ['ignore', log, log],
-        env: { ...process.env, ...job.env },
+        // Not the worker's environment: a job gets what it needs and its own token, never the API's secrets.
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? workdir, ...this.o.env, ...job.env, ...job.secretEnv },
       });
       child.unref();
     } finally {
       closeSync(log);
     }
-    await waitFor(() => existsSync(join(job.workdir, 'child.pid')) || existsSync(join(job.workdir, 'exitcode')), 10_000);
+    await waitFor(() => existsSync(join(workdir, 'child.pid')) || existsSync(join(workdir, 'exitcode')), 10_000);
   }
 }
 
@@ -129,18 +119,52 @@ function isOurProcess(pid: number, workdir: string): boolean {
   }
 }
 
+/** Every live process whose command line names the workspace: the wrapper, the runner, torchrun and its workers. */
+function processesOf(workdir: string): number[] {
+  const pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number);
+  return pids.filter((pid) => pid !== process.pid && isOurProcess(pid, workdir));
+}
+
+function killQuietly(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/** SIGTERM goes to the runner, which forwards it to the trainer and uploads what it wrote before exiting. */
+export function signalJob(workdir: string, signal: NodeJS.Signals): boolean {
+  const s = jobState(workdir);
+  const pid = readInt(join(workdir, 'child.pid'));
+  if (s.state !== 'running' || pid === null) return false;
+  killQuietly(pid, signal);
+  return true;
+}
+
 export function jobState(workdir: string): JobState {
   const exitCode = readInt(join(workdir, 'exitcode'));
   if (exitCode !== null) return { state: 'exited', exitCode };
   const pid = readInt(join(workdir, 'child.pid'));
   if (pid === null) return { state: 'absent' };
-  if (isOurProcess(pid, workdir)) return { state: 'running', pid };
+  if (isOurProcess(pid, workdir)) return { state: 'running' };
   // The child has been reaped but its wrapper may not have written the exit code yet: while the wrapper
   // lives the job is still finishing, not lost (calling it lost here would restart a finished job).
   const wrapper = readInt(join(workdir, 'wrapper.pid'));
-  if (wrapper !== null && isOurProcess(wrapper, workdir)) return { state: 'running', pid };
+  if (wrapper !== null && isOurProcess(wrapper, workdir)) return { state: 'running' };
   const late = readInt(join(workdir, 'exitcode'));
-  return late !== null ? { state: 'exited', exitCode: late } : { state: 'lost' };
+  return late !== null ? { state: 'exited', exitCode: late } : { state: 'lost', reason: 'the process ended without an exit code (killed with its machine or its wrapper)' };
+}
+
+/** Running local jobs (for a clean Ctrl-C of `hanzo-ml dev`): their workspaces under workRoot. */
+export function runningLocalJobs(workRoot: string): string[] {
+  let names: string[] = [];
+  try {
+    names = readdirSync(workRoot);
+  } catch {
+    return [];
+  }
+  return names.map((n) => join(workRoot, n)).filter((w) => jobState(w).state === 'running');
 }
 
 async function waitFor(pred: () => boolean, timeoutMs: number): Promise<void> {

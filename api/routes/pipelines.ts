@@ -1,4 +1,5 @@
 // /v1/pipelines: start a fine-tuning pipeline, follow it, and decide its promotion.
+import { MULTI_NODE_METHODS, MULTI_NODE_REFUSALS } from '../../contracts/trainer-job.js';
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -45,6 +46,7 @@ export async function checkPipelineInput(deps: ApiDeps, req: PipelineInput, orga
     if (err instanceof BaseModelError) throw invalid(`base_model: ${err.message}`);
     throw err;
   }
+  checkHardware(deps, req);
   const ds = req.dataset;
   if ('source_uri' in ds) {
     if (ds.source_uri.startsWith('file://') && !existsSync(fileURLToPath(ds.source_uri))) throw invalid(`dataset.source_uri: ${ds.source_uri} does not exist`);
@@ -52,6 +54,15 @@ export async function checkPipelineInput(deps: ApiDeps, req: PipelineInput, orga
   } else if (!(await findDatasetVersion(deps.db, organizationId, ds.name, ds.version))) {
     throw invalid(`dataset: "${ds.name}" has no version ${ds.version}`);
   }
+}
+
+/** A job no executor could run: refused here, before a workflow or a pod exists. */
+function checkHardware(deps: ApiDeps, req: PipelineInput): void {
+  const hw = req.hardware;
+  if (!hw || hw.nodes <= 1) return;
+  if (deps.config.scheduler.executor !== 'kubernetes') throw invalid(`hardware.nodes: ${hw.nodes} machines need scheduler.executor: kubernetes (the local executor runs on this machine only)`);
+  if (!(MULTI_NODE_METHODS as readonly string[]).includes(req.method))
+    throw invalid(`hardware.nodes: ${hw.nodes}: method "${req.method}" cannot be sharded across machines (${MULTI_NODE_REFUSALS[req.method] ?? 'not verified'}); use ${MULTI_NODE_METHODS.join(' or ')}, or one node`);
 }
 
 export function pipelineRoutes(deps: ApiDeps) {
@@ -107,6 +118,17 @@ export function pipelineRoutes(deps: ApiDeps) {
     const progress = await handle.query(pipelineProgressQuery);
     const result = status === 'COMPLETED' ? ((await handle.result()) as PipelineResult) : null;
     return c.json({ id, workflow_id: pipelineWorkflowId(id), status, progress, result, temporal_ui_url: uiLink(id) });
+  });
+
+  /** Cancels a running pipeline: its job gets SIGTERM (an emergency checkpoint) and is deleted; the run ends KILLED. */
+  app.post('/:id/cancel', async (c) => {
+    const principal = requireRole(c, 'developer');
+    const id = c.req.param('id');
+    const { handle, status } = await ownedHandle(c, id);
+    if (status !== 'RUNNING') throw new ApiError('INVALID_STATE', `pipeline ${id} is not running (${status.toLowerCase()})`);
+    await handle.cancel();
+    await audit(deps.db, { organizationId: principal.organizationId, actor: principal.subject, action: 'pipeline.cancel', target: id });
+    return c.json({ id, status: 'CANCEL_REQUESTED' }, 202);
   });
 
   for (const decision of ['approve', 'reject'] as const) {

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { eq } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { apiTokens, auditLog, organizations } from '../schema/index.js';
@@ -10,6 +10,8 @@ export interface Principal {
   organizationId: string;
   subject: string;
   role: Role;
+  /** set for a job's token: the one run it may report to */
+  runId?: string | null;
 }
 
 /** Creates the development organization and its token once; both are idempotent. */
@@ -23,7 +25,26 @@ export async function seedDevOrganization(db: Db, orgName: string, token: string
 
 export async function principalForToken(db: Db, token: string): Promise<Principal | null> {
   const [row] = await db.select().from(apiTokens).where(eq(apiTokens.tokenSha256, sha256Text(token))).limit(1);
-  return row ? { organizationId: row.organizationId, subject: row.subject, role: row.role } : null;
+  if (!row || (row.expiresAt && row.expiresAt.getTime() <= Date.now())) return null;
+  return { organizationId: row.organizationId, subject: row.subject, role: row.role, runId: row.runId };
+}
+
+/**
+ * A token for one job: it may only report metrics of its run (api/auth.ts enforces the scope), and it expires
+ * with the longest a job may run. Jobs never receive the API's own or an organization's admin token.
+ */
+export async function createJobToken(db: Db, p: { organizationId: string; job: string; runId: string | null; ttlMs: number }): Promise<string> {
+  const token = `hmljob_${randomBytes(24).toString('base64url')}`;
+  await db.insert(apiTokens).values({
+    id: randomUUID(),
+    organizationId: p.organizationId,
+    subject: `job:${p.job}`,
+    role: 'developer',
+    tokenSha256: sha256Text(token),
+    runId: p.runId ?? '',
+    expiresAt: new Date(Date.now() + p.ttlMs),
+  });
+  return token;
 }
 
 export async function audit(tx: Tx, p: { organizationId: string; actor: string; action: string; target: string; detail?: unknown }): Promise<void> {

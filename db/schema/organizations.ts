@@ -17,6 +17,9 @@ export const apiTokens = pgTable(
     subject: text('subject').notNull(),
     role: text('role', { enum: ['admin', 'developer', 'approver', 'viewer'] }).notNull(),
     tokenSha256: text('token_sha256').notNull(),
+    // A job's token: usable only to report metrics of this one run, and only until it expires.
+    runId: text('run_id'),
+    expiresAt: timestamp('expires_at', { withTimezone: true }),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [uniqueIndex('api_tokens_token_sha256_idx').on(t.tokenSha256)],

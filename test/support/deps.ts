@@ -2,6 +2,7 @@
 import { join } from 'node:path';
 import type { ActivityDeps } from '../../activities/deps.js';
 import { LocalExecutor } from '../../activities/executor/local.js';
+import { localJobEnvironment } from '../../activities/jobs.js';
 import type { Db } from '../../db/client.js';
 import type { LoadedConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
@@ -15,9 +16,9 @@ export function offlineActivityDeps(db: Db, loaded: Pick<LoadedConfig, 'config' 
     config: loaded.config,
     home,
     bootstrap: loaded.bootstrap,
-    executor: new LocalExecutor(),
+    executor: new LocalExecutor({ workRoot: join(home, 'work', 'jobs'), python: loaded.bootstrap.python, env: localJobEnvironment(loaded) }),
     log: createLogger({ level: 'error', format: 'text' }),
     trackingUri: 'http://127.0.0.1:1',
-    trackingToken: 't',
+    jobSecrets: async () => ({ HANZO_ML_TRACKING_TOKEN: 't' }),
   };
 }

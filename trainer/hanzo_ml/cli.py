@@ -4,6 +4,7 @@
     python -m hanzo_ml eval --spec JOB.json
     python -m hanzo_ml merge --spec JOB.json
     python -m hanzo_ml count-tokens --spec JOB.json
+    python -m hanzo_ml job --envelope URI [--scratch DIR]   (any of the above, its files in the object store)
     python -m hanzo_ml build-base --out DIR [--seed 0] [--threads 2]
     python -m hanzo_ml make-demo-data [--out DIR]
     python -m hanzo_ml recipe TEMPLATE.yaml --base-model DIR --train FILE [--validation FILE] --workdir DIR [--out F]
@@ -39,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     configure_logging()
     try:
-        args.run(args)
-        return 0
+        return args.run(args) or 0  # a command that runs a child (job) returns the child's exit code
     except InputError as e:
         print(str(e).replace("\n", " "), file=sys.stderr)
         return EXIT_INPUT_ERROR
@@ -76,6 +76,10 @@ def parser() -> argparse.ArgumentParser:
     command("eval", run_eval, "loss, perplexity and exact match of the base and the tuned model")
     command("merge", run_merge, "merge an adapter into its base; reference perplexity for the Candle tool")
     command("count-tokens", run_count_tokens, "records and tokens per split (tokenizer only, no torch)")
+    job = command("job", run_job, "run one job from its envelope, every file through the object store", spec=False)
+    job.add_argument("--envelope", required=True, help="file:// or s3:// URI of the JobEnvelope (contracts/job-io.ts)")
+    job.add_argument("--scratch", type=Path, default=None,
+                     help="local working directory (default: $HANZO_ML_SCRATCH, else a temp dir removed at the end)")
     base = command("build-base", run_build_base, "build the bundled base model (tokenizer + pre-training)",
                    spec=False)
     base.add_argument("--out", type=Path, required=True, help="model directory to create (replaced atomically)")
@@ -165,6 +169,12 @@ def run_count_tokens(args) -> None:
     from hanzo_ml.count_tokens import count_tokens
 
     count_tokens(spec, args.spec)
+
+
+def run_job(args) -> int:
+    from hanzo_ml.jobio.runner import run
+
+    return run(args.envelope, args.scratch)
 
 
 def run_build_base(args) -> None:

@@ -49,7 +49,8 @@ def merge(spec, spec_path: Path) -> dict:
     write_merged_dir(merged_model, tokenizer, output_dir)
     del merged_model
 
-    heldout_tokens_path = output_dir.parent / "heldout-tokens.json"
+    heldout_tokens_path = Path(spec.heldout_tokens_path) if getattr(spec, "heldout_tokens_path", None) \
+        else output_dir.parent / "heldout-tokens.json"
     atomic_write_json(heldout_tokens_path, {"sequences": sequences})
     # Score the files as written, not the in-memory model: the reference must describe what ships.
     perplexity, num_tokens = reference_perplexity(load_causal_lm(output_dir), sequences)

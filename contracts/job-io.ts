@@ -1,0 +1,67 @@
+// How a job reads and writes without a disk shared with the worker: the object store is its only channel.
+//
+// A job is addressed by its deterministic name. Its files live under one prefix of the object store, the job
+// URI (`{jobs root}/{job name}`, see jobUri in lib/job-files.ts):
+//
+//   {job}/envelope.json    the JobEnvelope below: the trainer/tool spec plus where its inputs and outputs live
+//   {job}/progress.json    the trainer's progress, copied up while it runs (train jobs)
+//   {job}/failure.json     the trainer's failure record (out of memory, diverged, preempted); cleared at start
+//   {job}/result.json      the job's result, written last, with local output paths rewritten to object URIs
+//   {job}/job.log          the job's combined stdout/stderr, copied up every few seconds and at exit
+//   {job}/outputs/{field}/ each output directory or file of the spec (see `outputs`)
+//
+// Checkpoints live apart from the job, per run, as spec 000 says: `{checkpoints}/{step}/` with the manifest
+// (SHA-256 of every file) uploaded last, so a prefix without manifest.json is not a checkpoint; `best/` holds the
+// best one. A job that starts again (a new pod, a restarted process) downloads the newest complete one and resumes.
+//
+// The runner inside the job (`python -m hanzo_ml job --envelope URI`, trainer/hanzo_ml/jobio/) materialises the
+// inputs (a file:// input is used in place, an s3:// one downloaded to local scratch), points the output fields at
+// local scratch, runs the trainer or the Candle tool, uploads as above, and exits with the tool's exit code.
+import { z } from 'zod';
+
+const objectUri = z.string().regex(/^(file|s3):\/\/.+/, 'expected a file:// or s3:// URI');
+
+export const JobInputSchema = z.strictObject({
+  uri: objectUri,
+  kind: z.enum(['file', 'dir']).describe('a single object, or every object under the prefix'),
+});
+
+export const JobEnvelopeSchema = z.strictObject({
+  job_name: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/).max(63).describe('deterministic, a DNS label: the Kubernetes Job is named after it'),
+  job_uri: objectUri.describe('the prefix every file of this job lives under'),
+  tool: z.enum(['trainer', 'candle']).describe('trainer: python -m hanzo_ml <spec.kind>; candle: the hanzo-ml-candle binary'),
+  spec: z.record(z.string(), z.unknown()).describe('the trainer job spec (contracts/trainer-job.ts) or the Candle arguments; input and output fields are filled by the runner'),
+  inputs: z.record(z.string(), JobInputSchema).default({}).describe('spec field -> object it is read from; the runner sets the field to a local path'),
+  outputs: z
+    .record(z.string(), z.enum(['file', 'dir']))
+    .default({})
+    .describe('spec field -> kind; the runner sets the field to a local scratch path and uploads it to {job_uri}/outputs/{field}'),
+  checkpoints: z
+    .strictObject({
+      field: z.string().describe('the spec field holding the local checkpoint directory'),
+      uri: objectUri.describe('checkpoints/{run_id}: each complete checkpoint goes to {uri}/{step}/, the best to {uri}/best/'),
+    })
+    .nullable()
+    .default(null),
+  /** candle only: the subcommand and its arguments; {field} placeholders are replaced by the spec field's local path */
+  args: z.array(z.string()).default([]),
+  result_field: z
+    .string()
+    .nullable()
+    .default(null)
+    .describe("the output field (kind 'file') holding the job's result document: eval output_path, merge reference_path; null: a train job's result.json (candle: its stdout report)"),
+  processes: z.number().int().positive().default(1).describe('> 1: the trainer runs under torchrun, this many processes per node'),
+  num_nodes: z.number().int().positive().default(1).describe('> 1: one pod per node; torchrun rendezvous from the TORCHRUN_* environment'),
+});
+export type JobEnvelope = z.infer<typeof JobEnvelopeSchema>;
+export type JobEnvelopeInput = z.input<typeof JobEnvelopeSchema>;
+
+/** The names of the files under a job URI. */
+export const JOB_FILES = {
+  envelope: 'envelope.json',
+  progress: 'progress.json',
+  failure: 'failure.json',
+  result: 'result.json',
+  log: 'job.log',
+  recoveries: 'recoveries.json',
+} as const;

@@ -1,0 +1,179 @@
+// The product in its production shape for a test: `hanzo-ml serve` and `hanzo-ml worker` as separate processes,
+// Postgres for the catalogue they share, a real S3 server (moto_server), a Temporal dev server, and the test
+// Kubernetes cluster (real API server, scheduler, controller-manager; KWOK nodes; the kubelet stand-in runs the
+// pods as local processes). Jobs are batch/v1 Jobs that read and write only through S3.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
+import { loadConfig, repoRoot, type LoadedConfig } from '../../lib/config.js';
+import { startTestCluster, type TestCluster, type TestNodeSpec } from './cluster/control-plane.js';
+import { startPostgres, type TestPostgres } from './postgres.js';
+import { freePort } from './ports.js';
+
+/** The trainer image as the cluster's pods see it (the stand-in gives them this image's environment). */
+export const TRAINER_IMAGE = 'hanzoai/ml-trainer:test';
+export const JOBS_NAMESPACE = 'hanzo-ml-jobs';
+const DEV_TOKEN = 'cluster-test-dev-token';
+
+export interface ClusterStack {
+  cluster: TestCluster;
+  batch: BatchV1Api;
+  core: CoreV1Api;
+  apiUrl: string;
+  home: string;
+  s3Endpoint: string;
+  loaded: LoadedConfig;
+  api<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  /** kill -9 the worker process (its jobs keep running in the cluster). */
+  killWorker(): void;
+  /** Starts a new worker process (after killWorker). */
+  startWorker(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function startMoto(bin: string, port: number, logFile: string): ChildProcess {
+  const out = openSync(logFile, 'a');
+  try {
+    return spawn(bin, ['-H', '127.0.0.1', '-p', String(port)], { stdio: ['ignore', out, out] });
+  } finally {
+    closeSync(out);
+  }
+}
+
+async function waitHttp(url: string, timeoutMs: number, what: string, logFile: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ok = await fetch(url).then((r) => r.status < 500, () => false);
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`${what} did not answer at ${url} within ${timeoutMs / 1000} s; its log: ${logFile}\n${existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(-3000) : ''}`);
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
+export async function startClusterStack(opts: { nodes?: TestNodeSpec[]; env?: Record<string, string> } = {}): Promise<ClusterStack> {
+  const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-cluster-stack-'));
+  mkdirSync(join(home, 'logs'), { recursive: true });
+  const bootstrap = loadConfig({ HANZO_ML_HOME: home }).bootstrap;
+  if (!bootstrap.moto_server) throw new Error('moto_server is missing: run scripts/bootstrap.sh --tests');
+  const stops: (() => Promise<void>)[] = [];
+  const stopAll = async (): Promise<void> => {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+  };
+  try {
+    // The image's environment: its python runs our trainer package, its PATH has the Candle tool.
+    const cluster = await startTestCluster({
+      nodes: opts.nodes ?? [
+        { name: 'gpu-node-a', gpus: 8, gpuType: 'a100' },
+        { name: 'gpu-node-b', gpus: 8, gpuType: 'a100' },
+      ],
+      images: [TRAINER_IMAGE, 'busybox'],
+      imageEnv: {
+        [TRAINER_IMAGE]: {
+          PATH: `${join(bootstrap.python, '..')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+          PYTHONPATH: join(repoRoot, 'trainer'),
+          HANZO_ML_CANDLE: bootstrap.candle,
+        },
+      },
+    });
+    stops.push(() => cluster.stop());
+    await cluster.createNamespace(JOBS_NAMESPACE);
+    const s3Port = await freePort();
+    const moto = startMoto(bootstrap.moto_server, s3Port, join(home, 'logs', 'moto.log'));
+    stops.push(async () => void moto.kill('SIGTERM'));
+    const s3Endpoint = `http://127.0.0.1:${s3Port}`;
+    await waitHttp(s3Endpoint, 30_000, 'moto_server', join(home, 'logs', 'moto.log'));
+    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    const batch = cluster.kubeConfig.makeApiClient(BatchV1Api);
+    // What the operator provisions: the object-store credentials jobs read (moto accepts any key).
+    await core.createNamespacedSecret({
+      namespace: JOBS_NAMESPACE,
+      body: { metadata: { name: 'hanzo-ml-storage' }, stringData: { AWS_ACCESS_KEY_ID: 'test-access', AWS_SECRET_ACCESS_KEY: 'test-secret' } },
+    });
+    const pg: TestPostgres = await startPostgres();
+    stops.push(() => pg.stop());
+    const dbUrl = await pg.createDatabase('hanzo_ml_cluster');
+    const temporal: DevServer = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: await freePort(), uiPort: null, namespace: 'default' });
+    stops.push(() => temporal.stop());
+    const apiPort = await freePort();
+    const apiUrl = `http://127.0.0.1:${apiPort}`;
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: process.env.HOME ?? home,
+      HANZO_ML_HOME: home,
+      HANZO_ML_SERVER_PORT: String(apiPort),
+      HANZO_ML_SERVER_PUBLIC_URL: apiUrl,
+      HANZO_ML_DATABASE_URL: dbUrl,
+      HANZO_ML_STORAGE_ENDPOINT: s3Endpoint,
+      HANZO_ML_STORAGE_ACCESS_KEY: 'test-access',
+      HANZO_ML_STORAGE_SECRET_KEY: 'test-secret',
+      HANZO_ML_TEMPORAL_ADDRESS: temporal.address,
+      HANZO_ML_TEMPORAL_HEARTBEAT_TIMEOUT: '10s',
+      HANZO_ML_AUTH_DEV_TOKEN: DEV_TOKEN,
+      HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes',
+      HANZO_ML_SCHEDULER_KUBECONFIG: cluster.kubeconfigPath,
+      HANZO_ML_SCHEDULER_NAMESPACE: JOBS_NAMESPACE,
+      HANZO_ML_SCHEDULER_DEFAULT_IMAGE: TRAINER_IMAGE,
+      HANZO_ML_SCHEDULER_GRACE_PERIOD: '60s',
+      HANZO_ML_SCHEDULER_CPU_PER_JOB: '1',
+      HANZO_ML_SCHEDULER_MEMORY_PER_JOB: '2Gi',
+      HANZO_ML_LOGGING_LEVEL: 'info',
+      HANZO_ML_TRAINER_THREADS: '1',
+      ...opts.env,
+    };
+    const processes: { serve?: ChildProcess; worker?: ChildProcess } = {};
+    const launch = (shape: 'serve' | 'worker'): ChildProcess => {
+      const log = openSync(join(home, 'logs', `${shape}.log`), 'a');
+      try {
+        return spawn(join(repoRoot, 'bin', 'hanzo-ml'), [shape], { env, stdio: ['ignore', log, log] });
+      } finally {
+        closeSync(log);
+      }
+    };
+    const readies = (log: string): number => (existsSync(log) ? readFileSync(log, 'utf8').split('hanzo-ml worker: ready').length - 1 : 0);
+    const startWorker = async (): Promise<void> => {
+      const log = join(home, 'logs', 'worker.log');
+      const before = readies(log);
+      processes.worker = launch('worker');
+      const deadline = Date.now() + 90_000;
+      while (readies(log) === before) {
+        if (processes.worker.exitCode !== null || Date.now() > deadline) throw new Error(`hanzo-ml worker did not start:\n${readFileSync(log, 'utf8').slice(-3000)}`);
+        await new Promise((r) => setTimeout(r, 300));
+      }
+    };
+    processes.serve = launch('serve');
+    stops.push(async () => void processes.serve?.kill('SIGTERM'));
+    stops.push(async () => void processes.worker?.kill('SIGKILL'));
+    await waitHttp(`${apiUrl}/ready`, 90_000, 'hanzo-ml serve', join(home, 'logs', 'serve.log'));
+    await startWorker();
+    const loaded = loadConfig(env);
+    return {
+      cluster,
+      batch,
+      core,
+      apiUrl,
+      home,
+      s3Endpoint,
+      loaded,
+      async api(method, path, body) {
+        const res = await fetch(apiUrl + path, {
+          method,
+          headers: { authorization: `Bearer ${DEV_TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+          body: body !== undefined ? JSON.stringify(body) : undefined,
+        });
+        const text = await res.text();
+        return { status: res.status, body: (text ? JSON.parse(text) : {}) as never };
+      },
+      killWorker() {
+        processes.worker?.kill('SIGKILL');
+      },
+      startWorker,
+      stop: stopAll,
+    };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
