@@ -51,7 +51,7 @@ export const JobEnvelopeSchema = z.strictObject({
     .default(null)
     .describe("the output field (kind 'file') holding the job's result document: eval output_path, merge reference_path; null: a train job's result.json (candle: its stdout report)"),
   processes: z.number().int().positive().default(1).describe('> 1: the trainer runs under torchrun, this many processes per node'),
-  num_nodes: z.number().int().positive().default(1).describe('> 1: one pod per node; torchrun rendezvous from the TORCHRUN_* environment'),
+  num_nodes: z.number().int().positive().default(1).describe('> 1: one pod per node; torchrun rendezvous from HANZO_ML_NODE_RANK (else JOB_COMPLETION_INDEX), HANZO_ML_MASTER_ADDR and HANZO_ML_MASTER_PORT'),
 });
 export type JobEnvelope = z.infer<typeof JobEnvelopeSchema>;
 export type JobEnvelopeInput = z.input<typeof JobEnvelopeSchema>;

@@ -52,7 +52,7 @@ fi
 # use from its module so the test harness needs no network.
 KWOK_SRC=$("$GO" env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION
 mkdir -p "$BIN.tmp/kwok-stages"
-cp "$KWOK_SRC"/kustomize/stage/node/fast/*.yaml "$KWOK_SRC"/kustomize/stage/node/heartbeat/*.yaml "$BIN.tmp/kwok-stages/"
+cp "$KWOK_SRC"/kustomize/stage/node/fast/node-initialize.yaml "$KWOK_SRC"/kustomize/stage/node/heartbeat/node-heartbeat.yaml "$BIN.tmp/kwok-stages/"
 chmod -R u+w "$BIN.tmp/kwok-stages"
 touch "$BIN.tmp/.complete"
 rm -rf "$BIN"

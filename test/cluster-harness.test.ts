@@ -103,7 +103,7 @@ describe.skipIf(!tools)(`test Kubernetes cluster${tools ? '' : ` (skipped: ${CLU
     const name = pod.metadata!.name!;
     await waitFor('the trap installed', async () => (await core.readNamespacedPodLog({ name, namespace: NS })).includes('started'));
     const t0 = Date.now();
-    await core.deleteNamespacedPod({ name, namespace: NS, gracePeriodSeconds: 10 });
+    await core.deleteNamespacedPod({ name, namespace: NS, body: { gracePeriodSeconds: 10 } });
     await waitFor('SIGTERM to reach the container', async () => existsSync(marker), 10_000);
     expect(Date.now() - t0).toBeLessThan(10_000);
     expect(readFileSync(marker, 'utf8')).toBe('term\n');

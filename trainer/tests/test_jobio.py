@@ -381,6 +381,7 @@ def train_runs(s3_env, tiny_base_dir, tmp_path_factory) -> dict:
             "store": store}
 
 
+@pytest.mark.slow  # a real trainer, twice (~30 s on 2 idle cores)
 def test_sigterm_to_the_runner_mid_training_leaves_an_emergency_checkpoint_in_the_store_and_exits_143(train_runs):
     first = train_runs["first"]
     assert first["code"] == 143, first["stderr"][-3000:]
@@ -393,6 +394,7 @@ def test_sigterm_to_the_runner_mid_training_leaves_an_emergency_checkpoint_in_th
     assert any(0 < s < step for s in first["seen"]["progress"])  # progress.json was copied up while it ran
 
 
+@pytest.mark.slow  # a real trainer, twice (~30 s on 2 idle cores)
 def test_the_stores_checkpoints_mirror_the_trainers_keep_last_pruning(train_runs):
     first, second = train_runs["first"], train_runs["second"]
     assert len(first["local_steps"]) == 2                      # keep_last 2
@@ -404,6 +406,7 @@ def test_the_stores_checkpoints_mirror_the_trainers_keep_last_pruning(train_runs
     assert resumed not in second["local_steps"] and resumed not in second["stored_steps"]  # seen, then pruned
 
 
+@pytest.mark.slow  # a real trainer, twice (~30 s on 2 idle cores)
 def test_a_rerun_with_a_fresh_scratch_resumes_from_the_newest_checkpoint_in_the_store(train_runs):
     first, second = train_runs["first"], train_runs["second"]
     resumed = max(first["stored_steps"])
@@ -414,6 +417,7 @@ def test_a_rerun_with_a_fresh_scratch_resumes_from_the_newest_checkpoint_in_the_
     assert second["failure"] is None  # the first attempt's failure.json was cleared
 
 
+@pytest.mark.slow  # a real trainer, twice (~30 s on 2 idle cores)
 def test_a_finished_train_job_uploads_its_outputs_and_a_result_with_object_uris(train_runs):
     second, job_uri = train_runs["second"], train_runs["job_uri"]
     assert second["result"]["adapter_path"] == f"{job_uri}/outputs/output_dir/adapter"

@@ -44,8 +44,10 @@ async function main(configPath: string): Promise<void> {
   informer.on('add', guarded('add', (pod) => runner.sync(pod)));
   informer.on('update', guarded('update', (pod) => runner.sync(pod)));
   informer.on('delete', guarded('delete', (pod) => runner.forget(pod)));
+  let stopping = false;
   // The informer stops on an error (the API server restarting, say): say so and watch again.
   informer.on('error', (err: unknown) => {
+    if (stopping) return;
     log(`pod watch failed, restarting in 1 s: ${(err as Error)?.message ?? err}`);
     setTimeout(() => informer.start().catch((e: Error) => log(`pod watch restart: ${e.message}`)), 1000);
   });
@@ -54,6 +56,7 @@ async function main(configPath: string): Promise<void> {
   log(`serving nodes ${config.nodes.join(', ')} on https://127.0.0.1:${config.port}`);
 
   const stop = async () => {
+    stopping = true;
     log('stopping: terminating every container');
     await informer.stop();
     server.close();

@@ -275,7 +275,8 @@ export class PodRunner {
     await run.statusWrites;
     if (run.gone) return;
     await this.core
-      .deleteNamespacedPod({ name: run.name, namespace: run.namespace, gracePeriodSeconds: 0, body: { preconditions: { uid: run.uid } } })
+      // In the body, not the query: the API server reads the query's options only when there is no body.
+      .deleteNamespacedPod({ name: run.name, namespace: run.namespace, body: { gracePeriodSeconds: 0, preconditions: { uid: run.uid } } })
       .catch((err: { code?: number; message?: string }) => {
         if (err.code !== 404 && err.code !== 409) this.opts.log(`delete ${run.namespace}/${run.name}: ${err.message}`);
       });
