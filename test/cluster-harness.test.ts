@@ -47,7 +47,13 @@ describe.skipIf(!tools)(`test Kubernetes cluster${tools ? '' : ` (skipped: ${CLU
 
   beforeAll(async () => {
     const t0 = Date.now();
-    cluster = await startTestCluster({ nodes: [{ name: 'gpu-a', gpus: 8 }, { name: 'gpu-b', gpus: 8 }] });
+    cluster = await startTestCluster({
+      nodes: [
+        { name: 'gpu-a', gpus: 8 },
+        { name: 'gpu-b', gpus: 8 },
+      ],
+      imageEnv: { busybox: { FROM_IMAGE: 'from-image' } },
+    });
     console.log(`test cluster started in ${((Date.now() - t0) / 1000).toFixed(1)} s (${cluster.dir})`);
     core = cluster.kubeConfig.makeApiClient(CoreV1Api);
     batch = cluster.kubeConfig.makeApiClient(BatchV1Api);
@@ -76,7 +82,7 @@ describe.skipIf(!tools)(`test Kubernetes cluster${tools ? '' : ` (skipped: ${CLU
     expect(await cluster.kubectl(['logs', '-n', NS, pod!.metadata!.name!, '--tail=1'])).toBe('hello-0\n');
   });
 
-  it('completes a Job that exits 0, with its environment resolved from a Secret, a ConfigMap and the pod', async () => {
+  it('completes a Job that exits 0, with the environment and volumes a kubelet would give its container', async () => {
     await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'creds' }, stringData: { token: 's3cret' } } });
     await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'settings' }, data: { greeting: 'hi', mode: 'fast' } } });
     const env = [
@@ -84,15 +90,31 @@ describe.skipIf(!tools)(`test Kubernetes cluster${tools ? '' : ` (skipped: ${CLU
       { name: 'GREETING', valueFrom: { configMapKeyRef: { name: 'settings', key: 'greeting' } } },
       { name: 'POD_NS', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
       { name: 'PLAIN', value: '$(GREETING)-there' },
+      { name: 'SCRATCH', value: '/scratch' },
+      { name: 'MASTER', value: 'succeeds-0.succeeds.harness.svc:29500' },
     ];
-    const command = ['sh', '-c', 'echo "$TOKEN $GREETING $POD_NS $PLAIN $CFG_mode $JOB_COMPLETION_INDEX"'];
-    await batch.createNamespacedJob({ namespace: NS, body: gpuJob('succeeds', 1, { command, env, envFrom: [{ configMapRef: { name: 'settings' }, prefix: 'CFG_' }] }) });
+    // Paths under a volume's mountPath and cluster DNS names are translated for a process on this machine.
+    const script = 'echo "$TOKEN $GREETING $POD_NS $PLAIN $CFG_mode $JOB_COMPLETION_INDEX $FROM_IMAGE"; echo ok > $SCRATCH/f; cat /scratch/f /etc/creds/token; echo; echo $MASTER';
+    const job = gpuJob('succeeds', 1, {
+      command: ['sh', '-c', script],
+      env,
+      envFrom: [{ configMapRef: { name: 'settings' }, prefix: 'CFG_' }],
+      volumeMounts: [
+        { name: 'scratch', mountPath: '/scratch' },
+        { name: 'creds', mountPath: '/etc/creds', readOnly: true },
+      ],
+    });
+    job.spec!.template.spec!.volumes = [
+      { name: 'scratch', emptyDir: {} },
+      { name: 'creds', secret: { secretName: 'creds' } },
+    ];
+    await batch.createNamespacedJob({ namespace: NS, body: job });
     await waitFor('Job succeeds to end Complete', () => jobCondition('succeeds', 'Complete'));
     const [pod] = await podsOf('succeeds');
     expect(pod!.status!.phase).toBe('Succeeded');
     expect(pod!.status!.containerStatuses![0]!.state!.terminated).toMatchObject({ exitCode: 0, reason: 'Completed' });
     const log = await core.readNamespacedPodLog({ name: pod!.metadata!.name!, namespace: NS });
-    expect(log).toBe('s3cret hi harness hi-there fast 0\n');
+    expect(log).toBe('s3cret hi harness hi-there fast 0 from-image\nok\ns3cret\n127.0.0.1:29500\n');
   });
 
   it('delivers SIGTERM to a deleted pod within its grace period, then removes the pod', async () => {

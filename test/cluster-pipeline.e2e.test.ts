@@ -23,7 +23,7 @@ const BUCKET = 'hanzo-ml-checkpoints';
 /** A short pipeline: enough steps for checkpoints to matter, few enough for a test. */
 function shortRequest(model: string, overrides: Partial<PipelineRequest> = {}): PipelineRequest {
   const demo = demoPipelineRequest({ model_name: model });
-  return { ...demo, hyperparameters: { ...demo.hyperparameters, max_steps: 60 }, checkpoint: { every_steps: 10, keep_last: 3 }, ...overrides };
+  return { ...demo, hyperparameters: { ...demo.hyperparameters, max_steps: 60 } as PipelineRequest['hyperparameters'], checkpoint: { every_steps: 10, keep_last: 3 }, ...overrides };
 }
 
 describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve and worker apart)', () => {
@@ -158,7 +158,7 @@ describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve 
   });
 
   it('cancels a pipeline: SIGTERM to the pod, an emergency checkpoint in S3, the Job deleted, the run KILLED', { timeout: 20 * 60_000 }, async () => {
-    const id = await start(shortRequest('cluster-cancel', { hyperparameters: { ...shortRequest('x').hyperparameters, max_steps: 2000 } }));
+    const id = await start(shortRequest('cluster-cancel', { hyperparameters: { ...shortRequest('x').hyperparameters, max_steps: 2000 } as PipelineRequest['hyperparameters'] }));
     await trainPodRunning(id);
     const s = await until(id, (x) => x.progress.run_id !== null && x.progress.step >= 3, 'training steps');
     const cancelled = await stack.api('POST', `/v1/pipelines/${id}/cancel`);

@@ -42,12 +42,15 @@ describe('deploy manifests', () => {
         'Namespace/hanzo-ml-jobs',
         'ConfigMap/hanzo-ml-config',
         'Secret/hanzo-ml-secrets',
+        'Secret/hanzo-ml-storage',
         'Deployment/hanzo-ml-api',
         'Service/hanzo-ml-api',
         'Deployment/hanzo-ml-worker',
         'ServiceAccount/hanzo-ml-worker',
         'Role/hanzo-ml-job-runner',
         'RoleBinding/hanzo-ml-worker',
+        'ClusterRole/hanzo-ml-node-reader',
+        'ClusterRoleBinding/hanzo-ml-worker-node-reader',
       ]),
     );
     const container = (name: string) => (find('Deployment', name) as unknown as { spec: { template: { spec: { containers: { args: string[] }[] } } } }).spec.template.spec.containers[0]!;
@@ -64,6 +67,7 @@ describe('deploy manifests', () => {
     expect(config.scheduler).toMatchObject({ executor: 'kubernetes', namespace: 'hanzo-ml-jobs' });
     expect(find('Namespace', config.scheduler.namespace)).toBeDefined();
     expect(find('Role', 'hanzo-ml-job-runner')!.metadata.namespace).toBe(config.scheduler.namespace);
+    expect(find('Secret', config.scheduler.storage_secret)!.metadata.namespace).toBe(config.scheduler.namespace);
   });
 });
 
@@ -86,15 +90,17 @@ describe.skipIf(!findClusterTools())(`deploy manifests on a real API server${fin
     expect(out.trim().split('\n')).toHaveLength(expected);
   });
 
-  it('lets the worker run Jobs in the jobs namespace, and nothing beyond it', async () => {
-    const rbac = docs.filter((d) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(d.kind));
+  it('lets the worker run Jobs in the jobs namespace and read nodes, and nothing beyond it', async () => {
+    const rbac = docs.filter((d) => ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(d.kind));
     await cluster.kubectl(['apply', '--server-side', '-f', '-'], rbac.map((d) => stringify(d)).join('---\n'));
     const can = async (verb: string, resource: string, namespace: string) =>
       (await cluster.kubectl(['auth', 'can-i', verb, resource, '-n', namespace, '--as=system:serviceaccount:hanzo-ml:hanzo-ml-worker']).catch((e: Error) => e.message)).trim().endsWith('yes');
-    for (const [verb, resource] of [['create', 'jobs.batch'], ['watch', 'jobs.batch'], ['patch', 'jobs.batch'], ['delete', 'jobs.batch'], ['list', 'pods'], ['get', 'pods/log'], ['create', 'services']]) {
-      expect(await can(verb!, resource!, 'hanzo-ml-jobs'), `${verb} ${resource}`).toBe(true);
-    }
+    const needed = [['create', 'jobs.batch'], ['get', 'jobs.batch'], ['delete', 'jobs.batch'], ['list', 'pods'], ['delete', 'pods'], ['get', 'pods/log'], ['create', 'services'], ['patch', 'services'], ['create', 'secrets'], ['patch', 'secrets']];
+    for (const [verb, resource] of needed) expect(await can(verb!, resource!, 'hanzo-ml-jobs'), `${verb} ${resource}`).toBe(true);
+    expect(await can('list', 'nodes', 'default')).toBe(true);
     expect(await can('get', 'secrets', 'hanzo-ml-jobs')).toBe(false);
+    expect(await can('list', 'secrets', 'hanzo-ml-jobs')).toBe(false);
+    expect(await can('patch', 'nodes', 'default')).toBe(false);
     expect(await can('create', 'jobs.batch', 'hanzo-ml')).toBe(false);
     expect(await can('create', 'jobs.batch', 'default')).toBe(false);
   });

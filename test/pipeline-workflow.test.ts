@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
 import { bundleWorkflows } from '../workers/worker.js';
 import { loadConfig } from '../lib/config.js';
-import { pipelineWorkflowId, type PipelineWorkflowInput, type PipelineResult } from '../contracts/pipeline.js';
+import { jobsTaskQueueOf, pipelineWorkflowId, type PipelineWorkflowInput, type PipelineResult } from '../contracts/pipeline.js';
 import { promotionDecisionUpdate, pipelineProgressQuery } from '../workflows/pipeline-messages.js';
 import type { createActivities } from '../activities/index.js';
 import { DataOptionsSchema, HardwareSchema, RecoveryPolicySchema } from '../contracts/trainer-job.js';
@@ -58,12 +58,11 @@ describe('fineTunePipelineWorkflow orchestration', () => {
   async function run<T>(tunedExactMatch: number, body: (id: string, stages: string[]) => Promise<T>, promotion: PipelineWorkflowInput['promotion'] = { auto_approve: false }): Promise<T> {
     const stages: string[] = [];
     const taskQueue = `wf-${randomUUID()}`;
-    const worker = await Worker.create({
-      connection: await NativeConnection.connect({ address: server.address }),
-      taskQueue,
-      workflowBundle: bundle,
-      activities: standInActivities(tunedExactMatch, stages),
-    });
+    const connection = await NativeConnection.connect({ address: server.address });
+    const activities = standInActivities(tunedExactMatch, stages);
+    const worker = await Worker.create({ connection, taskQueue, workflowBundle: bundle, activities });
+    // Job activities run on the job task queue beside the workflow's.
+    const jobs = await Worker.create({ connection, taskQueue: jobsTaskQueueOf(taskQueue), activities });
     const id = randomUUID();
     const input: PipelineWorkflowInput = {
       model_name: 'm',
@@ -82,10 +81,12 @@ describe('fineTunePipelineWorkflow orchestration', () => {
       requested_by: 'tester',
       runtime: { heartbeat_timeout: '30s', approval_timeout: '1h' },
     };
-    return worker.runUntil(async () => {
-      await client.workflow.start('fineTunePipelineWorkflow', { taskQueue, workflowId: pipelineWorkflowId(id), args: [input] });
-      return body(id, stages);
-    });
+    return jobs.runUntil(
+      worker.runUntil(async () => {
+        await client.workflow.start('fineTunePipelineWorkflow', { taskQueue, workflowId: pipelineWorkflowId(id), args: [input] });
+        return body(id, stages);
+      }),
+    );
   }
 
   const awaitingApproval = async (id: string) => {

@@ -394,6 +394,52 @@ def _no_gradient_sync(wrapped):
         yield
 
 
-def shutdown(world: World) -> None:
-    if world.distributed and dist.is_initialized():
+# The last barrier of each process group, referenced until the process exits (see final_barrier).
+_FINAL_BARRIERS: list = []
+
+
+def final_barrier(world: World, engine=None) -> None:
+    """The last collective of a run, which every rank reaches together (the run is done, or every rank stops at
+    the same step): a barrier on each process group the run used, whose gloo handles stay referenced until the
+    process exits.
+
+    Gloo runs each collective on a worker thread, and that thread drops its own reference to the work only after
+    the caller has been told it finished. A barrier also keeps (weakly) the works still in flight when it was
+    issued, so those are freed with it: after a ZeRO-3 gather, that is the gather's buffers, tensors made in
+    Python, whose freeing takes the GIL. destroy_process_group joins the worker threads only when the group
+    itself is freed, which never happens under ZeRO-3 (DeepSpeed's parameters and module stack keep the groups
+    for the life of the process). So a worker thread could still be freeing them while the interpreter
+    finalizes, and a thread that takes the GIL then is ended mid-destructor: the C++ runtime aborts the process
+    ("terminate called without an active exception", SIGABRT) after a successful run. Held here, the barrier is
+    never the worker thread's to free, nor is anything it keeps: they are freed on the main thread at exit."""
+    if not world.distributed:
+        return
+    groups = [None]  # the default group, last: the run's last collective
+    engine_group = getattr(engine, "data_parallel_group", None)  # DeepSpeed's own copy of the world group
+    if engine_group is not None and engine_group is not dist.group.WORLD:
+        groups.insert(0, engine_group)
+    for group in groups:
+        if dist.get_backend(group) != "gloo":  # nccl: destroy_process_group shuts its threads down
+            dist.barrier(group)
+            continue
+        work = dist.barrier(group, async_op=True)
+        work.wait()
+        _FINAL_BARRIERS.append(work)
+
+
+def shutdown(world: World, engine=None) -> None:
+    """DeepSpeed's teardown of its engine (the ZeRO-3 module and gradient hooks come off the model), then the
+    process groups: DeepSpeed's destroy_process_group also drops the group handles it keeps."""
+    if engine is not None:
+        try:
+            engine.destroy()
+        except Exception as e:  # noqa: BLE001 - the process groups must still go
+            log.warning("DeepSpeed engine teardown failed: %s", e)
+    if not (world.distributed and dist.is_initialized()):
+        return
+    if engine is not None:
+        import deepspeed.comm
+
+        deepspeed.comm.destroy_process_group()
+    else:
         dist.destroy_process_group()

@@ -221,7 +221,7 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
                 if checkpointed_step != state.step:
                     save_checkpoint_now()
                     report_progress()
-                distributed.barrier(world)  # no rank exits (and makes torchrun stop the rest) mid-write
+                distributed.final_barrier(world, engine)  # no rank exits (and makes torchrun stop the rest) mid-write
                 raise Preempted(f"stopped by SIGTERM after step {state.step}"
                                 + (f"; checkpoint {last_checkpoint} holds it" if last_checkpoint else ""))
             started = time.monotonic()
@@ -275,7 +275,7 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
         # ---- the end: final adapter, result --------------------------------------------------------
         final_weights = distributed.whole_weights(wrapped, world)
         if not world.is_main:
-            distributed.barrier(world)
+            distributed.final_barrier(world, engine)
             return {"steps": state.step, "rank": world.rank}
         outputs = recipe.weights.save_final(model, Path(spec.output_dir), Path(spec.base_model_path),
                                             state_dict=final_weights)
@@ -292,14 +292,14 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
             "totals": meter.totals(state.tokens_seen, state.elapsed_seconds),
         }
         atomic_write_json(workdir / "result.json", result)
-        distributed.barrier(world)
+        distributed.final_barrier(world, engine)
         log.info("done: %d steps (%d in this process), output at %s", state.step, state.step - first_step,
                  outputs["adapter_path"] or outputs["model_path"])
         return result
     finally:
         # After SIGTERM the grace period is ticking and the checkpoint is safe: don't wait long on metrics.
         tracker.close(timeout_s=5.0 if preemption.requested else 30.0)
-        distributed.shutdown(world)
+        distributed.shutdown(world, engine)
 
 
 def accumulate_and_clip(model, trainable, micro_batches, max_grad_norm: float, objective) -> tuple[float, float]:

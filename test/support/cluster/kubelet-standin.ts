@@ -21,7 +21,7 @@ async function main(configPath: string): Promise<void> {
   const kc = new KubeConfig();
   kc.loadFromFile(config.kubeconfig);
   const core = kc.makeApiClient(CoreV1Api);
-  const runner = new PodRunner(core, { nodes: new Set(config.nodes), images: config.images, dir: config.dir, pgidFile: config.pgidFile, log });
+  const runner = new PodRunner(core, { nodes: new Set(config.nodes), images: config.images, imageEnv: config.imageEnv, dir: config.dir, pgidFile: config.pgidFile, log });
   writeFileSync(config.pgidFile, '');
 
   const server = await startLogServer({

@@ -7,6 +7,8 @@ export interface StandinConfig {
   nodes: string[];
   /** Images that pull successfully; see imagePullable. */
   images: string[];
+  /** Per image (matched as in `images`), the environment its ENV lines would give: under the pod's own env. */
+  imageEnv: Record<string, Record<string, string>>;
   /** Loopback port of the kubelet endpoint (the nodes' daemonEndpoints.kubeletEndpoint.Port). */
   port: number;
   tlsCert: string;
@@ -41,13 +43,21 @@ function parseImage(ref: string): { repo: string; tag: string | null } {
   return { repo, tag };
 }
 
-export function imagePullable(image: string | undefined, pullable: string[]): boolean {
-  if (!image) return false;
+/** Whether `entry` (a repository, or a repository with a tag) names `image`. */
+function imageMatches(image: string, entry: string): boolean {
   const want = parseImage(image);
-  return pullable.some((entry) => {
-    const have = parseImage(entry);
-    return have.repo === want.repo && (have.tag === null || have.tag === (want.tag ?? 'latest'));
-  });
+  const have = parseImage(entry);
+  return have.repo === want.repo && (have.tag === null || have.tag === (want.tag ?? 'latest'));
+}
+
+export function imagePullable(image: string | undefined, pullable: string[]): boolean {
+  return Boolean(image) && pullable.some((entry) => imageMatches(image!, entry));
+}
+
+/** The image's own environment, from the first `imageEnv` entry that names it. */
+export function imageEnvFor(image: string | undefined, imageEnv: Record<string, Record<string, string>>): Record<string, string> {
+  const key = image ? Object.keys(imageEnv).find((entry) => imageMatches(image, entry)) : undefined;
+  return key ? imageEnv[key]! : {};
 }
 
 /** The image name as a container runtime reports it: fully qualified, with a tag. */

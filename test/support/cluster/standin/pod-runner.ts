@@ -2,49 +2,17 @@
 // report status through pods/status as a kubelet does, and finalise deletions (SIGTERM, SIGKILL after the grace
 // period, terminal status, then removal with grace period 0).
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { join } from 'node:path';
-import type { CoreV1Api, V1Container, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { imagePullable, qualifiedImage } from './config.js';
+import { imageEnvFor, imagePullable, qualifiedImage } from './config.js';
+import { containerMounts, prepareVolumes, translate } from './container-view.js';
 import { ContainerConfigError, containerEnv, expandVars } from './env.js';
 import type { LogTarget } from './log-server.js';
+import { now, podStatus, type ContainerRun, type ContainerState, type PodRun } from './pod-status.js';
 
-const NODE_IP = '127.0.0.1';
-const now = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-
-type ContainerState =
-  | { kind: 'waiting'; reason: string; message?: string }
-  | { kind: 'running'; startedAt: string }
-  | { kind: 'terminated'; exitCode: number; signal?: number; reason: string; message?: string; startedAt?: string; finishedAt: string };
-
-interface ContainerRun {
-  spec: V1Container;
-  state: ContainerState;
-  lastState?: ContainerState;
-  restartCount: number;
-  /** Process group of the running instance. */
-  pgid: number | null;
-  exited: Promise<void> | null;
-  timer?: NodeJS.Timeout;
-}
-
-interface PodRun {
-  uid: string;
-  namespace: string;
-  name: string;
-  node: string;
-  pod: V1Pod;
-  dir: string;
-  startTime: string;
-  containers: ContainerRun[];
-  deleting: boolean;
-  gone: boolean;
-  conditionTimes: Map<string, { status: string; time: string }>;
-  statusWrites: Promise<void>;
-  retry?: NodeJS.Timeout;
-}
 
 export type Log = (message: string) => void;
 
@@ -55,7 +23,7 @@ export class PodRunner {
 
   constructor(
     private core: CoreV1Api,
-    private opts: { nodes: Set<string>; images: string[]; dir: string; pgidFile: string; log: Log },
+    private opts: { nodes: Set<string>; images: string[]; imageEnv: Record<string, Record<string, string>>; dir: string; pgidFile: string; log: Log },
   ) {}
 
   /** Called with every pod the watch reports added or changed. */
@@ -130,6 +98,7 @@ export class PodRunner {
       gone: false,
       conditionTimes: new Map(),
       statusWrites: Promise.resolve(),
+      volumes: new Map(),
     };
     this.runs.set(run.uid, run);
     this.byName.set(`${run.namespace}/${run.name}`, run.uid);
@@ -146,11 +115,16 @@ export class PodRunner {
     const envs: Record<string, string>[] = [];
     try {
       for (const c of run.containers) envs.push(await containerEnv(this.core, run.pod, c.spec));
+      run.volumes = await prepareVolumes(this.core, run.pod, run.dir);
     } catch (err) {
-      if (!(err instanceof ContainerConfigError)) throw err;
-      // Like the kubelet: report the missing reference and try again, since it may yet be created.
-      for (const c of run.containers) c.state = { kind: 'waiting', reason: 'CreateContainerConfigError', message: err.message };
-      this.publish(run);
+      // Like the kubelet: report a missing reference and try again, since it may yet be created; an API error is
+      // only logged before the next try.
+      if (err instanceof ContainerConfigError) {
+        for (const c of run.containers) c.state = { kind: 'waiting', reason: 'CreateContainerConfigError', message: err.message };
+        this.publish(run);
+      } else {
+        this.opts.log(`preparing ${run.namespace}/${run.name}: ${(err as Error).message}`);
+      }
       if (!run.deleting && !run.gone) run.retry = setTimeout(() => void this.start(run), 2000);
       return;
     }
@@ -181,20 +155,24 @@ export class PodRunner {
   }
 
   private spawnContainer(run: PodRun, c: ContainerRun, env: Record<string, string>): void {
-    const argv = [...(c.spec.command ?? []), ...(c.spec.args ?? [])].map((a) => expandVars(a, env));
     if (!c.spec.command?.length) {
       c.state = { kind: 'waiting', reason: 'CreateContainerError', message: 'the kubelet stand-in runs only containers with a command (it cannot read an image entrypoint)' };
       return;
     }
-    // workingDir names a path inside the image; on this machine it is used only if it exists.
-    const cwd = c.spec.workingDir && existsSync(c.spec.workingDir) ? c.spec.workingDir : run.dir;
-    const hostname = run.pod.spec?.hostname ?? run.name;
+    const mounts = containerMounts(c.spec, run.volumes);
+    const argv = [...c.spec.command, ...(c.spec.args ?? [])].map((a) => translate(expandVars(a, env), mounts));
+    // workingDir names a path inside the image; on this machine it is used only if it exists (or is a volume).
+    const workingDir = c.spec.workingDir ? translate(c.spec.workingDir, mounts) : '';
+    const cwd = workingDir && existsSync(workingDir) ? workingDir : run.dir;
+    // As in a container: the runtime's HOSTNAME, the image's ENV, then the pod's env.
+    const base = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: run.dir, HOSTNAME: run.pod.spec?.hostname ?? run.name };
+    const podEnv = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, translate(v, mounts)]));
     const log = openSync(this.logPath(run, c), 'a');
     const child = spawn(argv[0]!, argv.slice(1), {
       cwd,
       detached: true,
       stdio: ['ignore', log, log],
-      env: { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: run.dir, HOSTNAME: hostname, ...env },
+      env: { ...base, ...imageEnvFor(c.spec.image, this.opts.imageEnv), ...podEnv },
     });
     closeSync(log);
     const startedAt = now();
@@ -283,10 +261,20 @@ export class PodRunner {
   }
 
   private signal(pgid: number, signal: NodeJS.Signals): void {
+    // A container's processes are everything it started, whatever group or session they moved to (a container
+    // runtime kills its whole cgroup): SIGKILL reaches every descendant of the container's process group.
+    const targets = signal === 'SIGKILL' ? descendantsOfGroup(pgid) : [];
     try {
       process.kill(-pgid, signal);
     } catch {
       // The group is gone already.
+    }
+    for (const pid of targets) {
+      try {
+        process.kill(pid, signal);
+      } catch {
+        // gone already
+      }
     }
   }
 
@@ -338,59 +326,30 @@ export class PodRunner {
   }
 }
 
-function podPhase(run: PodRun): string {
-  const kinds = run.containers.map((c) => c.state.kind);
-  if (kinds.length && kinds.every((k) => k === 'terminated')) {
-    return run.containers.every((c) => c.state.kind === 'terminated' && c.state.exitCode === 0) ? 'Succeeded' : 'Failed';
+/** Every live process below the members of a process group (by parent pid, from /proc). */
+function descendantsOfGroup(pgid: number): number[] {
+  const parents = new Map<number, number>();
+  const groups = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // /proc/PID/stat: "pid (comm) state ppid pgrp ..."; comm may hold spaces, so split after its ')'.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      parents.set(Number(entry), Number(fields[1]));
+      groups.set(Number(entry), Number(fields[2]));
+    } catch {
+      // exited while we looked
+    }
   }
-  // A container that ran once keeps the pod Running through a restart back-off.
-  return run.containers.some((c) => c.state.kind !== 'waiting' || c.restartCount > 0) ? 'Running' : 'Pending';
-}
-
-function stateJson(s: ContainerState): Record<string, unknown> {
-  // Strategic merge keeps keys the patch leaves out: name the other two states null so exactly one remains.
-  if (s.kind === 'waiting') return { waiting: { reason: s.reason, message: s.message }, running: null, terminated: null };
-  if (s.kind === 'running') return { running: { startedAt: s.startedAt }, waiting: null, terminated: null };
-  const { exitCode, signal, reason, message, startedAt, finishedAt } = s;
-  return { terminated: { exitCode, signal, reason, message, startedAt, finishedAt }, waiting: null, running: null };
-}
-
-function podStatus(run: PodRun): Record<string, unknown> {
-  const phase = podPhase(run);
-  const terminal = phase === 'Succeeded' || phase === 'Failed';
-  const unready = run.containers.filter((c) => c.state.kind !== 'running').map((c) => c.spec.name);
-  const ready = unready.length === 0 && !run.deleting;
-  const condition = (type: string, ok: boolean, reason?: string, message?: string) => {
-    const status = ok ? 'True' : 'False';
-    const prev = run.conditionTimes.get(type);
-    if (prev?.status !== status) run.conditionTimes.set(type, { status, time: now() });
-    return { type, status, reason: ok ? undefined : reason, message: ok ? undefined : message, lastProbeTime: null, lastTransitionTime: run.conditionTimes.get(type)!.time };
-  };
-  const notReadyReason = terminal ? 'PodCompleted' : 'ContainersNotReady';
-  const notReadyMessage = terminal ? undefined : `containers with unready status: [${unready.join(' ')}]`;
-  return {
-    phase,
-    hostIP: NODE_IP,
-    hostIPs: [{ ip: NODE_IP }],
-    podIP: NODE_IP,
-    podIPs: [{ ip: NODE_IP }],
-    startTime: run.startTime,
-    conditions: [
-      condition('PodReadyToStartContainers', !terminal, 'PodCompleted'),
-      condition('Initialized', true),
-      condition('ContainersReady', ready, notReadyReason, notReadyMessage),
-      condition('Ready', ready, notReadyReason, notReadyMessage),
-    ],
-    containerStatuses: run.containers.map((c) => ({
-      name: c.spec.name,
-      image: c.spec.image,
-      imageID: c.state.kind === 'waiting' && c.restartCount === 0 ? '' : qualifiedImage(c.spec.image ?? ''),
-      containerID: c.state.kind === 'waiting' && c.restartCount === 0 ? undefined : `standin://${run.uid}-${c.spec.name}-${c.restartCount}`,
-      ready: c.state.kind === 'running' && !run.deleting,
-      started: c.state.kind === 'running',
-      restartCount: c.restartCount,
-      state: stateJson(c.state),
-      lastState: c.lastState ? stateJson(c.lastState) : {},
-    })),
-  };
+  const found = new Set([...groups].filter(([, g]) => g === pgid).map(([pid]) => pid));
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [pid, ppid] of parents) {
+      if (found.has(pid) || !found.has(ppid)) continue;
+      found.add(pid);
+      grew = true;
+    }
+  }
+  return [...found];
 }
