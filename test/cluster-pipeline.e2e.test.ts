@@ -8,6 +8,7 @@ import { demoPipelineRequest } from '../cli/demo.js';
 import type { PipelineProgress, PipelineRequest, PipelineResult } from '../contracts/pipeline.js';
 import { findClusterTools, CLUSTER_TOOLS_MISSING } from './support/cluster/tools.js';
 import { JOBS_NAMESPACE, startClusterStack, type ClusterStack } from './support/cluster-stack.js';
+import { startTestStack } from './support/stack.js';
 
 const tools = findClusterTools();
 if (!tools) console.warn(`cluster-pipeline.e2e: skipped: ${CLUSTER_TOOLS_MISSING}`);
@@ -120,6 +121,26 @@ describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve 
     const gguf = Object.entries(done.result!.artifacts).find(([k]) => k.startsWith('gguf'))![1];
     expect(gguf.path).toMatch(/^s3:\/\//);
     expect(done.progress.checkpoints.every((c) => c.uri.startsWith('s3://'))).toBe(true);
+
+    // The same request through the local executor (embedded stack, file:// objects, one trainer thread as the
+    // pods have): the same weights and the same GGUF, byte for byte.
+    const local = await startTestStack({ HANZO_ML_TRAINER_THREADS: '1' });
+    try {
+      const started = await local.api<{ id: string }>('POST', '/v1/pipelines', demoPipelineRequest({ model_name: 'cluster-demo' }));
+      let mine: Status;
+      for (const deadline = Date.now() + 20 * 60_000; ; ) {
+        mine = (await local.api<Status>('GET', `/v1/pipelines/${started.body.id}`)).body;
+        if (mine.progress.awaiting_approval || mine.status !== 'RUNNING') break;
+        if (Date.now() > deadline) throw new Error('the local pipeline did not reach approval');
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+      const status = (await local.api<{ artifacts: Record<string, { checksum: string }> }>('GET', '/v1/models/cluster-demo/versions/1')).body;
+      const clusterArtifacts = done.result!.artifacts;
+      expect(Object.keys(status.artifacts).sort()).toEqual(Object.keys(clusterArtifacts).sort());
+      for (const [format, a] of Object.entries(clusterArtifacts)) expect(status.artifacts[format]!.checksum, format).toBe(a.checksum);
+    } finally {
+      await local.stop();
+    }
   });
 
   it('survives kill -9 of the worker mid-training: the next worker attaches to the one train Job', { timeout: 20 * 60_000 }, async () => {
@@ -166,7 +187,7 @@ describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve 
     const deadline = Date.now() + 180_000;
     for (;;) {
       const { body } = await stack.api<Status>('GET', `/v1/pipelines/${id}`);
-      if (body.status === 'CANCELED') break;
+      if (body.status === 'CANCELLED') break;
       if (Date.now() > deadline) throw new Error(`not cancelled: ${body.status}`);
       await new Promise((r) => setTimeout(r, 500));
     }

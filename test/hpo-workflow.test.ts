@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { HPO_TASK_QUEUE, hpoWorkflowId, hpoTrialWorkflowId, type SweepProgress, type SweepRequest, type SweepResult, type SweepWorkflowInput } from '../contracts/hpo.js';
 import { sweepProgressQuery } from '../workflows/hpo-messages.js';

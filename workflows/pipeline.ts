@@ -1,6 +1,7 @@
 // fineTunePipelineWorkflow: preprocess -> train (checkpoint-watch beside it) -> eval -> validate/quantize ->
 // register -> promote (waits for a human decision). Orchestration only: every side effect is an activity.
 import {
+  ActivityFailure,
   ActivityCancellationType,
   ApplicationFailure,
   CancellationScope,
@@ -128,7 +129,7 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
     await enter('completed', outcome.kind);
     return { outcome: outcome.kind, reason: outcome.reason, progress, artifacts: registered.artifacts };
   } catch (err) {
-    progress.error = err instanceof Error ? err.message : String(err);
+    progress.error = failureMessage(err);
     if (!isCancellation(err)) {
       await CancellationScope.nonCancellable(async () => {
         if (progress.run_id) await quick.finishRun({ runId: progress.run_id, status: 'failed' });
@@ -142,6 +143,13 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
     }
     throw err;
   }
+}
+
+/** What failed, in the activity's own words: an ActivityFailure only says "Activity task failed". */
+function failureMessage(err: unknown): string {
+  let e = err;
+  while (e instanceof ActivityFailure && e.cause) e = e.cause;
+  return e instanceof Error ? e.message : String(e);
 }
 
 type TrainArgs = Parameters<Activities['trainModel']>[0];

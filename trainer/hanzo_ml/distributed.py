@@ -95,9 +95,11 @@ def init_world(hardware, spec_path, method: str) -> World:
     """The process group torchrun set up (RANK, WORLD_SIZE, MASTER_ADDR in the environment), or one process."""
     check_strategy(hardware, spec_path, method)
     size = int(os.environ.get("WORLD_SIZE", "1"))
-    if size != hardware.processes:
-        raise InputError(f"{spec_path}: hardware.processes: {hardware.processes}, but this process was started "
-                         f"as one of {size} (launch with torchrun --nproc-per-node {hardware.processes})")
+    nodes = getattr(hardware, "nodes", 1) or 1  # a multi-node job: processes per node times its nodes
+    if size != hardware.processes * nodes:
+        raise InputError(f"{spec_path}: hardware.processes: {hardware.processes} on {nodes} node(s), but this process "
+                         f"was started as one of {size} (launch with torchrun --nnodes {nodes} "
+                         f"--nproc-per-node {hardware.processes})")
     if size == 1:
         return World()
     world = World(rank=int(os.environ["RANK"]), local_rank=int(os.environ.get("LOCAL_RANK", "0")), size=size)

@@ -111,12 +111,17 @@ class FileBackend:
         return Path(unquote(parsed.path))
 
     def put_file(self, uri: str, local: Path) -> None:
-        dest = self.path(uri)
+        with open(local, "rb") as source:
+            self._write_atomically(self.path(uri), lambda target: shutil.copyfileobj(source, target, 1 << 20))
+
+    @staticmethod
+    def _write_atomically(dest: Path, fill) -> None:
+        """A temporary name, fsync, rename, fsync of the directory: a reader sees the whole object or none."""
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = temp_name(dest)
         try:
-            with open(local, "rb") as source, open(tmp, "wb") as target:
-                shutil.copyfileobj(source, target, 1 << 20)
+            with open(tmp, "wb") as target:
+                fill(target)
                 target.flush()
                 os.fsync(target.fileno())
             os.replace(tmp, dest)
@@ -135,18 +140,8 @@ class FileBackend:
             return None
 
     def write_text(self, uri: str, text: str) -> None:
-        dest = self.path(uri)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temp_name(dest)
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, dest)
-        finally:
-            tmp.unlink(missing_ok=True)
-        fsync_dir(dest.parent)
+        data = text.encode("utf-8")
+        self._write_atomically(self.path(uri), lambda target: target.write(data))
 
     def list(self, uri: str) -> dict[str, int]:
         root = self.path(uri)
