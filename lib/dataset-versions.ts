@@ -123,7 +123,8 @@ async function countTokens(deps: DatasetDeps, tokenizerDir: string, splitsDir: s
   await writeFile(specPath, JSON.stringify({ kind: 'count-tokens', job_name: `count-tokens-${basename(staging)}`, tokenizer_path: tokenizerDir, inputs, output_path: output }));
   try {
     await execFileAsync(deps.bootstrap.python, ['-m', 'hanzo_ml', 'count-tokens', '--spec', specPath], {
-      env: { ...process.env, PYTHONPATH: join(repoRoot, 'trainer'), HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' },
+      // Not this process's environment: the tokenizer needs none of the API's secrets.
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? staging, PYTHONPATH: join(repoRoot, 'trainer'), HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' },
       maxBuffer: 4 << 20,
     });
   } catch (err) {
