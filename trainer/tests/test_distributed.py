@@ -116,7 +116,7 @@ def test_processes_that_do_not_match_the_launch_are_refused(tmp_path, tiny_base_
     done = subprocess.run([sys.executable, "-m", "hanzo_ml", "train", "--spec", str(path), "--workdir",
                            str(root / "work")], env=trainer_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
-    assert "hardware.processes: 2, but this process was started as one of 1" in done.stderr
+    assert "hardware.processes: 2 on 1 node(s), but this process was started as one of 1" in done.stderr
 
 
 @pytest.mark.parametrize("strategy", ["deepspeed_zero2", "deepspeed_zero3"])
