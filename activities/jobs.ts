@@ -210,7 +210,8 @@ async function validateOrReject(deps: ActivityDeps, request: JobRequest): Promis
   try {
     await deps.executor.validate(request);
   } catch (err) {
-    if (err instanceof JobRejected || err instanceof Error) throw ApplicationFailure.nonRetryable(err.message, 'BadJobSpec');
+    // A job no executor can run fails for good; anything else (the API server unreachable) is retried.
+    if (err instanceof JobRejected) throw ApplicationFailure.nonRetryable(err.message, 'BadJobSpec');
     throw err;
   }
 }

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, openSync, closeSync, readFileSync, readdirSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { JobExecutor, JobRequest, JobState } from './types.js';
+import { JobRejected, type JobExecutor, type JobRequest, type JobState } from './types.js';
 
 export interface LocalExecutorOptions {
   /** job workspaces: {workRoot}/{job name} */
@@ -40,7 +40,7 @@ export class LocalExecutor implements JobExecutor {
   }
 
   async validate(job: JobRequest): Promise<void> {
-    if (job.resources.nodes > 1) throw new Error(`${job.name}: a job of ${job.resources.nodes} nodes needs scheduler.executor: kubernetes; the local executor runs on one machine`);
+    if (job.resources.nodes > 1) throw new JobRejected(`${job.name}: a job of ${job.resources.nodes} nodes needs scheduler.executor: kubernetes; the local executor runs on one machine`);
   }
 
   async startOrAttach(job: JobRequest): Promise<JobState> {
