@@ -225,11 +225,12 @@ def test_s3_inputs_are_downloaded_to_scratch_and_the_spec_points_at_them(s3_env,
 
     spec = build_spec(store, envelope, scratch)
 
-    assert spec["base_model_path"] == str(scratch.root / "inputs" / "base_model_path")
+    # Under the input's own name, as a tool reading it in place would see it (Candle names a GGUF after it).
+    assert spec["base_model_path"] == str(scratch.root / "inputs" / "base_model_path" / "tiny")
     assert (Path(spec["base_model_path"]) / "sub" / "weights.bin").read_bytes() == b"\x00" * 1000
     assert (Path(spec["base_model_path"]) / "config.json").read_text() == '{"layers": 2}'
     assert Path(spec["train_path"]).read_text() == '{"messages": []}\n'
-    assert spec["train_path"] == str(scratch.root / "inputs" / "train_path")
+    assert spec["train_path"] == str(scratch.root / "inputs" / "train_path" / "train.jsonl")
     assert spec["validation_path"] == str(local_validation)  # file:// is read in place
     assert spec["output_dir"] == str(scratch.root / "outputs" / "output_dir")
     assert spec["checkpoint_dir"] == str(scratch.root / "checkpoints")

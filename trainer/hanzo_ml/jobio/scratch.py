@@ -1,6 +1,8 @@
 """The job's local scratch directory, and the mapping between it and the store.
 
-    {scratch}/inputs/{field}        an s3:// input, downloaded (a file, or a directory of every object under it)
+    {scratch}/inputs/{field}/{name} an s3:// input, downloaded (a file, or a directory of every object under it),
+                                    under the last name of its URI: a tool that reads its input's own name (Candle
+                                    names a GGUF after the model directory) sees the name it would in place
     {scratch}/outputs/{field}       where the tool writes each output; uploaded to {job_uri}/outputs/{field}
     {scratch}/checkpoints/          the trainer's checkpoint_dir, mirrored to the checkpoints URI
     {scratch}/work/                 train's workdir: progress.json, result.json, failure.json
@@ -69,7 +71,8 @@ def build_spec(store: ObjectStore, envelope: Envelope, scratch: Scratch) -> dict
     downloaded first), written to spec.json."""
     spec = dict(envelope.spec)
     for field, source in envelope.inputs.items():
-        spec[field] = str(materialise_input(store, envelope, field, source, scratch.inputs / field))
+        name = source.uri.rstrip("/").rsplit("/", 1)[-1]
+        spec[field] = str(materialise_input(store, envelope, field, source, scratch.inputs / field / name))
     scratch.outputs.mkdir(parents=True, exist_ok=True)
     for field, kind in envelope.outputs.items():
         spec[field] = str(scratch.outputs / field)
