@@ -35,7 +35,7 @@ export interface JobHeartbeat {
 export interface JobRecoveryOptions {
   policy: RecoveryPolicy;
   /** Called for each fault: `restarting` false means the policy gave up and the activity is about to fail. */
-  onFault?: (recovery: JobRecovery, restarting: boolean, failure: TrainerFailure | null) => Promise<void>;
+  onFault?: (recovery: JobRecovery, restarting: boolean, failure: TrainerFailure | null, attempt: JobFiles) => Promise<void>;
 }
 
 /** A job as the activity describes it: what to run (its envelope) and what it needs. */
@@ -259,14 +259,14 @@ async function recoverFromFault(
   const adjusted = adjustSpecAfterFault(spec, kind, p.recovery.policy, recoveries);
   if (!adjusted.ok) {
     log.error('job fault: giving up', { kind, reason: adjusted.reason });
-    await p.recovery.onFault?.({ ...record, change: `none: ${adjusted.reason}` }, false, failure);
+    await p.recovery.onFault?.({ ...record, change: `none: ${adjusted.reason}` }, false, failure, p.files);
     throw ApplicationFailure.nonRetryable(`${p.job.name}: ${adjusted.reason}: ${what}`, failureType);
   }
   log.warn('job fault: restarting with an adjusted spec', { kind, change: adjusted.change });
   const recovery = { ...record, change: adjusted.change };
   recoveries.push({ ...recovery, failure_at: failure?.at, spec_after: adjusted.spec });
   await writeRecoveries(p.logical, recoveries);
-  await p.recovery.onFault?.(recovery, true, failure);
+  await p.recovery.onFault?.(recovery, true, failure, p.files);
 }
 
 /** A cancelled workflow stops its job; a worker shutdown or timeout leaves it running for the next attempt. */

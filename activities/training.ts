@@ -115,9 +115,9 @@ export function createTrainingActivities(deps: ActivityDeps) {
         },
         recovery: {
           policy: spec.recovery,
-          onFault: async (recovery, restarting, failure) => {
+          onFault: async (recovery, restarting, failure, attempt) => {
             await recordRecovery(deps, { runId: a.runId, organizationId, pipelineId: a.pipelineId }, recovery, restarting, failure);
-            await signalProgress(await readProgress(JobFiles.of(deps.store, deps.config, jobNameOf(job.name))), null);
+            await signalProgress(await readProgress(attempt), null);
           },
         },
       });

@@ -6,7 +6,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
@@ -21,6 +20,7 @@ import type { ActivityDeps } from '../activities/deps.js';
 import type { JobExecutor } from '../activities/executor/types.js';
 import { HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainResult } from '../contracts/trainer-job.js';
 import { findClusterTools } from './support/cluster/tools.js';
+import { trainJobDefinition } from './support/deps.js';
 import { startTestCluster, type TestCluster } from './support/cluster/control-plane.js';
 import { freePort } from './support/ports.js';
 
@@ -50,20 +50,7 @@ function trainJob(name: string, store: ObjectStore, data: string, nodes: number)
     hardware: HardwareSchema.parse({ nodes, processes: 1, device: 'cpu', precision: 'fp32' }),
     threads: 1,
   };
-  return {
-    name,
-    kind: 'train',
-    organizationId: 'dev',
-    envelope: {
-      tool: 'trainer',
-      spec,
-      inputs: { base_model_path: { uri: pathToFileURL(loaded.bootstrap.base_model).href, kind: 'dir' }, train_path: { uri: data, kind: 'file' } },
-      outputs: { output_dir: 'dir' },
-      checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(store, loaded.config, `run-${name}`) },
-      num_nodes: nodes,
-    },
-    resources: { nodes, processes: 1, gpus_per_node: 1 },
-  };
+  return trainJobDefinition({ name, spec, baseModel: loaded.bootstrap.base_model, trainUri: data, checkpointsUri: checkpointsUri(store, loaded.config, `run-${name}`), nodes });
 }
 
 async function train(deps: ActivityDeps, job: JobDefinition): Promise<TrainResult> {

@@ -18,7 +18,7 @@ import { HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainJobS
 import type { JobRecovery } from '../contracts/pipeline.js';
 import { createLogger } from '../lib/log.js';
 import { loadConfig } from '../lib/config.js';
-import { offlineActivityDeps } from './support/deps.js';
+import { offlineActivityDeps, trainJobDefinition } from './support/deps.js';
 
 const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-recovery-'));
 const policy = RecoveryPolicySchema.parse({});
@@ -156,20 +156,9 @@ describe('runJobToCompletion restart records', () => {
 });
 
 /** A train job of the tiny base model reading its data through the object store, with faults injected. */
-async function trainJob(name: string, hyperparameters: Partial<TrainJobSpec['hyperparameters']> = {}, recovery = policy): Promise<JobDefinition> {
+function trainJob(name: string, hyperparameters: Partial<TrainJobSpec['hyperparameters']> = {}, recovery = policy): JobDefinition {
   const spec = trainSpec('/unused', 'input:train_path', hyperparameters, recovery);
-  return {
-    name,
-    kind: 'train',
-    organizationId: 'dev',
-    envelope: {
-      tool: 'trainer',
-      spec: { ...spec, job_name: name, base_model_path: 'input:base_model_path', output_dir: 'output:output_dir', checkpoint_dir: 'checkpoints:checkpoint_dir' },
-      inputs: { base_model_path: { uri: pathToFileURL(deps.bootstrap.base_model).href, kind: 'dir' }, train_path: { uri: pathToFileURL(data).href, kind: 'file' } },
-      outputs: { output_dir: 'dir' },
-      checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, `run-${name}`) },
-    },
-  };
+  return trainJobDefinition({ name, spec, baseModel: deps.bootstrap.base_model, trainUri: pathToFileURL(data).href, checkpointsUri: checkpointsUri(deps.store, deps.config, `run-${name}`) });
 }
 
 function withFaults(env: Record<string, string>): ActivityDeps {
@@ -195,7 +184,7 @@ describe('runJobToCompletion with the real trainer', () => {
     const heartbeats: JobHeartbeat[] = [];
     env.on('heartbeat', (d: JobHeartbeat) => heartbeats.push(d));
     const faults: { recovery: JobRecovery; restarting: boolean }[] = [];
-    const job = await trainJob('oom');
+    const job = trainJob('oom');
     const { result, files } = await env.run(async (): Promise<JobOutcome<TrainResult>> => runJobToCompletion(faulty, {
       job,
       resultSchema: TrainResultSchema,
@@ -216,7 +205,7 @@ describe('runJobToCompletion with the real trainer', () => {
     const stopOnly = RecoveryPolicySchema.parse({ max_divergence_retries: 0 });
     const faulty = withFaults({ HANZO_ML_FAULT_NAN_AT_STEP: '2' });
     const faults: { recovery: JobRecovery; restarting: boolean }[] = [];
-    const job = await trainJob('nan', {}, stopOnly);
+    const job = trainJob('nan', {}, stopOnly);
     const run = new MockActivityEnvironment().run(() => runJobToCompletion(faulty, {
       job,
       resultSchema: TrainResultSchema,

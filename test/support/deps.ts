@@ -2,7 +2,8 @@
 import { join } from 'node:path';
 import type { ActivityDeps } from '../../activities/deps.js';
 import { LocalExecutor } from '../../activities/executor/local.js';
-import { localJobEnvironment } from '../../activities/jobs.js';
+import { localJobEnvironment, type JobDefinition } from '../../activities/jobs.js';
+import { pathToFileURL } from 'node:url';
 import type { Db } from '../../db/client.js';
 import type { LoadedConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
@@ -20,5 +21,23 @@ export function offlineActivityDeps(db: Db, loaded: Pick<LoadedConfig, 'config' 
     log: createLogger({ level: 'error', format: 'text' }),
     trackingUri: 'http://127.0.0.1:1',
     jobSecrets: async () => ({ HANZO_ML_TRACKING_TOKEN: 't' }),
+  };
+}
+
+/** A train job of the bundled base model whose spec's input, output and checkpoint fields the job runner fills. */
+export function trainJobDefinition(p: { name: string; spec: Record<string, unknown>; baseModel: string; trainUri: string; checkpointsUri: string; nodes?: number }): JobDefinition {
+  return {
+    name: p.name,
+    kind: 'train',
+    organizationId: 'dev',
+    envelope: {
+      tool: 'trainer',
+      spec: { ...p.spec, job_name: p.name, base_model_path: 'input:base_model_path', train_path: 'input:train_path', output_dir: 'output:output_dir', checkpoint_dir: 'checkpoints:checkpoint_dir' },
+      inputs: { base_model_path: { uri: pathToFileURL(p.baseModel).href, kind: 'dir' }, train_path: { uri: p.trainUri, kind: 'file' } },
+      outputs: { output_dir: 'dir' },
+      checkpoints: { field: 'checkpoint_dir', uri: p.checkpointsUri },
+      num_nodes: p.nodes ?? 1,
+    },
+    resources: { nodes: p.nodes ?? 1, processes: 1, gpus_per_node: p.nodes && p.nodes > 1 ? 1 : 0 },
   };
 }
