@@ -56,7 +56,16 @@ describe('a Transformers Trainer with report_to=["mlflow"]', () => {
       runScenario(loaded.bootstrap.python, script, runtime.apiUrl, env),
       runScenario(loaded.bootstrap.python, script, reference!.url, env),
     ])) as Transcript[];
-    expect(ours).toEqual(theirs);
+    // Two CPU runs of the same seeded training agree to float noise, not bit for bit: values are compared to a
+    // relative 1e-3, everything else exactly.
+    const { metric_values: ourValues, ...ourRest } = ours!;
+    const { metric_values: theirValues, ...theirRest } = theirs!;
+    expect(ourRest).toEqual(theirRest);
+    expect(Object.keys(ourValues).sort()).toEqual(Object.keys(theirValues).sort());
+    for (const [key, values] of Object.entries(ourValues)) {
+      expect(values, key).toHaveLength(theirValues[key]!.length);
+      values.forEach((v, i) => expect(Math.abs(v - theirValues[key]![i]!), `${key}[${i}]`).toBeLessThanOrEqual(1e-3 * Math.max(1, Math.abs(v))));
+    }
     // The scenario really ran: the run finished with the model config and training arguments as params, the
     // loss logged at every one of the 6 steps and the evaluation loss every 3.
     expect(ours!.status).toBe('FINISHED');
