@@ -13,6 +13,7 @@ import { repoRoot, durationMs } from '../lib/config.js';
 import { JobFiles, jobNameOf } from '../lib/job-files.js';
 import { JOB_FILES, type JobEnvelopeInput } from '../contracts/job-io.js';
 import type { JobRecovery } from '../contracts/pipeline.js';
+import type { JobPriority } from '../contracts/config.js';
 import { TrainProgressSchema, type RecoveryPolicy, type TrainJobSpec, type TrainProgress } from '../contracts/trainer-job.js';
 import { adjustSpecAfterFault, readFailure, readRecoveries, visibleRecoveries, writeRecoveries, type FaultKind, type RecoveryLog, type TrainerFailure } from './recovery.js';
 
@@ -49,6 +50,8 @@ export interface JobDefinition {
   resources?: Partial<JobResources>;
   /** the run whose metrics the job reports (its tracking token is scoped to it) */
   runId?: string | null;
+  /** its priority in the organization's queue; default the organization's (HPO trials: low) */
+  priority?: JobPriority | null;
 }
 
 /** The environment every job gets, wherever it runs (no secrets: those are per job). */
@@ -99,6 +102,7 @@ async function prepareAttempt(deps: ActivityDeps, def: JobDefinition, recoveries
     envelopeUri: files.envelopeUri,
     organizationId: def.organizationId,
     kind: def.kind,
+    priority: def.priority ?? null,
     resources: resourcesOf(def),
     env: jobEnvironment(deps),
     secretEnv: await deps.jobSecrets(def),
@@ -288,7 +292,7 @@ export async function stopJobKeepingHeartbeat(deps: ActivityDeps, request: JobRe
     }
   }, 5000);
   try {
-    await deps.executor.stop(request, durationMs(deps.config.scheduler.grace_period) / 1000);
+    await deps.executor.stop(request, durationMs(deps.config.scheduler.preemption.grace_period) / 1000);
   } finally {
     clearInterval(beat);
   }

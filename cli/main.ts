@@ -10,6 +10,7 @@ import { followPipeline, type PipelineStatus } from './progress.js';
 import { runDev } from './dev.js';
 import { runServe, runWorker, setupTemporal } from './serve.js';
 import { runDemo } from './demo.js';
+import { runClusterApply } from './cluster.js';
 import { compareRuns } from './compare.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 
@@ -36,6 +37,12 @@ export function buildCli(): Command {
     .command('setup')
     .description('register the search attributes the workflows set (a worker also does this when it starts)')
     .action(() => setupTemporal());
+  program
+    .command('cluster')
+    .description('Kubernetes cluster administration')
+    .command('apply')
+    .description('create or update the Kueue objects of scheduler.quotas and scheduler.preemption (flavors, priority classes, one queue per organization)')
+    .action(runClusterApply);
   program
     .command('demo')
     .description('fine-tune the bundled tiny model on the bundled dataset through the whole pipeline')

@@ -6,6 +6,35 @@ import { z } from 'zod';
 const bool = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
 const duration = z.string().regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration such as "90s", "10m", "72h"');
 
+/** Job priorities, highest first: each is a Kueue WorkloadPriorityClass (scheduling/kueue-objects.ts). */
+export const JOB_PRIORITIES = ['high', 'medium', 'low'] as const;
+export const JobPrioritySchema = z.enum(JOB_PRIORITIES);
+export type JobPriority = z.infer<typeof JobPrioritySchema>;
+
+/**
+ * One organization's share of the cluster (spec 000, "GPU Scheduling"). max_gpus is its nominal quota in the
+ * cohort: guaranteed, lent while idle, reclaimed when it asks. A number applies to each of scheduler.gpu_types;
+ * a mapping sets it per type.
+ */
+export const OrganizationQuotaSchema = z.strictObject({
+  max_gpus: z.union([z.number().int().min(0), z.record(z.string(), z.number().int().min(0))]),
+  max_concurrent_jobs: z.number().int().positive(),
+  priority: JobPrioritySchema.default('medium').describe('the priority of its jobs unless a job asks for a lower one'),
+  preemptible: z.boolean().default(false).describe('true: its jobs may borrow idle quota and be preempted to give it back'),
+  weight: z.number().positive().default(1).describe('its weight in fair sharing of borrowed capacity (Kueue ClusterQueue fairSharing.weight)'),
+});
+export type OrganizationQuota = z.infer<typeof OrganizationQuotaSchema>;
+
+/** A per-type max_gpus must name configured gpu_types, and a per-type quota needs gpu_types at all. */
+function checkQuotaGpuTypes(s: { gpu_types: string[]; quotas: Record<string, OrganizationQuota> }, ctx: z.RefinementCtx): void {
+  for (const [org, quota] of Object.entries(s.quotas)) {
+    if (typeof quota.max_gpus === 'number') continue;
+    for (const type of Object.keys(quota.max_gpus))
+      if (!s.gpu_types.includes(type))
+        ctx.addIssue({ code: 'custom', path: ['quotas', org, 'max_gpus', type], message: `unknown gpu_type "${type}": scheduler.gpu_types is [${s.gpu_types.join(', ')}]` });
+  }
+}
+
 export const ConfigSchema = z.strictObject({
   server: z
     .strictObject({
@@ -59,7 +88,7 @@ export const ConfigSchema = z.strictObject({
       namespace: z.string().default('hanzo-ml').describe('kubernetes: the namespace jobs run in'),
       default_image: z.string().default('hanzoai/ml-pytorch:2.3-cuda12.4').describe('kubernetes: the trainer image (deploy/trainer.Dockerfile)'),
       gpu_types: z.array(z.string()).default([]),
-      max_concurrent_jobs: z.coerce.number().int().positive().default(32).describe('job activities one worker runs at once (its job task queue slots)'),
+      max_concurrent_jobs: z.coerce.number().int().positive().default(32).describe('job activities one worker runs at once (its job task queue slots); per-organization limits are scheduler.quotas'),
       checkpoint_bucket: z.string().default('hanzo-ml-checkpoints'),
       kubeconfig: z.string().optional().describe('kubernetes: a kubeconfig file; unset: $KUBECONFIG, else the in-cluster service account'),
       storage_secret: z
@@ -68,12 +97,26 @@ export const ConfigSchema = z.strictObject({
         .describe('kubernetes: Secret (in the jobs namespace) with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY that jobs read the object store with'),
       service_account: z.string().optional().describe('kubernetes: service account of job pods; unset: the namespace default'),
       image_pull_policy: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
-      grace_period: duration.default('300s').describe('SIGTERM to SIGKILL for a stopped or preempted job: the time it has to write its emergency checkpoint'),
+      quotas: z
+        .record(z.string().regex(/^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$/, 'an organization id usable in Kubernetes names (lower-case letters, digits, "-")'), OrganizationQuotaSchema)
+        .default({})
+        .describe('organization -> quota; empty: no queues (jobs start as soon as they are created)'),
+      preemption: z
+        .strictObject({
+          enabled: bool.default(true),
+          grace_period: duration.default('300s').describe('SIGTERM to SIGKILL for a stopped or preempted job: the time it has to write its emergency checkpoint'),
+          policy: z.enum(['lowest_priority_first']).default('lowest_priority_first').describe('victims: lowest priority first, then the most recently started'),
+        })
+        .prefault({}),
+      cohort: z.string().default('hanzo-ml').describe('kubernetes: the Kueue cohort every organization\'s ClusterQueue lends and borrows in'),
+      wait_for_pods_ready: duration.default('5m').describe('kubernetes: a multi-pod job whose pods are not all running this long after admission is requeued (all-or-nothing)'),
+      local_gpus: z.coerce.number().int().min(0).optional().describe('local: GPUs jobs may use on this machine; unset: counted with nvidia-smi (0 without it)'),
       image_pull_timeout: duration.default('5m').describe('a job whose image cannot be pulled for this long fails'),
       cpu_per_job: z.string().default('2').describe('kubernetes: CPU request of a job pod'),
       memory_per_job: z.string().default('8Gi').describe('kubernetes: memory request of a job pod'),
     })
-    .prefault({}),
+    .prefault({})
+    .superRefine(checkQuotaGpuTypes),
   temporal: z
     .strictObject({
       address: z.string().optional().describe('host:port of a Temporal cluster; unset starts the embedded dev server'),

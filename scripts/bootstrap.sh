@@ -115,6 +115,7 @@ test_server_paths() {
   MOTO_SERVER=""; [ -f "$SERVERS_VENV/.complete" ] && MOTO_SERVER="$SERVERS_VENV/bin/moto_server"
   MLFLOW_PYTHON=""; [ -f "$MLFLOW_VENV/.complete" ] && MLFLOW_PYTHON="$MLFLOW_VENV/bin/python"
   CLUSTER_TOOLS=$(scripts/cluster-tools.sh --installed 2>/dev/null || true)
+  KUEUE=$(scripts/cluster-tools.sh kueue --installed 2>/dev/null || true)
   return 0
 }
 
@@ -140,7 +141,7 @@ test_servers() {
     "$MLFLOW_VENV/bin/pip" install -q --disable-pip-version-check -r test/mlflow-client.lock >&2
     touch "$MLFLOW_VENV/.complete"
   fi
-  # The Kubernetes control plane and KWOK for the cluster tests, built from Go modules (20-40 min cold).
+  # The Kubernetes control plane, KWOK and Kueue for the cluster tests, built from Go modules (30-45 min cold).
   scripts/cluster-tools.sh >/dev/null
   test_server_paths
 }
@@ -167,7 +168,8 @@ cat > .bootstrap.json.tmp <<JSON
   "pg_bin": "$PG_BIN",
   "moto_server": "$MOTO_SERVER",
   "mlflow_python": "$MLFLOW_PYTHON",
-  "cluster_tools": "$CLUSTER_TOOLS"
+  "cluster_tools": "$CLUSTER_TOOLS",
+  "kueue": "$KUEUE"
 }
 JSON
 mv .bootstrap.json.tmp .bootstrap.json

@@ -101,7 +101,7 @@ describe.skipIf(!tools)('a two-node Indexed Job', () => {
   });
 
   it('trains to the loss of one process on the same global batch, one pod per node', { timeout: 15 * 60_000 }, async () => {
-    const k8s: JobExecutor = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'jobs', image: IMAGE, imagePullPolicy: 'IfNotPresent', storageSecret: 'hanzo-ml-storage', gracePeriodSeconds: 30, cpu: '1', memory: '1Gi', gpuTypes: [], log });
+    const k8s: JobExecutor = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'jobs', image: IMAGE, imagePullPolicy: 'IfNotPresent', storageSecret: 'hanzo-ml-storage', gracePeriodSeconds: 30, cpu: '1', memory: '1Gi', gpuTypes: [], quotas: {}, log });
     const two = await train({ ...s3Deps, executor: k8s }, trainJob('two-nodes', s3Deps.store, s3Data, 2));
     const pods = await cluster.kubeConfig.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: 'jobs', labelSelector: 'hanzo-ml.dev/job=two-nodes' });
     expect(new Set(pods.items.map((p) => p.spec?.nodeName))).toEqual(new Set(['node-a', 'node-b']));

@@ -32,7 +32,7 @@ describe('configuration', () => {
   it('refuses the kubernetes executor without an S3 store that pods could reach', () => {
     expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes' })).toThrow(/"kubernetes" needs an S3 object store.*storage\.endpoint/s);
     const { config } = loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes', HANZO_ML_STORAGE_ENDPOINT: 'http://127.0.0.1:9000' });
-    expect(config.scheduler).toMatchObject({ executor: 'kubernetes', grace_period: '300s', storage_secret: 'hanzo-ml-storage' });
+    expect(config.scheduler).toMatchObject({ executor: 'kubernetes', preemption: { grace_period: '300s' }, storage_secret: 'hanzo-ml-storage' });
   });
 
   it('rejects an unknown environment key, naming it', () => {

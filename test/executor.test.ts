@@ -30,6 +30,7 @@ function request(name: string, secretEnv: Record<string, string> = {}): JobReque
     envelopeUri: 'file:///unused',
     organizationId: 'org',
     kind: 'test',
+    priority: null,
     resources: { nodes: 1, processes: 1, gpus_per_node: 0, gpu_type: null, image: null, cpu: null, memory: null },
     env: {},
     secretEnv,

@@ -3,8 +3,10 @@
 // which reads and writes only through the object store with credentials from a Secret named in config; its
 // tracking token is its own, in a Secret owned by the Job. Multi-node jobs are Indexed Jobs with a headless
 // Service and the torchrun rendezvous environment, all pods or none.
-import { BatchV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1Job, type V1Pod } from '@kubernetes/client-node';
-import type { Config } from '../../contracts/config.js';
+import { BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import { JOB_PRIORITIES, type Config, type JobPriority, type OrganizationQuota } from '../../contracts/config.js';
+import { localQueueName, priorityClassName, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL } from '../../scheduling/kueue-objects.js';
+import { evictionOf, listWorkloads, queuePlace, workloadOfJob } from './kueue-status.js';
 import { durationMs } from '../../lib/config.js';
 import type { Logger } from '../../lib/log.js';
 import { JobRejected, type JobExecutor, type JobRequest, type JobState } from './types.js';
@@ -31,6 +33,13 @@ export interface KubernetesExecutorOptions {
   cpu: string;
   memory: string;
   gpuTypes: string[];
+  /**
+   * scheduler.quotas: when any is configured, every Job enters through its organization's Kueue LocalQueue,
+   * created suspended with the queue and priority-class labels (`hanzo-ml cluster apply` made the queues).
+   */
+  quotas: Record<string, OrganizationQuota>;
+  /** The container's command; default the trainer image's job runner. Tests run small shell jobs through it. */
+  command?: (job: JobRequest) => string[];
   log: Logger;
 }
 
@@ -50,10 +59,11 @@ export function kubernetesExecutorFromConfig(config: Config, log: Logger): Kuber
     imagePullPolicy: s.image_pull_policy,
     storageSecret: s.storage_secret,
     serviceAccount: s.service_account,
-    gracePeriodSeconds: Math.round(durationMs(s.grace_period) / 1000),
+    gracePeriodSeconds: Math.round(durationMs(s.preemption.grace_period) / 1000),
     cpu: s.cpu_per_job,
     memory: s.memory_per_job,
     gpuTypes: s.gpu_types,
+    quotas: s.quotas,
     log,
   });
 }
@@ -64,15 +74,33 @@ export class KubernetesExecutor implements JobExecutor {
   readonly kind = 'kubernetes';
   private readonly batch: BatchV1Api;
   private readonly core: CoreV1Api;
+  private readonly custom: CustomObjectsApi;
 
   constructor(private readonly o: KubernetesExecutorOptions) {
     this.batch = o.kubeConfig.makeApiClient(BatchV1Api);
     this.core = o.kubeConfig.makeApiClient(CoreV1Api);
+    this.custom = o.kubeConfig.makeApiClient(CustomObjectsApi);
+  }
+
+  private get queued(): boolean {
+    return Object.keys(this.o.quotas).length > 0;
+  }
+
+  /** The job's priority: what it asked for, never above its organization's. */
+  private priorityOf(job: JobRequest): JobPriority {
+    const own = this.o.quotas[job.organizationId]?.priority ?? 'medium';
+    const asked = job.priority ?? own;
+    if (JOB_PRIORITIES.indexOf(asked) < JOB_PRIORITIES.indexOf(own))
+      throw new JobRejected(`${job.name}: priority "${asked}" is above organization ${job.organizationId}'s ("${own}", scheduler.quotas.${job.organizationId}.priority)`);
+    return asked;
   }
 
   /** Refuses a job no node could ever run, naming the request and the largest node that exists. */
   async validate(job: JobRequest): Promise<void> {
     const r = job.resources;
+    if (this.queued && !this.o.quotas[job.organizationId])
+      throw new JobRejected(`${job.name}: organization ${job.organizationId} has no GPU queue: add it to scheduler.quotas and run hanzo-ml cluster apply`);
+    if (this.queued) this.priorityOf(job);
     if (r.gpu_type && this.o.gpuTypes.length > 0 && !this.o.gpuTypes.includes(r.gpu_type))
       throw new JobRejected(`${job.name}: gpu_type "${r.gpu_type}" is not one of scheduler.gpu_types (${this.o.gpuTypes.join(', ')})`);
     if (r.gpus_per_node === 0 && r.nodes === 1) return;
@@ -156,7 +184,7 @@ export class KubernetesExecutor implements JobExecutor {
       const exit = terminatedExit(pods, CONTAINER);
       return { state: 'exited', exitCode: exit?.exitCode ?? 1, reason: [failed.reason, failed.message, exit?.reason].filter(Boolean).join(': ') };
     }
-    if (k8sJob.spec?.suspend) return { state: 'pending', reason: 'Suspended', message: 'the Job is suspended (waiting in its queue)' };
+    if (k8sJob.spec?.suspend) return this.queuedState(k8sJob);
     const live = pods.filter((p) => !p.metadata?.deletionTimestamp && (p.status?.phase === 'Pending' || p.status?.phase === 'Running'));
     const running = live.filter((p) => p.status?.phase === 'Running');
     if (running.length > 0 && running.length >= job.resources.nodes) return { state: 'running' };
@@ -166,11 +194,23 @@ export class KubernetesExecutor implements JobExecutor {
     return { state: 'pending', reason: 'ContainerCreating', message: pods.length === 0 ? 'the Job has no pod yet' : 'starting its pod' };
   }
 
+  /** A suspended Job: waiting in its queue (and where), or taken back by the queue after it ran. */
+  private async queuedState(k8sJob: V1Job): Promise<JobState> {
+    if (!this.queued) return { state: 'pending', reason: 'Suspended', message: 'the Job is suspended' };
+    const workload = await workloadOfJob(this.custom, this.o.namespace, k8sJob.metadata!.uid!);
+    if (!workload) return { state: 'pending', reason: 'Queued', message: 'waiting for Kueue to see the Job' };
+    const place = queuePlace(workload, await listWorkloads(this.custom, this.o.namespace));
+    const evicted = evictionOf(workload);
+    const where = place.position ? `position ${place.position} in queue ${place.queue}` : `queue ${place.queue}`;
+    return { state: 'pending', reason: evicted ? 'Preempted' : 'Queued', message: `${where}: ${place.reason}`, queue: place, ...(evicted ? { evicted } : {}) };
+  }
+
   private jobManifest(job: JobRequest): V1Job {
     const r = job.resources;
     const multiNode = r.nodes > 1;
     const gpus: Record<string, string> = r.gpus_per_node > 0 ? { [GPU_RESOURCE]: String(r.gpus_per_node) } : {};
-    const labels = { 'app.kubernetes.io/managed-by': 'hanzo-ml', 'hanzo-ml.dev/kind': job.kind, 'hanzo-ml.dev/organization': labelValue(job.organizationId) };
+    const queue: Record<string, string> = this.queued ? { [QUEUE_NAME_LABEL]: localQueueName(job.organizationId), [PRIORITY_CLASS_LABEL]: priorityClassName(this.priorityOf(job)) } : {};
+    const labels = { 'app.kubernetes.io/managed-by': 'hanzo-ml', 'hanzo-ml.dev/kind': job.kind, 'hanzo-ml.dev/organization': labelValue(job.organizationId), ...queue };
     const env: V1EnvVar[] = [
       ...Object.entries(job.env).map(([name, value]) => ({ name, value })),
       { name: 'HANZO_ML_SCRATCH', value: '/scratch' },
@@ -188,6 +228,8 @@ export class KubernetesExecutor implements JobExecutor {
       kind: 'Job',
       metadata: { name: job.name, namespace: this.o.namespace, labels, annotations: { 'hanzo-ml.dev/envelope': job.envelopeUri } },
       spec: {
+        // Queued: Kueue unsuspends it on admission (all of its pods' quota at once) and suspends it to preempt.
+        ...(this.queued ? { suspend: true } : {}),
         completions: r.nodes,
         parallelism: r.nodes,
         ...(multiNode ? { completionMode: 'Indexed' } : {}),
@@ -216,7 +258,7 @@ export class KubernetesExecutor implements JobExecutor {
                 name: CONTAINER,
                 image: r.image ?? this.o.image,
                 imagePullPolicy: this.o.imagePullPolicy,
-                command: ['python', '-m', 'hanzo_ml', 'job', '--envelope', job.envelopeUri],
+                command: this.o.command?.(job) ?? ['python', '-m', 'hanzo_ml', 'job', '--envelope', job.envelopeUri],
                 env,
                 envFrom: [{ secretRef: { name: this.o.storageSecret } }],
                 resources: { requests: { cpu: r.cpu ?? this.o.cpu, memory: r.memory ?? this.o.memory, ...gpus }, limits: gpus },

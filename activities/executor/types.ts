@@ -2,10 +2,29 @@
 // batch/v1 Job (cluster). Jobs are addressed by a deterministic name: starting a name that exists attaches to
 // it, never starts a second copy, so an activity retried after a worker crash finds the job its first attempt
 // started. A job reads and writes only through the object store (contracts/job-io.ts), so it can run anywhere.
+import type { JobPriority } from '../../contracts/config.js';
+
+/** Where a queued job stands in its organization's queue (Kueue). */
+export interface QueuePlace {
+  /** the organization's queue */
+  queue: string;
+  /** 1 = next to be admitted among the queue's pending jobs (priority, then age); null once admitted */
+  position: number | null;
+  /** why it waits: quota, no capacity, the rest of its gang */
+  reason: string;
+}
+
+/** The queue took a running job back (preempted to reclaim quota or for a higher priority): it will run again. */
+export interface Eviction {
+  reason: string;
+  message: string;
+  /** when the queue evicted it (ISO time): one eviction, however often it is read */
+  at: string;
+}
 
 export type JobState =
   /** Created but not running yet: waiting for a node, pulling its image, queued. `reason` says why when known. */
-  | { state: 'pending'; reason: string | null; message?: string }
+  | { state: 'pending'; reason: string | null; message?: string; queue?: QueuePlace; evicted?: Eviction }
   | { state: 'running' }
   | { state: 'exited'; exitCode: number; reason?: string }
   /** It existed and is gone without an exit code (killed with its machine, deleted by someone else). */
@@ -33,6 +52,8 @@ export interface JobRequest {
   organizationId: string;
   /** what the job is, for labels and listings: train, eval, merge, candle, trial */
   kind: string;
+  /** its priority in the organization's queue; null: the organization's (scheduler.quotas) */
+  priority: JobPriority | null;
   resources: JobResources;
   /** plain settings for the job's environment */
   env: Record<string, string>;

@@ -134,7 +134,7 @@ async function main(): Promise<void> {
       const job = pod.metadata?.labels?.['hanzo-ml.dev/job'];
       if (job && pod.status?.phase === 'Running' && !podRunningAt.has(job)) podRunningAt.set(job, Date.now());
     }, () => undefined);
-    const k8s = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'bench', image, imagePullPolicy: 'IfNotPresent', storageSecret: 'hanzo-ml-storage', gracePeriodSeconds: 30, cpu: '100m', memory: '128Mi', gpuTypes: [], log });
+    const k8s = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'bench', image, imagePullPolicy: 'IfNotPresent', storageSecret: 'hanzo-ml-storage', gracePeriodSeconds: 30, cpu: '100m', memory: '128Mi', gpuTypes: [], quotas: {}, log });
     const k8sSamples = await runJobs('k8s', n, { ...base, config: { ...loaded.config, storage }, store: s3Store }, k8s, tool.endedFile, podRunningAt);
     watch.abort();
     const results = { jobs: n, machine: '2 cores, 24 GiB', local: summary(localSamples), kubernetes: summary(k8sSamples) };

@@ -31,7 +31,8 @@ import {
 import { makeClusterPki, type ClusterPki } from './pki.js';
 import { logTail, signalGroup, startClusterProcess, waitUntil, type ClusterProcess } from './processes.js';
 import { DEFAULT_PULLABLE_IMAGES } from './standin/config.js';
-import { CLUSTER_TOOLS_MISSING, findClusterTools } from './tools.js';
+import { CLUSTER_TOOLS_MISSING, findClusterTools, findKueue, KUEUE_MISSING } from './tools.js';
+import { startKueue } from './kueue.js';
 
 export interface TestNodeSpec {
   name: string;
@@ -56,6 +57,8 @@ export interface TestClusterOptions {
    * trainer's packages. The pod's own env wins over it.
    */
   imageEnv?: Record<string, Record<string, string>>;
+  /** Start Kueue too (CRDs, webhooks on a loopback URL, the manager). */
+  kueue?: boolean | { waitForPodsReady?: string };
 }
 
 export interface TestCluster {
@@ -243,6 +246,13 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
     kubeConfig.loadFromFile(layout.kubeconfigPath);
     const core = kubeConfig.makeApiClient(CoreV1Api);
     await startNodesAndControllers(layout, pki, procs, opts, core);
+    if (opts.kueue) {
+      const kueueDir = findKueue();
+      if (!kueueDir) throw new Error(KUEUE_MISSING);
+      const kubectl = (args: string[], input?: string) => runKubectl(layout.kubeconfigPath, args, input);
+      const waitForPodsReady = typeof opts.kueue === 'object' ? opts.kueue.waitForPodsReady : undefined;
+      procs.add(await startKueue({ kueueDir, dir, kubeconfigPath: layout.kubeconfigPath, pki, kubectl, watched: procs.list, ...(waitForPodsReady ? { waitForPodsReady } : {}) }));
+    }
     return {
       kubeconfigPath: layout.kubeconfigPath,
       kubeConfig,

@@ -22,7 +22,7 @@ export interface ClusterPki {
   serviceAccountPub: string;
 }
 
-const LOOPBACK_SANS = 'IP:127.0.0.1,DNS:localhost';
+export const LOOPBACK_SANS = 'IP:127.0.0.1,DNS:localhost';
 
 function openssl(args: string[]): void {
   execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -33,7 +33,7 @@ function newKey(path: string): void {
 }
 
 /** A leaf certificate signed by the CA: `usage` is serverAuth and/or clientAuth. */
-function issue(dir: string, name: string, subject: string, usage: string, sans?: string): { cert: string; key: string } {
+export function issue(dir: string, name: string, subject: string, usage: string, sans?: string): { cert: string; key: string } {
   const key = join(dir, `${name}.key`);
   const csr = join(dir, `${name}.csr`);
   const cert = join(dir, `${name}.crt`);

@@ -51,3 +51,20 @@ export function findClusterTools(): string | null {
 
 export const CLUSTER_TOOLS_MISSING =
   'the test Kubernetes cluster is not built: run scripts/cluster-tools.sh (20-40 min cold) or set HANZO_ML_CLUSTER_TOOLS to its output';
+
+/**
+ * Kueue's directory as scripts/cluster-tools.sh builds it (the `kueue` binary, crds/, webhooks.yaml), or null. In
+ * order: HANZO_ML_KUEUE, `kueue` in .bootstrap.json, then the newest complete kueue-<key> in the cache.
+ */
+export function findKueue(): string | null {
+  const ok = (d: string) => existsSync(join(d, '.complete')) && existsSync(join(d, 'kueue'));
+  if (process.env.HANZO_ML_KUEUE) return ok(process.env.HANZO_ML_KUEUE) ? process.env.HANZO_ML_KUEUE : null;
+  const bootstrap = bootstrapJson();
+  if (typeof bootstrap.kueue === 'string' && ok(bootstrap.kueue)) return bootstrap.kueue;
+  const cache = process.env.HANZO_ML_CACHE ?? (typeof bootstrap.cache === 'string' ? bootstrap.cache : join(homedir(), '.cache/hanzo-ml'));
+  if (!existsSync(cache)) return null;
+  const builds = readdirSync(cache).filter((n) => /^kueue-[0-9a-f]+$/.test(n)).map((n) => join(cache, n)).filter(ok);
+  return builds.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0] ?? null;
+}
+
+export const KUEUE_MISSING = 'Kueue is not built: run scripts/cluster-tools.sh kueue (a few minutes cold) or set HANZO_ML_KUEUE to its output';

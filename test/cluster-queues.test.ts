@@ -1,0 +1,199 @@
+// Fair-share GPU queues on the test cluster with a real Kueue (v0.19.2, built from its Go module): the Kueue
+// objects `hanzo-ml cluster apply` makes from scheduler.quotas, and Jobs from the KubernetesExecutor entering
+// through them. The jobs are small shell commands run by the kubelet stand-in (the executor's `command` option
+// replaces the trainer image's job runner, which these tests are not about).
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { BatchV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigSchema, type Config } from '../contracts/config.js';
+import { KubernetesExecutor } from '../activities/executor/kubernetes.js';
+import type { JobRequest, JobState } from '../activities/executor/types.js';
+import { createLogger } from '../lib/log.js';
+import { applyKueueObjects } from '../scheduling/kueue-apply.js';
+import { startTestCluster, type TestCluster } from './support/cluster/control-plane.js';
+import { CLUSTER_TOOLS_MISSING, findClusterTools, findKueue, KUEUE_MISSING, repoRoot } from './support/cluster/tools.js';
+
+const exec = promisify(execFile);
+const ready = findClusterTools() !== null && findKueue() !== null;
+const NS = 'hanzo-ml-jobs';
+
+const quotas = {
+  // a and b share 16 A100s in one cohort; a is preemptible, so it may borrow b's idle half.
+  'org-a': { max_gpus: { a100: 8, t4: 0 }, max_concurrent_jobs: 8, priority: 'low', preemptible: true },
+  'org-b': { max_gpus: { a100: 8, t4: 0 }, max_concurrent_jobs: 8, priority: 'high' },
+  // g owns the four one-GPU T4 nodes, for the gang test.
+  'org-g': { max_gpus: { a100: 0, t4: 4 }, max_concurrent_jobs: 8, priority: 'medium' },
+};
+const settings = { storage: { endpoint: 'http://127.0.0.1:1' }, scheduler: { executor: 'kubernetes', namespace: NS, gpu_types: ['a100', 't4'], quotas, preemption: { grace_period: '5s' } } };
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, ms = 60_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    const value = await probe().catch((err: unknown) => ((last = err), undefined));
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+function request(name: string, org: string, gpus: number, o: { nodes?: number; gpuType?: string } = {}): JobRequest {
+  return {
+    name,
+    envelopeUri: 'file:///unused',
+    organizationId: org,
+    kind: 'test',
+    priority: null,
+    resources: { nodes: o.nodes ?? 1, processes: 1, gpus_per_node: gpus, gpu_type: o.gpuType ?? 'a100', image: 'busybox:1.36', cpu: '100m', memory: '64Mi' },
+    env: {},
+    secretEnv: {},
+  };
+}
+
+/** Runs until told to stop: exits 143 on SIGTERM, as the trainer does after its emergency checkpoint. */
+const SLEEPER = ['sh', '-c', "trap 'echo sigterm; exit 143' TERM; echo started; while true; do sleep 1; done"];
+
+describe.skipIf(!ready)(`fair-share GPU queues on Kueue${ready ? '' : ` (skipped: ${findClusterTools() ? KUEUE_MISSING : CLUSTER_TOOLS_MISSING})`}`, () => {
+  let cluster: TestCluster;
+  let config: Config;
+  let executor: KubernetesExecutor;
+  let batch: BatchV1Api;
+  let core: CoreV1Api;
+  let custom: CustomObjectsApi;
+  const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-queues-'));
+
+  /** `hanzo-ml cluster apply` as a user runs it, with a config file; resolves to its exit code and output. */
+  async function clusterApply(configDoc: unknown): Promise<{ code: number; stdout: string; stderr: string }> {
+    const file = join(home, `config-${Date.now()}.yaml`);
+    writeFileSync(file, stringify(configDoc));
+    const env = { ...process.env, HANZO_ML_HOME: home, HANZO_ML_CONFIG: file, HANZO_ML_SCHEDULER_KUBECONFIG: cluster.kubeconfigPath };
+    return exec(join(repoRoot, 'bin/hanzo-ml'), ['cluster', 'apply'], { env }).then(
+      (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+      (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
+    );
+  }
+  const state = (job: JobRequest): Promise<JobState> => executor.state(job);
+  const runningPods = async (job: string) => (await core.listNamespacedPod({ namespace: NS, labelSelector: `job-name=${job}` })).items.filter((p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp);
+
+  beforeAll(async () => {
+    cluster = await startTestCluster({
+      nodes: [
+        { name: 'a100-0', gpus: 8, gpuType: 'a100' },
+        { name: 'a100-1', gpus: 8, gpuType: 'a100' },
+        ...[0, 1, 2, 3].map((i) => ({ name: `t4-${i}`, gpus: 1, gpuType: 't4' })),
+      ],
+      kueue: { waitForPodsReady: '2m' },
+    });
+    batch = cluster.kubeConfig.makeApiClient(BatchV1Api);
+    core = cluster.kubeConfig.makeApiClient(CoreV1Api);
+    custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+    await cluster.createNamespace(NS);
+    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'storage' }, stringData: { AWS_ACCESS_KEY_ID: 'unused' } } });
+    config = ConfigSchema.parse(settings);
+    const log = createLogger({ level: 'warn', format: 'text' });
+    executor = new KubernetesExecutor({
+      kubeConfig: cluster.kubeConfig, namespace: NS, image: 'busybox:1.36', imagePullPolicy: 'IfNotPresent', storageSecret: 'storage',
+      gracePeriodSeconds: 5, cpu: '100m', memory: '64Mi', gpuTypes: ['a100', 't4'], quotas: config.scheduler.quotas, command: () => SLEEPER, log,
+    });
+  }, 300_000);
+
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it('cluster apply creates a flavor per gpu_type, the priority classes and one queue per organization, then changes nothing', async () => {
+    const first = await clusterApply(settings);
+    expect(first.code, first.stderr).toBe(0);
+    for (const line of ['resourceflavor/hanzo-ml-a100 created', 'resourceflavor/hanzo-ml-t4 created', 'workloadpriorityclass/hanzo-ml-high created', 'clusterqueue/hanzo-ml-org-a created', 'localqueue/org-b (namespace hanzo-ml-jobs) created'])
+      expect(first.stdout).toContain(line);
+    const cq = (await custom.getClusterCustomObject({ group: 'kueue.x-k8s.io', version: 'v1beta2', plural: 'clusterqueues', name: 'hanzo-ml-org-b' })) as { spec: Record<string, any> }; // eslint-disable-line @typescript-eslint/no-explicit-any
+    expect(cq.spec.cohortName).toBe('hanzo-ml');
+    expect(cq.spec.resourceGroups[0].flavors[0]).toEqual({ name: 'hanzo-ml-a100', resources: [{ name: 'nvidia.com/gpu', nominalQuota: '8', borrowingLimit: '0' }] });
+    const again = await clusterApply(settings);
+    expect(again.code).toBe(0);
+    expect(again.stdout.trim().split('\n').every((l) => l.endsWith(' unchanged')), again.stdout + again.stderr).toBe(true);
+    // The same objects the test's executor relies on.
+    expect((await applyKueueObjects(config, cluster.kubeConfig)).every((o) => o.outcome === 'unchanged')).toBe(true);
+  });
+
+  it('refuses a malformed quota naming its key, and applies nothing', async () => {
+    const bad = (quota: Record<string, unknown>) => ({ ...settings, scheduler: { ...settings.scheduler, quotas: { ...quotas, 'org-new': quota } } });
+    const cases: [unknown, RegExp][] = [
+      [bad({ max_gpus: -1, max_concurrent_jobs: 1 }), /scheduler\.quotas\.org-new\.max_gpus/],
+      [bad({ max_gpus: { h200: 8 }, max_concurrent_jobs: 1 }), /scheduler\.quotas\.org-new\.max_gpus\.h200.*unknown gpu_type "h200"/],
+      [bad({ max_gpus: 8, max_concurrent_jobs: 1, priority: 'urgent' }), /scheduler\.quotas\.org-new\.priority/],
+    ];
+    for (const [doc, message] of cases) {
+      const out = await clusterApply(doc);
+      expect(out.code).not.toBe(0);
+      expect(out.stderr).toMatch(message);
+      expect(out.stdout).toBe('');
+    }
+    const queues = (await custom.listClusterCustomObject({ group: 'kueue.x-k8s.io', version: 'v1beta2', plural: 'clusterqueues' })) as { items: { metadata: { name: string } }[] };
+    expect(queues.items.map((q) => q.metadata.name).sort()).toEqual(['hanzo-ml-org-a', 'hanzo-ml-org-b', 'hanzo-ml-org-g']);
+  });
+
+  it('lets org A borrow org B\'s idle GPUs, and gives them back within the grace period when B submits', async () => {
+    const a1 = request('a-first', 'org-a', 8);
+    const a2 = request('a-borrowing', 'org-a', 8);
+    for (const job of [a1, a2]) {
+      await executor.validate(job);
+      await executor.startOrAttach(job);
+    }
+    // Both run: the second on B's nominal quota, which B is not using.
+    await waitFor('both of A\'s jobs running', async () => (await state(a1)).state === 'running' && (await state(a2)).state === 'running');
+    const b1 = request('b-reclaims', 'org-b', 8);
+    await executor.startOrAttach(b1);
+    const t0 = Date.now();
+    const preempted = await waitFor('a borrowing job preempted', async () => {
+      for (const job of [a2, a1]) {
+        const s = await state(job);
+        if (s.state === 'pending' && s.evicted) return { job, s };
+      }
+      return null;
+    });
+    expect(preempted.s.reason).toBe('Preempted');
+    expect(preempted.s.queue?.queue).toBe('org-a');
+    await waitFor('B\'s job running', async () => (await state(b1)).state === 'running');
+    // SIGTERM, the job's 5 s grace period, the pod gone, B's pod started: all within the grace period and scheduling.
+    expect(Date.now() - t0).toBeLessThan(5_000 + 20_000);
+    // The preempted job waits in A's queue, first in line, for quota to come back.
+    const waiting = await state(preempted.job);
+    expect(waiting).toMatchObject({ state: 'pending', queue: { queue: 'org-a', position: 1 } });
+    for (const job of [a1, a2, b1]) await executor.stop(job, 1);
+  }, 180_000);
+
+  it('starts no pod of a 4-pod gang while only 3 GPUs are free, and all 4 when the fourth frees up', async () => {
+    const holder = request('g-holder', 'org-g', 1, { gpuType: 't4' });
+    await executor.startOrAttach(holder);
+    await waitFor('the holder running', async () => (await state(holder)).state === 'running');
+    const gang = request('g-gang', 'org-g', 1, { nodes: 4, gpuType: 't4' });
+    await executor.validate(gang);
+    await executor.startOrAttach(gang);
+    const queued = await waitFor('the gang queued for quota', async () => {
+      const s = await state(gang);
+      return s.state === 'pending' && s.queue?.position === 1 ? s : null;
+    });
+    expect(queued.message).toMatch(/position 1 in queue org-g/);
+    // Several polls later: still suspended, not one pod created.
+    for (let i = 0; i < 8; i++) {
+      expect((await batch.readNamespacedJob({ name: 'g-gang', namespace: NS })).spec?.suspend).toBe(true);
+      expect((await core.listNamespacedPod({ namespace: NS, labelSelector: 'job-name=g-gang' })).items).toHaveLength(0);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    await executor.stop(holder, 1);
+    await waitFor('all four gang pods running', async () => (await runningPods('g-gang')).length === 4, 90_000);
+    expect((await state(gang)).state).toBe('running');
+    await executor.stop(gang, 1);
+  }, 240_000);
+
+  it('refuses a job of an organization without a queue, and a priority above its organization\'s', async () => {
+    await expect(executor.validate(request('x', 'org-unknown', 1))).rejects.toThrow(/organization org-unknown has no GPU queue: add it to scheduler.quotas/);
+    await expect(executor.validate({ ...request('y', 'org-a', 1), priority: 'high' })).rejects.toThrow(/priority "high" is above organization org-a's \("low"/);
+  });
+});
