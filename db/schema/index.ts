@@ -4,3 +4,4 @@ export * from './tracking.js';
 export * from './models.js';
 export * from './pipelines.js';
 export * from './hpo.js';
+export * from './scheduling.js';
