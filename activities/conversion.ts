@@ -51,7 +51,7 @@ async function runCandle(
   const spec = Object.fromEntries([...Object.keys(inputs), ...Object.keys(outputs)].map((f) => [f, `${f in inputs ? 'input' : 'output'}:${f}`]));
   // The job runner exits 0 whenever the tool printed its report, passed or not: the report says which checks failed.
   const { result: report } = await runJobToCompletion(deps, {
-    job: { name: `${a.pipelineId}-candle-${command}`, kind: 'candle', organizationId: a.input.organization_id, envelope: { tool: 'candle', spec, inputs, outputs, args } },
+    job: { name: `${a.pipelineId}-candle-${command}`, kind: 'candle', organizationId: a.input.organization_id, priority: a.input.priority ?? null, envelope: { tool: 'candle', spec, inputs, outputs, args } },
     resultSchema: CandleReportSchema,
   });
   if (!report.ok) {

@@ -29,6 +29,7 @@ export function createEvaluationActivities(deps: ActivityDeps) {
           name: spec.job_name,
           kind: 'eval',
           organizationId: a.input.organization_id,
+          priority: a.input.priority ?? null,
           runId: a.runId,
           envelope: {
             tool: 'trainer',
@@ -78,6 +79,7 @@ export function createEvaluationActivities(deps: ActivityDeps) {
           name: spec.job_name,
           kind: 'merge',
           organizationId: a.input.organization_id,
+          priority: a.input.priority ?? null,
           envelope: {
             tool: 'trainer',
             spec,

@@ -260,6 +260,7 @@ export function createHpoActivities(deps: ActivityDeps) {
         kind: 'trial',
         organizationId: t.organization_id,
         runId: a.runId,
+        priority: t.config.priority,
         envelope: {
           tool: 'trainer',
           spec,

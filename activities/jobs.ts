@@ -8,11 +8,13 @@ import { Context, CancelledFailure, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { ActivityDeps } from './deps.js';
-import { JobRejected, type JobRequest, type JobResources, type JobState } from './executor/types.js';
+import { JobRejected, type JobRequest, type JobResources, type JobState, type QueuePlace } from './executor/types.js';
+import { readPreemptions, recordEviction, recordResumed } from './preemptions.js';
+import { admissionGate, type AdmissionGate } from '../scheduling/admission.js';
 import { repoRoot, durationMs } from '../lib/config.js';
 import { JobFiles, jobNameOf } from '../lib/job-files.js';
 import { JOB_FILES, type JobEnvelopeInput } from '../contracts/job-io.js';
-import type { JobRecovery } from '../contracts/pipeline.js';
+import type { JobPreemption, JobRecovery } from '../contracts/pipeline.js';
 import type { JobPriority } from '../contracts/config.js';
 import { TrainProgressSchema, type RecoveryPolicy, type TrainJobSpec, type TrainProgress } from '../contracts/trainer-job.js';
 import { adjustSpecAfterFault, readFailure, readRecoveries, visibleRecoveries, writeRecoveries, type FaultKind, type RecoveryLog, type TrainerFailure } from './recovery.js';
@@ -127,7 +129,12 @@ export async function runJobToCompletion<T>(
     resultSchema: z.ZodType<T>;
     pollMs?: number;
     onPoll?: (files: JobFiles) => Promise<Record<string, unknown>>;
-    onWaiting?: (why: string) => Promise<void>;
+    /** why the job is not running, and its place in its queue when it waits in one */
+    onWaiting?: (why: string, queue: QueuePlace | null) => Promise<void>;
+    /** each time the queue preempts the job or it resumes: every preemption so far */
+    onPreemptions?: (preemptions: JobPreemption[]) => Promise<void>;
+    /** the checkpoint interval the job was given: a preemption finding an older newest checkpoint is reported */
+    checkpointIntervalSeconds?: number;
     recovery?: JobRecoveryOptions;
   },
 ): Promise<JobOutcome<T>> {
@@ -139,14 +146,23 @@ export async function runJobToCompletion<T>(
   const log = deps.log.child({ job: p.job.name, attempt: ctx.info.attempt });
   let { request, files } = await prepareAttempt(deps, p.job, recoveries);
   await validateOrReject(deps, request);
+  const gate = admissionGate(deps.db, deps.config, deps.executor.machineGpus);
+  const deviceEnv = gate.enabled ? await waitForAdmission(deps, gate, p.job, request, p.onWaiting, p.pollMs) : {};
+  Object.assign(request.env, deviceEnv);
   let state = await deps.executor.startOrAttach(request);
+  let slotRefreshedAt = Date.now();
   log.info(prior ? 'job re-attached' : 'job started', { name: request.name, state: state.state });
   const pullTimeoutMs = durationMs(deps.config.scheduler.image_pull_timeout);
   let pullFailingSince: number | null = null;
+  let preemptions = await readPreemptions(logical);
+  const preemptionCtx = () => ({ deps, logical, attempt: files, job: p.job, checkpointIntervalSeconds: p.checkpointIntervalSeconds ?? null });
+  // When the newest checkpoint appeared, for the staleness of one at a preemption (the job's start until one does).
+  let lastCheckpoint: { name: string | null; at: number } = { name: null, at: Date.now() };
   const beat = (phase: JobHeartbeat['phase'], extra: Record<string, unknown> = {}): void =>
-    ctx.heartbeat({ job: request.name, phase, restarts, recoveries: visibleRecoveries(recoveries), ...extra } satisfies JobHeartbeat);
+    ctx.heartbeat({ job: request.name, phase, restarts, recoveries: visibleRecoveries(recoveries), preemptions: preemptions.length, ...extra } satisfies JobHeartbeat);
   const nextAttempt = async (): Promise<void> => {
     ({ request, files } = await prepareAttempt(deps, p.job, recoveries));
+    Object.assign(request.env, deviceEnv);
     state = await deps.executor.startOrAttach(request);
   };
   try {
@@ -191,9 +207,23 @@ export async function runJobToCompletion<T>(
           await deps.executor.stop(request, 0);
           throw ApplicationFailure.nonRetryable(`${p.job.name}: its image cannot be pulled (${why}) for ${deps.config.scheduler.image_pull_timeout}`, 'ImagePullFailed');
         }
-        await p.onWaiting?.(why);
+        if (state.evicted) {
+          const before = preemptions.length;
+          preemptions = await recordEviction(preemptionCtx(), preemptions, state.evicted, lastCheckpoint.at);
+          if (preemptions.length > before) await p.onPreemptions?.(preemptions);
+        }
+        await p.onWaiting?.(why, state.queue ?? null);
         beat('pending', { waiting: why });
       } else {
+        if (preemptions.at(-1)?.resumed_at === null) {
+          preemptions = await recordResumed(preemptionCtx(), preemptions);
+          await p.onPreemptions?.(preemptions);
+        }
+        if (p.checkpointIntervalSeconds !== undefined) lastCheckpoint = await checkpointSeen(files, lastCheckpoint);
+        if (gate.enabled && Date.now() - slotRefreshedAt > SLOT_REFRESH_MS) {
+          await gate.request({ name: p.job.name, organizationId: p.job.organizationId, priority: p.job.priority ?? null, gpus: gpusOf(request), alreadyRunning: true });
+          slotRefreshedAt = Date.now();
+        }
         const extra = p.onPoll ? await p.onPoll(files) : {};
         beat('running', extra);
       }
@@ -202,12 +232,48 @@ export async function runJobToCompletion<T>(
     }
   } catch (err) {
     await stopOnRealCancel(deps, request, err);
+    // The slot goes with the job: kept while it runs on without us (a worker shutdown), freed once it has ended.
+    if (gate.enabled && !leftRunning(err)) await gate.release(p.job.name);
     throw err;
   }
+  if (gate.enabled) await gate.release(p.job.name);
   beat('finished');
   const result = await files.readJson(JOB_FILES.result, p.resultSchema);
   if (result === null) throw ApplicationFailure.retryable(`${p.job.name}: exited 0 but ${files.file(JOB_FILES.result)} is missing or malformed`, 'JobFailed');
   return { result, files };
+}
+
+const SLOT_REFRESH_MS = 30_000;
+const gpusOf = (r: JobRequest): number => r.resources.gpus_per_node * r.resources.nodes;
+
+/** A worker shutdown or heartbeat timeout leaves the job running for the next attempt of the activity. */
+function leftRunning(err: unknown): boolean {
+  return err instanceof CancelledFailure && !Context.current().cancellationDetails?.cancelRequested;
+}
+
+/**
+ * Waits for the organization's admission gate to give the job a slot (scheduler.quotas max_concurrent_jobs; in
+ * the embedded mode also max_gpus and this machine's GPUs). A job that already exists (an activity retried after a
+ * worker crash) keeps the slot it had. Returns the environment that pins the job to its GPUs, locally.
+ */
+async function waitForAdmission(
+  deps: ActivityDeps,
+  gate: AdmissionGate,
+  def: JobDefinition,
+  request: JobRequest,
+  onWaiting: ((why: string, queue: QueuePlace | null) => Promise<void>) | undefined,
+  pollMs = 1000,
+): Promise<Record<string, string>> {
+  const found = (await deps.executor.state(request)).state;
+  const alreadyRunning = found !== 'absent' && found !== 'lost';
+  for (;;) {
+    const answer = await gate.request({ name: def.name, organizationId: def.organizationId, priority: def.priority ?? null, gpus: gpusOf(request), alreadyRunning });
+    if (answer.admitted) return deps.executor.machineGpus === null ? {} : { CUDA_VISIBLE_DEVICES: answer.gpuIndices.join(',') };
+    const why = `queued in organization ${def.organizationId}${answer.position ? ` at position ${answer.position}` : ''}: ${answer.reason}`;
+    await onWaiting?.(why, { queue: def.organizationId, position: answer.position, reason: answer.reason });
+    Context.current().heartbeat({ job: request.name, phase: 'pending', restarts: 0, waiting: why } satisfies JobHeartbeat);
+    await sleep(pollMs);
+  }
 }
 
 async function validateOrReject(deps: ActivityDeps, request: JobRequest): Promise<void> {
@@ -239,6 +305,13 @@ async function lastReportedStep(files: JobFiles): Promise<number | null> {
 }
 
 const StepSchema = z.object({ step: z.number().int().nonnegative() });
+const LastCheckpointSchema = z.object({ last_checkpoint: z.string().nullable() });
+
+/** Notes when the job's newest checkpoint changed (progress.json names it). */
+async function checkpointSeen(files: JobFiles, seen: { name: string | null; at: number }): Promise<{ name: string | null; at: number }> {
+  const name = (await files.readJson(JOB_FILES.progress, LastCheckpointSchema))?.last_checkpoint ?? null;
+  return name !== null && name !== seen.name ? { name, at: Date.now() } : seen;
+}
 
 /**
  * Records the adjusted spec for the next attempt after out-of-memory or divergence, or fails the activity for

@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
 import { CheckpointManifestSchema, HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainEvent, type TrainJobSpec, type TrainProgress, type TrainResult } from '../contracts/trainer-job.js';
-import type { JobRecovery } from '../contracts/pipeline.js';
+import type { JobRecovery, TrainingProgressSignal } from '../contracts/pipeline.js';
 import { readProgress, runJobToCompletion, type JobDefinition } from './jobs.js';
 import { readRecoveries, visibleRecoveries, type TrainerFailure } from './recovery.js';
 import { baseModelInput, fileInput } from './job-inputs.js';
@@ -63,6 +63,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
         kind: 'train',
         organizationId,
         runId: a.runId,
+        priority: a.input.priority ?? null,
         envelope: {
           tool: 'trainer',
           spec,
@@ -81,10 +82,11 @@ export function createTrainingActivities(deps: ActivityDeps) {
       const recordedEvents = new Set<string>();
       const handle = getClient().workflow.getHandle(pipelineWorkflowId(a.pipelineId));
       const logical = JobFiles.of(deps.store, deps.config, jobNameOf(job.name));
-      const signalProgress = async (p: TrainProgress | null, waiting: string | null): Promise<void> => {
+      const signalProgress = async (p: TrainProgress | null, waiting: string | null, extra: Partial<Pick<TrainingProgressSignal, 'queue' | 'preemptions'>> = {}): Promise<void> => {
         const recoveries = visibleRecoveries(await readRecoveries(logical));
+        const queue = waiting === null ? null : (extra.queue ?? null);
         await handle
-          .signal(trainingProgressSignal, { step: p?.step ?? 0, max_steps: p?.max_steps ?? spec.hyperparameters.max_steps, last_checkpoint: p?.last_checkpoint ?? null, metrics: p?.metrics ?? {}, recoveries, waiting })
+          .signal(trainingProgressSignal, { step: p?.step ?? 0, max_steps: p?.max_steps ?? spec.hyperparameters.max_steps, last_checkpoint: p?.last_checkpoint ?? null, metrics: p?.metrics ?? {}, recoveries, waiting, queue, ...(extra.preemptions ? { preemptions: extra.preemptions } : {}) })
           .catch(() => undefined);
       };
       let lastSignal = 0;
@@ -93,13 +95,18 @@ export function createTrainingActivities(deps: ActivityDeps) {
       const { result, files } = await runJobToCompletion(deps, {
         job,
         resultSchema: TrainResultSchema,
-        onWaiting: async (why) => {
-          // Every new reason is reported at once: a pipeline stuck on an image pull or on capacity says so.
+        onWaiting: async (why, queue) => {
+          // Every new reason is reported at once: a pipeline stuck on an image pull, on capacity or in its queue says so.
           if (why === lastWaiting && Date.now() - lastSignal < PROGRESS_SIGNAL_EVERY_MS) return;
           lastWaiting = why;
           lastSignal = Date.now();
-          await signalProgress(null, why);
+          await signalProgress(null, why, { queue });
         },
+        onPreemptions: async (preemptions) => {
+          await upsertTags(deps.db, a.runId, preemptions.map((p, i) => ({ key: `hanzo_ml.preemption.${i + 1}`, value: JSON.stringify(p) })));
+          await signalProgress(null, lastWaiting, { preemptions });
+        },
+        checkpointIntervalSeconds: spec.checkpoint.every_seconds ?? undefined,
         onPoll: async (attempt) => {
           const p = await readProgress(attempt);
           if (!p) return {};

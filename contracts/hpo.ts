@@ -2,6 +2,7 @@
 // configuration POST /v1/hpo takes, the workflow inputs, the compact trial history the sweep workflow carries,
 // and the suggestion request the stateless sampler (`python -m hanzo_ml hpo-suggest`) answers.
 import { z } from 'zod';
+import { JobPrioritySchema } from './config.js';
 import { LoraHyperparametersSchema } from './trainer-job.js';
 import { PIPELINE_TASK_QUEUE } from './pipeline.js';
 
@@ -144,6 +145,7 @@ const SweepConfigObjectSchema = z.strictObject({
     max_concurrent_trials: z.number().int().positive().max(256).default(4),
     early_stopping: EarlyStoppingSchema.prefault({}),
     resources_per_trial: ResourcesSchema.prefault({}),
+    priority: JobPrioritySchema.default('low').describe("queue priority of every trial (scheduler.quotas): low by default, so a sweep yields to other work; never above the organization's"),
     seed: z.number().int().nonnegative().max(2 ** 31 - 1).default(0),
     warm_start: z.boolean().default(false).describe('seed the sampler with the trials of earlier sweeps on the same base model and search space'),
     pbt: PbtSettingsSchema.optional(),

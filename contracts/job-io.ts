@@ -64,4 +64,5 @@ export const JOB_FILES = {
   result: 'result.json',
   log: 'job.log',
   recoveries: 'recoveries.json',
+  preemptions: 'preemptions.json',
 } as const;

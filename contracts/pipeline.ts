@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { LoraHyperparametersSchema, CheckpointPolicySchema, ModelScoresSchema, RecoveryPolicySchema, HardwareSchema, ADAPTER_METHODS, QuantizationSchema, AdaLoraSchema, PreferenceSchema, DataOptionsSchema } from './trainer-job.js';
 import { SplitRatiosSchema } from './datasets.js';
+import { JobPrioritySchema } from './config.js';
 
 export const PIPELINE_TASK_QUEUE = 'hanzo-ml-pipelines';
 /**
@@ -69,6 +70,7 @@ export const PipelineInputSchema = z.strictObject({
   checkpoint: CheckpointPolicySchema.default({ every_steps: 25, keep_last: 3, every_seconds: 3600, keep_best: true }),
   recovery: RecoveryPolicySchema.prefault({}),
   hardware: HardwareSchema.prefault({}).describe('price_per_device_hour_usd null: trainer.gpu_hour_price_usd from the config'),
+  priority: JobPrioritySchema.optional().describe("queue priority of the pipeline's jobs (scheduler.quotas); default the organization's, never above it"),
   eval: z.strictObject({ max_new_tokens: z.number().int().positive().default(12) }).prefault({}),
   validate: z
     .strictObject({
@@ -127,6 +129,22 @@ export const JobRecoverySchema = z.object({
 });
 export type JobRecovery = z.infer<typeof JobRecoverySchema>;
 
+/** The queue took a running job back to give its GPUs to another (Kueue preemption); it resumed or will. */
+export const JobPreemptionSchema = z.object({
+  job: z.string(),
+  at: z.string().describe('when the queue evicted it'),
+  reason: z.string().describe("Kueue's reason and message: reclaimed by its owner, or a higher priority"),
+  step: z.number().int().nonnegative().nullable().describe('the last step it reported before the eviction'),
+  resumed_at: z.string().nullable(),
+  checkpoint: z.string().nullable().describe('the checkpoint it resumed from (the newest complete one in the object store)'),
+  lost_seconds: z.number().nonnegative().nullable().describe('eviction to running again'),
+  stale_checkpoint: z.boolean().describe('its newest checkpoint was older than checkpoint.every_seconds when it was evicted'),
+});
+export type JobPreemption = z.infer<typeof JobPreemptionSchema>;
+
+/** Where the current job waits in its organization's queue. */
+export const QueueWaitSchema = z.object({ queue: z.string(), position: z.number().int().positive().nullable(), reason: z.string() });
+
 export const PipelineProgressSchema = z.object({
   pipeline_id: z.string(),
   stage: PipelineStageSchema,
@@ -139,6 +157,8 @@ export const PipelineProgressSchema = z.object({
   checkpoints: z.array(z.object({ step: z.number().int(), uri: z.string(), sha256: z.string() })),
   recoveries: z.array(JobRecoverySchema).default([]).describe('training restarts after a fault, oldest first'),
   waiting: z.string().nullable().default(null).describe('why the current job is not running yet (queued, no node fits, image pull)'),
+  queue: QueueWaitSchema.nullable().default(null).describe('the queue the current job waits in, and its place'),
+  preemptions: z.array(JobPreemptionSchema).default([]).describe('training preempted by the queue and resumed, oldest first (not failures)'),
   eval: z.object({ base: ModelScoresSchema, tuned: ModelScoresSchema.nullable() }).nullable(),
   model_version: z.object({ name: z.string(), version: z.number().int(), stage: z.string() }).nullable(),
   awaiting_approval: z.boolean(),
@@ -163,6 +183,8 @@ export const TrainingProgressSignalSchema = z.object({
   metrics: z.record(z.string(), z.number()),
   recoveries: z.array(JobRecoverySchema).optional(),
   waiting: z.string().nullable().optional().describe('why the job is not running yet (queued, no node fits, image pull), null once it runs'),
+  queue: QueueWaitSchema.nullable().optional(),
+  preemptions: z.array(JobPreemptionSchema).optional(),
 });
 export type TrainingProgressSignal = z.infer<typeof TrainingProgressSignalSchema>;
 

@@ -10,6 +10,7 @@ import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { createApp } from '../api/app.js';
 import { createPipelineWorker, type PipelineWorker } from '../workers/worker.js';
+import { detectLocalGpus } from '../scheduling/admission.js';
 import { LocalExecutor, runningLocalJobs, signalJob, jobState } from '../activities/executor/local.js';
 import { kubernetesExecutorFromConfig } from '../activities/executor/kubernetes.js';
 import type { JobExecutor } from '../activities/executor/types.js';
@@ -125,7 +126,8 @@ function listen(app: ReturnType<typeof createApp>, hostname: string, port: numbe
 /** The executor of scheduler.executor, chosen once at start-up. */
 export function createExecutor(o: Pick<RuntimeOptions, 'config' | 'home' | 'bootstrap'>, log: Logger): JobExecutor {
   if (o.config.scheduler.executor === 'kubernetes') return kubernetesExecutorFromConfig(o.config, log);
-  return new LocalExecutor({ workRoot: localJobsRoot(o.home), python: o.config.trainer.python ?? o.bootstrap.python, env: localJobEnvironment(o) });
+  const gpus = detectLocalGpus(o.config.scheduler.local_gpus);
+  return new LocalExecutor({ workRoot: localJobsRoot(o.home), python: o.config.trainer.python ?? o.bootstrap.python, env: localJobEnvironment(o), gpus });
 }
 
 export const localJobsRoot = (home: string): string => join(home, 'work', 'jobs');

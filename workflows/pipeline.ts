@@ -64,6 +64,8 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
     progress.latest_metrics = { ...progress.latest_metrics, ...p.metrics };
     if (p.recoveries && p.recoveries.length >= progress.recoveries.length) progress.recoveries = p.recoveries;
     if (p.waiting !== undefined) progress.waiting = p.waiting;
+    if (p.queue !== undefined) progress.queue = p.queue;
+    if (p.preemptions && p.preemptions.length >= progress.preemptions.length) progress.preemptions = p.preemptions;
   });
   setHandler(
     promotionDecisionUpdate,
@@ -100,6 +102,7 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
     await enter('train');
     const train = await trainWithCheckpointWatch(jobs, watcher, { pipelineId, runId, input, dataset }, progress);
     progress.waiting = null;
+    progress.queue = null;
 
     await enter('eval');
     const evalReport = await jobs.evaluateModels({ pipelineId, runId, input, dataset, adapterPath: train.adapter_path });
@@ -208,6 +211,8 @@ function initialProgress(pipelineId: string, input: PipelineWorkflowInput): Pipe
     checkpoints: [],
     recoveries: [],
     waiting: null,
+    queue: null,
+    preemptions: [],
     eval: null,
     model_version: null,
     awaiting_approval: false,

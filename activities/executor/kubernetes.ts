@@ -72,6 +72,7 @@ const isStatus = (err: unknown, code: number): boolean => (err as { code?: numbe
 
 export class KubernetesExecutor implements JobExecutor {
   readonly kind = 'kubernetes';
+  readonly machineGpus = null;
   private readonly batch: BatchV1Api;
   private readonly core: CoreV1Api;
   private readonly custom: CustomObjectsApi;

@@ -13,6 +13,8 @@ import { JobRejected, type JobExecutor, type JobRequest, type JobState } from '.
 export interface LocalExecutorOptions {
   /** job workspaces: {workRoot}/{job name} */
   workRoot: string;
+  /** this machine's GPUs, handed out by the admission gate (CUDA_VISIBLE_DEVICES); default 0 */
+  gpus?: number;
   /** the trainer venv's python, which runs the job runner */
   python: string;
   /** environment every job gets (PYTHONPATH, offline switches, the Candle binary, object-store settings) */
@@ -33,7 +35,10 @@ const WRAPPER = [
 
 export class LocalExecutor implements JobExecutor {
   readonly kind = 'local';
-  constructor(private readonly o: LocalExecutorOptions) {}
+  readonly machineGpus: number;
+  constructor(private readonly o: LocalExecutorOptions) {
+    this.machineGpus = o.gpus ?? 0;
+  }
 
   workdir(name: string): string {
     return join(this.o.workRoot, name);

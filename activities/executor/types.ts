@@ -63,6 +63,8 @@ export interface JobRequest {
 
 export interface JobExecutor {
   readonly kind: 'local' | 'kubernetes';
+  /** GPUs this executor hands out itself (the local machine's, by CUDA device index); null: the cluster places them */
+  readonly machineGpus: number | null;
   /** Refuses, before anything is created, a job the executor can never run (resources no node has). */
   validate(job: JobRequest): Promise<void>;
   /** Starts the job unless one of that name exists; returns what it found or started. */

@@ -50,6 +50,7 @@ function noopTool(dir: string): { path: string; endedFile: string } {
 function timed(inner: JobExecutor, marks: { created?: number; running?: number }, runningSeen?: () => number | undefined): JobExecutor {
   return {
     kind: inner.kind,
+    machineGpus: inner.machineGpus,
     validate: (j) => inner.validate(j),
     stop: (j, g) => inner.stop(j, g),
     logTail: (j, n) => inner.logTail(j, n),

@@ -1,0 +1,128 @@
+// The admission gate in front of the executor (scheduling/admission.ts) on the real catalogue (PGlite): an
+// organization's max_concurrent_jobs under a burst, its queue order (priority, then arrival), and in the embedded
+// mode this machine's GPUs handed out by CUDA device index, never one to two jobs. The jobs are small node
+// scripts run by the real LocalExecutor (its `command` option stands in for the trainer, which this is not about).
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { openCatalogue, type Catalogue } from '../db/client.js';
+import { LocalExecutor } from '../activities/executor/local.js';
+import { runJobToCompletion, type JobDefinition } from '../activities/jobs.js';
+import { FileObjectStore } from '../lib/object-store.js';
+import type { ActivityDeps } from '../activities/deps.js';
+import { ConfigSchema } from '../contracts/config.js';
+import type { JobPriority } from '../contracts/config.js';
+import { createLogger } from '../lib/log.js';
+import { listAdmissions } from '../db/repo/admissions.js';
+
+/** Records when it ran and which devices it saw, runs `ms`, then writes its result. */
+const SCRIPT = `const fs = require('fs'); const [d, log, ms] = process.argv.slice(1);
+  const name = require('path').basename(d);
+  fs.writeFileSync(log + '/' + name + '.start', JSON.stringify({ at: Date.now(), devices: process.env.CUDA_VISIBLE_DEVICES ?? null }));
+  setTimeout(() => { fs.writeFileSync(log + '/' + name + '.end', String(Date.now())); fs.writeFileSync(d + '/result.json', '{"ok":true}'); }, Number(ms));`;
+
+let cat: Catalogue;
+
+function setup(o: { quotas?: Record<string, unknown>; gpus?: number; ms?: number }) {
+  const root = mkdtempSync(join(tmpdir(), 'hanzo-ml-admission-'));
+  const log = join(root, 'log');
+  mkdirSync(log);
+  const config = ConfigSchema.parse({ scheduler: { quotas: o.quotas ?? {} } });
+  const executor = new LocalExecutor({
+    workRoot: join(root, 'work'),
+    python: 'unused',
+    env: {},
+    gpus: o.gpus ?? 0,
+    command: (job, scratch) => [process.execPath, '-e', SCRIPT, dirname(fileURLToPath(job.envelopeUri)), log, String(o.ms ?? 300), scratch],
+  });
+  const deps = { db: cat.db, executor, store: new FileObjectStore(join(root, 'objects')), log: createLogger({ level: 'error', format: 'text' }), config, jobSecrets: async () => ({}) } as unknown as ActivityDeps;
+  const run = (name: string, org: string, priority: JobPriority | null = null, gpus = 0) => {
+    const job: JobDefinition = { name, kind: 'test', organizationId: org, priority, envelope: { tool: 'trainer', spec: {} }, resources: { gpus_per_node: gpus } };
+    return new MockActivityEnvironment().run(() => runJobToCompletion(deps, { job, resultSchema: z.object({ ok: z.boolean() }), pollMs: 100 }));
+  };
+  /** Every job's [start, end] and the devices it saw, from its own records. */
+  const ran = () => {
+    const files = readdirSync(log);
+    return files.filter((f) => f.endsWith('.start')).map((f) => {
+      const name = f.slice(0, -'.start'.length);
+      const start = JSON.parse(readFileSync(join(log, f), 'utf8')) as { at: number; devices: string | null };
+      const end = files.includes(`${name}.end`) ? Number(readFileSync(join(log, `${name}.end`), 'utf8')) : Infinity;
+      return { name, start: start.at, end, devices: start.devices };
+    });
+  };
+  return { run, ran };
+}
+
+/** The most jobs whose [start, end] intervals overlap at one instant. */
+function maxOverlap(intervals: { start: number; end: number }[]): number {
+  const points = intervals.flatMap((i) => [[i.start, 1] as const, [i.end, -1] as const]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let now = 0;
+  let max = 0;
+  for (const [, d] of points) max = Math.max(max, (now += d));
+  return max;
+}
+
+describe('the admission gate', () => {
+  beforeAll(async () => {
+    cat = await openCatalogue({});
+  });
+  afterAll(async () => {
+    await cat?.close();
+  });
+
+  it('holds max_concurrent_jobs under a burst of 50 submissions, and runs every one', async () => {
+    const { run, ran } = setup({ quotas: { burst: { max_gpus: 0, max_concurrent_jobs: 3 } }, ms: 200 });
+    let admittedSeen = 0;
+    const watch = setInterval(() => {
+      void listAdmissions(cat.db, 'burst').then((rows) => (admittedSeen = Math.max(admittedSeen, rows.filter((r) => r.state === 'admitted').length)));
+    }, 50);
+    try {
+      const results = await Promise.all(Array.from({ length: 50 }, (_, i) => run(`burst-${i}`, 'burst')));
+      expect(results.every((r) => (r as { result: { ok: boolean } }).result.ok)).toBe(true);
+    } finally {
+      clearInterval(watch);
+    }
+    const jobs = ran();
+    expect(jobs).toHaveLength(50);
+    expect(maxOverlap(jobs)).toBeLessThanOrEqual(3);
+    expect(maxOverlap(jobs)).toBeGreaterThanOrEqual(2);
+    expect(admittedSeen).toBeLessThanOrEqual(3);
+    expect(await listAdmissions(cat.db, 'burst')).toEqual([]); // every slot given back
+  }, 300_000);
+
+  it('admits a waiting high-priority job before an earlier low-priority one of the same organization', async () => {
+    const { run, ran } = setup({ quotas: { prio: { max_gpus: 0, max_concurrent_jobs: 1, priority: 'high' } }, ms: 1500 });
+    const holder = run('holder', 'prio');
+    await waitUntil(() => ran().some((j) => j.name === 'holder'));
+    const low = run('low-first', 'prio', 'low');
+    await waitUntil(async () => (await listAdmissions(cat.db, 'prio')).length === 2);
+    const high = run('high-second', 'prio', 'high');
+    await Promise.all([holder, low, high]);
+    const start = Object.fromEntries(ran().map((j) => [j.name, j.start]));
+    expect(start['high-second']!).toBeLessThan(start['low-first']!);
+  }, 120_000);
+
+  it('hands this machine\'s GPUs out by device index, never one to two jobs, and queues the rest', async () => {
+    const { run, ran } = setup({ gpus: 2, ms: 600 });
+    await Promise.all(['g0', 'g1', 'g2', 'g3', 'g4'].map((n) => run(n, 'dev', null, 1)));
+    const jobs = ran();
+    expect(jobs).toHaveLength(5);
+    expect(jobs.every((j) => j.devices === '0' || j.devices === '1')).toBe(true);
+    expect(maxOverlap(jobs)).toBeLessThanOrEqual(2);
+    for (const a of jobs)
+      for (const b of jobs)
+        if (a !== b && a.start < b.end && b.start < a.end) expect(a.devices, `${a.name} and ${b.name} overlap`).not.toBe(b.devices);
+  }, 120_000);
+});
+
+async function waitUntil(probe: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
