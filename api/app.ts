@@ -13,6 +13,7 @@ import { experimentRoutes } from './routes/experiments.js';
 import { modelRoutes } from './routes/models.js';
 import { scheduleRoutes } from './routes/schedules.js';
 import { hpoRoutes } from './routes/hpo.js';
+import { queueRoutes } from './routes/queues.js';
 import { mlflowRoutes } from './routes/mlflow/index.js';
 import { mlflowArtifactProxyRoutes, mlflowGetArtifactRoute, mlflowProbeRoutes } from './routes/mlflow/artifacts.js';
 import { runArtifactRoutes } from './routes/run-artifacts.js';
@@ -53,6 +54,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.route('/v1/models', modelRoutes(deps));
   app.route('/v1/schedules', scheduleRoutes(deps));
   app.route('/v1/hpo', hpoRoutes(deps));
+  app.route('/v1/queues', queueRoutes(deps));
   app.route('/api/2.0/mlflow', mlflowRoutes(deps));
   app.route('/ajax-api/2.0/mlflow', mlflowRoutes(deps));
   app.route('/api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));

@@ -25,6 +25,25 @@ const table = (rows: Record<string, unknown>[]): void => {
   process.stdout.write([line(cols), ...rows.map((r) => line(cols.map((c) => String(r[c] ?? ''))))].join('\n') + '\n');
 };
 
+interface QueueListing {
+  organization: string;
+  quota: { max_gpus: unknown; max_concurrent_jobs: number; priority: string } | null;
+  admitted: number;
+  pending: number;
+  gpus_in_use: number;
+  borrowed_gpus: number | null;
+  jobs: { job: string; stage: string; position: number | null; gpus: number; reason: string | null }[];
+}
+
+function printQueues(orgs: QueueListing[]): void {
+  for (const o of orgs) {
+    const quota = o.quota ? `max_gpus ${JSON.stringify(o.quota.max_gpus)}, max_concurrent_jobs ${o.quota.max_concurrent_jobs}, priority ${o.quota.priority}` : 'no quota';
+    const borrowed = o.borrowed_gpus === null ? '' : `, ${o.borrowed_gpus} borrowed`;
+    console.log(`${o.organization}: ${o.admitted} admitted, ${o.pending} pending, ${o.gpus_in_use} GPUs in use${borrowed} (${quota})`);
+    table(o.jobs.map((j) => ({ job: j.job, stage: j.stage, position: j.position ?? '', gpus: j.gpus, reason: j.reason ?? '' })));
+  }
+}
+
 export function buildCli(): Command {
   const program = new Command('hanzo-ml').description('ML training and fine-tuning control plane (HIP-57)').showHelpAfterError();
 
@@ -185,6 +204,13 @@ export function buildCli(): Command {
   hpo.command('status <id>').action(async (id: string) => print(await api().get(`/v1/hpo/${encodeURIComponent(id)}`)));
   hpo.command('list').action(async () => table((await api().get<{ sweeps: Record<string, unknown>[] }>('/v1/hpo')).sweeps));
   hpo.command('cancel <id>').description('cancel a sweep and its running trials').action(async (id: string) => print(await api().post(`/v1/hpo/${encodeURIComponent(id)}/cancel`)));
+
+  program
+    .command('queue')
+    .description('GPU queues (scheduler.quotas)')
+    .command('list')
+    .description('per organization: admitted and pending jobs, GPUs in use and borrowed, the position of each pending job')
+    .action(async () => printQueues((await api().get<{ organizations: QueueListing[] }>('/v1/queues')).organizations));
 
   const schedule = program.command('schedule').description('retraining on a Temporal Schedule');
   schedule

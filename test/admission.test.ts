@@ -18,6 +18,7 @@ import { ConfigSchema } from '../contracts/config.js';
 import type { JobPriority } from '../contracts/config.js';
 import { createLogger } from '../lib/log.js';
 import { listAdmissions } from '../db/repo/admissions.js';
+import { queueStatus } from '../scheduling/queue-status.js';
 
 /** Records when it ran and which devices it saw, runs `ms`, then writes its result. */
 const SCRIPT = `const fs = require('fs'); const [d, log, ms] = process.argv.slice(1);
@@ -100,6 +101,10 @@ describe('the admission gate', () => {
     await waitUntil(() => ran().some((j) => j.name === 'holder'));
     const low = run('low-first', 'prio', 'low');
     await waitUntil(async () => (await listAdmissions(cat.db, 'prio')).length === 2);
+    // What `hanzo-ml queue list` shows of it.
+    const [queue] = await queueStatus(cat.db, ConfigSchema.parse({ scheduler: { quotas: { prio: { max_gpus: 0, max_concurrent_jobs: 1 } } } }), null, ['prio']);
+    expect(queue).toMatchObject({ organization: 'prio', admitted: 1, pending: 1, borrowed_gpus: null });
+    expect(queue!.jobs.map((j) => [j.job, j.stage, j.position])).toEqual([['holder', 'admitted', null], ['low-first', 'waiting_for_slot', 1]]);
     const high = run('high-second', 'prio', 'high');
     await Promise.all([holder, low, high]);
     const start = Object.fromEntries(ran().map((j) => [j.name, j.start]));

@@ -15,6 +15,8 @@ import { KubernetesExecutor } from '../activities/executor/kubernetes.js';
 import type { JobRequest, JobState } from '../activities/executor/types.js';
 import { createLogger } from '../lib/log.js';
 import { applyKueueObjects } from '../scheduling/kueue-apply.js';
+import { queueStatus } from '../scheduling/queue-status.js';
+import { openCatalogue, type Catalogue, type Db } from '../db/client.js';
 import { startTestCluster, type TestCluster } from './support/cluster/control-plane.js';
 import { CLUSTER_TOOLS_MISSING, findClusterTools, findKueue, KUEUE_MISSING, repoRoot } from './support/cluster/tools.js';
 
@@ -66,6 +68,8 @@ describe.skipIf(!ready)(`fair-share GPU queues on Kueue${ready ? '' : ` (skipped
   let core: CoreV1Api;
   let custom: CustomObjectsApi;
   const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-queues-'));
+  let catalogue: Catalogue;
+  let db: Db;
 
   /** `hanzo-ml cluster apply` as a user runs it, with a config file; resolves to its exit code and output. */
   async function clusterApply(configDoc: unknown): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -92,6 +96,8 @@ describe.skipIf(!ready)(`fair-share GPU queues on Kueue${ready ? '' : ` (skipped
     batch = cluster.kubeConfig.makeApiClient(BatchV1Api);
     core = cluster.kubeConfig.makeApiClient(CoreV1Api);
     custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
+    catalogue = await openCatalogue({});
+    db = catalogue.db;
     await cluster.createNamespace(NS);
     await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: 'storage' }, stringData: { AWS_ACCESS_KEY_ID: 'unused' } } });
     config = ConfigSchema.parse(settings);
@@ -103,6 +109,7 @@ describe.skipIf(!ready)(`fair-share GPU queues on Kueue${ready ? '' : ` (skipped
   }, 300_000);
 
   afterAll(async () => {
+    await catalogue?.close();
     await cluster?.stop();
   });
 
@@ -147,6 +154,12 @@ describe.skipIf(!ready)(`fair-share GPU queues on Kueue${ready ? '' : ` (skipped
     }
     // Both run: the second on B's nominal quota, which B is not using.
     await waitFor('both of A\'s jobs running', async () => (await state(a1)).state === 'running' && (await state(a2)).state === 'running');
+    // `hanzo-ml queue list` / GET /v1/queues: 16 GPUs in use, 8 of them borrowed from B's idle quota.
+    const [queueA] = await waitFor('Kueue to count the borrowing', async () => {
+      const q = await queueStatus(db, config, cluster.kubeConfig, ['org-a']);
+      return q[0]?.borrowed_gpus === 8 ? q : null;
+    });
+    expect(queueA).toMatchObject({ organization: 'org-a', admitted: 2, pending: 0, gpus_in_use: 16, borrowed_gpus: 8 });
     const b1 = request('b-reclaims', 'org-b', 8);
     await executor.startOrAttach(b1);
     const t0 = Date.now();
@@ -180,6 +193,11 @@ describe.skipIf(!ready)(`fair-share GPU queues on Kueue${ready ? '' : ` (skipped
       return s.state === 'pending' && s.queue?.position === 1 ? s : null;
     });
     expect(queued.message).toMatch(/position 1 in queue org-g/);
+    const [queueG] = await queueStatus(db, config, cluster.kubeConfig, ['org-g']);
+    expect(queueG!.jobs).toEqual([
+      { job: 'g-holder', stage: 'admitted', position: null, gpus: 1, reason: null },
+      expect.objectContaining({ job: 'g-gang', stage: 'queued', position: 1, gpus: 4 }),
+    ]);
     // Several polls later: still suspended, not one pod created.
     for (let i = 0; i < 8; i++) {
       expect((await batch.readNamespacedJob({ name: 'g-gang', namespace: NS })).spec?.suspend).toBe(true);

@@ -1,0 +1,20 @@
+// /v1/queues: the caller's organization's GPU queue (an admin sees every configured organization): quota, what
+// runs, what waits and at which position, and GPUs borrowed from the cohort (scheduling/queue-status.ts).
+import { Hono } from 'hono';
+import type { ApiDeps, AppEnv } from '../deps.js';
+import { requireRole } from '../auth.js';
+import { loadKubeConfig } from '../../activities/executor/kubernetes.js';
+import { queueStatus } from '../../scheduling/queue-status.js';
+
+export function queueRoutes(deps: ApiDeps) {
+  const app = new Hono<AppEnv>();
+  // On a cluster Kueue is read with the same credentials the worker creates Jobs with.
+  const kube = deps.config.scheduler.executor === 'kubernetes' ? loadKubeConfig(deps.config.scheduler.kubeconfig) : null;
+
+  app.get('/', async (c) => {
+    const principal = requireRole(c, 'viewer');
+    const orgs = principal.role === 'admin' ? [...new Set([principal.organizationId, ...Object.keys(deps.config.scheduler.quotas)])] : [principal.organizationId];
+    return c.json({ organizations: await queueStatus(deps.db, deps.config, kube, orgs) });
+  });
+  return app;
+}
