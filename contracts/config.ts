@@ -109,7 +109,6 @@ export const ConfigSchema = z.strictObject({
         })
         .prefault({}),
       cohort: z.string().default('hanzo-ml').describe('kubernetes: the Kueue cohort every organization\'s ClusterQueue lends and borrows in'),
-      wait_for_pods_ready: duration.default('5m').describe('kubernetes: a multi-pod job whose pods are not all running this long after admission is requeued (all-or-nothing)'),
       local_gpus: z.coerce.number().int().min(0).optional().describe('local: GPUs jobs may use on this machine; unset: counted with nvidia-smi (0 without it)'),
       image_pull_timeout: duration.default('5m').describe('a job whose image cannot be pulled for this long fails'),
       cpu_per_job: z.string().default('2').describe('kubernetes: CPU request of a job pod'),

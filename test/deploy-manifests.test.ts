@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigSchema } from '../contracts/config.js';
 import { checkCombinations } from '../lib/config.js';
 import { startTestCluster, type TestCluster } from './support/cluster/control-plane.js';
-import { CLUSTER_TOOLS_MISSING, findClusterTools, repoRoot } from './support/cluster/tools.js';
+import { CLUSTER_TOOLS_MISSING, findClusterTools, findKueue, repoRoot } from './support/cluster/tools.js';
 
 interface Manifest {
   apiVersion: string;
@@ -51,6 +51,7 @@ describe('deploy manifests', () => {
         'RoleBinding/hanzo-ml-worker',
         'ClusterRole/hanzo-ml-node-reader',
         'ClusterRoleBinding/hanzo-ml-worker-node-reader',
+        'ConfigMap/kueue-manager-config',
       ]),
     );
     const container = (name: string) => (find('Deployment', name) as unknown as { spec: { template: { spec: { containers: { args: string[] }[] } } } }).spec.template.spec.containers[0]!;
@@ -71,11 +72,12 @@ describe('deploy manifests', () => {
   });
 });
 
-describe.skipIf(!findClusterTools())(`deploy manifests on a real API server${findClusterTools() ? '' : ` (skipped: ${CLUSTER_TOOLS_MISSING})`}`, () => {
+describe.skipIf(!findClusterTools() || !findKueue())(`deploy manifests on a real API server${findClusterTools() && findKueue() ? '' : ` (skipped: ${CLUSTER_TOOLS_MISSING})`}`, () => {
   let cluster: TestCluster;
 
   beforeAll(async () => {
-    cluster = await startTestCluster({ nodes: [] });
+    // With Kueue, so its resources exist for the RBAC checks below.
+    cluster = await startTestCluster({ nodes: [], kueue: true });
     // Namespaced dry runs resolve their namespace: the namespaces are created for real first.
     await cluster.kubectl(['apply', '--server-side', '-f', '-'], docs.filter((d) => d.kind === 'Namespace').map((d) => stringify(d)).join('---\n'));
   }, 300_000);
@@ -103,5 +105,15 @@ describe.skipIf(!findClusterTools())(`deploy manifests on a real API server${fin
     expect(await can('patch', 'nodes', 'default')).toBe(false);
     expect(await can('create', 'jobs.batch', 'hanzo-ml')).toBe(false);
     expect(await can('create', 'jobs.batch', 'default')).toBe(false);
+    // Kueue: the worker and the API read queues; neither may change them (`hanzo-ml cluster apply` is an admin's).
+    const api = async (verb: string, resource: string, namespace: string) =>
+      (await cluster.kubectl(['auth', 'can-i', verb, resource, '-n', namespace, '--as=system:serviceaccount:hanzo-ml:hanzo-ml-api']).catch((e: Error) => e.message)).trim().endsWith('yes');
+    for (const ask of [can, api]) {
+      expect(await ask('list', 'workloads.kueue.x-k8s.io', 'hanzo-ml-jobs')).toBe(true);
+      expect(await ask('get', 'clusterqueues.kueue.x-k8s.io', 'default')).toBe(true);
+      expect(await ask('create', 'clusterqueues.kueue.x-k8s.io', 'default')).toBe(false);
+      expect(await ask('delete', 'workloads.kueue.x-k8s.io', 'hanzo-ml-jobs')).toBe(false);
+    }
+    expect(await api('create', 'jobs.batch', 'hanzo-ml-jobs')).toBe(false);
   });
 });

@@ -3,7 +3,8 @@
 // Kubernetes cluster (real API server, scheduler, controller-manager; KWOK nodes; the kubelet stand-in runs the
 // pods as local processes). Jobs are batch/v1 Jobs that read and write only through S3.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { stringify } from 'yaml';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
@@ -53,7 +54,16 @@ async function waitHttp(url: string, timeoutMs: number, what: string, logFile: s
   }
 }
 
-export async function startClusterStack(opts: { nodes?: TestNodeSpec[]; env?: Record<string, string> } = {}): Promise<ClusterStack> {
+export interface ClusterStackOptions {
+  nodes?: TestNodeSpec[];
+  env?: Record<string, string>;
+  /** Start Kueue on the cluster too. */
+  kueue?: boolean;
+  /** A config file for serve and worker (what env cannot say: scheduler.quotas). */
+  config?: Record<string, unknown>;
+}
+
+export async function startClusterStack(opts: ClusterStackOptions = {}): Promise<ClusterStack> {
   const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-cluster-stack-'));
   mkdirSync(join(home, 'logs'), { recursive: true });
   const bootstrap = loadConfig({ HANZO_ML_HOME: home }).bootstrap;
@@ -70,6 +80,7 @@ export async function startClusterStack(opts: { nodes?: TestNodeSpec[]; env?: Re
         { name: 'gpu-node-b', gpus: 8, gpuType: 'a100' },
       ],
       images: [TRAINER_IMAGE, 'busybox'],
+      ...(opts.kueue ? { kueue: true } : {}),
       imageEnv: {
         [TRAINER_IMAGE]: {
           PATH: `${join(bootstrap.python, '..')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
@@ -116,13 +127,17 @@ export async function startClusterStack(opts: { nodes?: TestNodeSpec[]; env?: Re
       HANZO_ML_SCHEDULER_KUBECONFIG: cluster.kubeconfigPath,
       HANZO_ML_SCHEDULER_NAMESPACE: JOBS_NAMESPACE,
       HANZO_ML_SCHEDULER_DEFAULT_IMAGE: TRAINER_IMAGE,
-      HANZO_ML_SCHEDULER_GRACE_PERIOD: '60s',
+      HANZO_ML_SCHEDULER_PREEMPTION_GRACE_PERIOD: '60s',
       HANZO_ML_SCHEDULER_CPU_PER_JOB: '1',
       HANZO_ML_SCHEDULER_MEMORY_PER_JOB: '2Gi',
       HANZO_ML_LOGGING_LEVEL: 'info',
       HANZO_ML_TRAINER_THREADS: '1',
       ...opts.env,
     };
+    if (opts.config) {
+      writeFileSync(join(home, 'config.yaml'), stringify(opts.config));
+      env.HANZO_ML_CONFIG = join(home, 'config.yaml');
+    }
     const processes: { serve?: ChildProcess; worker?: ChildProcess } = {};
     const launch = (shape: 'serve' | 'worker'): ChildProcess => {
       const log = openSync(join(home, 'logs', `${shape}.log`), 'a');

@@ -1,5 +1,5 @@
 // Kueue, out of cluster, on the test control plane: its CRDs and webhook registrations from the module (built by
-// scripts/cluster-tools.sh kueue), and the manager with deploy/kueue/controller-config.yaml, changing only where it
+// scripts/cluster-tools.sh kueue), and the manager with deploy/kueue/kueue-manager-config.yaml, changing only where it
 // listens. Its webhooks are reached at https://127.0.0.1:<port> (a loopback URL with our CA), never through a
 // Service's ClusterIP. Only the batch/Job and kueue.x-k8s.io webhooks are registered: the pod, deployment and
 // other framework webhooks are `failurePolicy: Fail` for integrations not enabled here, and would block pods.
@@ -67,7 +67,9 @@ export async function startKueue(o: KueueStart): Promise<ClusterProcess> {
   await o.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
   await o.kubectl(['apply', '--server-side', '-f', '-'], webhooksFor(o.kueueDir, url, caBundle));
 
-  const config = parse(readFileSync(join(repoRoot, 'deploy/kueue/controller-config.yaml'), 'utf8')) as Doc;
+  const manifests = parseAllDocuments(readFileSync(join(repoRoot, 'deploy/kueue/kueue-manager-config.yaml'), 'utf8')).map((d) => d.toJSON() as Doc);
+  const configMap = manifests.find((m) => m.kind === 'ConfigMap')!;
+  const config = parse(configMap.data['controller_manager_config.yaml'] as string) as Doc;
   config.namespace = 'kueue-system';
   config.webhook = { host: '127.0.0.1', port: webhookPort, certDir };
   config.health = { healthProbeBindAddress: `127.0.0.1:${healthPort}` };
