@@ -121,7 +121,11 @@ export function startScheduler(tools: string, dir: string, ports: Ports, kubecon
  * the node Stages only, and one Pod stage that matches nothing. Without any Pod stage KWOK installs its default
  * ones and would race the kubelet stand-in for the pods.
  */
-export function kwokConfig(tools: string, ports: Ports): string {
+/**
+ * KWOK's configuration. `podStages` (Stage objects for pods) makes KWOK play the pods of its nodes itself (Running,
+ * then Succeeded after a delay) for simulations; without them every pod is the kubelet stand-in's.
+ */
+export function kwokConfig(tools: string, ports: Ports, podStages: Record<string, unknown>[] = []): string {
   const options = {
     apiVersion: 'config.kwok.x-k8s.io/v1alpha1',
     kind: 'KwokConfiguration',
@@ -133,7 +137,7 @@ export function kwokConfig(tools: string, ports: Ports): string {
       nodePort: ports.kubelet,
       serverAddress: `127.0.0.1:${ports.kwok}`,
       enableDebuggingHandlers: false,
-      podPlayStageParallelism: 4,
+      podPlayStageParallelism: podStages.length ? 16 : 4,
       nodePlayStageParallelism: 4,
       nodeLeaseDurationSeconds: 40,
       nodeLeaseParallelism: 4,
@@ -155,7 +159,7 @@ export function kwokConfig(tools: string, ports: Ports): string {
       next: { statusTemplate: '{}' },
     },
   };
-  return [options, ...nodeStages, noPodStage].map((d) => stringify(d)).join('---\n');
+  return [options, ...nodeStages, ...(podStages.length ? podStages : [noPodStage])].map((d) => stringify(d)).join('---\n');
 }
 
 export function startStandin(dir: string, kubeconfig: string, pki: ClusterPki, ports: Ports, nodes: string[], images: Pick<StandinConfig, 'images' | 'imageEnv'>, pgidFile: string) {

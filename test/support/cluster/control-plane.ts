@@ -57,6 +57,11 @@ export interface TestClusterOptions {
    * trainer's packages. The pod's own env wins over it.
    */
   imageEnv?: Record<string, Record<string, string>>;
+  /**
+   * KWOK plays the nodes' pods with these Stages instead of the kubelet stand-in running them (a simulation: pods
+   * run no process). For benchmarks of scheduling at a scale no machine could run.
+   */
+  simulatedPodStages?: Record<string, unknown>[];
   /** Start Kueue too (CRDs, webhooks on a loopback URL, the manager). */
   kueue?: boolean | { waitForPodsReady?: string };
 }
@@ -206,10 +211,10 @@ async function startNodesAndControllers(l: Layout, pki: ClusterPki, procs: Clust
   const nodes = opts.nodes ?? DEFAULT_NODES;
   procs.add(startControllerManager(l.tools, l.dir, l.ports, l.kubeconfigPath, pki));
   procs.add(startScheduler(l.tools, l.dir, l.ports, l.kubeconfigPath));
-  writeFileSync(join(l.dir, 'kwok.yaml'), kwokConfig(l.tools, l.ports));
+  writeFileSync(join(l.dir, 'kwok.yaml'), kwokConfig(l.tools, l.ports, opts.simulatedPodStages));
   procs.add(startClusterProcess('kwok', join(l.tools, 'kwok'), [`--kubeconfig=${l.kubeconfigPath}`, `--config=${join(l.dir, 'kwok.yaml')}`], { dir: l.dir, env: componentEnv() }));
   const images = { images: opts.images ?? DEFAULT_PULLABLE_IMAGES, imageEnv: opts.imageEnv ?? {} };
-  const standin = startStandin(l.dir, l.kubeconfigPath, pki, l.ports, nodes.map((n) => n.name), images, standinPgidFile(l.dir));
+  const standin = startStandin(l.dir, l.kubeconfigPath, pki, l.ports, opts.simulatedPodStages ? [] : nodes.map((n) => n.name), images, standinPgidFile(l.dir));
   procs.add(standin.process);
   for (const n of nodes) await core.createNode({ body: nodeObject(n, l.ports.kubelet) });
 
