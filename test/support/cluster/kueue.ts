@@ -64,7 +64,9 @@ export async function startKueue(o: KueueStart): Promise<ClusterProcess> {
   const url = `https://127.0.0.1:${webhookPort}`;
 
   await o.kubectl(['apply', '--server-side', '-f', '-'], crdsFor(o.kueueDir, url, caBundle));
-  await o.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
+  // `kubectl wait` fails outright on a CRD the API server has not given a status yet: ask until all say Established.
+  const established = () => o.kubectl(['wait', '--for=condition=Established', '--timeout=10s', 'crd', '--all']).then(() => true, () => false);
+  await waitUntil('Kueue CRDs established', established, { timeoutMs: 60_000, watched: o.watched, intervalMs: 500 });
   await o.kubectl(['apply', '--server-side', '-f', '-'], webhooksFor(o.kueueDir, url, caBundle));
 
   const manifests = parseAllDocuments(readFileSync(join(repoRoot, 'deploy/kueue/kueue-manager-config.yaml'), 'utf8')).map((d) => d.toJSON() as Doc);
