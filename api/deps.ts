@@ -19,5 +19,5 @@ export interface ApiDeps {
 }
 
 export interface AppEnv {
-  Variables: { requestId: string; principal: Principal };
+  Variables: { requestId: string; principal: Principal; /** set when the handler wrote its own audit row (in its transaction) */ audited?: boolean };
 }

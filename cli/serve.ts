@@ -30,7 +30,7 @@ async function untilSignalled(runtime: Runtime, shape: string): Promise<void> {
 
 export async function runServe(): Promise<void> {
   const { address, ...loaded } = clusterConfig('serve');
-  const runtime = await startRuntime({ ...loaded, temporalAddress: address, temporalUiUrl: null, worker: false });
+  const runtime = await startRuntime({ ...loaded, temporalAddress: address, temporalUiUrl: null, worker: false, devToken: false });
   process.stderr.write(`hanzo-ml serve: api ${runtime.apiUrl}\n`);
   await untilSignalled(runtime, 'serve');
 }
@@ -38,7 +38,7 @@ export async function runServe(): Promise<void> {
 export async function runWorker(): Promise<void> {
   const { address, ...loaded } = clusterConfig('worker');
   await setupTemporal(address, loaded.config.temporal.namespace);
-  const runtime = await startRuntime({ ...loaded, temporalAddress: address, temporalUiUrl: null, api: false });
+  const runtime = await startRuntime({ ...loaded, temporalAddress: address, temporalUiUrl: null, api: false, devToken: false });
   process.stderr.write(`hanzo-ml worker: executor ${loaded.config.scheduler.executor}, ${loaded.config.scheduler.max_concurrent_jobs} job slots\n`);
   await untilSignalled(runtime, 'worker');
 }

@@ -100,7 +100,7 @@ function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.ProcessEnv)
     if (!name.startsWith('HANZO_ML_') || RESERVED_ENV.has(name) || value === undefined) continue;
     const path = paths.get(name);
     if (!path) throw new ConfigError(`${name}: unknown configuration key (expected HANZO_ML_{SECTION}_{KEY}, e.g. HANZO_ML_SERVER_PORT)`);
-    setPath(raw, path, path.at(-1) === 'gpu_types' ? value.split(',').filter(Boolean) : value);
+    setPath(raw, path, ['gpu_types', 'source_allow_list'].includes(path.at(-1)!) ? value.split(',').filter(Boolean) : value);
   }
 }
 

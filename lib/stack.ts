@@ -7,7 +7,8 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime as TemporalRuntime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Config } from '../contracts/config.js';
 import { openCatalogue, type Catalogue } from '../db/client.js';
-import { seedDevOrganization } from '../db/repo/auth.js';
+import { revokeDevTokens, seedDevOrganization } from '../db/repo/auth.js';
+import { ConfigError } from './config.js';
 import { createApp } from '../api/app.js';
 import { createPipelineWorker, type PipelineWorker } from '../workers/worker.js';
 import { LocalExecutor, runningLocalJobs, signalJob, jobState } from '../activities/executor/local.js';
@@ -41,6 +42,11 @@ export interface RuntimeOptions {
   worker?: boolean;
   /** false: worker only (no API), as `hanzo-ml worker`. */
   api?: boolean;
+  /**
+   * The development token: seeded only by the embedded stack (`hanzo-ml dev`, tests) listening on loopback.
+   * false (`hanzo-ml serve`/`worker`): not seeded, and any development token seeded earlier is revoked.
+   */
+  devToken?: boolean;
   /** false: no listening HTTP server (tests use app.request()). */
   listen?: boolean;
   workflowBundle?: WorkflowBundleWithSourceMap;
@@ -65,7 +71,12 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
   installSdkRuntime(o.config.logging.level);
   for (const dir of ['logs', 'work', 'tmp', 'objects']) mkdirSync(join(o.home, dir), { recursive: true });
   const catalogue = await openCatalogue({ url: o.config.database.url, pgliteDir: join(o.home, 'pg') });
-  await seedDevOrganization(catalogue.db, o.config.auth.dev_organization, o.config.auth.dev_token);
+  try {
+    await devTokenPolicy(o, catalogue.db);
+  } catch (err) {
+    await catalogue.close();
+    throw err;
+  }
   const store = await createObjectStore(o.config.storage, o.home);
   const connection = await Connection.connect({ address: o.temporalAddress });
   const client = new Client({ connection, namespace: o.config.temporal.namespace });
@@ -111,6 +122,22 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
       await catalogue.close();
     },
   };
+}
+
+const DEFAULT_DEV_TOKEN = 'hanzo-ml-dev-token';
+const isLoopback = (host: string): boolean => /^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(host);
+
+/** The well-known development token is an admin credential: it must never reach a network. */
+async function devTokenPolicy(o: RuntimeOptions, db: Catalogue['db']): Promise<void> {
+  const { auth, server } = o.config;
+  if (o.devToken === false) {
+    if (auth.dev_token !== DEFAULT_DEV_TOKEN) throw new ConfigError('auth.dev_token: the development token exists only for a loopback `hanzo-ml dev`; unset it and create tokens with `hanzo-ml token create`');
+    await revokeDevTokens(db, auth.dev_organization);
+    return;
+  }
+  if (!isLoopback(server.host))
+    throw new ConfigError(`server.host: ${server.host} is reachable from other machines, and the development stack's admin token is well known; listen on 127.0.0.1, or run \`hanzo-ml serve\` with real tokens`);
+  await seedDevOrganization(db, auth.dev_organization, auth.dev_token);
 }
 
 function listen(app: ReturnType<typeof createApp>, hostname: string, port: number): Promise<ServerType> {
