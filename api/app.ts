@@ -28,6 +28,7 @@ import { openApiDocument } from './openapi.js';
 export function createApp(deps: ApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
+  if (deps.metrics) app.use('*', deps.metrics.requests);
   app.use('*', async (c, next) => {
     const requestId = c.req.header('x-request-id') ?? randomUUID();
     c.set('requestId', requestId);

@@ -10,6 +10,7 @@ import { openCatalogue, type Catalogue } from '../db/client.js';
 import { revokeDevTokens, seedDevOrganization } from '../db/repo/auth.js';
 import { ConfigError } from './config.js';
 import { createApp } from '../api/app.js';
+import { createMetrics, serveMetrics } from '../api/metrics.js';
 import { createPipelineWorker, type PipelineWorker } from '../workers/worker.js';
 import { LocalExecutor, runningLocalJobs, signalJob, jobState } from '../activities/executor/local.js';
 import { kubernetesExecutorFromConfig } from '../activities/executor/kubernetes.js';
@@ -28,6 +29,8 @@ export interface Runtime {
   app: ReturnType<typeof createApp>;
   server: ServerType | null;
   apiUrl: string;
+  /** the Prometheus scrape URL; null when metrics are off or nothing listens */
+  metricsUrl: string | null;
   log: Logger;
   stop(opts?: { stopJobs?: boolean }): Promise<void>;
 }
@@ -98,8 +101,12 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
     workerRun = worker.run();
   }
   // Built in every shape (it is only a function); served only by the API shapes.
-  const app = createApp({ ...deps, temporal: client, temporalUiUrl: o.temporalUiUrl });
+  const metrics = o.config.metrics.enabled && o.api !== false ? createMetrics(catalogue.db, o.config) : null;
+  const app = createApp({ ...deps, temporal: client, temporalUiUrl: o.temporalUiUrl, metrics });
   const server = o.listen === false || o.api === false ? null : await listen(app, o.config.server.host, o.config.server.port);
+  const metricsServer = metrics && server ? await serveMetrics(metrics, o.config) : null;
+  const metricsAddress = metricsServer?.address();
+  const metricsUrl = metricsAddress && typeof metricsAddress === 'object' ? `http://${hostOf(o.config.server.host)}:${metricsAddress.port}${o.config.metrics.path}` : null;
 
   return {
     catalogue,
@@ -109,6 +116,7 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
     app,
     server,
     apiUrl,
+    metricsUrl,
     log,
     async stop(opts = {}) {
       // Order matters: the worker stops first (so no activity restarts a job we are stopping), the jobs stop
@@ -116,6 +124,7 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
       if (worker && worker.getState() === 'RUNNING') worker.shutdown();
       if (opts.stopJobs && o.config.scheduler.executor === 'local') await stopLocalJobs(o.home, log);
       if (server) await new Promise<void>((r) => server.close(() => r()));
+      if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
       await workerRun?.catch((err: unknown) => log.error('worker stopped with an error', { error: String(err) }));
       await nativeConnection?.close();
       await connection.close();
@@ -123,6 +132,8 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
     },
   };
 }
+
+const hostOf = (host: string): string => (host === '0.0.0.0' ? '127.0.0.1' : host);
 
 const DEFAULT_DEV_TOKEN = 'hanzo-ml-dev-token';
 const isLoopback = (host: string): boolean => /^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(host);
