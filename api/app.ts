@@ -12,6 +12,7 @@ const MLFLOW_BATCH_BYTES = 1024 * 1024;
 import { anonymousPrincipal, authenticate, isUploadPath, jwtVerifierFor } from './auth.js';
 import { streamingBodyLimit } from './body-limit.js';
 import { auditContext, identityRoutes } from './routes/identity.js';
+import { eventRoutes } from './routes/events.js';
 import { audit } from '../db/repo/auth.js';
 import { datasetRoutes } from './routes/datasets.js';
 import { pipelineRoutes } from './routes/pipelines.js';
@@ -69,6 +70,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
     app.use(prefix === '/get-artifact' ? prefix : `${prefix}/*`, authenticate(deps.db, authOptions));
   }
   app.route('/v1', identityRoutes(deps));
+  app.route('/v1/events', eventRoutes(deps));
   app.route('/v1/datasets', datasetRoutes(deps));
   app.route('/v1/pipelines', pipelineRoutes(deps));
   app.route('/v1/experiments', experimentRoutes(deps));

@@ -8,7 +8,7 @@ import { Command, Option } from 'commander';
 import { createApiClient, ApiClientError, type ApiClient } from './api-client.js';
 import { followPipeline, type PipelineStatus } from './progress.js';
 import { runDev } from './dev.js';
-import { runServe, runWorker, setupTemporal } from './serve.js';
+import { runRelay, runServe, runWorker, setupTemporal } from './serve.js';
 import { runDemo } from './demo.js';
 import { compareRuns } from './compare.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
@@ -29,6 +29,7 @@ export function buildCli(): Command {
 
   program.command('dev').description('run the embedded stack: Temporal dev server, catalogue, object store, worker and API').action(runDev);
   program.command('serve').description('run the API only (stateless; any number of replicas), against the Temporal cluster of temporal.address').action(runServe);
+  program.command('relay').description('run only the outbox relay to Kafka (stream.brokers), against the shared catalogue').action(runRelay);
   program.command('worker').description('run the Temporal worker only: workflows, and jobs through scheduler.executor').action(runWorker);
   program
     .command('temporal')

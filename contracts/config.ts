@@ -37,8 +37,11 @@ export const ConfigSchema = z.strictObject({
     .prefault({}),
   stream: z
     .strictObject({
-      brokers: z.string().optional().describe('Kafka brokers; unset keeps events in the outbox (SSE)'),
+      brokers: z.string().optional().describe('Kafka brokers (host:port,...); unset keeps events in the outbox, readable as SSE at GET /v1/events'),
       topic_prefix: z.string().default('hanzo.ml'),
+      client_id: z.string().default('hanzo-ml'),
+      retention: duration.default('7d').describe('outbox rows older than this are deleted once published (without brokers: once older)'),
+      relay_batch: z.coerce.number().int().positive().max(10_000).default(500).describe('outbox rows the relay publishes per round'),
     })
     .prefault({}),
   auth: z

@@ -28,6 +28,8 @@ export interface Bootstrap {
   moto_server?: string;
   /** Python of the venv with the pinned mlflow client (test/mlflow-client.lock), for the compatibility test. */
   mlflow_python?: string;
+  /** Apache Kafka jars (test/kafka/pom.xml) for the event tests' broker. */
+  kafka_libs?: string;
 }
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));

@@ -11,6 +11,7 @@ import { revokeDevTokens, seedDevOrganization } from '../db/repo/auth.js';
 import { ConfigError } from './config.js';
 import { createApp } from '../api/app.js';
 import { createMetrics, serveMetrics } from '../api/metrics.js';
+import { startEventRelay, startOutboxPruner, type EventRelay } from './event-relay.js';
 import { createPipelineWorker, type PipelineWorker } from '../workers/worker.js';
 import { LocalExecutor, runningLocalJobs, signalJob, jobState } from '../activities/executor/local.js';
 import { kubernetesExecutorFromConfig } from '../activities/executor/kubernetes.js';
@@ -50,6 +51,8 @@ export interface RuntimeOptions {
    * false (`hanzo-ml serve`/`worker`): not seeded, and any development token seeded earlier is revoked.
    */
   devToken?: boolean;
+  /** false: this process does not run the outbox relay even with stream.brokers set. */
+  relay?: boolean;
   /** false: no listening HTTP server (tests use app.request()). */
   listen?: boolean;
   workflowBundle?: WorkflowBundleWithSourceMap;
@@ -101,6 +104,9 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
     workerRun = worker.run();
   }
   // Built in every shape (it is only a function); served only by the API shapes.
+  // Every process may run the relay (one at a time publishes, under the catalogue's relay lock).
+  const relay: EventRelay | null = o.config.stream.brokers && o.relay !== false ? await startEventRelay({ db: catalogue.db, config: o.config, log }) : null;
+  const pruner = o.config.stream.brokers ? null : startOutboxPruner({ db: catalogue.db, config: o.config, log });
   const metrics = o.config.metrics.enabled && o.api !== false ? createMetrics(catalogue.db, o.config) : null;
   const app = createApp({ ...deps, temporal: client, temporalUiUrl: o.temporalUiUrl, metrics });
   const server = o.listen === false || o.api === false ? null : await listen(app, o.config.server.host, o.config.server.port);
@@ -125,6 +131,8 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
       if (opts.stopJobs && o.config.scheduler.executor === 'local') await stopLocalJobs(o.home, log);
       if (server) await new Promise<void>((r) => server.close(() => r()));
       if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
+      await relay?.stop();
+      pruner?.stop();
       await workerRun?.catch((err: unknown) => log.error('worker stopped with an error', { error: String(err) }));
       await nativeConnection?.close();
       await connection.close();

@@ -3,7 +3,7 @@ import { and, desc, eq, isNull, lt, ne } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { apiTokens, auditLog, organizations } from '../schema/index.js';
 import { sha256Text } from '../../lib/hash.js';
-import type { Tx } from './outbox.js';
+import { emitEvent, type Tx } from './outbox.js';
 
 export type Role = 'admin' | 'developer' | 'approver' | 'viewer';
 export interface Principal {
@@ -115,17 +115,30 @@ export interface AuditEntry {
   sourceAddress?: string | null;
 }
 
-export async function audit(tx: Tx, p: AuditEntry): Promise<void> {
-  await tx.insert(auditLog).values({
-    id: randomUUID(),
-    organizationId: p.organizationId,
-    actor: p.actor,
-    action: p.action,
-    target: p.target,
-    detail: JSON.stringify(p.detail ?? {}),
-    outcome: p.outcome ?? 'ok',
-    requestId: p.requestId ?? null,
-    sourceAddress: p.sourceAddress ?? null,
+/** An audit row and its `audit` event, in the caller's transaction. */
+export async function audit(outer: Tx, p: AuditEntry): Promise<void> {
+  // A savepoint inside a caller's transaction, a transaction of its own otherwise: row and event go together.
+  await outer.transaction(async (tx) => {
+    await emitEvent(tx, p.organizationId, 'audit', p.target, {
+      event: 'audit',
+      actor: p.actor,
+      action: p.action,
+      resource: p.target,
+      outcome: p.outcome ?? 'ok',
+      request_id: p.requestId ?? null,
+      source_address: p.sourceAddress ?? null,
+    });
+    await tx.insert(auditLog).values({
+      id: randomUUID(),
+      organizationId: p.organizationId,
+      actor: p.actor,
+      action: p.action,
+      target: p.target,
+      detail: JSON.stringify(p.detail ?? {}),
+      outcome: p.outcome ?? 'ok',
+      requestId: p.requestId ?? null,
+      sourceAddress: p.sourceAddress ?? null,
+    });
   });
 }
 
