@@ -129,7 +129,11 @@ describe.skipIf(!kafkaLibs())(`event relay to Kafka${kafkaLibs() ? '' : ` (${KAF
     for (const [key, list] of seen) {
       const firsts: number[] = [];
       const had = new Set<number>();
-      for (const id of list) if (!had.has(id)) (had.add(id), firsts.push(id));
+      for (const id of list) {
+        if (had.has(id)) continue;
+        had.add(id);
+        firsts.push(id);
+      }
       expect([key, firsts]).toEqual([key, [...firsts].sort((a, b) => a - b)]);
       expect([key, firsts]).toEqual([key, rows.filter((r) => r.key === key).map((r) => r.id)]);
     }

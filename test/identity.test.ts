@@ -192,6 +192,41 @@ describe('audit trail', () => {
   });
 });
 
+describe('GET /v1/events (server-sent events without brokers)', () => {
+  async function readEvents(token: string, query: string): Promise<{ status: number; events: { id: string; event: string; data: Record<string, unknown> }[] }> {
+    const res = await fetch(`${stack.runtime.apiUrl}/v1/events?${query}`, { headers: { authorization: `Bearer ${token}` } });
+    if (res.status !== 200) return { status: res.status, events: [] };
+    const text = await res.text();
+    const events = text
+      .split('\n\n')
+      .filter((b) => b.trim())
+      .map((block) => {
+        const field = (name: string) => block.split('\n').find((l) => l.startsWith(`${name}:`))?.slice(name.length + 1).trim() ?? '';
+        return { id: field('id'), event: field('event'), data: JSON.parse(field('data')) as Record<string, unknown> };
+      });
+    return { status: 200, events };
+  }
+
+  it("streams the organization's committed events as the contract's envelopes, resumable by id", async () => {
+    const { EventEnvelopeSchema, PAYLOAD_SCHEMAS } = await import('../contracts/events.js');
+    const all = await readEvents(DEV_TOKEN, 'topics=audit&limit=5');
+    expect(all.events).toHaveLength(5);
+    for (const e of all.events) {
+      const env = EventEnvelopeSchema.parse(e.data);
+      PAYLOAD_SCHEMAS[env.topic].parse(env.data);
+      expect([env.organization_id, env.topic, env.event_id]).toEqual(['dev', 'audit', e.id]);
+    }
+    const ids = all.events.map((e) => Number(e.id));
+    expect(ids).toEqual([...ids].sort((a, b) => a - b));
+    const next = await readEvents(DEV_TOKEN, `topics=audit&limit=2&after=${ids[2]}`);
+    expect(next.events.map((e) => Number(e.id))).toEqual(ids.slice(3, 5));
+    // Organization B sees only its own; a viewer may not read the audit topic.
+    const b = await readEvents(tokens.adminB!, 'topics=audit&limit=1');
+    expect((b.events[0]!.data as { organization_id: string }).organization_id).toBe('org-b');
+    expect((await readEvents(tokens.viewerA!, 'topics=audit&limit=1')).status).toBe(403);
+  });
+});
+
 describe('the holes', () => {
   const base = (extra: Record<string, unknown>) => ({ model_name: 'hole', base_model: 'hanzo-tiny-llama', dataset: { name: 'ds-a', version: 'latest' }, ...extra });
 
