@@ -227,6 +227,22 @@ describe('GET /v1/events (server-sent events without brokers)', () => {
   });
 });
 
+describe('metric events', () => {
+  it('are committed with the metrics they describe, one per step', async () => {
+    const run = await call('POST', '/v1/runs', DEV_TOKEN, { experiment_name: 'events-exp' });
+    expect(run.status).toBe(201);
+    const runId = (run.body.id ?? (run.body.run as { id: string } | undefined)?.id) as string;
+    const logged = await call('POST', `/v1/runs/${runId}/metrics`, DEV_TOKEN, { metrics: [{ key: 'train/loss', value: 0.5, step: 1 }, { key: 'lr', value: 0.1, step: 1 }, { key: 'train/loss', value: 0.25, step: 2 }] });
+    expect(logged.status).toBeLessThan(300);
+    const { eventsAfter } = await import('../db/repo/outbox.js');
+    const rows = (await eventsAfter(stack.runtime.catalogue.db, 'dev', 0, 10_000, ['metrics'])).filter((r) => r.key === runId);
+    expect(rows.map((r) => r.payload)).toEqual([
+      { run_id: runId, step: 1, metrics: { 'train/loss': 0.5, lr: 0.1 }, timestamp: expect.any(String) },
+      { run_id: runId, step: 2, metrics: { 'train/loss': 0.25 }, timestamp: expect.any(String) },
+    ]);
+  });
+});
+
 describe('the holes', () => {
   const base = (extra: Record<string, unknown>) => ({ model_name: 'hole', base_model: 'hanzo-tiny-llama', dataset: { name: 'ds-a', version: 'latest' }, ...extra });
 
