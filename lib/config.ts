@@ -51,6 +51,11 @@ export function checkCombinations(config: Config): void {
     throw new ConfigError(
       'invalid configuration:\n  scheduler.executor (HANZO_ML_SCHEDULER_EXECUTOR): "kubernetes" needs an S3 object store that pods can reach; set storage.endpoint (HANZO_ML_STORAGE_ENDPOINT)',
     );
+  // An IAM token accepted without checking its signature is anyone's claim to be anyone.
+  if (!config.auth.verify_tokens)
+    throw new ConfigError('invalid configuration:\n  auth.verify_tokens (HANZO_ML_AUTH_VERIFY_TOKENS): false is not supported; IAM tokens are always verified against the issuer\'s JWKS');
+  if (config.auth.jwks_url && !config.auth.iam_url)
+    throw new ConfigError('invalid configuration:\n  auth.jwks_url (HANZO_ML_AUTH_JWKS_URL): needs auth.iam_url, the issuer its keys sign for');
 }
 
 function readYaml(file: string, required: boolean): Record<string, unknown> {

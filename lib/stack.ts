@@ -107,10 +107,12 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
   // Every process may run the relay (one at a time publishes, under the catalogue's relay lock).
   const relay: EventRelay | null = o.config.stream.brokers && o.relay !== false ? await startEventRelay({ db: catalogue.db, config: o.config, log }) : null;
   const pruner = o.config.stream.brokers ? null : startOutboxPruner({ db: catalogue.db, config: o.config, log });
-  const metrics = o.config.metrics.enabled && o.api !== false ? createMetrics(catalogue.db, o.config) : null;
+  // Served by API and worker pods alike (both are annotated for scraping); the catalogue-backed series are the
+  // same on every pod, the alert rules take max() across them.
+  const metrics = o.config.metrics.enabled ? createMetrics(catalogue.db, o.config) : null;
   const app = createApp({ ...deps, temporal: client, temporalUiUrl: o.temporalUiUrl, metrics });
   const server = o.listen === false || o.api === false ? null : await listen(app, o.config.server.host, o.config.server.port);
-  const metricsServer = metrics && server ? await serveMetrics(metrics, o.config) : null;
+  const metricsServer = metrics && o.listen !== false ? await serveMetrics(metrics, o.config) : null;
   const metricsAddress = metricsServer?.address();
   const metricsUrl = metricsAddress && typeof metricsAddress === 'object' ? `http://${hostOf(o.config.server.host)}:${metricsAddress.port}${o.config.metrics.path}` : null;
 

@@ -117,3 +117,12 @@ describe('the development token', () => {
     }
   });
 });
+
+describe('IAM settings', () => {
+  it('refuses verify_tokens: false and a JWKS without an issuer at start-up', async () => {
+    const { checkCombinations } = await import('../lib/config.js');
+    expect(() => checkCombinations(config({ HANZO_ML_AUTH_VERIFY_TOKENS: 'false' }))).toThrow(/auth\.verify_tokens .*false is not supported/);
+    expect(() => checkCombinations(config({ HANZO_ML_AUTH_JWKS_URL: 'http://127.0.0.1:1/jwks' }))).toThrow(/auth\.jwks_url .*needs auth\.iam_url/);
+    expect(() => checkCombinations(config({}))).not.toThrow();
+  });
+});
