@@ -6,6 +6,7 @@ import { demoPipelineRequest } from '../cli/demo.js';
 
 describe('Prometheus metrics after a pipeline', () => {
   let stack: TestStack;
+  let pipelineId = '';
 
   beforeAll(async () => {
     stack = await startTestStack();
@@ -20,6 +21,7 @@ describe('Prometheus metrics after a pipeline', () => {
     req.checkpoint = { every_steps: 5, keep_last: 2 };
     const started = await stack.api<{ id: string }>('POST', '/v1/pipelines', req);
     expect(started.status).toBe(201);
+    pipelineId = started.body.id;
     const deadline = Date.now() + 29 * 60_000;
     for (;;) {
       const { body } = await stack.api<{ status: string; result: { outcome: string } | null; progress: { error?: string } }>('GET', `/v1/pipelines/${started.body.id}`);
@@ -79,6 +81,17 @@ describe('Prometheus metrics after a pipeline', () => {
     expect(value('hanzo_ml_api_request_duration_seconds_count', { endpoint: 'GET /v1/pipelines/:id' })).toBeGreaterThanOrEqual(1);
   });
 
+
+  it("emitted the pipeline's job lifecycle to the outbox, in order", async () => {
+    const { eventsAfter } = await import('../db/repo/outbox.js');
+    const rows = await eventsAfter(stack.runtime.catalogue.db, 'dev', 0, 10_000, ['jobs']);
+    const own = rows.filter((r) => r.key === pipelineId).map((r) => (r.payload as { event: string; type?: string }).event + ':' + String((r.payload as { type?: string }).type));
+    expect(own).toEqual(['job.submitted:pipeline', 'job.started:pipeline', 'job.completed:train', 'job.completed:pipeline']);
+    const completed = rows.find((r) => r.key === pipelineId && (r.payload as { type?: string }).type === 'train')!.payload as { gpu_hours: number; duration_seconds: number; gpu_type: string };
+    expect(completed.gpu_hours).toBeGreaterThan(0);
+    expect(completed.duration_seconds).toBeGreaterThan(0);
+    expect(completed.gpu_type).toBe('cpu');
+  });
 });
 
 /** The Prometheus text format, samples only. */
