@@ -92,6 +92,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
       let lastSignal = 0;
       let lastCheckpoint: string | null = null;
       let lastWaiting: string | null = null;
+      const startedAt = Date.now();
       const { result, files } = await runJobToCompletion(deps, {
         job,
         resultSchema: TrainResultSchema,
@@ -129,6 +130,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
         },
       });
       await recordTrainerEvents(deps, a.runId, result.events, recordedEvents);
+      await recordJobTotals(deps, { ...a, organizationId }, { seconds: (Date.now() - startedAt) / 1000, deviceHours: result.totals?.device_hours ?? 0, gpuType: hardware.gpus_per_node > 0 ? (hardware.gpu_type ?? 'gpu') : 'cpu' });
       if (result.adapter_path === null) throw ApplicationFailure.nonRetryable(`${spec.method} training wrote no adapter (${files.file('result.json')})`, 'BadInput');
       return { ...result, adapter_path: result.adapter_path, job_uri: files.uri };
     },
@@ -176,6 +178,29 @@ async function recordTrainerEvents(deps: ActivityDeps, runId: string, events: Tr
   if (fresh.length === 0) return;
   await upsertTags(deps.db, runId, fresh);
   for (const t of fresh) recorded.add(t.key);
+}
+
+/**
+ * A finished train job's usage: run tags the metrics endpoint sums (hanzo_ml_gpu_hours_total,
+ * hanzo_ml_job_duration_seconds) and the `job.completed` event billing consumes. Device-hours of a CPU job are
+ * reported under gpu_type "cpu", so a cluster's GPU bill never includes them.
+ */
+async function recordJobTotals(deps: ActivityDeps, a: { runId: string; organizationId: string | undefined; pipelineId: string }, t: { seconds: number; deviceHours: number; gpuType: string }): Promise<void> {
+  await upsertTags(deps.db, a.runId, [
+    { key: 'hanzo_ml.job.duration_seconds', value: String(t.seconds) },
+    { key: 'hanzo_ml.job.device_hours', value: String(t.deviceHours) },
+    { key: 'hanzo_ml.job.gpu_type', value: t.gpuType },
+  ]);
+  if (a.organizationId)
+    await emitEvent(deps.db, a.organizationId, 'jobs', a.pipelineId, {
+      event: 'job.completed',
+      job_id: a.pipelineId,
+      run_id: a.runId,
+      type: 'train',
+      duration_seconds: t.seconds,
+      gpu_hours: t.deviceHours,
+      gpu_type: t.gpuType,
+    });
 }
 
 /** A restart after a fault (or the decision not to restart) as a run tag and a `jobs` event. */

@@ -1,11 +1,19 @@
 // createApp(deps): the Hono application (request id, logging, one JSON error handler, notFound).
 // Tests call app.request() with no listening server.
 import { randomUUID } from 'node:crypto';
-import { Hono } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
+import type { Principal } from '../db/repo/auth.js';
 import { sql } from 'drizzle-orm';
 import type { ApiDeps, AppEnv } from './deps.js';
-import { ApiError, errorResponse } from './errors.js';
-import { anonymousPrincipal, authenticate } from './auth.js';
+import { ApiError, errorResponse, invalid } from './errors.js';
+
+/** MLflow's own limit on a log-batch body (as its server refuses it). */
+const MLFLOW_BATCH_BYTES = 1024 * 1024;
+import { anonymousPrincipal, authenticate, isUploadPath, jwtVerifierFor } from './auth.js';
+import { streamingBodyLimit } from './body-limit.js';
+import { auditContext, identityRoutes } from './routes/identity.js';
+import { eventRoutes } from './routes/events.js';
+import { audit } from '../db/repo/auth.js';
 import { datasetRoutes } from './routes/datasets.js';
 import { pipelineRoutes } from './routes/pipelines.js';
 import { runRoutes } from './routes/runs.js';
@@ -22,6 +30,7 @@ import { openApiDocument } from './openapi.js';
 export function createApp(deps: ApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
+  if (deps.metrics) app.use('*', deps.metrics.requests);
   app.use('*', async (c, next) => {
     const requestId = c.req.header('x-request-id') ?? randomUUID();
     c.set('requestId', requestId);
@@ -44,8 +53,25 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.get('/openapi.json', (c) => c.json(openapi));
   mlflowProbeRoutes(app);
 
+  const limits = deps.config.limits;
+  app.use(
+    '*',
+    streamingBodyLimit((path) =>
+      /\/runs\/log-batch$/.test(path)
+        ? { bytes: MLFLOW_BATCH_BYTES, refuse: (n) => invalid(`Batched logging API requests must be at most ${MLFLOW_BATCH_BYTES} bytes, got payload of size ${n}.`) }
+        : isUploadPath(path)
+          ? { bytes: limits.max_upload_bytes, refuse: (n) => new ApiError('REQUEST_LIMIT_EXCEEDED', `an upload of ${n} bytes or more exceeds limits.max_upload_bytes (${limits.max_upload_bytes})`) }
+          : { bytes: limits.max_body_bytes, refuse: (n) => new ApiError('REQUEST_LIMIT_EXCEEDED', `a request body of ${n} bytes or more exceeds limits.max_body_bytes (${limits.max_body_bytes})`) },
+    ),
+  );
   const anonymous = anonymousPrincipal(deps.config);
-  for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow', '/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts']) app.use(`${prefix}/*`, authenticate(deps.db, anonymous));
+  const authOptions = { anonymous, jwt: jwtVerifierFor(deps.config), port: deps.config.server.port };
+  for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow', '/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts', '/get-artifact']) {
+    app.use(prefix === '/get-artifact' ? prefix : `${prefix}/*`, auditTrail(deps, anonymous));
+    app.use(prefix === '/get-artifact' ? prefix : `${prefix}/*`, authenticate(deps.db, authOptions));
+  }
+  app.route('/v1', identityRoutes(deps));
+  app.route('/v1/events', eventRoutes(deps));
   app.route('/v1/datasets', datasetRoutes(deps));
   app.route('/v1/pipelines', pipelineRoutes(deps));
   app.route('/v1/experiments', experimentRoutes(deps));
@@ -59,7 +85,6 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.route('/ajax-api/2.0/mlflow', mlflowRoutes(deps));
   app.route('/api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
   app.route('/ajax-api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
-  app.use('/get-artifact', authenticate(deps.db, anonymous));
   mlflowGetArtifactRoute(app, deps);
 
   app.notFound((c) => errorResponse(c, 'RESOURCE_DOES_NOT_EXIST', `no route for ${c.req.method} ${c.req.path}`));
@@ -69,4 +94,34 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
     return errorResponse(c, 'INTERNAL_ERROR', `internal error (request ${c.get('requestId')}): ${err.message}`);
   });
   return app;
+}
+
+/** Reads that hand out data (artifacts, dataset and model files): audited as downloads. */
+const DOWNLOAD = /\/artifacts\/.+|\/get-artifact$|\/download$/;
+
+/**
+ * The audit trail of every call that changes state, every download and every denial. A handler that writes its
+ * own row inside the transaction of its change marks the request `audited`; any other successful change gets a
+ * row here, after its response, naming method and path.
+ */
+function auditTrail(deps: ApiDeps, anonymous: Principal | null): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    await next();
+    if (c.get('audited')) return;
+    const status = c.res.status;
+    const method = c.req.method;
+    const denied = status === 403;
+    const download = method === 'GET' && status < 300 && DOWNLOAD.test(c.req.path);
+    const change = !['GET', 'HEAD', 'OPTIONS'].includes(method) && status < 400;
+    if (!denied && !download && !change) return;
+    const principal = c.get('principal') ?? anonymous;
+    if (!principal) return;
+    await audit(deps.db, {
+      ...auditContext(c, principal),
+      action: denied ? `denied ${method} ${c.req.path}` : download ? 'download' : `${method} ${c.req.path}`,
+      target: c.req.path,
+      outcome: denied ? 'denied' : 'ok',
+      detail: { status },
+    }).catch((err: unknown) => deps.log.error('audit row not written', { error: String(err), request_id: c.get('requestId') }));
+  };
 }

@@ -1,12 +1,37 @@
 // Bearer-token authentication and role checks. Every row is scoped to the caller's organization.
+// A bearer is either an API token of ours (random, stored hashed, revocable) or a Hanzo IAM JWT verified against
+// the issuer's JWKS; a request without one is accepted only on a loopback-only stack, and only from a local page.
 import type { Context, MiddlewareHandler } from 'hono';
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import type { Db } from '../db/client.js';
-import { principalForToken, type Principal, type Role } from '../db/repo/auth.js';
+import { ensureOrganization, principalForToken, type Principal, type Role } from '../db/repo/auth.js';
 import { ApiError } from './errors.js';
 import type { AppEnv } from './deps.js';
 import type { Config } from '../contracts/config.js';
 
 const RANK: Record<Role, number> = { viewer: 0, developer: 1, approver: 2, admin: 3 };
+
+/** The roles of spec 000 and what they are stored as. A researcher with the approver permission is `approver`. */
+export const SPEC_ROLES = ['ml-admin', 'ml-researcher', 'ml-viewer'] as const;
+export type SpecRole = (typeof SPEC_ROLES)[number];
+
+export function roleFromSpec(role: SpecRole, approver: boolean): Role {
+  if (role === 'ml-admin') return 'admin';
+  if (role === 'ml-viewer') {
+    if (approver) throw new ApiError('INVALID_PARAMETER_VALUE', 'approver: a viewer cannot approve; give ml-researcher or ml-admin');
+    return 'viewer';
+  }
+  return approver ? 'approver' : 'developer';
+}
+
+/** The spec role and approver permission of a stored role (an admin may always approve). */
+export function specOfRole(role: Role): { role: SpecRole; approver: boolean } {
+  if (role === 'admin') return { role: 'ml-admin', approver: true };
+  if (role === 'viewer') return { role: 'ml-viewer', approver: false };
+  return { role: 'ml-researcher', approver: role === 'approver' };
+}
+
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|\[::1\]|localhost)$/;
 
 /**
  * Who a request without a token is. A local stack listening on loopback only accepts such requests as a
@@ -15,27 +40,111 @@ const RANK: Record<Role, number> = { viewer: 0, developer: 1, approver: 2, admin
  * operator sets `auth.anonymous_role`.
  */
 export function anonymousPrincipal(config: Pick<Config, 'auth' | 'server'>): Principal | null {
-  const loopback = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(config.server.host);
+  const loopback = LOOPBACK.test(config.server.host);
   const role = config.auth.anonymous_role ?? (loopback ? 'developer' : 'none');
   return role === 'none' ? null : { organizationId: config.auth.dev_organization, subject: 'anonymous', role };
 }
 
-export function authenticate(db: Db, anonymous: Principal | null = null): MiddlewareHandler<AppEnv> {
+/** Verifies Hanzo IAM tokens: signature against the issuer's JWKS, issuer, expiry and (if set) audience. */
+export type JwtVerifier = (token: string) => Promise<Principal>;
+
+export function jwtVerifierFor(config: Pick<Config, 'auth'>): JwtVerifier | null {
+  const { iam_url, jwks_url, audience } = config.auth;
+  if (!iam_url) return null;
+  const jwks = createRemoteJWKSet(new URL(jwks_url ?? `${iam_url.replace(/\/$/, '')}/.well-known/jwks`), { timeoutDuration: 5000, cooldownDuration: 30_000 });
+  return async (token) => {
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, jwks, { issuer: [iam_url, iam_url.replace(/\/$/, '')], ...(audience ? { audience } : {}) }));
+    } catch (err) {
+      const why = err instanceof joseErrors.JWTExpired ? 'token expired' : err instanceof joseErrors.JWKSNoMatchingKey ? 'signed by a key the issuer does not publish' : (err as Error).message;
+      throw new ApiError('UNAUTHENTICATED', `IAM token rejected: ${why}`);
+    }
+    return principalFromClaims(payload);
+  };
+}
+
+/**
+ * IAM claims to a principal: the organization is `org` (or IAM's `owner`), roles come from `roles` (strings or
+ * `{name}` objects); the strongest spec role wins, and `ml-approver` adds the approver permission.
+ */
+export function principalFromClaims(payload: JWTPayload): Principal {
+  const org = [payload.org, payload.organization, payload.owner].find((v): v is string => typeof v === 'string' && v.length > 0);
+  if (!org) throw new ApiError('UNAUTHENTICATED', 'IAM token names no organization (claim "org" or "owner")');
+  const raw = Array.isArray(payload.roles) ? payload.roles : typeof payload.role === 'string' ? [payload.role] : [];
+  const names = new Set(raw.map((r) => (typeof r === 'string' ? r : typeof r === 'object' && r && 'name' in r ? String((r as { name: unknown }).name) : '')));
+  const role = SPEC_ROLES.find((r) => names.has(r));
+  if (!role) throw new ApiError('PERMISSION_DENIED', `IAM token has none of the roles ${SPEC_ROLES.join(', ')}`);
+  const subject = typeof payload.sub === 'string' ? payload.sub : typeof payload.name === 'string' ? payload.name : 'unknown';
+  return { organizationId: org, subject, role: roleFromSpec(role, role !== 'ml-viewer' && names.has('ml-approver')) };
+}
+
+const looksLikeJwt = (t: string): boolean => /^[\w-]+\.[\w-]+\.[\w-]+$/.test(t);
+
+export interface AuthOptions {
+  anonymous?: Principal | null;
+  jwt?: JwtVerifier | null;
+  /** the port the API listens on: token-less requests must name it in Host */
+  port?: number;
+}
+
+export function authenticate(db: Db, o: AuthOptions = {}): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const header = c.req.header('authorization') ?? '';
     const m = /^Bearer\s+(.+)$/i.exec(header);
-    if (!m && anonymous) {
-      c.set('principal', anonymous);
+    if (!m && o.anonymous) {
+      checkLocalOrigin(c, o.port);
+      c.set('principal', o.anonymous);
       return next();
     }
     if (!m) throw new ApiError('UNAUTHENTICATED', 'missing "Authorization: Bearer <token>" header');
-    const principal = await principalForToken(db, m[1]!.trim());
+    const token = m[1]!.trim();
+    let principal = await principalForToken(db, token);
+    if (!principal && o.jwt && looksLikeJwt(token)) {
+      principal = await o.jwt(token);
+      await ensureOrganization(db, principal.organizationId);
+    }
     if (!principal) throw new ApiError('UNAUTHENTICATED', 'unknown, expired or revoked token');
     if (typeof principal.runId === 'string') await checkJobScope(c, principal.runId);
     c.set('principal', principal);
     await next();
   };
 }
+
+/**
+ * Token-less access is for the user's own scripts and CLI. A web page the user has open can also reach
+ * 127.0.0.1: DNS rebinding shows up as a foreign Host, a cross-site fetch as a foreign Origin, and a form post
+ * (the one write a page can send without a CORS preflight) as a non-JSON content type.
+ */
+function checkLocalOrigin(c: Context<AppEnv>, port?: number): void {
+  const host = c.req.header('host') ?? new URL(c.req.url).host;
+  const { hostname, port: hostPort } = new URL(`http://${host}`);
+  if (!LOOPBACK.test(hostname) || (port !== undefined && hostPort !== '' && Number(hostPort) !== port))
+    throw new ApiError('PERMISSION_DENIED', `a request without a token must be addressed to this machine (Host "${host}"): use a token`);
+  const origin = c.req.header('origin');
+  if (origin !== undefined) {
+    let ok = false;
+    try {
+      ok = LOOPBACK.test(new URL(origin).hostname);
+    } catch {
+      ok = false;
+    }
+    if (!ok) throw new ApiError('PERMISSION_DENIED', `a request without a token from a web page of another site (Origin "${origin}") is refused: use a token`);
+  }
+  if (c.req.header('sec-fetch-site') === 'cross-site') throw new ApiError('PERMISSION_DENIED', 'a cross-site request without a token is refused: use a token');
+  if (c.req.method === 'POST') {
+    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+    if (type !== 'application/json' && !isUploadPath(c.req.path))
+      throw new ApiError('PERMISSION_DENIED', `a POST without a token must be JSON (Content-Type: application/json, got "${type || 'none'}"): use a token otherwise`);
+    if (isUploadPath(c.req.path) && (type === '' || SIMPLE_TYPES.has(type)))
+      throw new ApiError('PERMISSION_DENIED', `an upload without a token needs a non-form content type (got "${type || 'none'}"), e.g. application/x-ndjson: use a token otherwise`);
+  }
+}
+
+/** The content types a browser sends cross-site without asking first (CORS "simple" requests). */
+const SIMPLE_TYPES = new Set(['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data']);
+/** Raw-body uploads (dataset files, run artifacts). */
+export const isUploadPath = (path: string): boolean => /^\/v1\/datasets\/?$|^\/v1\/runs\/[^/]+\/artifacts\/?$|-artifacts\/artifacts\//.test(path);
 
 /** The run-reporting calls a job makes (trainer/hanzo_ml/tracking.py) and nothing else. */
 const JOB_ROUTES = /^\/(api|ajax-api)\/2\.0\/mlflow\/runs\/(log-batch|log-metric|log-parameter|set-tag|get|update)$/;
@@ -57,6 +166,14 @@ async function checkJobScope(c: Context<AppEnv>, runId: string): Promise<void> {
 /** The caller, if their role is at least `min` (viewer < developer < approver < admin). */
 export function requireRole(c: Context<AppEnv>, min: Role): Principal {
   const p = c.get('principal');
-  if (RANK[p.role] < RANK[min]) throw new ApiError('PERMISSION_DENIED', `role "${p.role}" may not do this (needs "${min}" or higher)`);
+  if (RANK[p.role] < RANK[min]) throw new ApiError('PERMISSION_DENIED', `role "${specLabel(p.role)}" may not do this (needs "${specLabel(min)}" or higher)`);
   return p;
 }
+
+const specLabel = (r: Role): string => {
+  const s = specOfRole(r);
+  return s.approver && s.role === 'ml-researcher' ? 'ml-researcher with approver permission' : s.role;
+};
+
+/** Whether the caller may approve a production promotion. */
+export const canApprove = (p: Principal): boolean => RANK[p.role] >= RANK.approver;

@@ -67,7 +67,7 @@ export async function runDemo(opts: { waitForApproval: boolean; apiUrl?: string;
       if (opts.waitForApproval) {
         process.stderr.write(`\nwaiting for your decision:\n  hanzo-ml pipeline approve ${id} --reason "..."\n  hanzo-ml pipeline reject ${id} --reason "..."\n`);
       } else {
-        await api.post(`/v1/pipelines/${id}/approve`, { reason: 'demo: eval gate passed, approved by the demo command', approver: 'demo' });
+        await api.post(`/v1/pipelines/${id}/approve`, { reason: 'demo: eval gate passed, approved by the demo command' });
         process.stderr.write('promotion approved (demo)\n');
       }
       status = await followPipeline(api, id, { lastStage: status.progress.stage });

@@ -8,7 +8,7 @@ import { Command, Option } from 'commander';
 import { createApiClient, ApiClientError, type ApiClient } from './api-client.js';
 import { followPipeline, type PipelineStatus } from './progress.js';
 import { runDev } from './dev.js';
-import { runServe, runWorker, setupTemporal } from './serve.js';
+import { runRelay, runServe, runWorker, setupTemporal } from './serve.js';
 import { runDemo } from './demo.js';
 import { runClusterApply } from './cluster.js';
 import { compareRuns } from './compare.js';
@@ -49,6 +49,7 @@ export function buildCli(): Command {
 
   program.command('dev').description('run the embedded stack: Temporal dev server, catalogue, object store, worker and API').action(runDev);
   program.command('serve').description('run the API only (stateless; any number of replicas), against the Temporal cluster of temporal.address').action(runServe);
+  program.command('relay').description('run only the outbox relay to Kafka (stream.brokers), against the shared catalogue').action(runRelay);
   program.command('worker').description('run the Temporal worker only: workflows, and jobs through scheduler.executor').action(runWorker);
   program
     .command('temporal')
@@ -102,9 +103,9 @@ export function buildCli(): Command {
       .command(`${decision} <id>`)
       .description(`${decision} promotion of the pipeline's model version to production`)
       .requiredOption('--reason <text>', 'why (recorded in the audit log)')
-      .option('--approver <name>', 'who decides (default: the token subject)')
-      .action(async (id: string, o: { reason: string; approver?: string }) => {
-        const res = await api().post<{ decision: string; approver: string }>(`/v1/pipelines/${id}/${decision}`, { reason: o.reason, ...(o.approver ? { approver: o.approver } : {}) });
+      .action(async (id: string, o: { reason: string }) => {
+        // The approver recorded is the token's subject: the API takes no name from the request.
+        const res = await api().post<{ decision: string; approver: string }>(`/v1/pipelines/${id}/${decision}`, { reason: o.reason });
         process.stdout.write(`${res.decision} recorded for pipeline ${id} (by ${res.approver})\n`);
       });
   }
@@ -212,6 +213,7 @@ export function buildCli(): Command {
     .description('per organization: admitted and pending jobs, GPUs in use and borrowed, the position of each pending job')
     .action(async () => printQueues((await api().get<{ organizations: QueueListing[] }>('/v1/queues')).organizations));
 
+  identityCommands(program);
   const schedule = program.command('schedule').description('retraining on a Temporal Schedule');
   schedule
     .command('create')
@@ -261,6 +263,42 @@ function requestFromFlags(o: { model?: string; baseModel: string; data?: string;
     dataset: o.data ? { name: o.dataset, source_uri: pathToFileURL(resolve(o.data)).href } : { name: o.dataset, version: 'latest' },
     ...(o.maxSteps ? { hyperparameters: { learning_rate: 2e-3, max_steps: o.maxSteps, batch_size: 8 } } : {}),
   };
+}
+
+/** `org create`, `token create|list|revoke`, `audit`: tenants, their tokens and their audit trail. */
+function identityCommands(program: Command): void {
+  program
+    .command('org')
+    .description('organizations (tenants)')
+    .command('create <name>')
+    .description('create an organization; prints its first ml-admin token, once')
+    .option('--admin <subject>', 'who the admin token is for', 'admin')
+    .action(async (name: string, o: { admin: string }) => print(await api().post('/v1/organizations', { name, admin_subject: o.admin })));
+  const token = program.command('token').description("API tokens of the caller's organization (admin)");
+  token
+    .command('create <subject>')
+    .description('create a token; it is printed once and stored only as a hash')
+    .addOption(new Option('--role <role>', 'role of spec 000').choices(['ml-admin', 'ml-researcher', 'ml-viewer']).makeOptionMandatory())
+    .option('--approver', 'may approve production promotions')
+    .option('--expires <duration>', 'lifetime, e.g. 30d or 12h (default: never)')
+    .action(async (subject: string, o: { role: string; approver?: boolean; expires?: string }) =>
+      print(await api().post('/v1/tokens', { subject, role: o.role, approver: Boolean(o.approver), ...(o.expires ? { expires: o.expires } : {}) })),
+    );
+  token.command('list').action(async () => table((await api().get<{ tokens: Record<string, unknown>[] }>('/v1/tokens')).tokens));
+  token
+    .command('revoke <id>')
+    .description('revoke a token; the next request with it is refused')
+    .action(async (id: string) => print(await api().del(`/v1/tokens/${encodeURIComponent(id)}`)));
+  program
+    .command('audit')
+    .description("the organization's audit trail, newest first (admin)")
+    .option('--limit <n>', 'entries', '50')
+    .option('--action <action>', 'only this action')
+    .action(async (o: { limit: string; action?: string }) => {
+      const q = new URLSearchParams({ limit: o.limit, ...(o.action ? { action: o.action } : {}) });
+      const { entries } = await api().get<{ entries: Record<string, unknown>[] }>(`/v1/audit?${q}`);
+      table(entries.map((e) => ({ time: e.time, actor: e.actor, action: e.action, resource: e.resource, outcome: e.outcome, request_id: e.request_id, source: e.source_address })));
+    });
 }
 
 function reportStatus(s: PipelineStatus): void {

@@ -6,6 +6,9 @@ import { Connection } from '@temporalio/client';
 import { ConfigError, loadConfig, type LoadedConfig } from '../lib/config.js';
 import { startRuntime, type Runtime } from '../lib/stack.js';
 import { registerSearchAttributes } from '../lib/temporal-setup.js';
+import { startEventRelay } from '../lib/event-relay.js';
+import { createLogger } from '../lib/log.js';
+import { openCatalogue } from '../db/client.js';
 
 function clusterConfig(shape: string): LoadedConfig & { address: string } {
   const loaded = loadConfig();
@@ -30,7 +33,7 @@ async function untilSignalled(runtime: Runtime, shape: string): Promise<void> {
 
 export async function runServe(): Promise<void> {
   const { address, ...loaded } = clusterConfig('serve');
-  const runtime = await startRuntime({ ...loaded, temporalAddress: address, temporalUiUrl: null, worker: false });
+  const runtime = await startRuntime({ ...loaded, temporalAddress: address, temporalUiUrl: null, worker: false, devToken: false });
   process.stderr.write(`hanzo-ml serve: api ${runtime.apiUrl}\n`);
   await untilSignalled(runtime, 'serve');
 }
@@ -38,7 +41,7 @@ export async function runServe(): Promise<void> {
 export async function runWorker(): Promise<void> {
   const { address, ...loaded } = clusterConfig('worker');
   await setupTemporal(address, loaded.config.temporal.namespace);
-  const runtime = await startRuntime({ ...loaded, temporalAddress: address, temporalUiUrl: null, api: false });
+  const runtime = await startRuntime({ ...loaded, temporalAddress: address, temporalUiUrl: null, api: false, devToken: false });
   process.stderr.write(`hanzo-ml worker: executor ${loaded.config.scheduler.executor}, ${loaded.config.scheduler.max_concurrent_jobs} job slots\n`);
   await untilSignalled(runtime, 'worker');
 }
@@ -54,4 +57,24 @@ export async function setupTemporal(address?: string, namespace?: string): Promi
   } finally {
     await connection.close();
   }
+}
+
+/**
+ * `hanzo-ml relay`: only the outbox relay (API and worker processes run one too when stream.brokers is set;
+ * one at a time publishes). Needs the shared catalogue of database.url.
+ */
+export async function runRelay(): Promise<void> {
+  const { config } = loadConfig();
+  if (!config.stream.brokers) throw new ConfigError('hanzo-ml relay needs stream.brokers (HANZO_ML_STREAM_BROKERS)');
+  if (!config.database.url) throw new ConfigError('hanzo-ml relay needs the shared catalogue: set database.url (HANZO_ML_DATABASE_URL)');
+  const log = createLogger(config.logging);
+  const catalogue = await openCatalogue({ url: config.database.url });
+  const relay = await startEventRelay({ db: catalogue.db, config, log });
+  process.stderr.write(`hanzo-ml relay: publishing to ${config.stream.brokers}\n`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await relay.stop();
+  await catalogue.close();
 }

@@ -66,20 +66,38 @@ export const ConfigSchema = z.strictObject({
     .prefault({}),
   stream: z
     .strictObject({
-      brokers: z.string().optional().describe('Kafka brokers; unset keeps events in the outbox (SSE)'),
+      brokers: z.string().optional().describe('Kafka brokers (host:port,...); unset keeps events in the outbox, readable as SSE at GET /v1/events'),
       topic_prefix: z.string().default('hanzo.ml'),
+      client_id: z.string().default('hanzo-ml'),
+      retention: duration.default('7d').describe('outbox rows older than this are deleted once published (without brokers: once older)'),
+      relay_batch: z.coerce.number().int().positive().max(10_000).default(500).describe('outbox rows the relay publishes per round'),
     })
     .prefault({}),
   auth: z
     .strictObject({
-      iam_url: z.string().optional(),
-      verify_tokens: bool.default(true),
+      iam_url: z.string().url().optional().describe('Hanzo IAM issuer: bearer JWTs are verified against its JWKS (iss must equal it)'),
+      jwks_url: z.string().url().optional().describe('JWKS of the issuer; default {iam_url}/.well-known/jwks'),
+      audience: z.string().optional().describe('required "aud" of IAM tokens; unset: not checked'),
+      verify_tokens: bool.default(true).describe('false is refused at start-up: an unverified bearer token is no identity'),
       dev_token: z.string().min(8).default('hanzo-ml-dev-token').describe('token of the development organization'),
       dev_organization: z.string().min(1).default('dev'),
       anonymous_role: z
         .enum(['none', 'viewer', 'developer'])
         .optional()
         .describe('role of a request without a token, in the dev organization; default developer when the API listens on loopback only (as a local mlflow server), else none'),
+    })
+    .prefault({}),
+  limits: z
+    .strictObject({
+      max_body_bytes: z.coerce.number().int().positive().default(16 * 1024 * 1024).describe('largest JSON request body, counted while it streams'),
+      max_upload_bytes: z.coerce.number().int().positive().default(20 * 1024 ** 3).describe('largest dataset or artifact upload'),
+      max_processes: z.coerce.number().int().positive().default(8).describe('largest hardware.processes of a job'),
+      max_nodes: z.coerce.number().int().positive().default(16).describe('largest hardware.nodes of a job'),
+      min_schedule_interval: duration.default('15m').describe('shortest interval between two runs of a retraining schedule'),
+      source_allow_list: z
+        .array(z.string().min(1))
+        .default([])
+        .describe('URI prefixes (file:///data/, s3://shared-corpora/) any organization may read datasets and base models from, beside its own prefix'),
     })
     .prefault({}),
   scheduler: z

@@ -209,5 +209,4 @@ export type ScheduleCreate = z.infer<typeof ScheduleCreateSchema>;
 
 export const ApprovalRequestSchema = z.strictObject({
   reason: z.string().min(1).max(2000),
-  approver: z.string().min(1).optional().describe('default: the caller'),
 });

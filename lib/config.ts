@@ -28,6 +28,8 @@ export interface Bootstrap {
   moto_server?: string;
   /** Python of the venv with the pinned mlflow client (test/mlflow-client.lock), for the compatibility test. */
   mlflow_python?: string;
+  /** Apache Kafka jars (test/kafka/pom.xml) for the event tests' broker. */
+  kafka_libs?: string;
 }
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -49,6 +51,11 @@ export function checkCombinations(config: Config): void {
     throw new ConfigError(
       'invalid configuration:\n  scheduler.executor (HANZO_ML_SCHEDULER_EXECUTOR): "kubernetes" needs an S3 object store that pods can reach; set storage.endpoint (HANZO_ML_STORAGE_ENDPOINT)',
     );
+  // An IAM token accepted without checking its signature is anyone's claim to be anyone.
+  if (!config.auth.verify_tokens)
+    throw new ConfigError('invalid configuration:\n  auth.verify_tokens (HANZO_ML_AUTH_VERIFY_TOKENS): false is not supported; IAM tokens are always verified against the issuer\'s JWKS');
+  if (config.auth.jwks_url && !config.auth.iam_url)
+    throw new ConfigError('invalid configuration:\n  auth.jwks_url (HANZO_ML_AUTH_JWKS_URL): needs auth.iam_url, the issuer its keys sign for');
 }
 
 function readYaml(file: string, required: boolean): Record<string, unknown> {
@@ -100,7 +107,7 @@ function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.ProcessEnv)
     if (!name.startsWith('HANZO_ML_') || RESERVED_ENV.has(name) || value === undefined) continue;
     const path = paths.get(name);
     if (!path) throw new ConfigError(`${name}: unknown configuration key (expected HANZO_ML_{SECTION}_{KEY}, e.g. HANZO_ML_SERVER_PORT)`);
-    setPath(raw, path, path.at(-1) === 'gpu_types' ? value.split(',').filter(Boolean) : value);
+    setPath(raw, path, ['gpu_types', 'source_allow_list'].includes(path.at(-1)!) ? value.split(',').filter(Boolean) : value);
   }
 }
 

@@ -7,8 +7,11 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime as TemporalRuntime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Config } from '../contracts/config.js';
 import { openCatalogue, type Catalogue } from '../db/client.js';
-import { seedDevOrganization } from '../db/repo/auth.js';
+import { revokeDevTokens, seedDevOrganization } from '../db/repo/auth.js';
+import { ConfigError } from './config.js';
 import { createApp } from '../api/app.js';
+import { createMetrics, serveMetrics } from '../api/metrics.js';
+import { startEventRelay, startOutboxPruner, type EventRelay } from './event-relay.js';
 import { createPipelineWorker, type PipelineWorker } from '../workers/worker.js';
 import { detectLocalGpus } from '../scheduling/admission.js';
 import { LocalExecutor, runningLocalJobs, signalJob, jobState } from '../activities/executor/local.js';
@@ -28,6 +31,8 @@ export interface Runtime {
   app: ReturnType<typeof createApp>;
   server: ServerType | null;
   apiUrl: string;
+  /** the Prometheus scrape URL; null when metrics are off or nothing listens */
+  metricsUrl: string | null;
   log: Logger;
   stop(opts?: { stopJobs?: boolean }): Promise<void>;
 }
@@ -42,6 +47,13 @@ export interface RuntimeOptions {
   worker?: boolean;
   /** false: worker only (no API), as `hanzo-ml worker`. */
   api?: boolean;
+  /**
+   * The development token: seeded only by the embedded stack (`hanzo-ml dev`, tests) listening on loopback.
+   * false (`hanzo-ml serve`/`worker`): not seeded, and any development token seeded earlier is revoked.
+   */
+  devToken?: boolean;
+  /** false: this process does not run the outbox relay even with stream.brokers set. */
+  relay?: boolean;
   /** false: no listening HTTP server (tests use app.request()). */
   listen?: boolean;
   workflowBundle?: WorkflowBundleWithSourceMap;
@@ -66,7 +78,12 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
   installSdkRuntime(o.config.logging.level);
   for (const dir of ['logs', 'work', 'tmp', 'objects']) mkdirSync(join(o.home, dir), { recursive: true });
   const catalogue = await openCatalogue({ url: o.config.database.url, pgliteDir: join(o.home, 'pg') });
-  await seedDevOrganization(catalogue.db, o.config.auth.dev_organization, o.config.auth.dev_token);
+  try {
+    await devTokenPolicy(o, catalogue.db);
+  } catch (err) {
+    await catalogue.close();
+    throw err;
+  }
   const store = await createObjectStore(o.config.storage, o.home);
   const connection = await Connection.connect({ address: o.temporalAddress });
   const client = new Client({ connection, namespace: o.config.temporal.namespace });
@@ -88,8 +105,17 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
     workerRun = worker.run();
   }
   // Built in every shape (it is only a function); served only by the API shapes.
-  const app = createApp({ ...deps, temporal: client, temporalUiUrl: o.temporalUiUrl });
+  // Every process may run the relay (one at a time publishes, under the catalogue's relay lock).
+  const relay: EventRelay | null = o.config.stream.brokers && o.relay !== false ? await startEventRelay({ db: catalogue.db, config: o.config, log }) : null;
+  const pruner = o.config.stream.brokers ? null : startOutboxPruner({ db: catalogue.db, config: o.config, log });
+  // Served by API and worker pods alike (both are annotated for scraping); the catalogue-backed series are the
+  // same on every pod, the alert rules take max() across them.
+  const metrics = o.config.metrics.enabled ? createMetrics(catalogue.db, o.config) : null;
+  const app = createApp({ ...deps, temporal: client, temporalUiUrl: o.temporalUiUrl, metrics });
   const server = o.listen === false || o.api === false ? null : await listen(app, o.config.server.host, o.config.server.port);
+  const metricsServer = metrics && o.listen !== false ? await serveMetrics(metrics, o.config) : null;
+  const metricsAddress = metricsServer?.address();
+  const metricsUrl = metricsAddress && typeof metricsAddress === 'object' ? `http://${hostOf(o.config.server.host)}:${metricsAddress.port}${o.config.metrics.path}` : null;
 
   return {
     catalogue,
@@ -99,6 +125,7 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
     app,
     server,
     apiUrl,
+    metricsUrl,
     log,
     async stop(opts = {}) {
       // Order matters: the worker stops first (so no activity restarts a job we are stopping), the jobs stop
@@ -106,12 +133,33 @@ export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
       if (worker && worker.getState() === 'RUNNING') worker.shutdown();
       if (opts.stopJobs && o.config.scheduler.executor === 'local') await stopLocalJobs(o.home, log);
       if (server) await new Promise<void>((r) => server.close(() => r()));
+      if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
+      await relay?.stop();
+      pruner?.stop();
       await workerRun?.catch((err: unknown) => log.error('worker stopped with an error', { error: String(err) }));
       await nativeConnection?.close();
       await connection.close();
       await catalogue.close();
     },
   };
+}
+
+const hostOf = (host: string): string => (host === '0.0.0.0' ? '127.0.0.1' : host);
+
+const DEFAULT_DEV_TOKEN = 'hanzo-ml-dev-token';
+const isLoopback = (host: string): boolean => /^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(host);
+
+/** The well-known development token is an admin credential: it must never reach a network. */
+async function devTokenPolicy(o: RuntimeOptions, db: Catalogue['db']): Promise<void> {
+  const { auth, server } = o.config;
+  if (o.devToken === false) {
+    if (auth.dev_token !== DEFAULT_DEV_TOKEN) throw new ConfigError('auth.dev_token: the development token exists only for a loopback `hanzo-ml dev`; unset it and create tokens with `hanzo-ml token create`');
+    await revokeDevTokens(db, auth.dev_organization);
+    return;
+  }
+  if (!isLoopback(server.host))
+    throw new ConfigError(`server.host: ${server.host} is reachable from other machines, and the development stack's admin token is well known; listen on 127.0.0.1, or run \`hanzo-ml serve\` with real tokens`);
+  await seedDevOrganization(db, auth.dev_organization, auth.dev_token);
 }
 
 function listen(app: ReturnType<typeof createApp>, hostname: string, port: number): Promise<ServerType> {

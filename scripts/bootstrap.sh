@@ -116,7 +116,21 @@ test_server_paths() {
   MLFLOW_PYTHON=""; [ -f "$MLFLOW_VENV/.complete" ] && MLFLOW_PYTHON="$MLFLOW_VENV/bin/python"
   CLUSTER_TOOLS=$(scripts/cluster-tools.sh --installed 2>/dev/null || true)
   KUEUE=$(scripts/cluster-tools.sh kueue --installed 2>/dev/null || true)
+  KAFKA_DIR="$CACHE/kafka-$(hash_of test/kafka/pom.xml)"
+  KAFKA_LIBS=""; [ -f "$KAFKA_DIR/.complete" ] && KAFKA_LIBS="$KAFKA_DIR/libs"
   return 0
+}
+
+# A real Kafka broker (single KRaft node) for the event tests: the release jars from Maven Central, run on the
+# installed Java 17, cached by the hash of test/kafka/pom.xml (which pins the version).
+kafka_jars() {
+  [ -f "$KAFKA_DIR/.complete" ] && return 0
+  command -v java >/dev/null || { say "java is missing: the Kafka event tests will be skipped"; return 0; }
+  command -v mvn >/dev/null || { say "installing maven from Debian (for the Kafka jars)"; apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >&2; }
+  say "fetching the Kafka broker jars from Maven Central"
+  rm -rf "$KAFKA_DIR"
+  (cd test/kafka && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$KAFKA_DIR/libs" -DincludeScope=runtime >&2)
+  touch "$KAFKA_DIR/.complete"
 }
 
 test_servers() {
@@ -144,6 +158,8 @@ test_servers() {
   # The Kubernetes control plane, KWOK and Kueue for the cluster tests, built from Go modules (30-45 min cold).
   scripts/cluster-tools.sh >/dev/null
   test_server_paths
+  kafka_jars
+  test_server_paths
 }
 
 node_deps
@@ -169,7 +185,8 @@ cat > .bootstrap.json.tmp <<JSON
   "moto_server": "$MOTO_SERVER",
   "mlflow_python": "$MLFLOW_PYTHON",
   "cluster_tools": "$CLUSTER_TOOLS",
-  "kueue": "$KUEUE"
+  "kueue": "$KUEUE",
+  "kafka_libs": "$KAFKA_LIBS"
 }
 JSON
 mv .bootstrap.json.tmp .bootstrap.json

@@ -26,7 +26,7 @@ describe('anonymous access', () => {
     const app = new Hono<AppEnv>();
     app.onError((err, c) => c.json({ error_code: err instanceof ApiError ? err.code : 'INTERNAL_ERROR' }, err instanceof ApiError ? ERROR_STATUS[err.code] : 500));
     // No database access happens without a token.
-    app.use('*', authenticate(null as unknown as Db, anonymousPrincipal(config({}))));
+    app.use('*', authenticate(null as unknown as Db, { anonymous: anonymousPrincipal(config({})) }));
     app.get('/who', (c) => c.json(c.get('principal')));
     app.post('/approve', (c) => c.json(requireRole(c, 'approver')));
     expect(await (await app.request('/who')).json()).toMatchObject({ subject: 'anonymous', role: 'developer' });
@@ -45,7 +45,7 @@ describe('job tokens', () => {
       const expired = await createJobToken(cat.db, { organizationId: 'dev', job: 'p-eval', runId: 'run-1', ttlMs: -1 });
       const app = new Hono<AppEnv>();
       app.onError((err, c) => c.json({ error_code: err instanceof ApiError ? err.code : 'INTERNAL_ERROR' }, err instanceof ApiError ? ERROR_STATUS[err.code] : 500));
-      app.use('*', authenticate(cat.db, null));
+      app.use('*', authenticate(cat.db));
       app.post('/api/2.0/mlflow/runs/log-batch', (c) => c.json(c.get('principal')));
       app.get('/v1/models', (c) => c.json({ ok: true }));
       const call = (path: string, t: string, body?: unknown) =>
@@ -59,5 +59,70 @@ describe('job tokens', () => {
     } finally {
       await cat.close();
     }
+  });
+});
+
+describe('token-less loopback access', () => {
+  const app = new Hono<AppEnv>();
+  app.onError((err, c) => c.json({ error_code: err instanceof ApiError ? err.code : 'INTERNAL_ERROR', message: err.message }, err instanceof ApiError ? ERROR_STATUS[err.code] : 500));
+  app.use('*', authenticate(null as unknown as Db, { anonymous: anonymousPrincipal(config({})), port: 8057 }));
+  app.all('/v1/*', (c) => c.json({ ok: true }));
+  const req = (path: string, init: RequestInit & { headers?: Record<string, string> } = {}) => app.request(`http://127.0.0.1:8057${path}`, init);
+
+  it('accepts the local CLI and scripts', async () => {
+    expect((await req('/v1/models')).status).toBe(200);
+    expect((await req('/v1/models', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status).toBe(200);
+    expect((await req('/v1/models', { headers: { origin: 'http://localhost:8057' } })).status).toBe(200);
+    expect((await req('/v1/datasets?name=x', { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body: '{}' })).status).toBe(200);
+  });
+
+  it('refuses a rebound DNS name (foreign Host), a foreign Origin and a form post', async () => {
+    const host = await req('/v1/models', { headers: { host: 'evil.example:8057' } });
+    expect(host.status).toBe(403);
+    expect(((await host.json()) as { message: string }).message).toMatch(/Host "evil\.example:8057"/);
+    expect((await req('/v1/models', { headers: { host: '127.0.0.1:9999' } })).status).toBe(403);
+    expect((await req('/v1/models', { headers: { origin: 'https://evil.example' } })).status).toBe(403);
+    expect((await req('/v1/models', { headers: { 'sec-fetch-site': 'cross-site' } })).status).toBe(403);
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+      expect([type, (await req('/v1/pipelines', { method: 'POST', headers: { 'content-type': type }, body: '{}' })).status]).toEqual([type, 403]);
+    }
+    expect((await req('/v1/datasets?name=x', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{}' })).status).toBe(403);
+  });
+});
+
+describe('the development token', () => {
+  it('is refused on a stack reachable from other machines, and revoked by a production server start', async () => {
+    const { startRuntime } = await import('../lib/stack.js');
+    const { openCatalogue } = await import('../db/client.js');
+    const { principalForToken } = await import('../db/repo/auth.js');
+    const { testConfig } = await import('./support/config.js');
+    const exposed = testConfig({ HANZO_ML_SERVER_HOST: '0.0.0.0' });
+    await expect(startRuntime({ ...exposed, temporalAddress: '127.0.0.1:1', temporalUiUrl: null })).rejects.toThrow(/server\.host: 0\.0\.0\.0 .*development stack's admin token/);
+    const custom = testConfig({ HANZO_ML_AUTH_DEV_TOKEN: 'my-own-dev-token' });
+    await expect(startRuntime({ ...custom, temporalAddress: '127.0.0.1:1', temporalUiUrl: null, devToken: false })).rejects.toThrow(/auth\.dev_token: the development token exists only for a loopback/);
+    // A changed development token replaces the old one; a production start revokes it.
+    const { join } = await import('node:path');
+    const local = testConfig();
+    const { seedDevOrganization, revokeDevTokens } = await import('../db/repo/auth.js');
+    const cat = await openCatalogue({ pgliteDir: join(local.home, 'pg') });
+    try {
+      await seedDevOrganization(cat.db, 'dev', 'hanzo-ml-dev-token');
+      await seedDevOrganization(cat.db, 'dev', 'a-changed-dev-token');
+      expect(await principalForToken(cat.db, 'hanzo-ml-dev-token')).toBeNull();
+      expect(await principalForToken(cat.db, 'a-changed-dev-token')).toMatchObject({ role: 'admin' });
+      await revokeDevTokens(cat.db, 'dev');
+      expect(await principalForToken(cat.db, 'a-changed-dev-token')).toBeNull();
+    } finally {
+      await cat.close();
+    }
+  });
+});
+
+describe('IAM settings', () => {
+  it('refuses verify_tokens: false and a JWKS without an issuer at start-up', async () => {
+    const { checkCombinations } = await import('../lib/config.js');
+    expect(() => checkCombinations(config({ HANZO_ML_AUTH_VERIFY_TOKENS: 'false' }))).toThrow(/auth\.verify_tokens .*false is not supported/);
+    expect(() => checkCombinations(config({ HANZO_ML_AUTH_JWKS_URL: 'http://127.0.0.1:1/jwks' }))).toThrow(/auth\.jwks_url .*needs auth\.iam_url/);
+    expect(() => checkCombinations(config({}))).not.toThrow();
   });
 });

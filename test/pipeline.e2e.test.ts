@@ -60,8 +60,9 @@ describe('fine-tuning pipeline end to end (embedded stack)', () => {
   });
 
   it('promotes to production on approval and refuses a second decision', { timeout: 5 * 60_000 }, async () => {
-    const ok = await stack.api('POST', `/v1/pipelines/${id}/approve`, { reason: 'eval gate passed', approver: 'alice' });
+    const ok = await stack.api('POST', `/v1/pipelines/${id}/approve`, { reason: 'eval gate passed' });
     expect(ok.status).toBe(200);
+    expect((ok.body as { approver?: string }).approver).toBe('dev');
     const again = await stack.api('POST', `/v1/pipelines/${id}/reject`, { reason: 'changed my mind' });
     expect(again.status).toBe(409);
     final = await waitFor(stack, id, (s) => s.status === 'COMPLETED');

@@ -25,8 +25,10 @@ import { audit } from '../../db/repo/auth.js';
 import type { Principal } from '../../db/repo/auth.js';
 import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
 import { ApiError, invalid, notFound } from '../errors.js';
+import { auditContext } from './identity.js';
 import { jsonBody } from '../validate.js';
 import { requireRole } from '../auth.js';
+import { checkPipelinePolicy } from '../input-policy.js';
 
 /** The workflow input: the request plus the caller and the server settings a workflow cannot read. */
 export function workflowInput(deps: ApiDeps, req: PipelineInput, principal: Principal): PipelineWorkflowInput {
@@ -39,7 +41,9 @@ export function workflowInput(deps: ApiDeps, req: PipelineInput, principal: Prin
 }
 
 /** Rejects a pipeline that cannot start (missing base model, dataset or file) before any job runs. */
-export async function checkPipelineInput(deps: ApiDeps, req: PipelineInput, organizationId: string): Promise<void> {
+export async function checkPipelineInput(deps: ApiDeps, req: PipelineInput, principal: Principal): Promise<void> {
+  const organizationId = principal.organizationId;
+  checkPipelinePolicy(deps.config, principal, req);
   try {
     resolveBaseModel(req.base_model, deps.config, deps.bootstrap);
   } catch (err) {
@@ -87,7 +91,7 @@ export function pipelineRoutes(deps: ApiDeps) {
   app.post('/', async (c) => {
     const principal = requireRole(c, 'developer');
     const req = await jsonBody(c, PipelineInputSchema);
-    await checkPipelineInput(deps, req, principal.organizationId);
+    await checkPipelineInput(deps, req, principal);
     const id = randomUUID();
     await deps.temporal.workflow.start<typeof fineTunePipelineWorkflow>('fineTunePipelineWorkflow', {
       taskQueue: PIPELINE_TASK_QUEUE,
@@ -127,7 +131,7 @@ export function pipelineRoutes(deps: ApiDeps) {
     const { handle, status } = await ownedHandle(c, id);
     if (status !== 'RUNNING') throw new ApiError('INVALID_STATE', `pipeline ${id} is not running (${status.toLowerCase()})`);
     await handle.cancel();
-    await audit(deps.db, { organizationId: principal.organizationId, actor: principal.subject, action: 'pipeline.cancel', target: id });
+    await audit(deps.db, { ...auditContext(c, principal), action: 'pipeline.cancel', target: id });
     return c.json({ id, status: 'CANCEL_REQUESTED' }, 202);
   });
 
@@ -137,10 +141,11 @@ export function pipelineRoutes(deps: ApiDeps) {
       const id = c.req.param('id');
       const body = await jsonBody(c, ApprovalRequestSchema);
       const { handle } = await ownedHandle(c, id);
-      const approver = body.approver ?? principal.subject;
+      // The approver is who authenticated, never a name from the request.
+      const approver = principal.subject;
       try {
         const progress = await handle.executeUpdate(promotionDecisionUpdate, { args: [{ decision, approver, reason: body.reason }] });
-        await audit(deps.db, { organizationId: principal.organizationId, actor: principal.subject, action: `pipeline.${decision}`, target: id, detail: { approver, reason: body.reason } });
+        await audit(deps.db, { ...auditContext(c, principal), action: `pipeline.${decision}`, target: id, detail: { approver, reason: body.reason } });
         return c.json({ id, decision, approver, progress });
       } catch (err) {
         if (err instanceof WorkflowUpdateFailedError) throw new ApiError('INVALID_STATE', (err.cause as Error | undefined)?.message ?? err.message);

@@ -7,7 +7,9 @@ import type { ApiDeps, AppEnv } from '../deps.js';
 import { PIPELINE_TASK_QUEUE, ScheduleCreateSchema, scheduleId } from '../../contracts/pipeline.js';
 import { MODEL_NAME_KEY, ORGANIZATION_KEY, STAGE_KEY } from '../../contracts/search-attributes.js';
 import { deleteSchedule, findSchedule, insertSchedule, listSchedules, type ScheduleRow } from '../../db/repo/pipelines.js';
-import { ApiError, notFound } from '../errors.js';
+import { ApiError, invalid, notFound } from '../errors.js';
+import { durationMs } from '../../lib/config.js';
+import { shortestCronGapMinutes } from '../../lib/cron-gap.js';
 import { jsonBody } from '../validate.js';
 import { requireRole } from '../auth.js';
 import { checkPipelineInput, workflowInput } from './pipelines.js';
@@ -39,7 +41,8 @@ export function scheduleRoutes(deps: ApiDeps) {
   app.post('/', async (c) => {
     const principal = requireRole(c, 'developer');
     const body = await jsonBody(c, ScheduleCreateSchema);
-    await checkPipelineInput(deps, body.pipeline, principal.organizationId);
+    await checkPipelineInput(deps, body.pipeline, principal);
+    checkScheduleInterval(deps, body);
     if (await findSchedule(deps.db, principal.organizationId, body.name)) throw new ApiError('RESOURCE_ALREADY_EXISTS', `schedule "${body.name}" already exists`);
     const id = randomUUID();
     const spec = body.every ? { every: body.every } : { cron: body.cron! };
@@ -101,4 +104,21 @@ export function scheduleRoutes(deps: ApiDeps) {
   });
 
   return app;
+}
+
+/** A schedule may not fire more often than limits.min_schedule_interval (each run is a whole pipeline). */
+function checkScheduleInterval(deps: ApiDeps, body: { every?: string | undefined; cron?: string | undefined }): void {
+  const minMs = durationMs(deps.config.limits.min_schedule_interval);
+  if (body.every !== undefined && durationMs(body.every) < minMs)
+    throw invalid(`every: ${body.every} is shorter than limits.min_schedule_interval (${deps.config.limits.min_schedule_interval})`);
+  if (body.cron !== undefined) {
+    let gap: number | null;
+    try {
+      gap = shortestCronGapMinutes(body.cron);
+    } catch (err) {
+      throw invalid((err as Error).message);
+    }
+    if (gap !== null && gap * 60_000 < minMs)
+      throw invalid(`cron: "${body.cron}" fires ${gap} minute(s) apart, more often than limits.min_schedule_interval (${deps.config.limits.min_schedule_interval})`);
+  }
 }

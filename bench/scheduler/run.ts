@@ -13,7 +13,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BatchV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { repoRoot } from '../../lib/config.js';

@@ -1,9 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { eq } from 'drizzle-orm';
+import { and, desc, eq, isNull, lt, ne } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { apiTokens, auditLog, organizations } from '../schema/index.js';
 import { sha256Text } from '../../lib/hash.js';
-import type { Tx } from './outbox.js';
+import { emitEvent, type Tx } from './outbox.js';
 
 export type Role = 'admin' | 'developer' | 'approver' | 'viewer';
 export interface Principal {
@@ -14,19 +14,76 @@ export interface Principal {
   runId?: string | null;
 }
 
-/** Creates the development organization and its token once; both are idempotent. */
+/**
+ * Creates the development organization and its token (idempotent). A changed development token replaces the
+ * old one: every other token of the `dev` subject is revoked, so an old well-known value stops working.
+ */
 export async function seedDevOrganization(db: Db, orgName: string, token: string): Promise<void> {
   await db.insert(organizations).values({ id: orgName, name: orgName }).onConflictDoNothing();
+  const hash = sha256Text(token);
   await db
-    .insert(apiTokens)
-    .values({ id: randomUUID(), organizationId: orgName, subject: 'dev', role: 'admin', tokenSha256: sha256Text(token) })
-    .onConflictDoNothing();
+    .update(apiTokens)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(apiTokens.organizationId, orgName), eq(apiTokens.subject, 'dev'), ne(apiTokens.tokenSha256, hash), isNull(apiTokens.revokedAt)));
+  await db.insert(apiTokens).values({ id: randomUUID(), organizationId: orgName, subject: 'dev', role: 'admin', tokenSha256: hash }).onConflictDoNothing();
+  await db.update(apiTokens).set({ revokedAt: null }).where(eq(apiTokens.tokenSha256, hash));
+}
+
+/** A stack started without the development token: any development token seeded earlier stops working. */
+export async function revokeDevTokens(db: Db, orgName: string): Promise<void> {
+  await db.update(apiTokens).set({ revokedAt: new Date() }).where(and(eq(apiTokens.organizationId, orgName), eq(apiTokens.subject, 'dev'), isNull(apiTokens.revokedAt)));
 }
 
 export async function principalForToken(db: Db, token: string): Promise<Principal | null> {
   const [row] = await db.select().from(apiTokens).where(eq(apiTokens.tokenSha256, sha256Text(token))).limit(1);
-  if (!row || (row.expiresAt && row.expiresAt.getTime() <= Date.now())) return null;
+  if (!row || row.revokedAt || (row.expiresAt && row.expiresAt.getTime() <= Date.now())) return null;
   return { organizationId: row.organizationId, subject: row.subject, role: row.role, runId: row.runId };
+}
+
+export class IdentityError extends Error {}
+
+export async function createOrganization(tx: Tx, name: string): Promise<void> {
+  const [exists] = await tx.select().from(organizations).where(eq(organizations.id, name)).limit(1);
+  if (exists) throw new IdentityError(`organization "${name}" already exists`);
+  await tx.insert(organizations).values({ id: name, name });
+}
+
+/** Organizations named by a verified IAM token exist from their first request (audit rows reference them). */
+export async function ensureOrganization(db: Db, name: string): Promise<void> {
+  await db.insert(organizations).values({ id: name, name }).onConflictDoNothing();
+}
+
+/** A new random API token: returned once, only its SHA-256 is stored. */
+export async function createApiToken(tx: Tx, p: { organizationId: string; subject: string; role: Role; expiresAt: Date | null }): Promise<{ id: string; token: string }> {
+  const id = randomUUID();
+  const token = `hml_${randomBytes(32).toString('base64url')}`;
+  await tx.insert(apiTokens).values({ id, organizationId: p.organizationId, subject: p.subject, role: p.role, tokenSha256: sha256Text(token), expiresAt: p.expiresAt });
+  return { id, token };
+}
+
+export interface TokenView {
+  id: string;
+  subject: string;
+  role: Role;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+  createdAt: Date;
+}
+
+/** An organization's user tokens (never job tokens, never hashes). */
+export async function listApiTokens(db: Db, organizationId: string): Promise<TokenView[]> {
+  const rows = await db.select().from(apiTokens).where(and(eq(apiTokens.organizationId, organizationId), isNull(apiTokens.runId))).orderBy(apiTokens.createdAt);
+  return rows.map((r) => ({ id: r.id, subject: r.subject, role: r.role, expiresAt: r.expiresAt, revokedAt: r.revokedAt, createdAt: r.createdAt }));
+}
+
+/** Revokes one of the organization's tokens; false when it has no such token (another tenant's id included). */
+export async function revokeApiToken(tx: Tx, organizationId: string, id: string): Promise<boolean> {
+  const rows = await tx
+    .update(apiTokens)
+    .set({ revokedAt: new Date() })
+    .where(and(eq(apiTokens.organizationId, organizationId), eq(apiTokens.id, id), isNull(apiTokens.runId)))
+    .returning({ id: apiTokens.id });
+  return rows.length > 0;
 }
 
 /**
@@ -47,13 +104,48 @@ export async function createJobToken(db: Db, p: { organizationId: string; job: s
   return token;
 }
 
-export async function audit(tx: Tx, p: { organizationId: string; actor: string; action: string; target: string; detail?: unknown }): Promise<void> {
-  await tx.insert(auditLog).values({
-    id: randomUUID(),
-    organizationId: p.organizationId,
-    actor: p.actor,
-    action: p.action,
-    target: p.target,
-    detail: JSON.stringify(p.detail ?? {}),
+export interface AuditEntry {
+  organizationId: string;
+  actor: string;
+  action: string;
+  target: string;
+  detail?: unknown;
+  outcome?: 'ok' | 'denied' | 'failed';
+  requestId?: string | null;
+  sourceAddress?: string | null;
+}
+
+/** An audit row and its `audit` event, in the caller's transaction. */
+export async function audit(outer: Tx, p: AuditEntry): Promise<void> {
+  // A savepoint inside a caller's transaction, a transaction of its own otherwise: row and event go together.
+  await outer.transaction(async (tx) => {
+    await emitEvent(tx, p.organizationId, 'audit', p.target, {
+      event: 'audit',
+      actor: p.actor,
+      action: p.action,
+      resource: p.target,
+      outcome: p.outcome ?? 'ok',
+      request_id: p.requestId ?? null,
+      source_address: p.sourceAddress ?? null,
+    });
+    await tx.insert(auditLog).values({
+      id: randomUUID(),
+      organizationId: p.organizationId,
+      actor: p.actor,
+      action: p.action,
+      target: p.target,
+      detail: JSON.stringify(p.detail ?? {}),
+      outcome: p.outcome ?? 'ok',
+      requestId: p.requestId ?? null,
+      sourceAddress: p.sourceAddress ?? null,
+    });
   });
+}
+
+/** The organization's audit trail, newest first; `before` pages back by time. */
+export async function listAudit(db: Db, organizationId: string, o: { limit: number; before?: Date; action?: string }) {
+  const conds = [eq(auditLog.organizationId, organizationId)];
+  if (o.before) conds.push(lt(auditLog.createdAt, o.before));
+  if (o.action) conds.push(eq(auditLog.action, o.action));
+  return db.select().from(auditLog).where(and(...conds)).orderBy(desc(auditLog.createdAt)).limit(o.limit);
 }

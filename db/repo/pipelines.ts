@@ -20,7 +20,14 @@ export async function setPipelineStage(db: Db, id: string, stage: string, outcom
       .set({ stage, outcome: outcome ?? null, updatedAt: new Date() })
       .where(eq(pipelines.id, id))
       .returning();
-    if (row) await emitEvent(tx, row.organizationId, 'pipelines', id, { event: 'pipeline.stage', pipeline_id: id, stage, outcome: outcome ?? null });
+    if (!row) return;
+    await emitEvent(tx, row.organizationId, 'pipelines', id, { event: 'pipeline.stage', pipeline_id: id, stage, outcome: outcome ?? null });
+    // The job lifecycle of spec 000's hanzo.ml.jobs topic, keyed by the pipeline like its job.submitted.
+    const job = { job_id: id, type: 'pipeline' };
+    if (stage === 'preprocess') await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.started', ...job });
+    else if (stage === 'failed') await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.failed', ...job, error: outcome ?? null });
+    else if (stage === 'completed')
+      await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.completed', ...job, outcome: outcome ?? null, duration_seconds: (row.updatedAt.getTime() - row.createdAt.getTime()) / 1000 });
   });
 }
 

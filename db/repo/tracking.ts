@@ -103,15 +103,28 @@ function columns(points: MetricPoint[]): SQL {
  * point being ignored by the primary key; the latest value per key is upserted in key order. Both orders are
  * total, so concurrent batches to one run take their row locks in the same order and cannot deadlock.
  */
-export async function logMetrics(db: Db, runId: string, points: MetricPoint[]): Promise<void> {
+export async function logMetrics(db: Db, runId: string, points: MetricPoint[], opts: { events?: boolean } = {}): Promise<void> {
   if (points.length === 0) return;
+  // The `metrics` stream event of each step (contracts/events.ts), in the same statement: it commits with the
+  // points or not at all. NaN travels as null (JSON has no NaN).
+  const events =
+    opts.events === false
+      ? sql``
+      : sql`, events as (
+      insert into outbox (organization_id, topic, key, payload)
+      select r.organization_id, 'metrics', ${runId},
+             jsonb_build_object('run_id', ${runId}::text, 'step', p.step, 'metrics', jsonb_object_agg(p.key, case when p.is_nan then null else p.value::float8 end), 'timestamp', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+      from ${columns(points)} join runs r on r.id = ${runId}
+      group by r.organization_id, p.step
+      order by p.step
+    )`;
   await db.execute(sql`
     with history as (
       insert into metrics (run_id, key, step, timestamp, value, is_nan)
       select ${runId}, p.key, p.step, p.ts, p.value::float8, p.is_nan from ${columns(points)}
       order by p.key, p.step, p.ts, p.value::float8
       on conflict do nothing
-    )
+    )${events}
     insert into latest_metrics (run_id, key, step, timestamp, value, is_nan)
     select ${runId}, p.key, p.step, p.ts, p.value::float8, p.is_nan from ${columns(latestPerKey(points))}
     order by p.key

@@ -20,6 +20,8 @@ export const apiTokens = pgTable(
     // A job's token: usable only to report metrics of this one run, and only until it expires.
     runId: text('run_id'),
     expiresAt: timestamp('expires_at', { withTimezone: true }),
+    // Revocation is a timestamp, not a delete: the audit trail keeps naming the token it revoked.
+    revokedAt: timestamp('revoked_at', { withTimezone: true }),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [uniqueIndex('api_tokens_token_sha256_idx').on(t.tokenSha256)],
@@ -34,5 +36,8 @@ export const auditLog = pgTable('audit_log', {
   action: text('action').notNull(),
   target: text('target').notNull(),
   detail: text('detail').notNull().default('{}'),
+  outcome: text('outcome', { enum: ['ok', 'denied', 'failed'] }).notNull().default('ok'),
+  requestId: text('request_id'),
+  sourceAddress: text('source_address'),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });

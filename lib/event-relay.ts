@@ -1,0 +1,130 @@
+// The outbox relay: publishes committed events to Kafka with an idempotent producer, keyed per resource, and
+// marks them published. At least once: a crash (its own, or the broker's) between publishing and marking sends
+// the rows again, with the same event_id. One relay at a time holds the catalogue's relay lock, so any number of
+// processes may run it; rows older than stream.retention are pruned.
+import { Kafka, Partitioners, logLevel, type Producer } from 'kafkajs';
+import type { Config } from '../contracts/config.js';
+import { EVENT_TOPICS, kafkaTopic, type EventEnvelope, type EventTopic } from '../contracts/events.js';
+import type { Db } from '../db/client.js';
+import { pruneOutbox, relayBatch, type OutboxRow } from '../db/repo/outbox.js';
+import { durationMs } from './config.js';
+import type { Logger } from './log.js';
+
+export function envelopeOf(row: OutboxRow): EventEnvelope {
+  return {
+    event_id: String(row.id),
+    topic: row.topic as EventTopic,
+    key: row.key,
+    organization_id: row.organizationId,
+    time: row.createdAt.toISOString(),
+    data: row.payload as Record<string, unknown>,
+  };
+}
+
+export interface EventRelay {
+  /** one round: publish what is pending; resolves with the number of rows published */
+  drain(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+const PRUNE_EVERY_MS = 60_000;
+
+export async function startEventRelay(o: { db: Db; config: Config; log: Logger; idleMs?: number }): Promise<EventRelay> {
+  const { stream } = o.config;
+  if (!stream.brokers) throw new Error('stream.brokers is not set');
+  const kafka = new Kafka({
+    clientId: stream.client_id,
+    brokers: stream.brokers.split(',').map((b) => b.trim()),
+    logLevel: logLevel.NOTHING,
+    retry: { retries: 5, initialRetryTime: 200, maxRetryTime: 5000 },
+  });
+  // Idempotent: a retried send is not written twice by the broker, and order holds per partition. After a
+  // failure the producer is replaced: a restarted broker may have forgotten its sequence numbers.
+  let producer: Producer | null = null;
+  let topicsReady = false;
+  const connected = async (): Promise<Producer> => {
+    if (producer) return producer;
+    // Topics exist before the first send: the broker may not auto-create them. Done here, not at start-up, so a
+    // relay starts (and waits) while the broker is down.
+    if (!topicsReady) {
+      const admin = kafka.admin();
+      await admin.connect();
+      try {
+        const have = new Set(await admin.listTopics());
+        const missing = EVENT_TOPICS.map((t) => kafkaTopic(stream.topic_prefix, t)).filter((t) => !have.has(t));
+        if (missing.length) await admin.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions: 3 })) });
+        topicsReady = true;
+      } finally {
+        await admin.disconnect();
+      }
+    }
+    const p = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    await p.connect();
+    producer = p;
+    return p;
+  };
+  const reset = async (): Promise<void> => {
+    const p = producer;
+    producer = null;
+    await p?.disconnect().catch(() => undefined);
+  };
+
+  const publish = async (rows: OutboxRow[]): Promise<void> => {
+    const byTopic = new Map<string, OutboxRow[]>();
+    for (const r of rows) byTopic.set(r.topic, [...(byTopic.get(r.topic) ?? []), r]);
+    await (await connected()).sendBatch({
+      acks: -1,
+      topicMessages: [...byTopic].map(([topic, rs]) => ({
+        topic: kafkaTopic(stream.topic_prefix, topic as EventTopic),
+        messages: rs.map((r) => ({ key: r.key, value: JSON.stringify(envelopeOf(r)), headers: { event_id: String(r.id), organization_id: r.organizationId } })),
+      })),
+    });
+  };
+  const drain = async (): Promise<number> => {
+    let total = 0;
+    for (;;) {
+      const n = await relayBatch(o.db, stream.relay_batch, publish);
+      if (n <= 0) return total;
+      total += n;
+    }
+  };
+
+  let stopped = false;
+  let lastPrune = 0;
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        const n = await drain();
+        if (Date.now() - lastPrune > PRUNE_EVERY_MS) {
+          lastPrune = Date.now();
+          await pruneOutbox(o.db, new Date(Date.now() - durationMs(stream.retention)), { brokers: true });
+        }
+        if (n === 0) await new Promise((r) => setTimeout(r, o.idleMs ?? 200));
+      } catch (err) {
+        // The broker is down or restarting: nothing was marked published, the next round sends it again.
+        o.log.warn('event relay: publish failed, retrying', { error: (err as Error).message });
+        await reset();
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  })();
+  return {
+    drain,
+    async stop() {
+      stopped = true;
+      await loop;
+      await reset();
+    },
+  };
+}
+
+/** Without brokers nothing publishes: rows are kept for SSE readers for stream.retention, then deleted. */
+export function startOutboxPruner(o: { db: Db; config: Config; log: Logger }): { stop(): void } {
+  const timer = setInterval(() => {
+    pruneOutbox(o.db, new Date(Date.now() - durationMs(o.config.stream.retention)), { brokers: false }).catch((err: unknown) =>
+      o.log.warn('outbox pruning failed', { error: String(err) }),
+    );
+  }, PRUNE_EVERY_MS);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}
