@@ -74,13 +74,13 @@ function drawJobs(): SimJob[] {
   });
 }
 
-/** KWOK's pod stages from its module: ready on a node, deleted when deleted; and a completion after BENCH_DURATION. */
+/** KWOK's pod stages from its module (created, ready, deleted when deleted) and a completion after BENCH_DURATION. */
 function podStages(): Record<string, unknown>[] {
   const dir = join(execFileSync('go', ['env', 'GOMODCACHE'], { encoding: 'utf8' }).trim(), 'sigs.k8s.io/kwok@v0.8.0/kustomize/stage/pod/general');
   const load = (f: string) => parseAllDocuments(readFileSync(join(dir, f), 'utf8')).map((d) => d.toJS() as Record<string, unknown>);
   const complete = load('pod-complete.yaml')[0] as { spec: { delay: Record<string, unknown> } };
   complete.spec.delay = { durationMilliseconds: 1000, durationFrom: { expressionFrom: '.spec.containers.[0].env.[] | select( .name == "BENCH_DURATION" ) | .value' } };
-  return [...load('pod-ready.yaml'), complete, ...load('pod-delete.yaml')];
+  return [...load('pod-create.yaml'), ...load('pod-ready.yaml'), complete, ...load('pod-delete.yaml')];
 }
 
 function percentile(xs: number[], p: number): number {
