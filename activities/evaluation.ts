@@ -9,6 +9,7 @@ import { baseModelInput, dirInput, fileInput } from './job-inputs.js';
 import { logMetrics, recordArtifact } from '../db/repo/tracking.js';
 import { sha256Text } from '../lib/hash.js';
 import type { DatasetRef } from './datasets.js';
+import { GENERAL_TEXT, bundledFileInput } from './eval-data.js';
 
 export function createEvaluationActivities(deps: ActivityDeps) {
   return {
@@ -69,6 +70,8 @@ export function createEvaluationActivities(deps: ActivityDeps) {
         heldout_path: 'input:heldout_path',
         reference_path: 'output:reference_path',
         heldout_tokens_path: 'output:heldout_tokens_path',
+        general_path: 'input:general_path',
+        general_tokens_path: 'output:general_tokens_path',
         max_seq_length: a.input.hyperparameters.max_seq_length,
         max_sequences: 64,
         threads: deps.config.trainer.threads,
@@ -81,8 +84,13 @@ export function createEvaluationActivities(deps: ActivityDeps) {
           envelope: {
             tool: 'trainer',
             spec,
-            inputs: { base_model_path: await baseModelInput(deps, a.input.base_model), adapter_path: dirInput(a.adapterPath), heldout_path: fileInput(a.dataset.splits.test) },
-            outputs: { output_dir: 'dir', reference_path: 'file', heldout_tokens_path: 'file' },
+            inputs: {
+              base_model_path: await baseModelInput(deps, a.input.base_model),
+              adapter_path: dirInput(a.adapterPath),
+              heldout_path: fileInput(a.dataset.splits.test),
+              general_path: await bundledFileInput(deps, GENERAL_TEXT),
+            },
+            outputs: { output_dir: 'dir', reference_path: 'file', heldout_tokens_path: 'file', general_tokens_path: 'file' },
             result_field: 'reference_path',
           },
         },

@@ -74,6 +74,13 @@ export const PipelineInputSchema = z.strictObject({
     .strictObject({
       quantization: z.enum(['q8_0', 'q4_k_m', 'q6_k', 'f16']).default('q8_0'),
       perplexity_tolerance: z.number().positive().max(1).default(0.01),
+      max_perplexity: z
+        .number()
+        .positive()
+        .default(15)
+        .describe('check_perplexity_threshold: largest accepted perplexity of the merged model on the held-out assistant turns (what it is trained to produce)'),
+      max_general_perplexity: z.number().positive().default(20).describe('largest accepted perplexity on the bundled general text (capability retention)'),
+      quantized_max_perplexity: z.number().positive().default(20).describe("the GGUF's own threshold on the held-out assistant turns, checked after quantization"),
       test_prompts: z.array(z.string().min(1)).min(1).default(['Hello, how are you?']),
     })
     .prefault({}),

@@ -150,6 +150,8 @@ export const MergeJobSpecSchema = z.strictObject({
   heldout_path: absPath.describe('JSONL in chat form; becomes the held-out token sequences'),
   reference_path: absPath.describe('where the MergeReport JSON (PyTorch reference perplexity) is written'),
   heldout_tokens_path: absPath.nullable().default(null).describe('where the held-out token sequences the Candle tool scores are written; null: heldout-tokens.json beside output_dir'),
+  general_path: absPath.nullable().default(null).describe('plain text, documents separated by blank lines: general text for capability retention; null: none'),
+  general_tokens_path: absPath.nullable().default(null).describe('where the general-text token sequences are written; null: general-tokens.json beside output_dir'),
   max_seq_length: z.number().int().positive().default(256),
   max_sequences: z.number().int().positive().default(64),
   threads: z.number().int().positive().default(2),
@@ -246,9 +248,13 @@ export type EvalReport = z.infer<typeof EvalReportSchema>;
 
 export const MergeReportSchema = z.object({
   merged_dir: z.string(),
-  heldout_tokens_path: z.string().describe('JSON {"sequences": number[][]} the Candle tool scores'),
-  reference_perplexity: z.number().positive(),
-  num_tokens: z.number().int().positive(),
+  heldout_tokens_path: z.string().describe('JSON {"sequences": number[][], "target_mask": (0|1)[][]} the Candle tool scores'),
+  reference_perplexity: z.number().positive().describe('PyTorch perplexity of the merged model on the assistant turns of the held-out conversations'),
+  num_tokens: z.number().int().positive().describe('assistant tokens scored'),
+  general_tokens_path: z.string().nullable().default(null).describe('JSON {"sequences": number[][]}: general text, every token scored'),
+  general_reference_perplexity: z.number().positive().nullable().default(null).describe('PyTorch perplexity of the merged model on the general text'),
+  general_num_tokens: z.number().int().positive().nullable().default(null),
+  base_general_perplexity: z.number().positive().nullable().default(null).describe('the base model on the same general text: what retention is relative to'),
   files: z.array(z.object({ path: z.string(), size_bytes: z.number().int(), sha256: z.string().length(64) })),
 });
 export type MergeReport = z.infer<typeof MergeReportSchema>;
