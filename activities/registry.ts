@@ -34,6 +34,19 @@ export function evalGate(report: EvalReport): { passed: boolean; reason: string 
   return { passed, reason: `exact_match tuned ${tuned.toFixed(3)} ${passed ? '>' : '<='} base ${base.toFixed(3)}` };
 }
 
+/** What validation measured and the thresholds it held the model to, shown to whoever approves it. */
+function validationNumbers(input: PipelineWorkflowInput, merge: MergeReport, candle: CandleResults) {
+  return {
+    target_tokens: merge.num_tokens,
+    max_perplexity: input.validate.max_perplexity,
+    general_perplexity: candle.validate.general_perplexity?.candle ?? null,
+    general_tokens: merge.general_num_tokens,
+    base_general_perplexity: merge.base_general_perplexity,
+    max_general_perplexity: input.validate.max_general_perplexity,
+    quantized_max_perplexity: input.validate.quantized_max_perplexity,
+  };
+}
+
 function codeVersion(): Record<string, string> {
   const commit = (() => {
     try {
@@ -104,6 +117,7 @@ export function createRegistryActivities(deps: ActivityDeps) {
           candle_perplexity: a.candle.validate.perplexity?.candle,
           pytorch_perplexity: a.merge.reference_perplexity,
           quantized_perplexity: a.candle.quantize.quantization?.perplexity ?? null,
+          validation: validationNumbers(a.input, a.merge, a.candle),
           final_train_loss: a.train.final_metrics['train/loss'],
         },
         trainingConfig: {

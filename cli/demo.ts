@@ -85,7 +85,12 @@ export async function runDemo(opts: { waitForApproval: boolean; apiUrl?: string;
 interface ModelVersionView {
   stage: string;
   artifacts: Record<string, { path: string; checksum: string; size_bytes: number }>;
-  metrics: { candle_perplexity?: number; pytorch_perplexity?: number; quantized_perplexity?: number | null };
+  metrics: {
+    candle_perplexity?: number;
+    pytorch_perplexity?: number;
+    quantized_perplexity?: number | null;
+    validation?: { target_tokens: number; max_perplexity: number; general_perplexity: number | null; general_tokens: number | null; base_general_perplexity: number | null; max_general_perplexity: number; quantized_max_perplexity: number };
+  };
 }
 
 /** Re-hashes the GGUF file the registry points at (file:// store) and says whether it matches. */
@@ -122,7 +127,12 @@ function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, versi
   const m = version?.metrics;
   if (m?.candle_perplexity !== undefined && m.pytorch_perplexity !== undefined) {
     const rel = Math.abs(m.candle_perplexity - m.pytorch_perplexity) / m.pytorch_perplexity;
-    lines.push(`validation      held-out conversations: Candle perplexity ${m.candle_perplexity.toFixed(4)} vs PyTorch ${m.pytorch_perplexity.toFixed(4)} (relative diff ${rel.toExponential(1)}); GGUF perplexity ${m.quantized_perplexity?.toFixed(4) ?? 'n/a'}`);
+    const v = m.validation;
+    const on = v ? `assistant turns of the held-out conversations (${v.target_tokens} tokens)` : 'held-out conversations';
+    lines.push(`validation      ${on}: Candle perplexity ${m.candle_perplexity.toFixed(4)} vs PyTorch ${m.pytorch_perplexity.toFixed(4)} (relative diff ${rel.toExponential(1)})${v ? `, threshold ${v.max_perplexity}` : ''}`);
+    lines.push(`                GGUF perplexity ${m.quantized_perplexity?.toFixed(4) ?? 'n/a'}${v ? `, threshold ${v.quantized_max_perplexity}` : ''}`);
+    if (v?.general_perplexity != null && v.base_general_perplexity != null)
+      lines.push(`                general text (${v.general_tokens} tokens): perplexity ${v.general_perplexity.toFixed(4)} (base ${v.base_general_perplexity.toFixed(4)}), threshold ${v.max_general_perplexity}`);
   }
   if (p.model_version) lines.push(`model version   ${p.model_version.name} v${p.model_version.version}  stage: ${p.model_version.stage}`);
   lines.push(`outcome         ${r?.outcome ?? s.status}: ${r?.reason ?? p.error ?? ''}`);
