@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { LoraHyperparametersSchema, CheckpointPolicySchema, ModelScoresSchema, RecoveryPolicySchema, HardwareSchema, ADAPTER_METHODS, QuantizationSchema, AdaLoraSchema, PreferenceSchema, DataOptionsSchema } from './trainer-job.js';
 import { SplitRatiosSchema } from './datasets.js';
+import { GateDecisionSchema } from './eval-suite.js';
 
 export const PIPELINE_TASK_QUEUE = 'hanzo-ml-pipelines';
 /**
@@ -69,7 +70,16 @@ export const PipelineInputSchema = z.strictObject({
   checkpoint: CheckpointPolicySchema.default({ every_steps: 25, keep_last: 3, every_seconds: 3600, keep_best: true }),
   recovery: RecoveryPolicySchema.prefault({}),
   hardware: HardwareSchema.prefault({}).describe('price_per_device_hour_usd null: trainer.gpu_hour_price_usd from the config'),
-  eval: z.strictObject({ max_new_tokens: z.number().int().positive().default(12) }).prefault({}),
+  eval: z
+    .strictObject({
+      max_new_tokens: z.number().int().positive().default(12),
+      suite: z
+        .string()
+        .regex(/^[a-z0-9][a-z0-9-]*@\d+$/, 'name@version of a suite in recipes/eval/')
+        .default('support-desk@1')
+        .describe('the eval suite the promotion gate applies (recipes/eval/<name>-v<version>.yaml)'),
+    })
+    .prefault({}),
   validate: z
     .strictObject({
       quantization: z.enum(['q8_0', 'q4_k_m', 'q6_k', 'f16']).default('q8_0'),
@@ -146,7 +156,14 @@ export const PipelineProgressSchema = z.object({
   checkpoints: z.array(z.object({ step: z.number().int(), uri: z.string(), sha256: z.string() })),
   recoveries: z.array(JobRecoverySchema).default([]).describe('training restarts after a fault, oldest first'),
   waiting: z.string().nullable().default(null).describe('why the current job is not running yet (queued, no node fits, image pull)'),
-  eval: z.object({ base: ModelScoresSchema, tuned: ModelScoresSchema.nullable() }).nullable(),
+  eval: z
+    .object({
+      base: ModelScoresSchema,
+      tuned: ModelScoresSchema.nullable(),
+      production: ModelScoresSchema.nullable().optional(),
+      gate: GateDecisionSchema.optional().describe('the promotion gate: every comparison, its interval and the decision'),
+    })
+    .nullable(),
   model_version: z.object({ name: z.string(), version: z.number().int(), stage: z.string() }).nullable(),
   awaiting_approval: z.boolean(),
   decision: PromotionDecisionSchema.nullable(),

@@ -74,7 +74,7 @@ describe('fineTunePipelineWorkflow orchestration', () => {
       data: DataOptionsSchema.parse({}),
       recovery: RecoveryPolicySchema.parse({}),
       hardware: HardwareSchema.parse({}),
-      eval: { max_new_tokens: 4 },
+      eval: { max_new_tokens: 4, suite: 'support-desk@1' },
       validate: { quantization: 'q8_0', perplexity_tolerance: 0.01, max_perplexity: 15, max_general_perplexity: 20, quantized_max_perplexity: 20, test_prompts: ['hi'] },
       promotion,
       organization_id: 'org',

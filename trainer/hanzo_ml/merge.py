@@ -144,18 +144,25 @@ def add_flat_rope_theta(config_path: Path) -> None:
         config_path.write_text(dumps_json(config), encoding="utf-8")
 
 
-@torch.no_grad()
 def reference_perplexity(model, sequences: list[list[int]], masks: list[list[int]] | None = None
                          ) -> tuple[float, int]:
     """exp(total NLL / scored tokens); each sequence alone (no padding), each flagged token j >= 1 given its
     prefix (every token j >= 1 without masks)."""
+    scored = sequence_nlls(model, sequences, masks)
+    total_nll, num_tokens = sum(n for n, _ in scored), sum(t for _, t in scored)
+    return math.exp(total_nll / num_tokens), num_tokens
+
+
+@torch.no_grad()
+def sequence_nlls(model, sequences: list[list[int]], masks: list[list[int]] | None = None
+                  ) -> list[tuple[float, int]]:
+    """Per sequence: (summed NLL of its scored tokens, number of scored tokens), one sequence at a time."""
     model.eval()
-    total_nll, scored = 0.0, 0
+    out = []
     for i, ids in enumerate(sequences):
         input_ids = torch.tensor([ids], dtype=torch.long)                  # (1, n)
         logits = model(input_ids=input_ids).logits[0, :-1].float()         # (n-1, V): position t predicts t+1
         nll = F.cross_entropy(logits, input_ids[0, 1:], reduction="none").double()  # (n-1,)
         flags = torch.tensor(masks[i][1:], dtype=torch.bool) if masks else torch.ones(len(ids) - 1, dtype=torch.bool)
-        total_nll += nll[flags].sum().item()
-        scored += int(flags.sum())
-    return math.exp(total_nll / scored), scored
+        out.append((nll[flags].sum().item(), int(flags.sum())))
+    return out
