@@ -7,7 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { Artifact, PipelineWorkflowInput, PromotionDecision } from '../contracts/pipeline.js';
 import type { EvalReport, MergeReport } from '../contracts/trainer-job.js';
-import type { GateDecision } from '../contracts/eval-suite.js';
+import { QUARANTINE_REASON_TAG, QUARANTINE_TAG, type GateDecision } from '../contracts/eval-suite.js';
 import type { EvalOutcome } from './evaluation.js';
 import { registerModelVersion as insertVersion, transitionStage, type ModelStage } from '../db/repo/models.js';
 import { baseModelRecord, resolveBaseModel } from '../lib/base-models.js';
@@ -28,10 +28,7 @@ export interface RegisteredVersion {
 const checksum = (sha: string): string => `sha256:${sha}`;
 
 /** Tags a quarantined version carries: the gate failed, and why (shown to whoever would promote it). */
-export const QUARANTINE_TAG = 'quarantined';
-export const QUARANTINE_REASON_TAG = 'quarantine_reason';
-
-function gateTags(gate: GateDecision): Record<string, string> {
+export function gateTags(gate: GateDecision): Record<string, string> {
   return gate.passed ? {} : { [QUARANTINE_TAG]: 'true', [QUARANTINE_REASON_TAG]: `${gate.suite}: ${gate.reason}`.slice(0, 5000) };
 }
 

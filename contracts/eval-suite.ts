@@ -1,6 +1,12 @@
 // Evaluation suites (recipes/eval/<name>-v<version>.yaml) and the gate's decision recorded on a model version.
 import { z } from 'zod';
 
+/** Version tags the gate owns: set at registration when it fails, never by a tag call. */
+export const QUARANTINE_TAG = 'quarantined';
+export const QUARANTINE_REASON_TAG = 'quarantine_reason';
+export const QUARANTINE_OVERRIDE_TAG = 'quarantine_override';
+export const GATE_TAGS: readonly string[] = [QUARANTINE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_OVERRIDE_TAG];
+
 export const GateReferenceSchema = z.enum(['base', 'production']);
 export type GateReference = z.infer<typeof GateReferenceSchema>;
 
