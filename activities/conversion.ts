@@ -46,9 +46,9 @@ export function createConversionActivities(deps: ActivityDeps) {
 }
 
 /** Capability retention: the general text, PyTorch's number on it, and its absolute bound. */
-function generalArgs(merge: MergeReport, max: number): string[] {
+function generalArgs(merge: MergeReport, max: number | null): string[] {
   const reference = merge.general_reference_perplexity === null ? [] : ['--general-reference-perplexity', String(merge.general_reference_perplexity)];
-  return ['--general-tokens', '{general}', ...reference, '--max-general-perplexity', String(max)];
+  return ['--general-tokens', '{general}', ...reference, ...(max === null ? [] : ['--max-general-perplexity', String(max)])];
 }
 
 async function runCandle(

@@ -89,7 +89,12 @@ export const PipelineInputSchema = z.strictObject({
         .positive()
         .default(15)
         .describe('check_perplexity_threshold: largest accepted perplexity of the merged model on the held-out assistant turns (what it is trained to produce)'),
-      max_general_perplexity: z.number().positive().default(20).describe('largest accepted perplexity on the bundled general text (capability retention)'),
+      max_general_perplexity: z
+        .number()
+        .positive()
+        .nullable()
+        .default(null)
+        .describe('largest accepted perplexity on the bundled general text, absolute; null: measured and reported, retention is judged relative to base by the eval gate'),
       quantized_max_perplexity: z.number().positive().default(20).describe("the GGUF's own threshold on the held-out assistant turns, checked after quantization"),
       test_prompts: z.array(z.string().min(1)).min(1).default(['Hello, how are you?']),
     })
