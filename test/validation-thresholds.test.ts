@@ -2,7 +2,8 @@
 // fine-tune of the bundled tiny model passes check_finite, Candle/PyTorch agreement and the absolute perplexity
 // thresholds (assistant turns, general text, the GGUF's own); the same fine-tune over shuffled base weights,
 // or over a base whose tokenizer is not the one it was trained with, agrees with PyTorch on a bad number and
-// is refused, the message giving the measured perplexity and the threshold.
+// is refused, the message giving the measured perplexity and the threshold. The eval job and the gate run on the
+// same fine-tune: better than base on the task, worse on general text, so quarantined.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { runJobToCompletion, type JobOutcome } from '../activities/jobs.js';
-import { createEvaluationActivities } from '../activities/evaluation.js';
+import { createEvaluationActivities, type EvalOutcome } from '../activities/evaluation.js';
+import { createRun, getOrCreateExperiment } from '../db/repo/tracking.js';
+import { seedDevOrganization } from '../db/repo/auth.js';
 import { createConversionActivities, type CandleResults } from '../activities/conversion.js';
 import type { ActivityDeps } from '../activities/deps.js';
 import type { DatasetRef } from '../activities/datasets.js';
@@ -116,6 +119,26 @@ describe('validation thresholds', () => {
     expect(merge.base_general_perplexity).toBeLessThan(merge.general_reference_perplexity!);
     expect(quantize.checks.find((c) => c.name === 'gguf_perplexity_threshold')?.ok).toBe(true);
     expect(quantize.quantization!.perplexity).toBeLessThan(20);
+  }, 600_000);
+
+  it('scores base and candidate in one eval job and quarantines the retention loss though the task improved', async () => {
+    await seedDevOrganization(deps.db, 'dev', 'validation-token');
+    const experimentId = await getOrCreateExperiment(deps.db, 'dev', 'gate', pathToFileURL(join(home, 'artifacts')).href);
+    await createRun(deps.db, { id: 'gate-run', organizationId: 'dev', experimentId, name: 'gate', userId: 'tester', artifactRoot: pathToFileURL(join(home, 'artifacts')).href, config: {}, params: {} });
+    const input = pipelineInput(deps.bootstrap.base_model);
+    const out = await new MockActivityEnvironment().run((): Promise<EvalOutcome> => createEvaluationActivities(deps).evaluateModels({ pipelineId: 'gate', runId: 'gate-run', input, dataset, adapterPath: adapterUri }));
+    const c = (task: string, metric: string) => out.gate.comparisons.find((x) => x.task === task && x.metric === metric && x.against === 'base')!;
+    // Far better than base on what it was trained for...
+    expect(out.tuned!.perplexity).toBeLessThan(out.base.perplexity / 10);
+    expect(c('test', 'perplexity')).toMatchObject({ passed: true, significant: true });
+    expect(c('test', 'exact_match').passed).toBe(true);
+    // ...but its general text got much worse than the base's: the suite allows at most +100%.
+    expect(out.tuned!.general_perplexity!).toBeGreaterThan(2 * out.base.general_perplexity!);
+    expect(c('retention', 'perplexity')).toMatchObject({ passed: false, significant: true, max_regression: 1 });
+    expect(c('retention', 'perplexity').ci[0]).toBeGreaterThan(1);
+    expect(out.gate).toMatchObject({ suite: 'support-desk@1', passed: false, skipped: ['production'], production_version: null });
+    expect(out.gate.reason).toMatch(/^regression: retention\/perplexity vs base: /);
+    expect(out.scores_path).not.toBeNull();
   }, 600_000);
 
   for (const kind of ['shuffled', 'wrong-tokenizer'] as const) {
