@@ -1,6 +1,7 @@
 // validate/quantize stage: the Rust Candle tool, run as a job like any other (a pod in a cluster), loads the
-// merged model from the object store, checks finite logits and perplexity agreement with PyTorch, and writes
-// the GGUF file back to the object store. Any failed check fails the pipeline (not retried).
+// merged model from the object store, checks finite logits on every test prompt, perplexity agreement with
+// PyTorch, and absolute perplexity thresholds (on the assistant turns and on general text), and writes the GGUF
+// back to the object store, checked against its own threshold. Any failed check fails the pipeline (not retried).
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
@@ -21,23 +22,33 @@ export function createConversionActivities(deps: ActivityDeps) {
     async validateAndQuantize(a: { pipelineId: string; input: PipelineWorkflowInput; merge: MergeReport }): Promise<CandleResults> {
       const v = a.input.validate;
       const inputs = { model: dirInput(a.merge.merged_dir), heldout: fileInput(a.merge.heldout_tokens_path) };
-      const validate = await runCandle(deps, a, 'validate', inputs, {}, [
+      const general = a.merge.general_tokens_path;
+      const validate = await runCandle(deps, a, 'validate', general ? { ...inputs, general: fileInput(general) } : inputs, {}, [
         'validate',
         '--model', '{model}',
         ...v.test_prompts.flatMap((p) => ['--prompt', p]),
         '--heldout-tokens', '{heldout}',
         '--reference-perplexity', String(a.merge.reference_perplexity),
         '--tolerance', String(v.perplexity_tolerance),
+        '--max-perplexity', String(v.max_perplexity),
+        ...(general ? generalArgs(a.merge, v.max_general_perplexity) : []),
         '--json',
       ]);
       const quantize = await runCandle(deps, a, 'quantize', inputs, { gguf: 'dir' }, [
-        'quantize', '--model', '{model}', '--out', `{gguf}/model-${v.quantization}.gguf`, '--dtype', v.quantization, '--heldout-tokens', '{heldout}', '--json',
+        'quantize', '--model', '{model}', '--out', `{gguf}/model-${v.quantization}.gguf`, '--dtype', v.quantization, '--heldout-tokens', '{heldout}',
+        '--max-perplexity', String(v.quantized_max_perplexity), '--json',
       ]);
       const gguf = quantize.outputs.find((o) => o.path.endsWith('.gguf'));
       if (!gguf) throw ApplicationFailure.nonRetryable('the Candle tool reported no GGUF output', 'ValidationFailed');
       return { validate, quantize, gguf: { ...gguf, dtype: v.quantization } };
     },
   };
+}
+
+/** Capability retention: the general text, PyTorch's number on it, and its absolute bound. */
+function generalArgs(merge: MergeReport, max: number | null): string[] {
+  const reference = merge.general_reference_perplexity === null ? [] : ['--general-reference-perplexity', String(merge.general_reference_perplexity)];
+  return ['--general-tokens', '{general}', ...reference, ...(max === null ? [] : ['--max-general-perplexity', String(max)])];
 }
 
 async function runCandle(

@@ -7,6 +7,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { Artifact, PipelineWorkflowInput, PromotionDecision } from '../contracts/pipeline.js';
 import type { EvalReport, MergeReport } from '../contracts/trainer-job.js';
+import { QUARANTINE_REASON_TAG, QUARANTINE_TAG, type GateDecision } from '../contracts/eval-suite.js';
+import type { EvalOutcome } from './evaluation.js';
 import { registerModelVersion as insertVersion, transitionStage, type ModelStage } from '../db/repo/models.js';
 import { baseModelRecord, resolveBaseModel } from '../lib/base-models.js';
 import { repoRoot } from '../lib/config.js';
@@ -25,13 +27,22 @@ export interface RegisteredVersion {
 
 const checksum = (sha: string): string => `sha256:${sha}`;
 
-/** The eval gate of spec 003: the fine-tuned model must beat its base on the task metric. */
-export function evalGate(report: EvalReport): { passed: boolean; reason: string } {
-  const base = report.base.exact_match;
-  const tuned = report.tuned?.exact_match;
-  if (tuned === undefined) return { passed: false, reason: 'no fine-tuned evaluation' };
-  const passed = tuned > base;
-  return { passed, reason: `exact_match tuned ${tuned.toFixed(3)} ${passed ? '>' : '<='} base ${base.toFixed(3)}` };
+/** Tags a quarantined version carries: the gate failed, and why (shown to whoever would promote it). */
+export function gateTags(gate: GateDecision): Record<string, string> {
+  return gate.passed ? {} : { [QUARANTINE_TAG]: 'true', [QUARANTINE_REASON_TAG]: `${gate.suite}: ${gate.reason}`.slice(0, 5000) };
+}
+
+/** What validation measured and the thresholds it held the model to, shown to whoever approves it. */
+function validationNumbers(input: PipelineWorkflowInput, merge: MergeReport, candle: CandleResults) {
+  return {
+    target_tokens: merge.num_tokens,
+    max_perplexity: input.validate.max_perplexity,
+    general_perplexity: candle.validate.general_perplexity?.candle ?? null,
+    general_tokens: merge.general_num_tokens,
+    base_general_perplexity: merge.base_general_perplexity,
+    max_general_perplexity: input.validate.max_general_perplexity,
+    quantized_max_perplexity: input.validate.quantized_max_perplexity,
+  };
 }
 
 function codeVersion(): Record<string, string> {
@@ -78,12 +89,13 @@ export function createRegistryActivities(deps: ActivityDeps) {
       input: PipelineWorkflowInput;
       dataset: DatasetRef;
       train: TrainOutput;
-      evalReport: EvalReport;
+      evalReport: EvalOutcome;
       merge: MergeReport;
       candle: CandleResults;
     }): Promise<RegisteredVersion> {
       const artifacts = await publish(a);
-      const gate = evalGate(a.evalReport);
+      // The gate's decision of record: candidate vs base and vs production on the suite (activities/evaluation.ts).
+      const gate = a.evalReport.gate;
       const baseDir = resolveBaseModel(a.input.base_model, deps.config, deps.bootstrap);
       const scores = (s: EvalReport['base'] | null) => (s ? { loss: s.loss, perplexity: s.perplexity, exact_match: s.exact_match } : null);
       const row = await insertVersion(deps.db, {
@@ -101,9 +113,13 @@ export function createRegistryActivities(deps: ActivityDeps) {
           perplexity: a.evalReport.tuned?.perplexity,
           base: scores(a.evalReport.base),
           tuned: scores(a.evalReport.tuned),
+          production: scores(a.evalReport.production),
+          general_perplexity_eval: a.evalReport.tuned?.general_perplexity ?? null,
+          gate,
           candle_perplexity: a.candle.validate.perplexity?.candle,
           pytorch_perplexity: a.merge.reference_perplexity,
           quantized_perplexity: a.candle.quantize.quantization?.perplexity ?? null,
+          validation: validationNumbers(a.input, a.merge, a.candle),
           final_train_loss: a.train.final_metrics['train/loss'],
         },
         trainingConfig: {
@@ -121,7 +137,7 @@ export function createRegistryActivities(deps: ActivityDeps) {
           code: codeVersion(),
         },
         lineage: { run_id: a.runId, dataset_id: a.dataset.id, pipeline_id: a.pipelineId, eval_gate: gate.reason },
-        tags: { method: a.input.method },
+        tags: { method: a.input.method, eval_suite: gate.suite, ...gateTags(gate) },
         source: artifacts.safetensors!.path,
         createdBy: a.input.requested_by,
         sourcePipeline: a.pipelineId,

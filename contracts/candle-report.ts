@@ -15,20 +15,22 @@ export const CandleCheckSchema = z.object({
   detail: z.string(),
 });
 
+const CandlePerplexitySchema = z.object({
+  candle: z.number(),
+  reference: z.number().nullable(),
+  relative_diff: z.number().nullable(),
+  tolerance: z.number(),
+  threshold: z.number().nullable().describe('the absolute bound checked (check_perplexity_threshold), when one was given'),
+  num_tokens: z.number().int(),
+});
+
 export const CandleReportSchema = z.object({
   command: z.enum(['validate', 'quantize']),
   ok: z.boolean().describe('true only when every check passed; the tool exits non-zero otherwise'),
   model_dir: z.string(),
   checks: z.array(CandleCheckSchema),
-  perplexity: z
-    .object({
-      candle: z.number(),
-      reference: z.number().nullable(),
-      relative_diff: z.number().nullable(),
-      tolerance: z.number(),
-      num_tokens: z.number().int(),
-    })
-    .nullable(),
+  perplexity: CandlePerplexitySchema.nullable().describe('held-out perplexity: the target (assistant) tokens when the file has a target_mask'),
+  general_perplexity: CandlePerplexitySchema.nullable().describe('capability retention: perplexity on general text, every token scored'),
   quantization: z
     .object({ dtype: z.string(), tensors: z.number().int(), perplexity: z.number().nullable() })
     .nullable(),

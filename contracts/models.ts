@@ -38,6 +38,13 @@ export type ModelVersionCreate = z.infer<typeof ModelVersionCreateSchema>;
 export const StageChangeSchema = z.strictObject({
   stage: ModelStageSchema,
   reason: z.string().max(2000).optional(),
+  override_reason: z
+    .string()
+    .trim()
+    .min(1)
+    .max(2000)
+    .optional()
+    .describe('admin only: why a version the promotion gate quarantined may go to staging or production anyway (audited)'),
 });
 export type StageChange = z.infer<typeof StageChangeSchema>;
 
@@ -111,6 +118,7 @@ export const MlflowTransitionSchema = z.object({
   version: VersionSchema,
   stage: required('stage'),
   archive_existing_versions: z.union([z.boolean(), z.enum(['true', 'false']).transform((s) => s === 'true')]).default(false),
+  comment: z.string().max(2000).optional().describe("as in MLflow's transition requests; from an admin, the override reason for a quarantined version"),
 });
 export const MlflowVersionTagSchema = z.object({ name: required('name'), version: VersionSchema, key: required('key'), value: z.string().nullish() });
 export const MlflowVersionTagKeySchema = z.object({ name: required('name'), version: VersionSchema, key: required('key') });

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { LoraHyperparametersSchema, CheckpointPolicySchema, ModelScoresSchema, RecoveryPolicySchema, HardwareSchema, ADAPTER_METHODS, QuantizationSchema, AdaLoraSchema, PreferenceSchema, DataOptionsSchema } from './trainer-job.js';
 import { SplitRatiosSchema } from './datasets.js';
 import { JobPrioritySchema } from './config.js';
+import { GateDecisionSchema } from './eval-suite.js';
 
 export const PIPELINE_TASK_QUEUE = 'hanzo-ml-pipelines';
 /**
@@ -71,11 +72,32 @@ export const PipelineInputSchema = z.strictObject({
   recovery: RecoveryPolicySchema.prefault({}),
   hardware: HardwareSchema.prefault({}).describe('price_per_device_hour_usd null: trainer.gpu_hour_price_usd from the config'),
   priority: JobPrioritySchema.optional().describe("queue priority of the pipeline's jobs (scheduler.quotas); default the organization's, never above it"),
-  eval: z.strictObject({ max_new_tokens: z.number().int().positive().default(12) }).prefault({}),
+  eval: z
+    .strictObject({
+      max_new_tokens: z.number().int().positive().default(12),
+      suite: z
+        .string()
+        .regex(/^[a-z0-9][a-z0-9-]*@\d+$/, 'name@version of a suite in recipes/eval/')
+        .default('support-desk@1')
+        .describe('the eval suite the promotion gate applies (recipes/eval/<name>-v<version>.yaml)'),
+    })
+    .prefault({}),
   validate: z
     .strictObject({
       quantization: z.enum(['q8_0', 'q4_k_m', 'q6_k', 'f16']).default('q8_0'),
       perplexity_tolerance: z.number().positive().max(1).default(0.01),
+      max_perplexity: z
+        .number()
+        .positive()
+        .default(15)
+        .describe('check_perplexity_threshold: largest accepted perplexity of the merged model on the held-out assistant turns (what it is trained to produce)'),
+      max_general_perplexity: z
+        .number()
+        .positive()
+        .nullable()
+        .default(null)
+        .describe('largest accepted perplexity on the bundled general text, absolute; null: measured and reported, retention is judged relative to base by the eval gate'),
+      quantized_max_perplexity: z.number().positive().default(20).describe("the GGUF's own threshold on the held-out assistant turns, checked after quantization"),
       test_prompts: z.array(z.string().min(1)).min(1).default(['Hello, how are you?']),
     })
     .prefault({}),
@@ -159,7 +181,14 @@ export const PipelineProgressSchema = z.object({
   waiting: z.string().nullable().default(null).describe('why the current job is not running yet (queued, no node fits, image pull)'),
   queue: QueueWaitSchema.nullable().default(null).describe('the queue the current job waits in, and its place'),
   preemptions: z.array(JobPreemptionSchema).default([]).describe('training preempted by the queue and resumed, oldest first (not failures)'),
-  eval: z.object({ base: ModelScoresSchema, tuned: ModelScoresSchema.nullable() }).nullable(),
+  eval: z
+    .object({
+      base: ModelScoresSchema,
+      tuned: ModelScoresSchema.nullable(),
+      production: ModelScoresSchema.nullable().optional(),
+      gate: GateDecisionSchema.optional().describe('the promotion gate: every comparison, its interval and the decision'),
+    })
+    .nullable(),
   model_version: z.object({ name: z.string(), version: z.number().int(), stage: z.string() }).nullable(),
   awaiting_approval: z.boolean(),
   decision: PromotionDecisionSchema.nullable(),

@@ -135,6 +135,9 @@ export const EvalJobSpecSchema = z.strictObject({
   adapter_path: absPath.nullable().describe('null evaluates the base model only'),
   test_path: absPath,
   output_path: absPath.describe('where the EvalReport JSON is written'),
+  production_model_path: absPath.nullable().default(null).describe('merged model directory of the current production version, scored beside base and candidate; null: none'),
+  general_path: absPath.nullable().default(null).describe('plain text, documents separated by blank lines: capability retention; null: none'),
+  scores_path: absPath.nullable().default(null).describe('where the per-example scores JSON (EvalScores) is written; null: not written'),
   max_new_tokens: z.number().int().positive().default(16),
   max_seq_length: z.number().int().positive().default(256),
   threads: z.number().int().positive().default(2),
@@ -150,6 +153,8 @@ export const MergeJobSpecSchema = z.strictObject({
   heldout_path: absPath.describe('JSONL in chat form; becomes the held-out token sequences'),
   reference_path: absPath.describe('where the MergeReport JSON (PyTorch reference perplexity) is written'),
   heldout_tokens_path: absPath.nullable().default(null).describe('where the held-out token sequences the Candle tool scores are written; null: heldout-tokens.json beside output_dir'),
+  general_path: absPath.nullable().default(null).describe('plain text, documents separated by blank lines: general text for capability retention; null: none'),
+  general_tokens_path: absPath.nullable().default(null).describe('where the general-text token sequences are written; null: general-tokens.json beside output_dir'),
   max_seq_length: z.number().int().positive().default(256),
   max_sequences: z.number().int().positive().default(64),
   threads: z.number().int().positive().default(2),
@@ -234,21 +239,37 @@ export const ModelScoresSchema = z.object({
   perplexity: z.number(),
   exact_match: z.number().min(0).max(1),
   num_examples: z.number().int().nonnegative(),
+  general_perplexity: z.number().nullable().default(null).describe('perplexity on the general text (capability retention); null: not measured'),
 });
 export type ModelScores = z.infer<typeof ModelScoresSchema>;
 
 export const EvalReportSchema = z.object({
   base: ModelScoresSchema,
   tuned: ModelScoresSchema.nullable(),
+  production: ModelScoresSchema.nullable().default(null).describe('the current production version, on the same data'),
+  scores_path: z.string().nullable().default(null).describe('the per-example scores (EvalScores) the gate reads'),
   samples: z.array(z.object({ prompt: z.string(), expected: z.string(), base: z.string(), tuned: z.string().nullable() })),
 });
 export type EvalReport = z.infer<typeof EvalReportSchema>;
 
+const ExampleScoresSchema = z.object({
+  test: z.object({ nll: z.array(z.number()), tokens: z.array(z.number().int()), exact_match: z.array(z.number().int().min(0).max(1)) }),
+  general: z.object({ nll: z.array(z.number()), tokens: z.array(z.number().int()) }).optional(),
+});
+/** Per-example scores of each model the eval job scored (base, tuned, production), index-aligned across models. */
+export const EvalScoresSchema = z.object({ models: z.record(z.string(), ExampleScoresSchema) });
+export type EvalScores = z.infer<typeof EvalScoresSchema>;
+export type ExampleScores = z.infer<typeof ExampleScoresSchema>;
+
 export const MergeReportSchema = z.object({
   merged_dir: z.string(),
-  heldout_tokens_path: z.string().describe('JSON {"sequences": number[][]} the Candle tool scores'),
-  reference_perplexity: z.number().positive(),
-  num_tokens: z.number().int().positive(),
+  heldout_tokens_path: z.string().describe('JSON {"sequences": number[][], "target_mask": (0|1)[][]} the Candle tool scores'),
+  reference_perplexity: z.number().positive().describe('PyTorch perplexity of the merged model on the assistant turns of the held-out conversations'),
+  num_tokens: z.number().int().positive().describe('assistant tokens scored'),
+  general_tokens_path: z.string().nullable().default(null).describe('JSON {"sequences": number[][]}: general text, every token scored'),
+  general_reference_perplexity: z.number().positive().nullable().default(null).describe('PyTorch perplexity of the merged model on the general text'),
+  general_num_tokens: z.number().int().positive().nullable().default(null),
+  base_general_perplexity: z.number().positive().nullable().default(null).describe('the base model on the same general text: what retention is relative to'),
   files: z.array(z.object({ path: z.string(), size_bytes: z.number().int(), sha256: z.string().length(64) })),
 });
 export type MergeReport = z.infer<typeof MergeReportSchema>;

@@ -106,7 +106,7 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
 
     await enter('eval');
     const evalReport = await jobs.evaluateModels({ pipelineId, runId, input, dataset, adapterPath: train.adapter_path });
-    progress.eval = { base: evalReport.base, tuned: evalReport.tuned };
+    progress.eval = { base: evalReport.base, tuned: evalReport.tuned, production: evalReport.production, gate: evalReport.gate };
 
     await enter('validate');
     const merged = await jobs.mergeAdapter({ pipelineId, input, dataset, adapterPath: train.adapter_path });

@@ -21,6 +21,7 @@ import { jsonBody } from '../validate.js';
 import { ModelCreateSchema, ModelNameSchema, ModelVersionCreateSchema, StageChangeSchema } from '../../contracts/models.js';
 import { wireExperimentId } from './mlflow/common.js';
 import { wireRunArtifactUri } from './mlflow/artifact-store.js';
+import { quarantineOverride, refusingQuarantined } from '../quarantine.js';
 
 function modelName(raw: string): string {
   const parsed = ModelNameSchema.safeParse(raw);
@@ -111,14 +112,18 @@ export function modelRoutes(deps: ApiDeps) {
     if (!found) throw notFound(`model "${name}" version ${version}`);
     // Production is what gets served: moving a version into or out of it takes an approver.
     if (body.stage === 'production' || found.version.stage === 'production') requireRole(c, 'approver');
-    const { version: row, archived } = await transitionStage(deps.db, {
-      organizationId: p.organizationId,
-      modelName: name,
-      version,
-      stage: body.stage,
-      actor: p.subject,
-      reason: body.reason ?? '',
-    });
+    const override = quarantineOverride(c, body.override_reason);
+    const { version: row, archived } = await refusingQuarantined(() =>
+      transitionStage(deps.db, {
+        organizationId: p.organizationId,
+        modelName: name,
+        version,
+        stage: body.stage,
+        actor: p.subject,
+        reason: body.reason ?? '',
+        quarantineOverride: override,
+      }),
+    );
     return c.json({ version: modelVersionView(name, row), archived });
   });
   return app;

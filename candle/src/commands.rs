@@ -36,6 +36,18 @@ pub struct ValidateArgs {
     /// Largest accepted |candle - reference| / reference
     #[arg(long, default_value_t = 0.01)]
     pub tolerance: f64,
+    /// Largest accepted held-out perplexity, absolute (`check_perplexity_threshold`)
+    #[arg(long, requires = "heldout_tokens")]
+    pub max_perplexity: Option<f64>,
+    /// JSON file {"sequences": [[token ids]...]} of general text: capability retention
+    #[arg(long)]
+    pub general_tokens: Option<PathBuf>,
+    /// Perplexity measured by PyTorch on the general text, to compare against
+    #[arg(long, requires = "general_tokens")]
+    pub general_reference_perplexity: Option<f64>,
+    /// Largest accepted perplexity on the general text, absolute
+    #[arg(long, requires = "general_tokens")]
+    pub max_general_perplexity: Option<f64>,
     /// Print the report as one JSON object on stdout
     #[arg(long)]
     pub json: bool,
@@ -58,6 +70,9 @@ pub struct QuantizeArgs {
     /// Largest accepted |ppl(gguf) - ppl(f32)| / ppl(f32) [default: f32 1e-4, f16 0.005, q8_0 0.02, q6_k 0.05, q4_k_m 0.15]
     #[arg(long)]
     pub perplexity_tolerance: Option<f64>,
+    /// Largest accepted held-out perplexity of the GGUF itself, absolute
+    #[arg(long, requires = "heldout_tokens")]
+    pub max_perplexity: Option<f64>,
     /// Print the report as one JSON object on stdout
     #[arg(long)]
     pub json: bool,
@@ -81,14 +96,24 @@ fn validate(args: &ValidateArgs, report: &mut Report) -> Result<()> {
         "--tolerance {} must be a non-negative number",
         args.tolerance
     );
-    if let Some(r) = args.reference_perplexity {
-        ensure!(
-            r.is_finite() && r > 0.0,
-            "--reference-perplexity {r} must be a positive number"
-        );
+    for (flag, value) in [
+        ("--reference-perplexity", args.reference_perplexity),
+        ("--max-perplexity", args.max_perplexity),
+        (
+            "--general-reference-perplexity",
+            args.general_reference_perplexity,
+        ),
+        ("--max-general-perplexity", args.max_general_perplexity),
+    ] {
+        positive(flag, value)?;
     }
     let heldout = args
         .heldout_tokens
+        .as_deref()
+        .map(Heldout::from_file)
+        .transpose()?;
+    let general = args
+        .general_tokens
         .as_deref()
         .map(Heldout::from_file)
         .transpose()?;
@@ -106,15 +131,80 @@ fn validate(args: &ValidateArgs, report: &mut Report) -> Result<()> {
     if let Some(heldout) = heldout {
         let ppl = fail_on_err(report, "perplexity_agreement", perplexity(&model, &heldout))?;
         let reference = args.reference_perplexity.map(|r| ("reference", r));
-        compare_perplexity(
+        report.perplexity = compare_perplexity(
             report,
             "perplexity_agreement",
             ("candle", ppl),
             reference,
             args.tolerance,
         );
+        let what = if heldout.targets.is_some() {
+            "target"
+        } else {
+            "held-out"
+        };
+        check_threshold(
+            report,
+            "perplexity_threshold",
+            ppl,
+            what,
+            args.max_perplexity,
+        );
+        set_threshold(report.perplexity.as_mut(), args.max_perplexity);
+    }
+    if let Some(general) = general {
+        let check = "general_perplexity_agreement";
+        let ppl = fail_on_err(report, check, perplexity(&model, &general))?;
+        let reference = args.general_reference_perplexity.map(|r| ("reference", r));
+        report.general_perplexity =
+            compare_perplexity(report, check, ("candle", ppl), reference, args.tolerance);
+        let max = args.max_general_perplexity;
+        check_threshold(
+            report,
+            "general_perplexity_threshold",
+            ppl,
+            "general-text",
+            max,
+        );
+        set_threshold(report.general_perplexity.as_mut(), max);
     }
     Ok(())
+}
+
+fn positive(flag: &str, value: Option<f64>) -> Result<()> {
+    if let Some(v) = value {
+        ensure!(
+            v.is_finite() && v > 0.0,
+            "{flag} {v} must be a positive number"
+        );
+    }
+    Ok(())
+}
+
+/// `check_perplexity_threshold`: an absolute bound, so a model that merely agrees with PyTorch
+/// on a bad number (shuffled weights, a tokenizer that is not the model's) still fails.
+fn check_threshold(
+    report: &mut Report,
+    check: &str,
+    ppl: Perplexity,
+    what: &str,
+    max: Option<f64>,
+) {
+    let Some(max) = max else { return };
+    let ok = ppl.value.is_finite() && ppl.value <= max;
+    let detail = format!(
+        "perplexity {:.4} on {} {what} tokens {} threshold {max:.4}",
+        ppl.value,
+        ppl.num_tokens,
+        if ok { "<=" } else { ">" }
+    );
+    report.check(check, ok, detail);
+}
+
+fn set_threshold(perplexity: Option<&mut PerplexityReport>, max: Option<f64>) {
+    if let Some(p) = perplexity {
+        p.threshold = max;
+    }
 }
 
 fn quantize(args: &QuantizeArgs, report: &mut Report) -> Result<()> {
@@ -126,6 +216,7 @@ fn quantize(args: &QuantizeArgs, report: &mut Report) -> Result<()> {
         tolerance.is_finite() && tolerance >= 0.0,
         "--perplexity-tolerance {tolerance} must be a non-negative number"
     );
+    positive("--max-perplexity", args.max_perplexity)?;
     let heldout = args
         .heldout_tokens
         .as_deref()
@@ -162,13 +253,26 @@ fn quantize(args: &QuantizeArgs, report: &mut Report) -> Result<()> {
         // The GGUF is the artifact under test here, so its perplexity is the measured one and the
         // f32 model's is the reference it is held to.
         let measured = (recipe.name(), q_ppl);
-        compare_perplexity(
+        report.perplexity = compare_perplexity(
             report,
             "quantized_perplexity",
             measured,
             Some(("f32", f32_ppl.value)),
             tolerance,
         );
+        let what = if heldout.targets.is_some() {
+            "target"
+        } else {
+            "held-out"
+        };
+        check_threshold(
+            report,
+            "gguf_perplexity_threshold",
+            q_ppl,
+            what,
+            args.max_perplexity,
+        );
+        set_threshold(report.perplexity.as_mut(), args.max_perplexity);
         if let Some(q) = report.quantization.as_mut() {
             q.perplexity = finite(q_ppl.value);
         }
@@ -350,15 +454,15 @@ fn check_roundtrip(
     Ok((gguf.model, detail))
 }
 
-/// Checks a measured perplexity against a reference one (when there is one) and fills the
-/// report's `perplexity` with both.
+/// Checks a measured perplexity against a reference one (when there is one); returns both for
+/// the report.
 fn compare_perplexity(
     report: &mut Report,
     check: &str,
     (label, ppl): (&str, Perplexity),
     reference: Option<(&str, f64)>,
     tolerance: f64,
-) {
+) -> Option<PerplexityReport> {
     let rel = reference.map(|(_, r)| (ppl.value - r).abs() / r);
     let ok = ppl.value.is_finite() && rel.is_none_or(|d| d <= tolerance);
     let detail = match (reference, rel) {
@@ -371,13 +475,14 @@ fn compare_perplexity(
         _ => format!("{label} {:.6} over {} tokens (no reference given)", ppl.value, ppl.num_tokens),
     };
     report.check(check, ok, detail);
-    report.perplexity = finite(ppl.value).map(|candle| PerplexityReport {
+    finite(ppl.value).map(|candle| PerplexityReport {
         candle,
         reference: reference.and_then(|(_, r)| finite(r)),
         relative_diff: rel.and_then(finite),
         tolerance,
+        threshold: None,
         num_tokens: ppl.num_tokens,
-    });
+    })
 }
 
 /// Records a check from a step that yields (ok, detail); an error fails the check.

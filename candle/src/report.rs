@@ -23,6 +23,8 @@ pub struct PerplexityReport {
     pub reference: Option<f64>,
     pub relative_diff: Option<f64>,
     pub tolerance: f64,
+    /// The absolute bound checked, when one was given
+    pub threshold: Option<f64>,
     pub num_tokens: usize,
 }
 
@@ -47,6 +49,8 @@ pub struct Report {
     pub model_dir: String,
     pub checks: Vec<Check>,
     pub perplexity: Option<PerplexityReport>,
+    /// Capability retention: perplexity on general text (`validate --general-tokens`)
+    pub general_perplexity: Option<PerplexityReport>,
     pub quantization: Option<QuantizationReport>,
     pub outputs: Vec<OutputFile>,
     pub error: Option<String>,
@@ -60,6 +64,7 @@ impl Report {
             model_dir: model_dir.to_string(),
             checks: Vec::new(),
             perplexity: None,
+            general_perplexity: None,
             quantization: None,
             outputs: Vec::new(),
             error: None,

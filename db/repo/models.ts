@@ -6,6 +6,7 @@ import type { Db } from '../client.js';
 import { modelAliases, modelVersions, registeredModels } from '../schema/index.js';
 import { emitEvent, type Tx } from './outbox.js';
 import { audit } from './auth.js';
+import { QUARANTINE_OVERRIDE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_TAG } from '../../contracts/eval-suite.js';
 
 export type RegisteredModelRow = typeof registeredModels.$inferSelect;
 export type ModelVersionRow = typeof modelVersions.$inferSelect;
@@ -21,6 +22,20 @@ export type NewModelVersion = Omit<
 export class NotFoundError extends Error {}
 /** A stage change that would leave two production versions of one model. */
 export class StageConflictError extends Error {}
+/** A version the promotion gate quarantined, moved toward serving without an override. */
+export class QuarantinedError extends Error {}
+
+/** Refuses staging/production for a quarantined version unless overridden; records the override on it. */
+function checkQuarantine(target: ModelVersionRow, p: { modelName: string; stage: ModelStage; quarantineOverride?: string }): Record<string, string> | null {
+  const tags = target.tags as Record<string, string>;
+  if (tags[QUARANTINE_TAG] !== 'true' || (p.stage !== 'staging' && p.stage !== 'production')) return null;
+  if (!p.quarantineOverride)
+    throw new QuarantinedError(
+      `version ${target.version} of model "${p.modelName}" is quarantined by the promotion gate (${tags[QUARANTINE_REASON_TAG] ?? 'no reason recorded'}); ` +
+        `moving it to ${p.stage} takes an admin with an override reason`,
+    );
+  return { ...tags, [QUARANTINE_OVERRIDE_TAG]: p.quarantineOverride };
+}
 
 /** A comparison of a registry search filter (the MLflow grammar, parsed by the API). */
 export interface RegistryComparison {
@@ -273,7 +288,7 @@ export async function setVersionTag(db: Db, organizationId: string, name: string
  */
 export async function transitionStage(
   db: Db,
-  p: { organizationId: string; modelName: string; version: number; stage: ModelStage; actor: string; reason: string; archiveExisting?: boolean },
+  p: { organizationId: string; modelName: string; version: number; stage: ModelStage; actor: string; reason: string; archiveExisting?: boolean; quarantineOverride?: string },
 ): Promise<{ version: ModelVersionRow; archived: number[] }> {
   return db.transaction(async (tx) => {
     const model = await getModel(tx, p.organizationId, p.modelName);
@@ -284,6 +299,7 @@ export async function transitionStage(
       .from(modelVersions)
       .where(and(eq(modelVersions.modelId, model.id), eq(modelVersions.version, p.version)));
     if (!target) throw new NotFoundError(`model "${p.modelName}" has no version ${p.version}`);
+    const overridden = checkQuarantine(target, p);
     const others = and(eq(modelVersions.modelId, model.id), ne(modelVersions.version, p.version));
     const now = new Date();
     let archived: number[] = [];
@@ -307,9 +323,17 @@ export async function transitionStage(
     }
     const [row] = await tx
       .update(modelVersions)
-      .set({ stage: p.stage, stageChangedAt: now, lastUpdatedAt: now })
+      .set({ stage: p.stage, stageChangedAt: now, lastUpdatedAt: now, ...(overridden ? { tags: overridden } : {}) })
       .where(eq(modelVersions.id, target.id))
       .returning();
+    if (overridden)
+      await audit(tx, {
+        organizationId: p.organizationId,
+        actor: p.actor,
+        action: 'model.quarantine.override',
+        target: `${p.modelName}/${p.version}`,
+        detail: { override_reason: p.quarantineOverride, stage: p.stage, quarantine_reason: overridden[QUARANTINE_REASON_TAG] ?? null },
+      });
     await tx.update(registeredModels).set({ lastUpdatedAt: now }).where(eq(registeredModels.id, model.id));
     await emitEvent(tx, p.organizationId, 'models', p.modelName, { event: 'model.promoted', name: p.modelName, version: p.version, stage: p.stage, archived });
     await audit(tx, {

@@ -291,7 +291,21 @@ def build_demo_files() -> DemoFiles:
         "corpus/reviews.txt": reviews_text(rng),
         "data/demo-task.jsonl": "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in task),
         "data/demo-task.csv": csv_sample(rng),
+        "heldout/general-text.txt": general_heldout_text(),
     })
+
+
+def general_heldout_text(documents_per_kind: int = 24) -> str:
+    """General text in the corpus's language that neither pre-training nor the task ever saw: the capability
+    retention set. Its own seed, so it neither shifts the committed corpus nor repeats its documents."""
+    rng = random.Random(SEED + 1)
+    parts = [help_center_text(rng, articles_per_team=documents_per_kind // 6), catalog_text(rng, documents_per_kind),
+             store_news_text(rng, documents_per_kind), reviews_text(rng, documents_per_kind)]
+    # The help center's desk paragraph and index are the same text in every draw: already pre-trained on.
+    documents = [d.strip() for part in parts for d in part.split("\n\n")
+                 if d.strip() and not d.startswith(("The support desk", "help center index"))]
+    rng.shuffle(documents)
+    return "".join(d + "\n\n" for d in documents)
 
 
 def write_demo_files(examples_dir: Path) -> list[Path]:

@@ -1,27 +1,34 @@
-"""Evaluation: the base model alone, and base + adapter when one is given.
+"""Evaluation: the base model alone, base + adapter when one is given, and the current production model (a
+merged model directory) when there is one, all on the same data in the same job so that the gate compares like
+with like.
 
     python -m hanzo_ml eval --spec job.json
 
 For each model: the mean NLL of the test file's assistant tokens (same masking as training), perplexity =
 exp(loss), and exact match: greedy generation of the answer from the prompt (all messages but the last, then the
-assistant header), stopped at <|end|>/eos, compared after strip() with the expected answer. Writes an EvalReport.
+assistant header), stopped at <|end|>/eos, compared after strip() with the expected answer; with general_path,
+the perplexity of general text (capability retention). Writes an EvalReport, and with scores_path the
+per-example scores the gate bootstraps its confidence intervals from.
 """
 from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from hanzo_ml.chat import Messages, encode_dataset, encode_prompt, load_tokenizer, read_chat_jsonl
+from hanzo_ml.chat import IGNORE_INDEX, Messages, encode_dataset, encode_prompt, load_tokenizer, read_chat_jsonl
 from hanzo_ml.files import atomic_write_json
-from hanzo_ml.modeling import configure_torch, load_causal_lm, mean_token_nll, seed_everything
+from hanzo_ml.merge import general_sequences, sequence_nlls
+from hanzo_ml.modeling import configure_torch, load_causal_lm, seed_everything
 from hanzo_ml.spec import require_existing
 
 log = logging.getLogger(__name__)
 
 NUM_SAMPLES = 5
+MAX_GENERAL_DOCUMENTS = 256
 GENERATION_BATCH_SIZE = 32
 MAX_LOG_PERPLEXITY = 700.0  # exp(700) still fits a float64; the report must stay finite JSON
 
@@ -30,32 +37,53 @@ def evaluate(spec, spec_path: Path) -> dict:
     require_existing(spec_path, "base_model_path", spec.base_model_path, kind="dir")
     require_existing(spec_path, "adapter_path", spec.adapter_path, kind="dir")
     require_existing(spec_path, "test_path", spec.test_path)
+    production_path = getattr(spec, "production_model_path", None)
+    general_path = getattr(spec, "general_path", None)
+    require_existing(spec_path, "production_model_path", production_path, kind="dir")
+    require_existing(spec_path, "general_path", general_path)
     tokenizer = load_tokenizer(Path(spec.base_model_path))
     conversations = read_chat_jsonl(Path(spec.test_path))
-    examples = encode_dataset(tokenizer, conversations, spec.max_seq_length, spec.test_path)
-    prompts = [encode_prompt(tokenizer, messages, spec.max_seq_length) for messages in conversations]
-    expected = [messages[-1]["content"] for messages in conversations]
+    data = EvalData(
+        examples=encode_dataset(tokenizer, conversations, spec.max_seq_length, spec.test_path),
+        prompts=[encode_prompt(tokenizer, messages, spec.max_seq_length) for messages in conversations],
+        expected=[messages[-1]["content"] for messages in conversations],
+        general=general_sequences(tokenizer, Path(general_path), MAX_GENERAL_DOCUMENTS, spec.max_seq_length)
+        if general_path else None,
+    )
 
     configure_torch(spec.threads)
     seed_everything(0)
+    per_example: dict[str, dict] = {}
     model = load_causal_lm(Path(spec.base_model_path))
-    base_scores, base_answers = score_model(model, tokenizer, examples, prompts, expected, spec.max_new_tokens)
+    base_scores, base_answers = score_model(model, tokenizer, data, spec.max_new_tokens, per_example, "base")
     log.info("base: %s", base_scores)
+    production_scores = None
+    if production_path:
+        production = load_causal_lm(Path(production_path))
+        production_scores, _ = score_model(production, tokenizer, data, spec.max_new_tokens, per_example,
+                                           "production")
+        del production
+        log.info("production: %s", production_scores)
     tuned_scores, tuned_answers = None, None
     if spec.adapter_path:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, spec.adapter_path)
         model.eval()
-        tuned_scores, tuned_answers = score_model(model, tokenizer, examples, prompts, expected,
-                                                  spec.max_new_tokens)
+        tuned_scores, tuned_answers = score_model(model, tokenizer, data, spec.max_new_tokens, per_example,
+                                                  "tuned")
         log.info("tuned: %s", tuned_scores)
 
+    scores_path = getattr(spec, "scores_path", None)
+    if scores_path:
+        atomic_write_json(Path(scores_path), {"models": per_example})
     report = {
         "base": base_scores,
         "tuned": tuned_scores,
+        "production": production_scores,
+        "scores_path": scores_path,
         "samples": [
-            {"prompt": prompt_text(conversations[i]), "expected": expected[i], "base": base_answers[i],
+            {"prompt": prompt_text(conversations[i]), "expected": data.expected[i], "base": base_answers[i],
              "tuned": tuned_answers[i] if tuned_answers else None}
             for i in range(min(NUM_SAMPLES, len(conversations)))
         ],
@@ -69,14 +97,35 @@ def prompt_text(messages: Messages) -> str:
     return messages[-2]["content"] if len(messages) >= 2 else ""
 
 
-def score_model(model, tokenizer, examples, prompts, expected, max_new_tokens) -> tuple[dict, list[str]]:
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    loss, _ = mean_token_nll(model, examples, pad_id)
-    answers = generate_answers(model, tokenizer, prompts, max_new_tokens)
-    matches = sum(answer.strip() == want.strip() for answer, want in zip(answers, expected, strict=True))
-    scores = {"loss": loss, "perplexity": math.exp(min(loss, MAX_LOG_PERPLEXITY)),
-              "exact_match": matches / len(expected), "num_examples": len(expected)}
+@dataclass(frozen=True)
+class EvalData:
+    examples: list          # TokenizedExample per test conversation, assistant turns labelled
+    prompts: list[list[int]]
+    expected: list[str]
+    general: list[list[int]] | None  # general-text documents, every token scored
+
+
+def score_model(model, tokenizer, data: EvalData, max_new_tokens: int, per_example: dict, name: str
+                ) -> tuple[dict, list[str]]:
+    """Summary scores; per-example scores go into per_example[name] (test: NLL sum and token count of the
+    assistant turns, exact match; general: NLL sum and token count of each document)."""
+    masks = [[int(label != IGNORE_INDEX) for label in e.labels] for e in data.examples]
+    test = sequence_nlls(model, [e.input_ids for e in data.examples], masks)
+    loss = sum(n for n, _ in test) / max(1, sum(t for _, t in test))
+    answers = generate_answers(model, tokenizer, data.prompts, max_new_tokens)
+    matches = [int(answer.strip() == want.strip()) for answer, want in zip(answers, data.expected, strict=True)]
+    scores = {"loss": loss, "perplexity": bounded_exp(loss),
+              "exact_match": sum(matches) / len(matches), "num_examples": len(matches), "general_perplexity": None}
+    per_example[name] = {"test": {"nll": [n for n, _ in test], "tokens": [t for _, t in test], "exact_match": matches}}
+    if data.general:
+        general = sequence_nlls(model, data.general)
+        scores["general_perplexity"] = bounded_exp(sum(n for n, _ in general) / sum(t for _, t in general))
+        per_example[name]["general"] = {"nll": [n for n, _ in general], "tokens": [t for _, t in general]}
     return scores, answers
+
+
+def bounded_exp(loss: float) -> float:
+    return math.exp(min(loss, MAX_LOG_PERPLEXITY))
 
 
 def stop_token_ids(tokenizer) -> list[int]:

@@ -109,3 +109,28 @@ def test_batched_left_padded_generation_matches_one_prompt_at_a_time(tiny_base_d
     batched = generate_answers(model, tokenizer, prompts, max_new_tokens=5)
     one_by_one = [generate_answers(model, tokenizer, [p], max_new_tokens=5)[0] for p in prompts]
     assert batched == one_by_one
+
+
+def test_production_and_general_text_are_scored_in_the_same_job_with_per_example_scores(
+        tmp_path, tiny_base_dir, answers_shipping_dir):
+    test = write_jsonl(tmp_path / "test.jsonl", [chat("My parcel is late.", "shipping"),
+                                                 chat("I was charged twice.", "billing")])
+    general = tmp_path / "general.txt"
+    general.write_text("The kettle ships to Oslo.\n\nThe lamp is made of oak.\n")
+    spec = eval_spec(tmp_path, tiny_base_dir, None, test)
+    spec.update(production_model_path=str(answers_shipping_dir), general_path=str(general),
+                scores_path=str(tmp_path / "scores.json"))
+    assert main(["eval", "--spec", str(write_spec(tmp_path / "job.json", spec))]) == 0
+    report, scores = read_json(tmp_path / "report.json"), read_json(tmp_path / "scores.json")
+    assert report["scores_path"] == str(tmp_path / "scores.json")
+    assert set(scores["models"]) == {"base", "production"}
+    production = scores["models"]["production"]
+    assert production["test"]["exact_match"] == [1, 0]  # it answers "shipping" to everything
+    assert report["production"]["exact_match"] == 0.5
+    for name in ("base", "production"):
+        per, summary = scores["models"][name], report[name]
+        assert len(per["test"]["nll"]) == len(per["test"]["tokens"]) == 2
+        assert summary["loss"] == pytest.approx(sum(per["test"]["nll"]) / sum(per["test"]["tokens"]))
+        assert len(per["general"]["nll"]) == 2
+        assert summary["general_perplexity"] == pytest.approx(
+            math.exp(sum(per["general"]["nll"]) / sum(per["general"]["tokens"])))

@@ -15,7 +15,8 @@ from hanzo_ml.recipes import METHODS
 from hanzo_ml.recipes.templates import compute_estimate, placeholder_spec, read_template, update_estimate
 from helpers import REPO_DIR, load_spec_dict, train_spec
 
-TEMPLATES = sorted((REPO_DIR / "recipes").rglob("*.yaml"))
+# Training templates; recipes/eval/ holds evaluation suites, another schema (contracts/eval-suite.ts).
+TEMPLATES = sorted(p for p in (REPO_DIR / "recipes").rglob("*.yaml") if "eval" not in p.relative_to(REPO_DIR / "recipes").parts)
 
 
 def spec_for(tmp_path, method: str, **hardware):

@@ -11,8 +11,12 @@ from safetensors import safe_open
 from hanzo_ml.chat import encode_conversation, load_tokenizer
 from hanzo_ml.cli import main
 from hanzo_ml.files import sha256_file
+from hanzo_ml.merge import reference_perplexity
 from hanzo_ml.modeling import load_causal_lm
 from helpers import demo_records, read_json, write_jsonl, write_spec
+
+
+MAX_SEQ = 192
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +40,12 @@ def trained_looking_adapter(tiny_base_dir, tmp_path_factory) -> Path:
 def merged(tiny_base_dir, trained_looking_adapter, tmp_path_factory):
     root = tmp_path_factory.mktemp("merge")
     heldout = write_jsonl(root / "heldout.jsonl", demo_records(6))
+    general = root / "general.txt"
+    general.write_text("The kettle ships to Oslo.\n\nA review of the lamp.\n\n\n\nThe desk answers billing.\n")
     spec = {"kind": "merge", "job_name": "merge", "base_model_path": str(tiny_base_dir),
             "adapter_path": str(trained_looking_adapter), "output_dir": str(root / "merged"),
             "heldout_path": str(heldout), "reference_path": str(root / "merge-report.json"),
-            "max_seq_length": 64, "max_sequences": 4, "threads": 1}
+            "general_path": str(general), "max_seq_length": MAX_SEQ, "max_sequences": 4, "threads": 1}
     assert main(["merge", "--spec", str(write_spec(root / "job.json", spec))]) == 0
     return root, read_json(root / "merge-report.json"), heldout
 
@@ -78,26 +84,46 @@ def test_the_merged_model_computes_what_base_plus_adapter_computes(merged, tiny_
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
 
 
-def test_heldout_tokens_are_the_rendered_conversations_truncated(merged, tiny_base_dir):
+def test_heldout_tokens_are_the_rendered_conversations_with_the_assistant_turns_flagged(merged, tiny_base_dir):
     root, report, heldout = merged
     assert report["heldout_tokens_path"] == str(root / "heldout-tokens.json")
     tokenizer = load_tokenizer(tiny_base_dir)
     records = [r["messages"] for r in demo_records(4)]
-    sequences = read_json(root / "heldout-tokens.json")["sequences"]
-    assert sequences == [encode_conversation(tokenizer, m)[:64] for m in records]
+    written = read_json(root / "heldout-tokens.json")
+    sequences, masks = written["sequences"], written["target_mask"]
+    assert sequences == [encode_conversation(tokenizer, m)[:MAX_SEQ] for m in records]
     assert sequences[0][0] == tokenizer.bos_token_id
+    for ids, mask, messages in zip(sequences, masks, records, strict=True):
+        flagged = [t for t, f in zip(ids, mask, strict=True) if f]
+        # Exactly the answer and the <|end|> that closes it: the tokens the fine-tune learns to produce.
+        assert tokenizer.decode(flagged) == messages[-1]["content"] + "<|end|>"
 
 
-def test_reference_perplexity_is_exp_of_the_token_weighted_mean_nll(merged):
-    """Independent check through transformers' own shifted loss: per-sequence mean NLL x scored tokens."""
+def test_general_text_is_scored_on_every_token_for_the_merged_model_and_its_base(merged, tiny_base_dir):
+    root, report, _ = merged
+    tokenizer = load_tokenizer(tiny_base_dir)
+    sequences = read_json(root / "general-tokens.json")["sequences"]
+    documents = ["The kettle ships to Oslo.", "A review of the lamp.", "The desk answers billing."]
+    assert sequences == [tokenizer.encode(d, add_special_tokens=False) for d in documents]
+    assert report["general_num_tokens"] == sum(len(s) - 1 for s in sequences)
+    assert report["general_reference_perplexity"] == pytest.approx(
+        reference_perplexity(load_causal_lm(root / "merged"), sequences)[0], rel=1e-6)
+    assert report["base_general_perplexity"] == pytest.approx(
+        reference_perplexity(load_causal_lm(tiny_base_dir), sequences)[0], rel=1e-6)
+    assert report["general_reference_perplexity"] != pytest.approx(report["base_general_perplexity"], rel=1e-4)
+
+
+def test_reference_perplexity_is_exp_of_the_token_weighted_mean_nll_of_the_assistant_turns(merged):
+    """Independent check through transformers' own shifted loss with -100 labels outside the flagged tokens."""
     root, report, _ = merged
     model = load_causal_lm(root / "merged")
-    sequences = read_json(root / "heldout-tokens.json")["sequences"]
+    written = read_json(root / "heldout-tokens.json")
     total, scored = 0.0, 0
     with torch.no_grad():
-        for ids in sequences:
-            tensor = torch.tensor([ids])
-            total += model(input_ids=tensor, labels=tensor).loss.item() * (len(ids) - 1)
-            scored += len(ids) - 1
-    assert report["num_tokens"] == scored == sum(len(s) - 1 for s in sequences)
+        for ids, mask in zip(written["sequences"], written["target_mask"], strict=True):
+            labels = torch.tensor([[t if f else -100 for t, f in zip(ids, mask, strict=True)]])
+            n = sum(mask[1:])
+            total += model(input_ids=torch.tensor([ids]), labels=labels).loss.item() * n
+            scored += n
+    assert report["num_tokens"] == scored < sum(len(s) - 1 for s in written["sequences"])
     assert report["reference_perplexity"] == pytest.approx(math.exp(total / scored), rel=1e-5)

@@ -59,6 +59,8 @@ import { getLoggedModel } from '../../../db/repo/logged-models.js';
 import { decodePageToken, encodePageToken, invalidValue, mlflowRequest, validateKey, validateLength } from './common.js';
 import { parseFilter, type Grammar } from './search-filter.js';
 import { keyOfUri, PROXY_SCHEME } from './artifact-store.js';
+import { quarantineOverride, refuseGateTag, refusingQuarantined } from '../../quarantine.js';
+import { QUARANTINE_OVERRIDE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_TAG } from '../../../contracts/eval-suite.js';
 
 const MAX_TAG_VALUE = 100_000;
 const MAX_ALIAS = 255;
@@ -303,6 +305,10 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (body.alias.toLowerCase() === 'latest') throw invalid("'latest' alias name (case insensitive) is reserved.");
     if (/^[vV]\d+$/.test(body.alias)) throw invalid(`Version alias name '${body.alias}' is reserved.`);
     const { model, version } = await versionOf(p, body.name, body.version);
+    // An alias is how a client picks the version it serves: a quarantined one needs the admin override first.
+    const tags = version.tags as Record<string, string>;
+    if (tags[QUARANTINE_TAG] === 'true' && !tags[QUARANTINE_OVERRIDE_TAG])
+      throw new ApiError('INVALID_STATE', `version ${version.version} of model "${model.name}" is quarantined by the promotion gate (${tags[QUARANTINE_REASON_TAG] ?? ''}); an admin must override it (transition-stage with a comment) before it can carry an alias`);
     await setAlias(db, model.id, body.alias, version.version);
     return {};
   });
@@ -444,8 +450,9 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const { model, version } = await versionOf(p, body.name, body.version);
     // Production changes what is served: entering or leaving it takes an approver.
     if (stage === 'production' || version.stage === 'production') requireRole(c, 'approver');
+    const override = quarantineOverride(c, body.comment);
     try {
-      const { version: row } = await transitionStage(db, {
+      const { version: row } = await refusingQuarantined(() => transitionStage(db, {
         organizationId: p.organizationId,
         modelName: model.name,
         version: version.version,
@@ -453,7 +460,8 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
         actor: p.subject,
         reason: `MLflow transition-stage to ${STAGE_NAMES[stage]}${body.archive_existing_versions ? ' (archive_existing_versions)' : ''}`,
         archiveExisting: body.archive_existing_versions,
-      });
+        quarantineOverride: override,
+      }));
       return versionResponse(model.name, model.id, row);
     } catch (err) {
       if (err instanceof StageConflictError) throw new ApiError('INVALID_STATE', err.message);
@@ -466,6 +474,7 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     validateModelName(body.name);
     parseVersion(body.version);
     const value = validateTag(body.key, body.value);
+    refuseGateTag(body.key);
     const { version } = await versionOf(p, body.name, body.version);
     await setVersionTag(db, p.organizationId, body.name, version.version, body.key, value);
     return {};
@@ -476,6 +485,7 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     validateModelName(body.name);
     parseVersion(body.version);
     validateKey(body.key, 'key');
+    refuseGateTag(body.key);
     const { version } = await versionOf(p, body.name, body.version);
     await setVersionTag(db, p.organizationId, body.name, version.version, body.key, null);
     return {};
