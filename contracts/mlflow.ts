@@ -27,6 +27,7 @@ export const CreateExperimentSchema = z.object({ name: id('name'), artifact_loca
 export const ExperimentIdSchema = z.object({ experiment_id: id('experiment_id') });
 export const ExperimentByNameSchema = z.object({ experiment_name: id('experiment_name') });
 export const UpdateExperimentSchema = z.object({ experiment_id: id('experiment_id'), new_name: z.string().optional() });
+export const DeleteExperimentTagSchema = z.object({ experiment_id: id('experiment_id'), key: id('key') });
 export const SetExperimentTagSchema = z.object({ experiment_id: id('experiment_id'), key: id('key'), value: z.string().default('') });
 export const SearchExperimentsSchema = z.object({
   max_results: Int64Schema.optional(),

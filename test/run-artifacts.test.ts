@@ -200,7 +200,7 @@ describe.each(['pglite', 'postgres', 's3'])('run artifacts on %s', (engine) => {
     const bad = await req('POST', '/api/2.0/mlflow/logged-models', { experiment_id: exp, name: 'a/b' });
     expect(bad).toMatchObject({ status: 400, body: { error_code: 'INVALID_PARAMETER_VALUE' } });
     expect(bad.body.message).toContain("Invalid model name ('a/b')");
-    expect((await req('POST', '/api/2.0/mlflow/logged-models', { name: 'x' })).body.message).toBe("invalid request: experiment_id: Missing value for required parameter 'experiment_id'.");
+    expect((await req('POST', '/api/2.0/mlflow/logged-models', { name: 'x' })).body.message).toBe("Missing value for required parameter 'experiment_id'.");
     expect((await req('POST', '/api/2.0/mlflow/logged-models', { experiment_id: 'nope' })).status).toBe(404);
     const created = await req('POST', '/api/2.0/mlflow/logged-models', { experiment_id: exp, name: 'm1', params: [{ key: 'lr', value: '0.1' }] });
     const model = created.body.model;

@@ -3,7 +3,7 @@
 import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../client.js';
-import { loggedModelParams, loggedModelTags, loggedModels, mlflowDatasets, runDatasetInputs, runModels } from '../schema/index.js';
+import { experiments, loggedModelParams, loggedModelTags, loggedModels, mlflowDatasets, runDatasetInputs, runModels } from '../schema/index.js';
 import type { Comparison } from '../../api/routes/mlflow/search-filter.js';
 
 export type LoggedModelRow = typeof loggedModels.$inferSelect;
@@ -70,6 +70,31 @@ export async function setLoggedModelTags(db: Db, id: string, tags: KeyValue[]): 
     .values(dedupe(tags).map((t) => ({ modelId: id, ...t })))
     .onConflictDoUpdate({ target: [loggedModelTags.modelId, loggedModelTags.key], set: { value: sql`excluded.value` } });
 }
+
+/** A string as Python's json.dumps writes it (non-ASCII escaped): MLflow compares the tag's text. */
+const pythonString = (v: string): string => JSON.stringify(v).replace(/[\u0080-\uffff]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
+/**
+ * Appends a registered version to the logged model's `mlflow.modelVersions` tag, as MLflow's tracking store does
+ * when a version is created from a logged model. The model must be the organization's.
+ */
+export async function recordModelVersionOnLoggedModel(db: Db, organizationId: string, modelId: string, name: string, version: number): Promise<void> {
+  const model = await getLoggedModel(db, organizationId, modelId, true);
+  if (!model) return;
+  const [existing] = await db
+    .select({ value: loggedModelTags.value })
+    .from(loggedModelTags)
+    .where(and(eq(loggedModelTags.modelId, modelId), eq(loggedModelTags.key, MODEL_VERSIONS_TAG)));
+  let list: { name: string; version: number }[] = [];
+  try {
+    list = existing ? (JSON.parse(existing.value) as typeof list) : [];
+  } catch {
+    list = [];
+  }
+  if (!list.some((v) => v.name === name && Number(v.version) === version)) list.push({ name, version });
+  await setLoggedModelTags(db, modelId, [{ key: MODEL_VERSIONS_TAG, value: `[${list.map((v) => `{"name": ${pythonString(v.name)}, "version": ${Number(v.version)}}`).join(', ')}]` }]);
+}
+const MODEL_VERSIONS_TAG = 'mlflow.modelVersions';
 
 /** False when the model has no such tag. */
 export async function deleteLoggedModelTag(db: Db, id: string, key: string): Promise<boolean> {
@@ -175,6 +200,38 @@ export async function logRunModels(db: Db, runId: string, direction: 'input' | '
   if (models.length === 0) return;
   const rows = [...new Map(models.map((m) => [m.model_id, { runId, modelId: m.model_id, direction, step: m.step ?? 0 }])).values()];
   await db.insert(runModels).values(rows).onConflictDoNothing();
+}
+
+export interface DatasetSummary {
+  experimentId: string;
+  name: string;
+  digest: string;
+  context: string | null;
+}
+
+/**
+ * The distinct (experiment, name, digest, `mlflow.data.context` tag) of the datasets runs used in these experiments
+ * of the organization, at most 1000 (MLflow's limit); an input without a context tag has a null context.
+ */
+export async function datasetSummaries(db: Db, organizationId: string, experimentIds: string[]): Promise<DatasetSummary[]> {
+  const result = await db.execute(sql`
+    select distinct d.experiment_id, d.name, d.digest, ctx.value as context
+    from ${mlflowDatasets} d
+    join ${experiments} e on e.id = d.experiment_id and e.organization_id = ${organizationId}
+    join ${runDatasetInputs} i on i.dataset_id = d.id
+    left join lateral (select t ->> 'value' as value from jsonb_array_elements(i.tags) t where t ->> 'key' = 'mlflow.data.context') ctx on true
+    where d.experiment_id in (${sql.join(
+      experimentIds.map((id) => sql`${id}`),
+      sql`, `,
+    )})
+    order by d.experiment_id, d.name, d.digest, context
+    limit 1000`);
+  return (result as unknown as { rows: { experiment_id: string; name: string; digest: string; context: string | null }[] }).rows.map((r) => ({
+    experimentId: r.experiment_id,
+    name: r.name,
+    digest: r.digest,
+    context: r.context,
+  }));
 }
 
 export interface RunIo {

@@ -75,6 +75,15 @@ export async function setExperimentTag(db: Db, experimentId: string, tag: KeyVal
     .onConflictDoUpdate({ target: [experimentTags.experimentId, experimentTags.key], set: { value: tag.value } });
 }
 
+/** Removes one experiment tag; false when the experiment has no tag with that key. */
+export async function deleteExperimentTag(db: Db, experimentId: string, key: string): Promise<boolean> {
+  const gone = await db
+    .delete(experimentTags)
+    .where(and(eq(experimentTags.experimentId, experimentId), eq(experimentTags.key, key)))
+    .returning({ key: experimentTags.key });
+  return gone.length > 0;
+}
+
 export async function experimentTagsOf(db: Db, ids: string[]): Promise<Map<string, KeyValue[]>> {
   const out = new Map<string, KeyValue[]>(ids.map((id) => [id, []]));
   if (ids.length === 0) return out;

@@ -336,7 +336,8 @@ function versionCondition(c: RegistryComparison): SQL {
   if (c.entity === 'tag') return compare(sql`(${modelVersions.tags} ->> ${c.key}::text)`, c);
   const column: Record<string, SQL> = {
     name: sql`${registeredModels.name}`,
-    run_id: sql`${modelVersions.runId}`,
+    // A run id the client named that is not one of ours is kept in lineage (see the MLflow create route).
+    run_id: sql`coalesce(${modelVersions.runId}, ${modelVersions.lineage} ->> 'run_id')`,
     source_path: sql`${modelVersions.source}`,
     version_number: sql`${modelVersions.version}`,
   };
