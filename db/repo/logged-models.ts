@@ -3,7 +3,7 @@
 import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../client.js';
-import { experiments, loggedModelParams, loggedModelTags, loggedModels, mlflowDatasets, runDatasetInputs, runModels } from '../schema/index.js';
+import { experiments, loggedModelMetrics, loggedModelParams, loggedModelTags, loggedModels, mlflowDatasets, runDatasetInputs, runModels } from '../schema/index.js';
 import type { Comparison } from '../../api/routes/mlflow/search-filter.js';
 
 export type LoggedModelRow = typeof loggedModels.$inferSelect;
@@ -13,10 +13,20 @@ interface KeyValue {
   value: string;
 }
 
+export interface LoggedModelMetric {
+  key: string;
+  value: number;
+  timestamp: number;
+  step: number;
+  run_id: string;
+  dataset_name: string;
+  dataset_digest: string;
+}
 export interface LoggedModelFull {
   row: LoggedModelRow;
   tags: KeyValue[];
   params: KeyValue[];
+  metrics: LoggedModelMetric[];
 }
 
 const dedupe = (kv: KeyValue[]): KeyValue[] => [...new Map(kv.map((t) => [t.key, t])).values()];
@@ -45,14 +55,22 @@ export async function getLoggedModel(db: Db, organizationId: string, id: string,
 export async function withDetails(db: Db, rows: LoggedModelRow[]): Promise<LoggedModelFull[]> {
   if (rows.length === 0) return [];
   const ids = rows.map((r) => r.id);
-  const [tags, params] = await Promise.all([
+  const [tags, params, metrics] = await Promise.all([
     db.select().from(loggedModelTags).where(inArray(loggedModelTags.modelId, ids)).orderBy(asc(loggedModelTags.key)),
     db.select().from(loggedModelParams).where(inArray(loggedModelParams.modelId, ids)).orderBy(asc(loggedModelParams.key)),
+    db
+      .select()
+      .from(loggedModelMetrics)
+      .where(inArray(loggedModelMetrics.modelId, ids))
+      .orderBy(asc(loggedModelMetrics.key), asc(loggedModelMetrics.timestamp), asc(loggedModelMetrics.step), asc(loggedModelMetrics.runId)),
   ]);
   return rows.map((row) => ({
     row,
     tags: tags.filter((t) => t.modelId === row.id).map(({ key, value }) => ({ key, value })),
     params: params.filter((t) => t.modelId === row.id).map(({ key, value }) => ({ key, value })),
+    metrics: metrics
+      .filter((m) => m.modelId === row.id)
+      .map((m) => ({ key: m.key, value: m.isNan ? NaN : m.value, timestamp: m.timestamp, step: m.step, run_id: m.runId, dataset_name: m.datasetName, dataset_digest: m.datasetDigest })),
   }));
 }
 
@@ -95,6 +113,60 @@ export async function recordModelVersionOnLoggedModel(db: Db, organizationId: st
   await setLoggedModelTags(db, modelId, [{ key: MODEL_VERSIONS_TAG, value: `[${list.map((v) => `{"name": ${pythonString(v.name)}, "version": ${Number(v.version)}}`).join(', ')}]` }]);
 }
 const MODEL_VERSIONS_TAG = 'mlflow.modelVersions';
+
+export interface ModelMetricInput {
+  key: string;
+  value: number;
+  timestamp: number;
+  step: number;
+  model_id?: string | undefined;
+  dataset_name?: string | undefined;
+  dataset_digest?: string | undefined;
+}
+
+/**
+ * Records the metrics that name a logged model (model_id) for that model too, as MLflow's store does; the models
+ * must be the organization's. Returns the model ids that are not (nothing is written then).
+ */
+export async function logModelMetrics(db: Db, organizationId: string, runId: string, points: ModelMetricInput[]): Promise<string[]> {
+  const named = points.filter((m) => m.model_id);
+  if (named.length === 0) return [];
+  const ids = [...new Set(named.map((m) => m.model_id!))];
+  const known = await db
+    .select({ id: loggedModels.id })
+    .from(loggedModels)
+    .where(and(eq(loggedModels.organizationId, organizationId), inArray(loggedModels.id, ids)));
+  const missing = ids.filter((id) => !known.some((k) => k.id === id));
+  if (missing.length) return missing;
+  await db
+    .insert(loggedModelMetrics)
+    .values(
+      named.map((m) => ({
+        modelId: m.model_id!,
+        key: m.key,
+        timestamp: m.timestamp,
+        step: m.step,
+        runId,
+        value: Number.isNaN(m.value) ? 0 : m.value,
+        isNan: Number.isNaN(m.value),
+        datasetName: m.dataset_name ?? '',
+        datasetDigest: m.dataset_digest ?? '',
+      })),
+    )
+    .onConflictDoUpdate({
+      target: [loggedModelMetrics.modelId, loggedModelMetrics.key, loggedModelMetrics.timestamp, loggedModelMetrics.step, loggedModelMetrics.runId],
+      set: { value: sql`excluded.value`, isNan: sql`excluded.is_nan`, datasetName: sql`excluded.dataset_name`, datasetDigest: sql`excluded.dataset_digest` },
+    });
+  return [];
+}
+
+/** Models with a metric computed on one of these datasets (a digest, when given, must match too). */
+function datasetCondition(datasets: { dataset_name?: string | undefined; dataset_digest?: string | undefined }[]): SQL {
+  const any = datasets.map(
+    (d) => sql`(m.dataset_name = ${d.dataset_name ?? ''}${d.dataset_digest !== undefined ? sql` and m.dataset_digest = ${d.dataset_digest}` : sql``})`,
+  );
+  return sql`exists (select 1 from logged_model_metrics m where m.model_id = ${loggedModels.id} and (${sql.join(any, sql` or `)}))`;
+}
 
 /** False when the model has no such tag. */
 export async function deleteLoggedModelTag(db: Db, id: string, key: string): Promise<boolean> {
@@ -143,7 +215,14 @@ function modelCondition(c: Comparison): SQL {
 export async function searchLoggedModels(
   db: Db,
   organizationId: string,
-  q: { experimentIds: string[]; filter: Comparison[]; orderBy: { key: string; ascending: boolean }[]; offset: number; limit: number },
+  q: {
+    experimentIds: string[];
+    filter: Comparison[];
+    datasets?: { dataset_name?: string | undefined; dataset_digest?: string | undefined }[];
+    orderBy: { key: string; ascending: boolean }[];
+    offset: number;
+    limit: number;
+  },
 ): Promise<{ rows: LoggedModelRow[]; more: boolean }> {
   const order = q.orderBy.map((o) => sql`${MODEL_ATTRIBUTES[o.key]!} ${sql.raw(o.ascending ? 'asc' : 'desc')} nulls last`);
   order.push(sql`${loggedModels.creationTime} desc`, sql`${loggedModels.id} asc`);
@@ -156,6 +235,7 @@ export async function searchLoggedModels(
         inArray(loggedModels.experimentId, q.experimentIds),
         eq(loggedModels.lifecycleStage, 'active'),
         ...q.filter.map(modelCondition),
+        ...(q.datasets?.length ? [datasetCondition(q.datasets)] : []),
       ),
     )
     .orderBy(...order)

@@ -1,7 +1,7 @@
 // MLflow's model-registry REST API (registered-models/*, model-versions/*) over our registry: MLflow's stages
 // None/Staging/Production/Archived are ours (none/staging/production/archived). A model keeps one production
-// version: promoting with archive_existing_versions archives the previous one, promoting without it while another
-// version is in production is refused (INVALID_STATE). Anything touching production needs the approver role and
+// version: promoting archives the previous one (spec 000), and archive_existing_versions also archives the other
+// versions of the target stage. Anything touching production needs the approver role and
 // leaves an audit row. Validation, limits, messages and error codes are MLflow's.
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
@@ -493,7 +493,9 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
         stage,
         actor: p.subject,
         reason: `MLflow transition-stage to ${STAGE_NAMES[stage]}${body.archive_existing_versions ? ' (archive_existing_versions)' : ''}`,
-        archiveExisting: body.archive_existing_versions,
+        // Without the flag the registry's own rule applies (spec 000): a new production version archives the
+        // previous one, and other stages keep theirs, which is what MLflow shows for one production version.
+        archiveExisting: body.archive_existing_versions ? true : undefined,
       });
       return versionResponse(model.name, model.id, row);
     } catch (err) {

@@ -37,6 +37,7 @@ import {
   type KeyValue,
 } from '../../../db/repo/mlflow.js';
 import type { Db } from '../../../db/client.js';
+import { logModelMetrics, type ModelMetricInput } from '../../../db/repo/logged-models.js';
 import { getRun, logMetrics, type RunRow } from '../../../db/repo/tracking.js';
 import { maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength } from './common.js';
 import { RUN_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
@@ -82,6 +83,11 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const run = await runOf(organizationId, id);
     if (run.lifecycleStage !== 'active') throw invalid(`The run ${id} must be in the 'active' state. Current state is ${run.lifecycleStage}.`);
     return run;
+  }
+  /** A metric naming a logged model is that model's too; the model must be the caller's (checked before any write). */
+  async function recordModelMetrics(organizationId: string, runId: string, points: ModelMetricInput[]): Promise<void> {
+    const [missing] = await logModelMetrics(db, organizationId, runId, points);
+    if (missing) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Logged model with ID '${missing}' not found.`);
   }
   async function runResponse(run: RunRow) {
     return { run: runView(run, await runDataOf(db, [run.id])) };
@@ -150,6 +156,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const body = await mlflowRequest(c, LogMetricSchema);
     checkMetric(body, '');
     const run = await activeRunOf(p.organizationId, body.run_id);
+    await recordModelMetrics(p.organizationId, run.id, [body]);
     await logMetrics(db, run.id, [{ key: body.key, value: body.value, timestamp: body.timestamp, step: body.step }]);
     return c.json({});
   });
@@ -211,6 +218,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       await upsertTags(tx, run.id, body.tags);
     };
     // The whole request is one transaction; metrics alone are one statement, which already is one.
+    await recordModelMetrics(p.organizationId, run.id, body.metrics);
     if (body.params.length || body.tags.length) await db.transaction((tx) => write(tx as unknown as Db));
     else await write(db);
     return c.json({});
