@@ -28,6 +28,8 @@ export interface Bootstrap {
   moto_server?: string;
   /** Python of the venv with the pinned mlflow client (test/mlflow-client.lock), for the compatibility test. */
   mlflow_python?: string;
+  /** pytest and its dependencies for MLflow's own server tests, put on PYTHONPATH beside mlflow_python. */
+  mlflow_suite_pythonpath?: string;
 }
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
