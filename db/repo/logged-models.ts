@@ -4,7 +4,7 @@ import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../client.js';
 import { experiments, loggedModelMetrics, loggedModelParams, loggedModelTags, loggedModels, mlflowDatasets, runDatasetInputs, runModels } from '../schema/index.js';
-import type { Comparison } from '../../api/routes/mlflow/search-filter.js';
+import type { Comparison } from '../../lib/search-filter.js';
 
 export type LoggedModelRow = typeof loggedModels.$inferSelect;
 export type LoggedModelStatus = LoggedModelRow['status'];

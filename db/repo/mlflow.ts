@@ -5,7 +5,7 @@ import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { alias, type PgTable } from 'drizzle-orm/pg-core';
 import type { Db } from '../client.js';
 import { experimentTags, experiments, latestMetrics, runParams, runTags, runs } from '../schema/index.js';
-import type { Comparison, OrderClause } from '../../api/routes/mlflow/search-filter.js';
+import type { Comparison, OrderClause } from '../../lib/search-filter.js';
 import type { RunRow } from './tracking.js';
 import { runIoOf, type RunIo } from './logged-models.js';
 
