@@ -6,9 +6,10 @@ import { EvalReportSchema, MergeReportSchema, type EvalJobSpec, type EvalReport,
 import { JOB_FILES } from '../contracts/job-io.js';
 import { runJobToCompletion } from './jobs.js';
 import { baseModelInput, dirInput, fileInput } from './job-inputs.js';
-import { logMetrics, recordArtifact } from '../db/repo/tracking.js';
+import { recordArtifact } from '../db/repo/tracking.js';
 import { sha256Text } from '../lib/hash.js';
 import type { DatasetRef } from './datasets.js';
+import { logMetrics } from '../db/repo/metrics.js';
 
 export function createEvaluationActivities(deps: ActivityDeps) {
   return {

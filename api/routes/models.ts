@@ -14,13 +14,14 @@ import {
   registerModelVersion,
   transitionStage,
 } from '../../db/repo/models.js';
-import { artifactsOf, getRun, latestMetricsOf, paramsOf } from '../../db/repo/tracking.js';
+import { artifactsOf, getRun, paramsOf } from '../../db/repo/tracking.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { requireRole } from '../auth.js';
 import { jsonBody } from '../validate.js';
 import { ModelCreateSchema, ModelNameSchema, ModelVersionCreateSchema, StageChangeSchema } from '../../contracts/models.js';
 import { wireExperimentId } from './mlflow/common.js';
 import { wireRunArtifactUri } from './mlflow/artifact-store.js';
+import { latestMetricsOf } from '../../db/repo/metrics.js';
 
 function modelName(raw: string): string {
   const parsed = ModelNameSchema.safeParse(raw);

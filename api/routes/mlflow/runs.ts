@@ -19,29 +19,14 @@ import {
   UpdateRunSchema,
   type MlflowMetric,
 } from '../../../contracts/mlflow.js';
-import {
-  createMlflowRun,
-  deleteTag,
-  ensureDefaultExperiment,
-  fromMlflowStatus,
-  getExperiment,
-  logParamsChecked,
-  metricHistoryWirePage,
-  runDataOf,
-  searchRuns,
-  setRunLifecycle,
-  updateMlflowRun,
-  upsertTags,
-  type HistoryCursor,
-  type RunCursor,
-  type KeyValue,
-} from '../../../db/repo/mlflow.js';
+import { deleteTag, ensureDefaultExperiment, fromMlflowStatus, getExperiment, logParamsChecked, runDataOf, searchRuns, setRunLifecycle, updateMlflowRun, upsertTags, type RunCursor, type KeyValue } from '../../../db/repo/mlflow.js';
 import type { Db } from '../../../db/client.js';
 import { logModelMetrics, type ModelMetricInput } from '../../../db/repo/logged-models.js';
-import { getRun, logMetrics, type RunRow } from '../../../db/repo/tracking.js';
+import { getRun, type RunRow, createRun } from '../../../db/repo/tracking.js';
 import { maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength } from './common.js';
 import { RUN_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
 import { runInfoView, runView } from './views.js';
+import { type HistoryCursor, logMetrics, metricHistoryWirePage } from '../../../db/repo/metrics.js';
 
 const MAX_PARAM_VALUE = 6000;
 const MAX_TAG_VALUE = 8000;
@@ -108,7 +93,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const id = randomUUID().replace(/-/g, '');
     const name = body.run_name || nameTag || randomRunName();
     const tags = [...body.tags.filter((t) => t.key !== 'mlflow.runName'), { key: 'mlflow.runName', value: name }];
-    await createMlflowRun(db, {
+    await createRun(db, {
       id,
       organizationId: p.organizationId,
       experimentId: exp.id,

@@ -1,0 +1,169 @@
+// Metrics of runs: the writer (history rows and the latest value per key, one statement per batch) and the
+// readers, one per concept: the latest values, a page of one key's history (as points, or as the MLflow wire JSON
+// Postgres writes itself, for long pages), and an evenly sampled history for charts.
+import { eq, sql, type SQL } from 'drizzle-orm';
+import type { Db } from '../client.js';
+import { latestMetrics } from '../schema/index.js';
+
+export interface MetricPoint {
+  key: string;
+  value: number;
+  timestamp: number;
+  step: number;
+}
+
+const storedValue = (v: number): string => (Number.isNaN(v) ? '0' : String(v));
+
+/** The newest point per key (by step, then timestamp; the later one on a tie), sorted by key. */
+function latestPerKey(points: MetricPoint[]): MetricPoint[] {
+  const latest = new Map<string, MetricPoint>();
+  for (const p of points) {
+    const cur = latest.get(p.key);
+    if (!cur || p.step > cur.step || (p.step === cur.step && p.timestamp >= cur.timestamp)) latest.set(p.key, p);
+  }
+  return [...latest.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/** Column arrays for unnest(): one bound parameter per column, whatever the batch size. */
+function columns(points: MetricPoint[]): SQL {
+  const keys = sql.param(points.map((p) => p.key));
+  const steps = sql.param(points.map((p) => String(p.step)));
+  const timestamps = sql.param(points.map((p) => String(p.timestamp)));
+  // Doubles travel as text: String() is the shortest exact form, and float8 parses "Infinity" and "-Infinity".
+  const values = sql.param(points.map((p) => storedValue(p.value)));
+  const nans = sql.param(points.map((p) => (Number.isNaN(p.value) ? 't' : 'f')));
+  return sql`unnest(${keys}::text[], ${steps}::bigint[], ${timestamps}::bigint[], ${values}::text[], ${nans}::bool[]) as p(key, step, ts, value, is_nan)`;
+}
+
+/**
+ * Stores a batch of metric points in one statement (so one transaction and one round trip): the history rows
+ * arrive as column arrays through unnest() and are inserted in (key, step, timestamp, value) order, a replayed
+ * point being ignored by the primary key; the latest value per key is upserted in key order. Both orders are
+ * total, so concurrent batches to one run take their row locks in the same order and cannot deadlock.
+ */
+export async function logMetrics(db: Db, runId: string, points: MetricPoint[]): Promise<void> {
+  if (points.length === 0) return;
+  await db.execute(sql`
+    with history as (
+      insert into metrics (run_id, key, step, timestamp, value, is_nan)
+      select ${runId}, p.key, p.step, p.ts, p.value::float8, p.is_nan from ${columns(points)}
+      order by p.key, p.step, p.ts, p.value::float8
+      on conflict do nothing
+    )
+    insert into latest_metrics (run_id, key, step, timestamp, value, is_nan)
+    select ${runId}, p.key, p.step, p.ts, p.value::float8, p.is_nan from ${columns(latestPerKey(points))}
+    order by p.key
+    on conflict (run_id, key) do update
+      set step = excluded.step, timestamp = excluded.timestamp, value = excluded.value, is_nan = excluded.is_nan
+      where (excluded.step, excluded.timestamp) >= (latest_metrics.step, latest_metrics.timestamp)`);
+}
+
+export async function latestMetricsOf(db: Db, runId: string): Promise<Record<string, { value: number; step: number }>> {
+  const rows = await db.select().from(latestMetrics).where(eq(latestMetrics.runId, runId));
+  return Object.fromEntries(rows.map((r) => [r.key, { value: r.isNan ? NaN : r.value, step: r.step }]));
+}
+
+/** Where a page of metric history ends: the last point's (step, timestamp, stored value). */
+export interface HistoryCursor {
+  step: number;
+  timestamp: number;
+  value: number;
+}
+export interface HistoryPoint {
+  step: number;
+  timestamp: number;
+  value: number;
+}
+
+/**
+ * Up to limit + 1 points of a metric's history after the cursor, in (step, timestamp, value) order: the primary
+ * key's order, so a page is one index range scan however deep into a long series it starts. The extra row says
+ * whether another page follows.
+ */
+function historyRange(runId: string, key: string, after: HistoryCursor | null, limit: number): SQL {
+  return sql`
+    select step, timestamp, value, is_nan from metrics
+    where run_id = ${runId} and key = ${key}
+      ${after ? sql`and (step, timestamp, value) > (${after.step}, ${after.timestamp}, ${String(after.value)}::float8)` : sql``}
+    order by step, timestamp, value
+    limit ${limit + 1}`;
+}
+
+const cursorOf = (last: [string, string, string]): HistoryCursor => ({ step: Number(last[0]), timestamp: Number(last[1]), value: Number(last[2]) });
+
+/** One page of a metric's history, continuing after the cursor. */
+export async function metricHistoryAfter(db: Db, runId: string, key: string, after: HistoryCursor | null, limit: number): Promise<{ points: HistoryPoint[]; next: HistoryCursor | null }> {
+  // Positions and doubles come back as text: node-postgres would hand int8 over as strings anyway, and text
+  // keeps "Infinity" exact on both drivers.
+  const result = await db.execute(sql`
+    select step::text as s, timestamp::text as t, value::text as v, is_nan as n from (${historyRange(runId, key, after, limit)}) h
+    order by step, timestamp, value`);
+  const rows = (result as unknown as { rows: { s: string; t: string; v: string; n: boolean }[] }).rows;
+  const points = new Array<HistoryPoint>(Math.min(rows.length, limit));
+  for (let i = 0; i < points.length; i++) {
+    const r = rows[i]!;
+    points[i] = { step: Number(r.s), timestamp: Number(r.t), value: r.n ? NaN : Number(r.v) };
+  }
+  const last = rows[limit - 1];
+  return { points, next: rows.length > limit && last ? cursorOf([last.s, last.t, last.v]) : null };
+}
+
+/**
+ * One page of a metric's history as the body of MLflow's get-history `metrics` array: Postgres writes each
+ * `{"key","value","timestamp","step"}` object itself (float8's text form is the shortest that reads back exact;
+ * NaN and the infinities as MLflow's strings), so a 25,000-point page crosses to Node as one string instead of
+ * 25,000 rows to parse and re-serialize. Same order and cursor as metricHistoryAfter: the cursor is the page's
+ * last (limit-th) row, which exists exactly when a next page does.
+ */
+export async function metricHistoryWirePage(db: Db, runId: string, key: string, after: HistoryCursor | null, limit: number): Promise<{ json: string; next: HistoryCursor | null }> {
+  const result = await db.execute(sql`
+    with fetched as (
+      select *, row_number() over (order by step, timestamp, value) as n from (${historyRange(runId, key, after, limit)}) h
+    )
+    select
+      coalesce(string_agg(
+        '{"key":' || ${JSON.stringify(key)}::text || ',"value":' ||
+        case when is_nan then '"NaN"' when value = 'Infinity'::float8 then '"Infinity"' when value = '-Infinity'::float8 then '"-Infinity"' else value::text end ||
+        ',"timestamp":' || timestamp::text || ',"step":' || step::text || '}', ',' order by n) filter (where n <= ${limit}), '') as json,
+      max(json_build_array(step::text, timestamp::text, value::text)::text) filter (where n = ${limit}) as last,
+      count(*) > ${limit} as more
+    from fetched`);
+  const [row] = (result as unknown as { rows: { json: string; more: boolean; last: string | null }[] }).rows;
+  return { json: row?.json ?? '', next: row?.more && row.last ? cursorOf(JSON.parse(row.last) as [string, string, string]) : null };
+}
+
+export interface SampledPoint {
+  step: number;
+  timestamp: number;
+  value: number;
+  is_nan: boolean;
+}
+
+/**
+ * Up to `max` points of one run's metric, evenly sampled by row across [start, end] (NTILE buckets, first row of
+ * each), always keeping the last point, as MLflow's SQL store does.
+ */
+export async function sampledMetricHistory(db: Db, runId: string, key: string, max: number, range: [number, number] | null): Promise<SampledPoint[]> {
+  const where = sql`run_id = ${runId} and key = ${key}${range ? sql` and step >= ${range[0]} and step <= ${range[1]}` : sql``}`;
+  const toPoint = (r: Record<string, unknown>): SampledPoint => ({ step: Number(r.step), timestamp: Number(r.timestamp), value: Number(r.value), is_nan: Boolean(r.is_nan) });
+  const sampled = await db.execute(sql`
+    with buckets as (
+      select step, timestamp, value, is_nan, ntile(${max}::int) over (order by step, timestamp, value, is_nan) as bucket from metrics where ${where}
+    ), ranked as (
+      select step, timestamp, value, is_nan, row_number() over (partition by bucket order by step, timestamp, value, is_nan) as rn from buckets
+    )
+    select step, timestamp, value, is_nan from ranked where rn = 1 order by step, timestamp, value, is_nan`);
+  const rows = (sampled as unknown as { rows: Record<string, unknown>[] }).rows.map(toPoint);
+  const lastResult = await db.execute(sql`select step, timestamp, value, is_nan from metrics where ${where} order by step desc, timestamp desc, value desc, is_nan desc limit 1`);
+  const [lastRow] = (lastResult as unknown as { rows: Record<string, unknown>[] }).rows;
+  if (lastRow) {
+    const last = toPoint(lastRow);
+    const tail = rows[rows.length - 1];
+    const same = tail && tail.step === last.step && tail.timestamp === last.timestamp && tail.value === last.value && tail.is_nan === last.is_nan;
+    if (!same) {
+      if (rows.length >= max) rows[rows.length - 1] = last;
+      else rows.push(last);
+    }
+  }
+  return rows;
+}
