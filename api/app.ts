@@ -39,8 +39,9 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
     const ready = Object.values(checks).every((v) => v === 'ok');
     return c.json({ status: ready ? 'ready' : 'not ready', checks }, ready ? 200 : 503);
   });
-  const openapi = openApiDocument();
-  app.get('/openapi.json', (c) => c.json(openapi));
+  // Generated on first request, once every route below is registered.
+  let openapi: Record<string, unknown> | null = null;
+  app.get('/openapi.json', (c) => c.json((openapi ??= openApiDocument(app.routes))));
   mlflowProbeRoutes(app);
 
   const anonymous = anonymousPrincipal(deps.config);
