@@ -17,6 +17,7 @@ import { mlflowRoutes } from './routes/mlflow/index.js';
 import { mlflowArtifactProxyRoutes, mlflowGetArtifactRoute, mlflowProbeRoutes } from './routes/mlflow/artifacts.js';
 import { runArtifactRoutes } from './routes/run-artifacts.js';
 import { openApiDocument } from './openapi.js';
+import { mlflowUiBuildDir, mlflowUiRoutes } from './routes/mlflow-ui.js';
 
 export function createApp(deps: ApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -60,6 +61,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.route('/ajax-api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
   app.use('/get-artifact', authenticate(deps.db, anonymous));
   mlflowGetArtifactRoute(app, deps);
+  mlflowUiRoutes(app, mlflowUiBuildDir(deps.bootstrap.mlflow_python));
 
   app.notFound((c) => errorResponse(c, 'RESOURCE_DOES_NOT_EXIST', `no route for ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {

@@ -7,7 +7,7 @@ export class SearchFilterError extends Error {}
 const invalid = (message: string): SearchFilterError => new SearchFilterError(message);
 
 export type Entity = 'metric' | 'param' | 'tag' | 'attribute';
-export type Comparator = '=' | '!=' | '<' | '<=' | '>' | '>=' | 'LIKE' | 'ILIKE' | 'IN' | 'NOT IN';
+export type Comparator = '=' | '!=' | '<' | '<=' | '>' | '>=' | 'LIKE' | 'ILIKE' | 'IN' | 'NOT IN' | 'IS NULL' | 'IS NOT NULL';
 export interface Comparison {
   entity: Entity;
   key: string;
@@ -141,10 +141,20 @@ function comparator(cur: Cursor): Comparator {
     cur.i++;
     return 'NOT IN';
   }
+  // `tags.x IS NULL` / `IS NOT NULL`: whether the tag is absent (the MLflow UI filters experiments this way).
+  if (w === 'IS') {
+    const not = cur.isWord('NOT');
+    if (not) cur.i++;
+    if (cur.isWord('NULL')) {
+      cur.i++;
+      return not ? 'IS NOT NULL' : 'IS NULL';
+    }
+  }
   throw invalid(`Invalid comparator '${t.text}' in filter '${cur.input}'`);
 }
 
 function literal(cur: Cursor, op: Comparator): string | number | string[] {
+  if (op === 'IS NULL' || op === 'IS NOT NULL') return '';
   if (op === 'IN' || op === 'NOT IN') {
     const open = cur.next("'('");
     if (open.text !== '(') throw invalid(`Invalid filter '${cur.input}': expected '(' after ${op}`);
@@ -165,6 +175,10 @@ function literal(cur: Cursor, op: Comparator): string | number | string[] {
 }
 
 function check(c: Comparison, grammar: Grammar): void {
+  if (c.op === 'IS NULL' || c.op === 'IS NOT NULL') {
+    if (c.entity !== 'tag') throw invalid(`${c.op} is only supported for tags, not ${c.entity === 'attribute' ? c.key : `${c.entity}s.${c.key}`}`);
+    return;
+  }
   const numeric = c.entity === 'metric' || (c.entity === 'attribute' && grammar.attributes[c.key] === 'number');
   const name = c.entity === 'attribute' ? c.key : `${c.entity}s.${c.key}`;
   if (numeric) {

@@ -202,6 +202,8 @@ function compare(left: SQL, c: Comparison): SQL {
 }
 
 function modelCondition(c: Comparison): SQL {
+  if (c.op === 'IS NULL' || c.op === 'IS NOT NULL')
+    return sql`${sql.raw(c.op === 'IS NULL' ? 'not ' : '')}exists (select 1 from logged_model_tags t where t.model_id = ${loggedModels.id} and t.key = ${c.key})`;
   if (c.entity === 'tag') return sql`exists (select 1 from logged_model_tags t where t.model_id = ${loggedModels.id} and t.key = ${c.key} and ${compare(sql`t.value`, c)})`;
   if (c.entity === 'param') return sql`exists (select 1 from logged_model_params t where t.model_id = ${loggedModels.id} and t.key = ${c.key} and ${compare(sql`t.value`, c)})`;
   // Statuses are stored by their proto names; filters say READY, PENDING or FAILED.

@@ -98,6 +98,13 @@ function stageFilter(col: typeof experiments.lifecycleStage | typeof runs.lifecy
   return view === 'ALL' ? undefined : eq(col, view === 'ACTIVE_ONLY' ? 'active' : 'deleted');
 }
 
+/** A tag test over the entity's rows of one tag key: a value comparison, or (IS [NOT] NULL) the tag's absence or presence. */
+function tagTest(rowsWhere: (test: SQL) => SQL, value: SQL, c: Comparison): SQL {
+  if (c.op === 'IS NULL') return sql`not exists (${rowsWhere(sql`true`)})`;
+  if (c.op === 'IS NOT NULL') return sql`exists (${rowsWhere(sql`true`)})`;
+  return sql`exists (${rowsWhere(compare(value, c))})`;
+}
+
 function compare(left: SQL, c: Comparison): SQL {
   if (c.op === 'IN' || c.op === 'NOT IN') {
     const list = sql.join((c.value as string[]).map((v) => sql`${v}`), sql`, `);
@@ -114,7 +121,7 @@ const EXPERIMENT_ATTRIBUTES: Record<string, SQL> = {
 };
 
 function experimentCondition(c: Comparison): SQL {
-  if (c.entity === 'tag') return sql`exists (select 1 from experiment_tags et where et.experiment_id = ${experiments.id} and et.key = ${c.key} and ${compare(sql`et.value`, c)})`;
+  if (c.entity === 'tag') return tagTest((test) => sql`select 1 from experiment_tags et where et.experiment_id = ${experiments.id} and et.key = ${c.key} and ${test}`, sql`et.value`, c);
   return compare(EXPERIMENT_ATTRIBUTES[c.key]!, c);
 }
 
@@ -167,7 +174,7 @@ function runCondition(c: Comparison): SQL {
     case 'param':
       return sql`exists (select 1 from run_params rp where rp.run_id = ${runs.id} and rp.key = ${c.key} and ${compare(sql`rp.value`, c)})`;
     case 'tag':
-      return sql`exists (select 1 from run_tags rt where rt.run_id = ${runs.id} and rt.key = ${c.key} and ${compare(sql`rt.value`, c)})`;
+      return tagTest((test) => sql`select 1 from run_tags rt where rt.run_id = ${runs.id} and rt.key = ${c.key} and ${test}`, sql`rt.value`, c);
     default:
       return compare(RUN_ATTRIBUTES[c.key]!, c);
   }

@@ -26,7 +26,7 @@ export class StageConflictError extends Error {}
 export interface RegistryComparison {
   entity: 'tag' | 'attribute' | 'metric' | 'param';
   key: string;
-  op: '=' | '!=' | '<' | '<=' | '>' | '>=' | 'LIKE' | 'ILIKE' | 'IN' | 'NOT IN';
+  op: '=' | '!=' | '<' | '<=' | '>' | '>=' | 'LIKE' | 'ILIKE' | 'IN' | 'NOT IN' | 'IS NULL' | 'IS NOT NULL';
   value: string | number | string[];
 }
 export interface RegistryOrder {
@@ -37,6 +37,8 @@ export interface RegistryOrder {
 const epochMs = (col: SQL): SQL => sql`(extract(epoch from ${col}) * 1000)::bigint`;
 
 function compare(left: SQL, c: RegistryComparison): SQL {
+  // Tags live in a jsonb column, so an absent tag reads as null.
+  if (c.op === 'IS NULL' || c.op === 'IS NOT NULL') return sql`${left} ${sql.raw(c.op)}`;
   if (c.op === 'IN' || c.op === 'NOT IN') {
     const list = sql.join((c.value as string[]).map((v) => sql`${v}`), sql`, `);
     return sql`${left} ${sql.raw(c.op)} (${list})`;
