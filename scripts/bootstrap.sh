@@ -125,6 +125,11 @@ test_servers() {
     say "installing PostgreSQL from Debian"
     apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
   fi
+  # Chromium from Debian for the MLflow UI browser test (driven by playwright-core from npm).
+  if ! command -v chromium >/dev/null; then
+    say "installing Chromium from Debian"
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+  fi
   test_server_paths
   # A real S3-protocol server (moto_server) in its own small venv.
   if [ ! -f "$SERVERS_VENV/.complete" ]; then
