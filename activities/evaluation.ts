@@ -13,7 +13,7 @@ import type { Artifact } from '../contracts/pipeline.js';
 import { JOB_FILES } from '../contracts/job-io.js';
 import { runJobToCompletion } from './jobs.js';
 import { baseModelInput, dirInput, fileInput } from './job-inputs.js';
-import { logMetrics, recordArtifact } from '../db/repo/tracking.js';
+import { recordArtifact } from '../db/repo/tracking.js';
 import { sha256Text } from '../lib/hash.js';
 import type { DatasetRef } from './datasets.js';
 import { GENERAL_TEXT, bundledFileInput } from './eval-data.js';
@@ -29,6 +29,7 @@ async function productionModelDir(deps: ActivityDeps, organizationId: string, mo
   const safetensors = (found?.version.artifacts as Record<string, Artifact> | undefined)?.safetensors;
   return safetensors ? { version, dir: safetensors.path.replace(/\/$/, '') } : null;
 }
+import { logMetrics } from '../db/repo/metrics.js';
 
 export function createEvaluationActivities(deps: ActivityDeps) {
   return {

@@ -28,7 +28,7 @@ import {
 } from '../contracts/hpo.js';
 import { LoraHyperparametersSchema, TrainJobSpecSchema, TrainResultSchema, type TrainJobSpec } from '../contracts/trainer-job.js';
 import { accountTrial, createSweep, finishSweep, finishTrial, insertTrial, recordLineage, warmStartTrials } from '../db/repo/hpo.js';
-import { createRun, getOrCreateExperiment, logMetrics, logParams, setRunStatus } from '../db/repo/tracking.js';
+import { createRun, getOrCreateExperiment, logParams, setRunStatus } from '../db/repo/tracking.js';
 import { findDatasetVersion } from '../db/repo/datasets.js';
 import { deterministicUuid } from '../lib/ids.js';
 import { artifactRootUri } from '../lib/object-store.js';
@@ -40,6 +40,7 @@ import { currentAttempt, readProgress, runJobToCompletion, stopJobKeepingHeartbe
 import { baseModelInput, fileInput } from './job-inputs.js';
 import { datasetRef } from './datasets.js';
 import { trialReportUpdate } from '../workflows/hpo-messages.js';
+import { logMetrics } from '../db/repo/metrics.js';
 
 const WARM_START_LIMIT = 500;
 

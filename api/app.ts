@@ -26,6 +26,7 @@ import { mlflowRoutes } from './routes/mlflow/index.js';
 import { mlflowArtifactProxyRoutes, mlflowGetArtifactRoute, mlflowProbeRoutes } from './routes/mlflow/artifacts.js';
 import { runArtifactRoutes } from './routes/run-artifacts.js';
 import { openApiDocument } from './openapi.js';
+import { mlflowUiBuildDir, mlflowUiRoutes } from './routes/mlflow-ui.js';
 
 export function createApp(deps: ApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -49,8 +50,9 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
     const ready = Object.values(checks).every((v) => v === 'ok');
     return c.json({ status: ready ? 'ready' : 'not ready', checks }, ready ? 200 : 503);
   });
-  const openapi = openApiDocument();
-  app.get('/openapi.json', (c) => c.json(openapi));
+  // Generated on first request, once every route below is registered.
+  let openapi: Record<string, unknown> | null = null;
+  app.get('/openapi.json', (c) => c.json((openapi ??= openApiDocument(app.routes))));
   mlflowProbeRoutes(app);
 
   const limits = deps.config.limits;
@@ -86,6 +88,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.route('/api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
   app.route('/ajax-api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
   mlflowGetArtifactRoute(app, deps);
+  mlflowUiRoutes(app, mlflowUiBuildDir(deps.bootstrap.mlflow_python));
 
   app.notFound((c) => errorResponse(c, 'RESOURCE_DOES_NOT_EXIST', `no route for ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {

@@ -8,7 +8,7 @@ import { routePath } from 'hono/route';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Config } from '../contracts/config.js';
 import type { Db } from '../db/client.js';
-import * as q from '../db/repo/metrics.js';
+import * as q from '../db/repo/monitoring.js';
 import type { AppEnv } from './deps.js';
 
 export interface ApiMetrics {

@@ -1,5 +1,11 @@
-// OpenAPI 3.1 document generated from the contracts (zod -> JSON Schema); served at /openapi.json.
+// OpenAPI 3.1 document generated from the app's own route table and the contracts (zod -> JSON Schema); served
+// at /openapi.json. Every registered route is in it: its paths come from the router, so a new route cannot be
+// missing; what a route takes and answers comes from its contract schemas (the /v1 operations below, and the
+// MLflow request schemas by RPC path).
 import { z } from 'zod';
+import * as mlflow from '../contracts/mlflow.js';
+import * as mlflowArtifacts from '../contracts/mlflow-artifacts.js';
+import * as registry from '../contracts/models.js';
 import { PipelineInputSchema, PipelineProgressSchema, PipelineResultSchema, ScheduleCreateSchema, ApprovalRequestSchema } from '../contracts/pipeline.js';
 import { DatasetSchema, DatasetCreateQuerySchema } from '../contracts/datasets.js';
 import { RunCreateSchema, RunParamsSchema, RunSchema, RunStatusUpdateSchema } from '../contracts/runs.js';
@@ -110,9 +116,96 @@ const OPERATIONS: Operation[] = [
   { method: 'get', path: '/alive', summary: 'Liveness' },
 ];
 
-export function openApiDocument(): Record<string, unknown> {
+/** The request schema of each MLflow RPC (under /api/2.0/mlflow and /ajax-api/2.0/mlflow), from the contracts. */
+const MLFLOW_REQUESTS: Record<string, z.ZodType> = {
+  'experiments/get-by-name': mlflow.ExperimentByNameSchema,
+  'experiments/create': mlflow.CreateExperimentSchema,
+  'experiments/get': mlflow.ExperimentIdSchema,
+  'experiments/search': mlflow.SearchExperimentsSchema,
+  'experiments/delete': mlflow.ExperimentIdSchema,
+  'experiments/restore': mlflow.ExperimentIdSchema,
+  'experiments/update': mlflow.UpdateExperimentSchema,
+  'experiments/set-experiment-tag': mlflow.SetExperimentTagSchema,
+  'experiments/delete-experiment-tag': mlflow.DeleteExperimentTagSchema,
+  'experiments/search-datasets': mlflowArtifacts.SearchDatasetsSchema,
+  'runs/create': mlflow.CreateRunSchema,
+  'runs/get': mlflow.RunIdSchema,
+  'runs/update': mlflow.UpdateRunSchema,
+  'runs/delete': mlflow.RunIdSchema,
+  'runs/restore': mlflow.RunIdSchema,
+  'runs/log-metric': mlflow.LogMetricSchema,
+  'runs/log-parameter': mlflow.LogParamSchema,
+  'runs/set-tag': mlflow.SetTagSchema,
+  'runs/delete-tag': mlflow.DeleteTagSchema,
+  'runs/log-batch': mlflow.LogBatchSchema,
+  'runs/search': mlflow.SearchRunsSchema,
+  'runs/log-inputs': mlflowArtifacts.LogInputsSchema,
+  'runs/outputs': mlflowArtifacts.LogOutputsSchema,
+  'metrics/get-history': mlflow.GetMetricHistorySchema,
+  'metrics/get-history-bulk-interval': mlflowArtifacts.MetricHistoryBulkIntervalSchema,
+  'artifacts/list': mlflowArtifacts.ListArtifactsSchema,
+  'logged-models': mlflowArtifacts.CreateLoggedModelSchema,
+  'logged-models/search': mlflowArtifacts.SearchLoggedModelsSchema,
+  'logged-models/{id}': mlflowArtifacts.FinalizeLoggedModelSchema,
+  'logged-models/{id}/tags': mlflowArtifacts.LoggedModelTagsSchema,
+  'logged-models/{id}/params': mlflowArtifacts.LoggedModelParamsSchema,
+  'logged-models/{id}/artifacts/directories': mlflowArtifacts.ListLoggedModelArtifactsSchema,
+  'registered-models/create': registry.MlflowCreateModelSchema,
+  'registered-models/get': registry.MlflowModelNameSchema,
+  'registered-models/rename': registry.MlflowRenameModelSchema,
+  'registered-models/update': registry.MlflowUpdateModelSchema,
+  'registered-models/delete': registry.MlflowModelNameSchema,
+  'registered-models/search': registry.MlflowSearchSchema,
+  'registered-models/get-latest-versions': registry.MlflowLatestVersionsSchema,
+  'registered-models/set-tag': registry.MlflowModelTagSchema,
+  'registered-models/delete-tag': registry.MlflowModelTagKeySchema,
+  'registered-models/alias': registry.MlflowAliasRefSchema,
+  'model-versions/create': registry.MlflowCreateVersionSchema,
+  'model-versions/get': registry.MlflowVersionRefSchema,
+  'model-versions/update': registry.MlflowUpdateVersionSchema,
+  'model-versions/delete': registry.MlflowVersionRefSchema,
+  'model-versions/transition-stage': registry.MlflowTransitionSchema,
+  'model-versions/set-tag': registry.MlflowVersionTagSchema,
+  'model-versions/delete-tag': registry.MlflowVersionTagKeySchema,
+  'model-versions/get-download-uri': registry.MlflowVersionRefSchema,
+  'model-versions/search': registry.MlflowSearchSchema,
+};
+
+/** A route as the router lists it (Hono's `app.routes`). */
+export interface RouteEntry {
+  method: string;
+  path: string;
+}
+
+const METHODS = new Set(['get', 'post', 'put', 'delete', 'patch']);
+/** `/v1/runs/:id/artifacts/*` -> `/v1/runs/{id}/artifacts/{path}`. */
+export const openApiPath = (honoPath: string): string => honoPath.replace(/:(\w+)(\{[^}]*\})?/g, '{$1}').replace(/\/\*$/, '/{path}');
+
+/** The documented operation of one route: its contract entry, or its MLflow request schema, or the bare route. */
+function operationOf(method: Operation['method'], path: string): Operation {
+  const known = OPERATIONS.find((o) => o.method === method && o.path === path);
+  if (known) return known;
+  const rpc = /^\/(?:ajax-)?api\/2\.0\/mlflow\/(.+)$/.exec(path)?.[1];
+  const schema = rpc ? MLFLOW_REQUESTS[rpc] : undefined;
+  const summary = rpc ? `MLflow: ${rpc}` : `${method.toUpperCase()} ${path}`;
+  if (!schema) return { method, path, summary };
+  if (method !== 'get') return { method, path, summary, body: schema };
+  return schema instanceof z.ZodObject ? { method, path, summary, query: schema } : { method, path, summary };
+}
+
+export function openApiDocument(routes: RouteEntry[]): Record<string, unknown> {
+  const seen = new Set<string>();
+  const operations: Operation[] = [];
+  for (const r of routes) {
+    const method = r.method.toLowerCase();
+    if (!METHODS.has(method)) continue; // middleware (ALL)
+    const path = openApiPath(r.path);
+    if (seen.has(`${method} ${path}`)) continue;
+    seen.add(`${method} ${path}`);
+    operations.push(operationOf(method as Operation['method'], path));
+  }
   const paths: Record<string, Record<string, unknown>> = {};
-  for (const op of OPERATIONS) {
+  for (const op of operations) {
     const params = [...op.path.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
     const query = op.query
       ? Object.entries(op.query.shape).map(([name, s]) => ({ name, in: 'query', required: !(s as z.ZodType).safeParse(undefined).success, schema: js(s as z.ZodType) }))

@@ -82,6 +82,8 @@ export const SearchLoggedModelsSchema = z.object({
 });
 export const ListLoggedModelArtifactsSchema = z.object({ artifact_directory_path: z.string().optional() });
 
+export const SearchDatasetsSchema = z.object({ experiment_ids: z.array(z.string()).optional() });
+
 // ---- metric history for charts ----
 
 export const MetricHistoryBulkIntervalSchema = z.object({

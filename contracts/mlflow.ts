@@ -20,13 +20,16 @@ export const RunStatusSchema = z.enum(['RUNNING', 'SCHEDULED', 'FINISHED', 'FAIL
 
 const id = (name: string) => z.string({ error: `Missing value for required parameter '${name}'.` }).min(1, `Missing value for required parameter '${name}'.`);
 const KeyValueSchema = z.object({ key: z.string(), value: z.string().nullish().transform((v) => v ?? '') });
-export const MetricSchema = z.object({ key: z.string(), value: MlflowDoubleSchema, timestamp: Int64Schema, step: Int64Schema.optional().default(0) });
+/** model_id and the dataset fields: a metric of a logged model, computed on that dataset (MLflow 3). */
+const ModelMetricFields = { model_id: z.string().optional(), dataset_name: z.string().optional(), dataset_digest: z.string().optional() };
+export const MetricSchema = z.object({ key: z.string(), value: MlflowDoubleSchema, timestamp: Int64Schema, step: Int64Schema.optional().default(0), ...ModelMetricFields });
 export type MlflowMetric = z.infer<typeof MetricSchema>;
 
 export const CreateExperimentSchema = z.object({ name: id('name'), artifact_location: z.string().optional(), tags: z.array(KeyValueSchema).default([]) });
 export const ExperimentIdSchema = z.object({ experiment_id: id('experiment_id') });
 export const ExperimentByNameSchema = z.object({ experiment_name: id('experiment_name') });
 export const UpdateExperimentSchema = z.object({ experiment_id: id('experiment_id'), new_name: z.string().optional() });
+export const DeleteExperimentTagSchema = z.object({ experiment_id: id('experiment_id'), key: id('key') });
 export const SetExperimentTagSchema = z.object({ experiment_id: id('experiment_id'), key: id('key'), value: z.string().default('') });
 export const SearchExperimentsSchema = z.object({
   max_results: Int64Schema.optional(),
@@ -51,7 +54,7 @@ const runRef = <T extends z.ZodRawShape>(shape: T) =>
   );
 export const RunIdSchema = runRef({});
 export const UpdateRunSchema = runRef({ status: RunStatusSchema.optional(), end_time: EpochMsSchema.optional(), run_name: z.string().optional() });
-export const LogMetricSchema = runRef({ key: id('key'), value: MlflowDoubleSchema, timestamp: Int64Schema, step: Int64Schema.optional().default(0) });
+export const LogMetricSchema = runRef({ key: id('key'), value: MlflowDoubleSchema, timestamp: Int64Schema, step: Int64Schema.optional().default(0), ...ModelMetricFields });
 export const LogParamSchema = runRef({ key: id('key'), value: z.string().nullish().transform((v) => v ?? '') });
 export const SetTagSchema = runRef({ key: id('key'), value: z.string().nullish().transform((v) => v ?? '') });
 export const DeleteTagSchema = runRef({ key: id('key') });

@@ -30,6 +30,8 @@ export interface Bootstrap {
   mlflow_python?: string;
   /** Apache Kafka jars (test/kafka/pom.xml) for the event tests' broker. */
   kafka_libs?: string;
+  /** pytest and its dependencies for MLflow's own server tests, put on PYTHONPATH beside mlflow_python. */
+  mlflow_suite_pythonpath?: string;
 }
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));

@@ -114,6 +114,8 @@ test_server_paths() {
   [ -x "$PG_BIN/initdb" ] || PG_BIN=""
   MOTO_SERVER=""; [ -f "$SERVERS_VENV/.complete" ] && MOTO_SERVER="$SERVERS_VENV/bin/moto_server"
   MLFLOW_PYTHON=""; [ -f "$MLFLOW_VENV/.complete" ] && MLFLOW_PYTHON="$MLFLOW_VENV/bin/python"
+  MLFLOW_SUITE_DEPS="$CACHE/mlflow-suite-deps-$(hash_of test/mlflow-suite.lock test/mlflow-client.lock <(python3 --version))"
+  MLFLOW_SUITE_PYTHONPATH=""; [ -f "$MLFLOW_SUITE_DEPS/.complete" ] && MLFLOW_SUITE_PYTHONPATH="$MLFLOW_SUITE_DEPS"
   CLUSTER_TOOLS=$(scripts/cluster-tools.sh --installed 2>/dev/null || true)
   KUEUE=$(scripts/cluster-tools.sh kueue --installed 2>/dev/null || true)
   KAFKA_DIR="$CACHE/kafka-$(hash_of test/kafka/pom.xml)"
@@ -138,6 +140,11 @@ test_servers() {
     say "installing PostgreSQL from Debian"
     apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
   fi
+  # Chromium from Debian for the MLflow UI browser test (driven by playwright-core from npm).
+  if ! command -v chromium >/dev/null; then
+    say "installing Chromium from Debian"
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+  fi
   test_server_paths
   # A real S3-protocol server (moto_server) in its own small venv.
   if [ ! -f "$SERVERS_VENV/.complete" ]; then
@@ -154,6 +161,14 @@ test_servers() {
     python3 -m venv "$MLFLOW_VENV"
     "$MLFLOW_VENV/bin/pip" install -q --disable-pip-version-check -r test/mlflow-client.lock >&2
     touch "$MLFLOW_VENV/.complete"
+  fi
+  # pytest for MLflow's own server tests (test/mlflow-suite), beside the client venv rather than in it, so that
+  # venv stays exactly the pinned client.
+  if [ ! -f "$MLFLOW_SUITE_DEPS/.complete" ]; then
+    say "installing pytest for MLflow's server tests"
+    rm -rf "$MLFLOW_SUITE_DEPS"
+    "$MLFLOW_VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$MLFLOW_SUITE_DEPS" -r test/mlflow-suite.lock >&2
+    touch "$MLFLOW_SUITE_DEPS/.complete"
   fi
   # The Kubernetes control plane, KWOK and Kueue for the cluster tests, built from Go modules (30-45 min cold).
   scripts/cluster-tools.sh >/dev/null
@@ -184,6 +199,7 @@ cat > .bootstrap.json.tmp <<JSON
   "pg_bin": "$PG_BIN",
   "moto_server": "$MOTO_SERVER",
   "mlflow_python": "$MLFLOW_PYTHON",
+  "mlflow_suite_pythonpath": "$MLFLOW_SUITE_PYTHONPATH",
   "cluster_tools": "$CLUSTER_TOOLS",
   "kueue": "$KUEUE",
   "kafka_libs": "$KAFKA_LIBS"

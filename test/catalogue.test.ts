@@ -4,10 +4,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCatalogue, pgliteMaintenance, type Catalogue } from '../db/client.js';
 import { seedDevOrganization, principalForToken } from '../db/repo/auth.js';
 import { insertDatasetVersion, findDatasetVersion, getDataset } from '../db/repo/datasets.js';
-import { createRun, getOrCreateExperiment, logMetrics, latestMetricsOf, metricHistoryPage } from '../db/repo/tracking.js';
+import { createRun, getOrCreateExperiment } from '../db/repo/tracking.js';
 import { registerModelVersion, transitionStage, listVersions } from '../db/repo/models.js';
 import { outbox } from '../db/schema/index.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
+import { latestMetricsOf, logMetrics, metricHistoryAfter, type HistoryCursor } from '../db/repo/metrics.js';
 
 const engines = ['pglite', 'postgres'] as const;
 
@@ -79,18 +80,20 @@ describe.each(engines)('catalogue on %s', (engine) => {
     await logMetrics(cat.db, runId, [{ key: 'train/loss', value: NaN, step: 3000, timestamp: 5000 }]);
     const latest = await latestMetricsOf(cat.db, runId);
     expect(latest['train/loss']!.step).toBe(3000);
-    let after: { step: number; timestamp: number } | undefined;
+    let after: HistoryCursor | null = null;
     let total = 0;
+    let pages = 0;
     for (;;) {
-      const page = await metricHistoryPage(cat.db, runId, 'train/loss', { after, limit: 1000 });
-      total += page.length;
-      if (page.length < 1000) {
-        expect(Number.isNaN(page.at(-1)!.value)).toBe(true);
+      const page: Awaited<ReturnType<typeof metricHistoryAfter>> = await metricHistoryAfter(cat.db, runId, 'train/loss', after, 1000);
+      total += page.points.length;
+      pages++;
+      if (!page.next) {
+        expect(Number.isNaN(page.points.at(-1)!.value)).toBe(true);
         break;
       }
-      after = page.at(-1)!;
+      after = page.next;
     }
-    expect(total).toBe(2501);
+    expect([total, pages]).toEqual([2501, 3]);
   });
 
   it('keeps one production version per model: promoting archives the previous one', async () => {

@@ -154,7 +154,7 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
     expect((await call('PATCH', '/v1/models/nobody/versions/1/stage', { stage: 'staging' }, APPROVER)).status).toBe(404);
   });
 
-  it('keeps one production version under MLflow transitions: refuses without archive_existing_versions, archives with it', async () => {
+  it('keeps one production version under MLflow transitions: promoting archives the previous production version', async () => {
     const run = await newRun();
     await mlflow('POST', 'registered-models/create', { name: 'reg-e' }, DEVELOPER);
     for (let i = 0; i < 2; i++) await mlflow('POST', 'model-versions/create', { name: 'reg-e', source: `${run.artifact_uri}/model`, run_id: run.run_id }, DEVELOPER);
@@ -162,10 +162,8 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
       mlflow('POST', 'model-versions/transition-stage', { name: 'reg-e', version, stage: 'Production', archive_existing_versions: archive }, headers);
     expect((await toProd('1', false, DEVELOPER)).body.error_code).toBe('PERMISSION_DENIED');
     expect((await toProd('1', false)).body.model_version.current_stage).toBe('Production');
-    const conflict = await toProd('2', false);
-    expect(conflict).toMatchObject({ status: 409, body: { error_code: 'INVALID_STATE' } });
-    expect(conflict.body.message).toMatch(/version 1 of model "reg-e" is in production/);
-    expect((await toProd('2', true)).body.model_version.current_stage).toBe('Production');
+    // Spec 000: promoting a new version to production archives the previous one, with or without the flag.
+    expect((await toProd('2', false)).body.model_version.current_stage).toBe('Production');
     expect((await mlflow('GET', 'model-versions/get?name=reg-e&version=1')).body.model_version.current_stage).toBe('Archived');
     expect(await auditRows('reg-e/2')).toEqual([expect.objectContaining({ actor: 'gatekeeper', action: 'model.stage.production' })]);
     const passive = await mlflow('POST', 'model-versions/transition-stage', { name: 'reg-e', version: '1', stage: 'Archived', archive_existing_versions: true });

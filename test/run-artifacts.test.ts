@@ -183,9 +183,27 @@ describe.each(['pglite', 'postgres', 's3'])('run artifacts on %s', (engine) => {
     expect((await req('GET', `/v1/runs/${run}/artifacts`, undefined, {})).status).toBe(401);
   });
 
-  it('refuses proxy writes outside an experiment and answers NOT_IMPLEMENTED for multipart uploads', async () => {
-    expect((await req('PUT', '/api/2.0/mlflow-artifacts/artifacts/loose.txt', 'x')).status).toBe(400);
-    expect((await req('PUT', '/api/2.0/mlflow-artifacts/artifacts/nosuchexp/a.txt', 'x')).body).toMatchObject({ error_code: 'RESOURCE_DOES_NOT_EXIST', message: 'No Experiment with id=nosuchexp exists' });
+  it('takes proxy writes anywhere, each file its writer organization\'s, and answers NOT_IMPLEMENTED for multipart uploads', async () => {
+    // As with `mlflow server --artifacts-destination`, paths outside an experiment are fine ...
+    expect((await req('PUT', '/api/2.0/mlflow-artifacts/artifacts/loose/a.txt', 'x')).status).toBe(200);
+    const got = await stack.runtime.app.request('/api/2.0/mlflow-artifacts/artifacts/loose/a.txt', { headers: auth });
+    expect(await got.text()).toBe('x');
+    // ... with MLflow's download headers: its MIME type, an attachment, and no sniffing.
+    expect(Object.fromEntries(['content-type', 'content-disposition', 'x-content-type-options'].map((h) => [h, got.headers.get(h)]))).toEqual({
+      'content-type': 'text/plain',
+      'content-disposition': 'attachment; filename=a.txt',
+      'x-content-type-options': 'nosniff',
+    });
+    // ... but another organization can neither read, overwrite nor delete them, and an experiment-shaped first
+    // segment must be one of the caller's experiments.
+    expect((await req('GET', '/api/2.0/mlflow-artifacts/artifacts/loose/a.txt', undefined, OTHER)).status).toBe(404);
+    expect((await req('PUT', '/api/2.0/mlflow-artifacts/artifacts/loose/a.txt', 'theirs', OTHER)).status).toBe(403);
+    expect((await req('DELETE', '/api/2.0/mlflow-artifacts/artifacts/loose', undefined, OTHER)).status).toBe(403);
+    const unknownExperiment = 'f'.repeat(32);
+    expect((await req('PUT', `/api/2.0/mlflow-artifacts/artifacts/${unknownExperiment}/a.txt`, 'x')).body).toMatchObject({
+      error_code: 'RESOURCE_DOES_NOT_EXIST',
+      message: `No Experiment with id=${unknownExperiment} exists`,
+    });
     const mpu = await req('POST', '/api/2.0/mlflow-artifacts/mpu/create', { path: 'a', num_parts: 2 });
     expect(mpu).toMatchObject({ status: 501, body: { error_code: 'NOT_IMPLEMENTED' } });
   });
@@ -200,7 +218,7 @@ describe.each(['pglite', 'postgres', 's3'])('run artifacts on %s', (engine) => {
     const bad = await req('POST', '/api/2.0/mlflow/logged-models', { experiment_id: exp, name: 'a/b' });
     expect(bad).toMatchObject({ status: 400, body: { error_code: 'INVALID_PARAMETER_VALUE' } });
     expect(bad.body.message).toContain("Invalid model name ('a/b')");
-    expect((await req('POST', '/api/2.0/mlflow/logged-models', { name: 'x' })).body.message).toBe("invalid request: experiment_id: Missing value for required parameter 'experiment_id'.");
+    expect((await req('POST', '/api/2.0/mlflow/logged-models', { name: 'x' })).body.message).toBe("Missing value for required parameter 'experiment_id'.");
     expect((await req('POST', '/api/2.0/mlflow/logged-models', { experiment_id: 'nope' })).status).toBe(404);
     const created = await req('POST', '/api/2.0/mlflow/logged-models', { experiment_id: exp, name: 'm1', params: [{ key: 'lr', value: '0.1' }] });
     const model = created.body.model;

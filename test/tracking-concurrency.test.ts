@@ -6,9 +6,10 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
-import { createRun, getOrCreateExperiment, latestMetricsOf, logMetrics, type MetricPoint } from '../db/repo/tracking.js';
-import { metricHistoryAfter, metricHistoryWirePage, searchRuns, type HistoryCursor, type RunCursor } from '../db/repo/mlflow.js';
+import { createRun, getOrCreateExperiment } from '../db/repo/tracking.js';
+import { searchRuns, type RunCursor } from '../db/repo/mlflow.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
+import { type HistoryCursor, type MetricPoint, latestMetricsOf, logMetrics, metricHistoryAfter, metricHistoryWirePage } from '../db/repo/metrics.js';
 
 const ORG = 'org-concurrency';
 const KEYS = Array.from({ length: 40 }, (_, i) => `metric/${String(i).padStart(2, '0')}`);

@@ -14,7 +14,7 @@ import {
   registerModelVersion,
   transitionStage,
 } from '../../db/repo/models.js';
-import { artifactsOf, getRun, latestMetricsOf, paramsOf } from '../../db/repo/tracking.js';
+import { artifactsOf, getRun, paramsOf } from '../../db/repo/tracking.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { requireRole } from '../auth.js';
 import { jsonBody } from '../validate.js';
@@ -22,6 +22,7 @@ import { ModelCreateSchema, ModelNameSchema, ModelVersionCreateSchema, StageChan
 import { wireExperimentId } from './mlflow/common.js';
 import { wireRunArtifactUri } from './mlflow/artifact-store.js';
 import { quarantineOverride, refusingQuarantined } from '../quarantine.js';
+import { latestMetricsOf } from '../../db/repo/metrics.js';
 
 function modelName(raw: string): string {
   const parsed = ModelNameSchema.safeParse(raw);

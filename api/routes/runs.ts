@@ -6,8 +6,8 @@ import { and, asc, eq, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { ApiDeps, AppEnv } from '../deps.js';
-import { artifactsOf, getRun, logMetrics, setRunStatus, type RunRow } from '../../db/repo/tracking.js';
-import { createExperiment, createMlflowRun, ensureDefaultExperiment, getExperiment, getExperimentByName, logParamsChecked, runDataOf, updateMlflowRun, type ExperimentRow, type KeyValue, metricHistoryAfter } from '../../db/repo/mlflow.js';
+import { artifactsOf, getRun, setRunStatus, type RunRow, createRun } from '../../db/repo/tracking.js';
+import { createExperiment, ensureDefaultExperiment, getExperiment, getExperimentByName, logParamsChecked, runDataOf, updateMlflowRun, type ExperimentRow, type KeyValue } from '../../db/repo/mlflow.js';
 import { MlflowDoubleSchema } from '../../contracts/mlflow.js';
 import { RunCreateSchema, RunParamsSchema, RunStatusUpdateSchema, type RunView } from '../../contracts/runs.js';
 import { artifactRootUri } from '../../lib/object-store.js';
@@ -18,6 +18,7 @@ import { storedExperimentId, validateKey, wireDouble } from './mlflow/common.js'
 import { keyOfUri } from './mlflow/artifact-store.js';
 import { decodeHistoryToken, encodeHistoryToken } from './mlflow/runs.js';
 import { artifactObjects } from '../../db/schema/index.js';
+import { logMetrics, metricHistoryAfter } from '../../db/repo/metrics.js';
 
 export const MetricPointSchema = z.strictObject({
   key: z.string().min(1).max(250),
@@ -149,7 +150,7 @@ export function runRoutes(deps: ApiDeps) {
     const exp = await experimentFor(deps, principal.organizationId, body);
     const id = randomUUID().replaceAll('-', '');
     const name = body.run_name ?? nameTag ?? `run-${id.slice(0, 8)}`;
-    await createMlflowRun(db, {
+    await createRun(db, {
       id,
       organizationId: principal.organizationId,
       experimentId: exp.id,

@@ -18,7 +18,7 @@ import { ConfigSchema } from '../../contracts/config.js';
 import { kafkaTopic } from '../../contracts/events.js';
 import { openCatalogue } from '../../db/client.js';
 import { seedDevOrganization } from '../../db/repo/auth.js';
-import { logMetrics } from '../../db/repo/tracking.js';
+import { logMetrics } from '../../db/repo/metrics.js';
 import { experiments, outbox, runs } from '../../db/schema/index.js';
 import { startEventRelay } from '../../lib/event-relay.js';
 import { createLogger } from '../../lib/log.js';

@@ -3,8 +3,8 @@
 import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../client.js';
-import { loggedModelParams, loggedModelTags, loggedModels, mlflowDatasets, runDatasetInputs, runModels } from '../schema/index.js';
-import type { Comparison } from '../../api/routes/mlflow/search-filter.js';
+import { experiments, loggedModelMetrics, loggedModelParams, loggedModelTags, loggedModels, mlflowDatasets, runDatasetInputs, runModels } from '../schema/index.js';
+import type { Comparison } from '../../lib/search-filter.js';
 
 export type LoggedModelRow = typeof loggedModels.$inferSelect;
 export type LoggedModelStatus = LoggedModelRow['status'];
@@ -13,10 +13,20 @@ interface KeyValue {
   value: string;
 }
 
+export interface LoggedModelMetric {
+  key: string;
+  value: number;
+  timestamp: number;
+  step: number;
+  run_id: string;
+  dataset_name: string;
+  dataset_digest: string;
+}
 export interface LoggedModelFull {
   row: LoggedModelRow;
   tags: KeyValue[];
   params: KeyValue[];
+  metrics: LoggedModelMetric[];
 }
 
 const dedupe = (kv: KeyValue[]): KeyValue[] => [...new Map(kv.map((t) => [t.key, t])).values()];
@@ -45,14 +55,22 @@ export async function getLoggedModel(db: Db, organizationId: string, id: string,
 export async function withDetails(db: Db, rows: LoggedModelRow[]): Promise<LoggedModelFull[]> {
   if (rows.length === 0) return [];
   const ids = rows.map((r) => r.id);
-  const [tags, params] = await Promise.all([
+  const [tags, params, metrics] = await Promise.all([
     db.select().from(loggedModelTags).where(inArray(loggedModelTags.modelId, ids)).orderBy(asc(loggedModelTags.key)),
     db.select().from(loggedModelParams).where(inArray(loggedModelParams.modelId, ids)).orderBy(asc(loggedModelParams.key)),
+    db
+      .select()
+      .from(loggedModelMetrics)
+      .where(inArray(loggedModelMetrics.modelId, ids))
+      .orderBy(asc(loggedModelMetrics.key), asc(loggedModelMetrics.timestamp), asc(loggedModelMetrics.step), asc(loggedModelMetrics.runId)),
   ]);
   return rows.map((row) => ({
     row,
     tags: tags.filter((t) => t.modelId === row.id).map(({ key, value }) => ({ key, value })),
     params: params.filter((t) => t.modelId === row.id).map(({ key, value }) => ({ key, value })),
+    metrics: metrics
+      .filter((m) => m.modelId === row.id)
+      .map((m) => ({ key: m.key, value: m.isNan ? NaN : m.value, timestamp: m.timestamp, step: m.step, run_id: m.runId, dataset_name: m.datasetName, dataset_digest: m.datasetDigest })),
   }));
 }
 
@@ -69,6 +87,85 @@ export async function setLoggedModelTags(db: Db, id: string, tags: KeyValue[]): 
     .insert(loggedModelTags)
     .values(dedupe(tags).map((t) => ({ modelId: id, ...t })))
     .onConflictDoUpdate({ target: [loggedModelTags.modelId, loggedModelTags.key], set: { value: sql`excluded.value` } });
+}
+
+/** A string as Python's json.dumps writes it (non-ASCII escaped): MLflow compares the tag's text. */
+const pythonString = (v: string): string => JSON.stringify(v).replace(/[\u0080-\uffff]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
+/**
+ * Appends a registered version to the logged model's `mlflow.modelVersions` tag, as MLflow's tracking store does
+ * when a version is created from a logged model. The model must be the organization's.
+ */
+export async function recordModelVersionOnLoggedModel(db: Db, organizationId: string, modelId: string, name: string, version: number): Promise<void> {
+  const model = await getLoggedModel(db, organizationId, modelId, true);
+  if (!model) return;
+  const [existing] = await db
+    .select({ value: loggedModelTags.value })
+    .from(loggedModelTags)
+    .where(and(eq(loggedModelTags.modelId, modelId), eq(loggedModelTags.key, MODEL_VERSIONS_TAG)));
+  let list: { name: string; version: number }[] = [];
+  try {
+    list = existing ? (JSON.parse(existing.value) as typeof list) : [];
+  } catch {
+    list = [];
+  }
+  if (!list.some((v) => v.name === name && Number(v.version) === version)) list.push({ name, version });
+  await setLoggedModelTags(db, modelId, [{ key: MODEL_VERSIONS_TAG, value: `[${list.map((v) => `{"name": ${pythonString(v.name)}, "version": ${Number(v.version)}}`).join(', ')}]` }]);
+}
+const MODEL_VERSIONS_TAG = 'mlflow.modelVersions';
+
+export interface ModelMetricInput {
+  key: string;
+  value: number;
+  timestamp: number;
+  step: number;
+  model_id?: string | undefined;
+  dataset_name?: string | undefined;
+  dataset_digest?: string | undefined;
+}
+
+/**
+ * Records the metrics that name a logged model (model_id) for that model too, as MLflow's store does; the models
+ * must be the organization's. Returns the model ids that are not (nothing is written then).
+ */
+export async function logModelMetrics(db: Db, organizationId: string, runId: string, points: ModelMetricInput[]): Promise<string[]> {
+  const named = points.filter((m) => m.model_id);
+  if (named.length === 0) return [];
+  const ids = [...new Set(named.map((m) => m.model_id!))];
+  const known = await db
+    .select({ id: loggedModels.id })
+    .from(loggedModels)
+    .where(and(eq(loggedModels.organizationId, organizationId), inArray(loggedModels.id, ids)));
+  const missing = ids.filter((id) => !known.some((k) => k.id === id));
+  if (missing.length) return missing;
+  await db
+    .insert(loggedModelMetrics)
+    .values(
+      named.map((m) => ({
+        modelId: m.model_id!,
+        key: m.key,
+        timestamp: m.timestamp,
+        step: m.step,
+        runId,
+        value: Number.isNaN(m.value) ? 0 : m.value,
+        isNan: Number.isNaN(m.value),
+        datasetName: m.dataset_name ?? '',
+        datasetDigest: m.dataset_digest ?? '',
+      })),
+    )
+    .onConflictDoUpdate({
+      target: [loggedModelMetrics.modelId, loggedModelMetrics.key, loggedModelMetrics.timestamp, loggedModelMetrics.step, loggedModelMetrics.runId],
+      set: { value: sql`excluded.value`, isNan: sql`excluded.is_nan`, datasetName: sql`excluded.dataset_name`, datasetDigest: sql`excluded.dataset_digest` },
+    });
+  return [];
+}
+
+/** Models with a metric computed on one of these datasets (a digest, when given, must match too). */
+function datasetCondition(datasets: { dataset_name?: string | undefined; dataset_digest?: string | undefined }[]): SQL {
+  const any = datasets.map(
+    (d) => sql`(m.dataset_name = ${d.dataset_name ?? ''}${d.dataset_digest !== undefined ? sql` and m.dataset_digest = ${d.dataset_digest}` : sql``})`,
+  );
+  return sql`exists (select 1 from logged_model_metrics m where m.model_id = ${loggedModels.id} and (${sql.join(any, sql` or `)}))`;
 }
 
 /** False when the model has no such tag. */
@@ -105,6 +202,8 @@ function compare(left: SQL, c: Comparison): SQL {
 }
 
 function modelCondition(c: Comparison): SQL {
+  if (c.op === 'IS NULL' || c.op === 'IS NOT NULL')
+    return sql`${sql.raw(c.op === 'IS NULL' ? 'not ' : '')}exists (select 1 from logged_model_tags t where t.model_id = ${loggedModels.id} and t.key = ${c.key})`;
   if (c.entity === 'tag') return sql`exists (select 1 from logged_model_tags t where t.model_id = ${loggedModels.id} and t.key = ${c.key} and ${compare(sql`t.value`, c)})`;
   if (c.entity === 'param') return sql`exists (select 1 from logged_model_params t where t.model_id = ${loggedModels.id} and t.key = ${c.key} and ${compare(sql`t.value`, c)})`;
   // Statuses are stored by their proto names; filters say READY, PENDING or FAILED.
@@ -118,7 +217,14 @@ function modelCondition(c: Comparison): SQL {
 export async function searchLoggedModels(
   db: Db,
   organizationId: string,
-  q: { experimentIds: string[]; filter: Comparison[]; orderBy: { key: string; ascending: boolean }[]; offset: number; limit: number },
+  q: {
+    experimentIds: string[];
+    filter: Comparison[];
+    datasets?: { dataset_name?: string | undefined; dataset_digest?: string | undefined }[];
+    orderBy: { key: string; ascending: boolean }[];
+    offset: number;
+    limit: number;
+  },
 ): Promise<{ rows: LoggedModelRow[]; more: boolean }> {
   const order = q.orderBy.map((o) => sql`${MODEL_ATTRIBUTES[o.key]!} ${sql.raw(o.ascending ? 'asc' : 'desc')} nulls last`);
   order.push(sql`${loggedModels.creationTime} desc`, sql`${loggedModels.id} asc`);
@@ -131,6 +237,7 @@ export async function searchLoggedModels(
         inArray(loggedModels.experimentId, q.experimentIds),
         eq(loggedModels.lifecycleStage, 'active'),
         ...q.filter.map(modelCondition),
+        ...(q.datasets?.length ? [datasetCondition(q.datasets)] : []),
       ),
     )
     .orderBy(...order)
@@ -175,6 +282,38 @@ export async function logRunModels(db: Db, runId: string, direction: 'input' | '
   if (models.length === 0) return;
   const rows = [...new Map(models.map((m) => [m.model_id, { runId, modelId: m.model_id, direction, step: m.step ?? 0 }])).values()];
   await db.insert(runModels).values(rows).onConflictDoNothing();
+}
+
+export interface DatasetSummary {
+  experimentId: string;
+  name: string;
+  digest: string;
+  context: string | null;
+}
+
+/**
+ * The distinct (experiment, name, digest, `mlflow.data.context` tag) of the datasets runs used in these experiments
+ * of the organization, at most 1000 (MLflow's limit); an input without a context tag has a null context.
+ */
+export async function datasetSummaries(db: Db, organizationId: string, experimentIds: string[]): Promise<DatasetSummary[]> {
+  const result = await db.execute(sql`
+    select distinct d.experiment_id, d.name, d.digest, ctx.value as context
+    from ${mlflowDatasets} d
+    join ${experiments} e on e.id = d.experiment_id and e.organization_id = ${organizationId}
+    join ${runDatasetInputs} i on i.dataset_id = d.id
+    left join lateral (select t ->> 'value' as value from jsonb_array_elements(i.tags) t where t ->> 'key' = 'mlflow.data.context') ctx on true
+    where d.experiment_id in (${sql.join(
+      experimentIds.map((id) => sql`${id}`),
+      sql`, `,
+    )})
+    order by d.experiment_id, d.name, d.digest, context
+    limit 1000`);
+  return (result as unknown as { rows: { experiment_id: string; name: string; digest: string; context: string | null }[] }).rows.map((r) => ({
+    experimentId: r.experiment_id,
+    name: r.name,
+    digest: r.digest,
+    context: r.context,
+  }));
 }
 
 export interface RunIo {

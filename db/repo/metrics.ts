@@ -1,103 +1,182 @@
-// The catalogue's side of the Prometheus metrics: every replica answers the same numbers because they come
-// from the one catalogue, not from what this process happened to see.
-import { sql, type SQL } from 'drizzle-orm';
+// Metrics of runs: the writer (history rows and the latest value per key, one statement per batch) and the
+// readers, one per concept: the latest values, a page of one key's history (as points, or as the MLflow wire JSON
+// Postgres writes itself, for long pages), and an evenly sampled history for charts.
+import { eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
+import { latestMetrics } from '../schema/index.js';
 
-async function rows<T>(db: Db, q: SQL): Promise<T[]> {
-  return ((await db.execute(q)) as unknown as { rows: T[] }).rows;
+export interface MetricPoint {
+  key: string;
+  value: number;
+  timestamp: number;
+  step: number;
 }
 
-/** Terminal pipeline stages; any other stage is a running (or, for `queued`, a waiting) pipeline. */
-const TERMINAL = sql`('completed', 'failed')`;
+const storedValue = (v: number): string => (Number.isNaN(v) ? '0' : String(v));
 
-export interface JobCount {
-  type: string;
-  status: string;
-  org: string;
-  n: number;
+/** The newest point per key (by step, then timestamp; the later one on a tie), sorted by key. */
+function latestPerKey(points: MetricPoint[]): MetricPoint[] {
+  const latest = new Map<string, MetricPoint>();
+  for (const p of points) {
+    const cur = latest.get(p.key);
+    if (!cur || p.step > cur.step || (p.step === cur.step && p.timestamp >= cur.timestamp)) latest.set(p.key, p);
+  }
+  return [...latest.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 }
 
-/**
- * Jobs by type, status and organization. `submitted` counts every job; the terminal statuses only grow, so each
- * series is a monotonic counter. Pipelines end `completed` or `failed`; sweeps `completed`, `cancelled`, `failed`.
- */
-export async function jobCounts(db: Db): Promise<JobCount[]> {
-  return rows<JobCount>(
-    db,
-    sql`select 'pipeline' as type, 'submitted' as status, organization_id as org, count(*)::int as n from pipelines group by organization_id
-        union all select 'pipeline', stage, organization_id, count(*)::int from pipelines where stage in ${TERMINAL} group by stage, organization_id
-        union all select 'hpo', 'submitted', organization_id, count(*)::int from hpo_sweeps group by organization_id
-        union all select 'hpo', status, organization_id, count(*)::int from hpo_sweeps where status <> 'running' group by status, organization_id
-        union all select 'train', 'completed', r.organization_id, count(*)::int from run_tags t join runs r on r.id = t.run_id where t.key = 'hanzo_ml.job.duration_seconds' group by r.organization_id`,
-  );
-}
-
-export async function jobsRunning(db: Db): Promise<{ type: string; org: string; n: number }[]> {
-  return rows(
-    db,
-    sql`select 'pipeline' as type, organization_id as org, count(*)::int as n from pipelines where stage not in ${TERMINAL} and stage <> 'queued' group by organization_id
-        union all select 'hpo', organization_id, count(*)::int from hpo_sweeps where status = 'running' group by organization_id`,
-  );
-}
-
-export async function queueDepth(db: Db): Promise<{ org: string; priority: string; n: number }[]> {
-  return rows(db, sql`select organization_id as org, 'normal' as priority, count(*)::int as n from pipelines where stage = 'queued' group by organization_id`);
-}
-
-/** Device-hours of finished train jobs (run tags written when a job completes), by GPU type and organization. */
-export async function gpuHours(db: Db): Promise<{ gpu_type: string; org: string; hours: number }[]> {
-  return rows(
-    db,
-    sql`select coalesce(g.value, 'gpu') as gpu_type, r.organization_id as org, sum(h.value::float8)::float8 as hours
-        from run_tags h join runs r on r.id = h.run_id left join run_tags g on g.run_id = h.run_id and g.key = 'hanzo_ml.job.gpu_type'
-        where h.key = 'hanzo_ml.job.device_hours' group by 1, 2`,
-  );
-}
-
-/** GPUs held by running train stages, from each pipeline's requested hardware. */
-export async function gpusAllocated(db: Db): Promise<{ gpu_type: string; n: number }[]> {
-  return rows(
-    db,
-    sql`select coalesce(input->'hardware'->>'gpu_type', 'gpu') as gpu_type,
-               sum(coalesce((input->'hardware'->>'gpus_per_node')::int, 0) * coalesce((input->'hardware'->>'nodes')::int, 1))::int as n
-        from pipelines where stage = 'train' group by 1`,
-  );
-}
-
-export async function countsByOrg(db: Db, table: 'datasets' | 'model_versions'): Promise<{ org: string; n: number }[]> {
-  return rows(db, sql`select organization_id as org, count(*)::int as n from ${sql.identifier(table)} group by organization_id`);
-}
-
-/** Finished job durations in seconds, by type (histograms are rebuilt from these on each scrape). */
-export async function jobDurations(db: Db): Promise<{ type: string; seconds: number }[]> {
-  return rows(
-    db,
-    sql`select 'pipeline' as type, extract(epoch from updated_at - created_at)::float8 as seconds from pipelines where stage in ${TERMINAL}
-        union all select 'hpo', extract(epoch from updated_at - created_at)::float8 from hpo_sweeps where status <> 'running'
-        union all select 'train', value::float8 from run_tags where key = 'hanzo_ml.job.duration_seconds'`,
-  );
-}
-
-/** Bytes the catalogue records per bucket kind: dataset files; job outputs and logged artifacts. */
-export async function storageBytes(db: Db): Promise<{ kind: string; bytes: number }[]> {
-  return rows(
-    db,
-    sql`select 'datasets' as kind, coalesce(sum(size_bytes), 0)::float8 as bytes from datasets
-        union all select 'checkpoints', (select coalesce(sum(size_bytes), 0) from run_artifacts)::float8 + (select coalesce(sum(size_bytes), 0) from artifact_objects)::float8`,
-  );
+/** Column arrays for unnest(): one bound parameter per column, whatever the batch size. */
+function columns(points: MetricPoint[]): SQL {
+  const keys = sql.param(points.map((p) => p.key));
+  const steps = sql.param(points.map((p) => String(p.step)));
+  const timestamps = sql.param(points.map((p) => String(p.timestamp)));
+  // Doubles travel as text: String() is the shortest exact form, and float8 parses "Infinity" and "-Infinity".
+  const values = sql.param(points.map((p) => storedValue(p.value)));
+  const nans = sql.param(points.map((p) => (Number.isNaN(p.value) ? 't' : 'f')));
+  return sql`unnest(${keys}::text[], ${steps}::bigint[], ${timestamps}::bigint[], ${values}::text[], ${nans}::bool[]) as p(key, step, ts, value, is_nan)`;
 }
 
 /**
- * Running runs of pipeline train jobs (tagged hanzo_ml.pipeline_id or not): seconds since their last metric and
- * since their last checkpoint (or their start, before the first), for the stalled-training and
- * stale-checkpoint alerts.
+ * Stores a batch of metric points in one statement (so one transaction and one round trip): the history rows
+ * arrive as column arrays through unnest() and are inserted in (key, step, timestamp, value) order, a replayed
+ * point being ignored by the primary key; the latest value per key is upserted in key order. Both orders are
+ * total, so concurrent batches to one run take their row locks in the same order and cannot deadlock.
  */
-export async function runFreshness(db: Db): Promise<{ org: string; run_id: string; since_metric: number; since_checkpoint: number }[]> {
-  return rows(
-    db,
-    sql`select r.organization_id as org, r.id as run_id,
-               extract(epoch from now())::float8 - coalesce((select max(m.timestamp) from latest_metrics m where m.run_id = r.id) / 1000.0, extract(epoch from r.start_time))::float8 as since_metric,
-               extract(epoch from now() - coalesce((select max(a.created_at) from run_artifacts a where a.run_id = r.id and a.path like 'checkpoints/%'), r.start_time))::float8 as since_checkpoint
-        from runs r where r.status = 'running' and r.lifecycle_stage = 'active'`,
-  );
+export async function logMetrics(db: Db, runId: string, points: MetricPoint[], opts: { events?: boolean } = {}): Promise<void> {
+  if (points.length === 0) return;
+  // The `metrics` stream event of each step (contracts/events.ts), in the same statement: it commits with the
+  // points or not at all. NaN travels as null (JSON has no NaN).
+  const events =
+    opts.events === false
+      ? sql``
+      : sql`, events as (
+      insert into outbox (organization_id, topic, key, payload)
+      select r.organization_id, 'metrics', ${runId},
+             jsonb_build_object('run_id', ${runId}::text, 'step', p.step, 'metrics', jsonb_object_agg(p.key, case when p.is_nan then null else p.value::float8 end), 'timestamp', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+      from ${columns(points)} join runs r on r.id = ${runId}
+      group by r.organization_id, p.step
+      order by p.step
+    )`;
+  await db.execute(sql`
+    with history as (
+      insert into metrics (run_id, key, step, timestamp, value, is_nan)
+      select ${runId}, p.key, p.step, p.ts, p.value::float8, p.is_nan from ${columns(points)}
+      order by p.key, p.step, p.ts, p.value::float8
+      on conflict do nothing
+    )${events}
+    insert into latest_metrics (run_id, key, step, timestamp, value, is_nan)
+    select ${runId}, p.key, p.step, p.ts, p.value::float8, p.is_nan from ${columns(latestPerKey(points))}
+    order by p.key
+    on conflict (run_id, key) do update
+      set step = excluded.step, timestamp = excluded.timestamp, value = excluded.value, is_nan = excluded.is_nan
+      where (excluded.step, excluded.timestamp) >= (latest_metrics.step, latest_metrics.timestamp)`);
+}
+
+export async function latestMetricsOf(db: Db, runId: string): Promise<Record<string, { value: number; step: number }>> {
+  const rows = await db.select().from(latestMetrics).where(eq(latestMetrics.runId, runId));
+  return Object.fromEntries(rows.map((r) => [r.key, { value: r.isNan ? NaN : r.value, step: r.step }]));
+}
+
+/** Where a page of metric history ends: the last point's (step, timestamp, stored value). */
+export interface HistoryCursor {
+  step: number;
+  timestamp: number;
+  value: number;
+}
+export interface HistoryPoint {
+  step: number;
+  timestamp: number;
+  value: number;
+}
+
+/**
+ * Up to limit + 1 points of a metric's history after the cursor, in (step, timestamp, value) order: the primary
+ * key's order, so a page is one index range scan however deep into a long series it starts. The extra row says
+ * whether another page follows.
+ */
+function historyRange(runId: string, key: string, after: HistoryCursor | null, limit: number): SQL {
+  return sql`
+    select step, timestamp, value, is_nan from metrics
+    where run_id = ${runId} and key = ${key}
+      ${after ? sql`and (step, timestamp, value) > (${after.step}, ${after.timestamp}, ${String(after.value)}::float8)` : sql``}
+    order by step, timestamp, value
+    limit ${limit + 1}`;
+}
+
+const cursorOf = (last: [string, string, string]): HistoryCursor => ({ step: Number(last[0]), timestamp: Number(last[1]), value: Number(last[2]) });
+
+/** One page of a metric's history, continuing after the cursor. */
+export async function metricHistoryAfter(db: Db, runId: string, key: string, after: HistoryCursor | null, limit: number): Promise<{ points: HistoryPoint[]; next: HistoryCursor | null }> {
+  // Positions and doubles come back as text: node-postgres would hand int8 over as strings anyway, and text
+  // keeps "Infinity" exact on both drivers.
+  const result = await db.execute(sql`
+    select step::text as s, timestamp::text as t, value::text as v, is_nan as n from (${historyRange(runId, key, after, limit)}) h
+    order by step, timestamp, value`);
+  const rows = (result as unknown as { rows: { s: string; t: string; v: string; n: boolean }[] }).rows;
+  const points = new Array<HistoryPoint>(Math.min(rows.length, limit));
+  for (let i = 0; i < points.length; i++) {
+    const r = rows[i]!;
+    points[i] = { step: Number(r.s), timestamp: Number(r.t), value: r.n ? NaN : Number(r.v) };
+  }
+  const last = rows[limit - 1];
+  return { points, next: rows.length > limit && last ? cursorOf([last.s, last.t, last.v]) : null };
+}
+
+/**
+ * One page of a metric's history as the body of MLflow's get-history `metrics` array: Postgres writes each
+ * `{"key","value","timestamp","step"}` object itself (float8's text form is the shortest that reads back exact;
+ * NaN and the infinities as MLflow's strings), so a 25,000-point page crosses to Node as one string instead of
+ * 25,000 rows to parse and re-serialize. Same order and cursor as metricHistoryAfter: the cursor is the page's
+ * last (limit-th) row, which exists exactly when a next page does.
+ */
+export async function metricHistoryWirePage(db: Db, runId: string, key: string, after: HistoryCursor | null, limit: number): Promise<{ json: string; next: HistoryCursor | null }> {
+  const result = await db.execute(sql`
+    with fetched as (
+      select *, row_number() over (order by step, timestamp, value) as n from (${historyRange(runId, key, after, limit)}) h
+    )
+    select
+      coalesce(string_agg(
+        '{"key":' || ${JSON.stringify(key)}::text || ',"value":' ||
+        case when is_nan then '"NaN"' when value = 'Infinity'::float8 then '"Infinity"' when value = '-Infinity'::float8 then '"-Infinity"' else value::text end ||
+        ',"timestamp":' || timestamp::text || ',"step":' || step::text || '}', ',' order by n) filter (where n <= ${limit}), '') as json,
+      max(json_build_array(step::text, timestamp::text, value::text)::text) filter (where n = ${limit}) as last,
+      count(*) > ${limit} as more
+    from fetched`);
+  const [row] = (result as unknown as { rows: { json: string; more: boolean; last: string | null }[] }).rows;
+  return { json: row?.json ?? '', next: row?.more && row.last ? cursorOf(JSON.parse(row.last) as [string, string, string]) : null };
+}
+
+export interface SampledPoint {
+  step: number;
+  timestamp: number;
+  value: number;
+  is_nan: boolean;
+}
+
+/**
+ * Up to `max` points of one run's metric, evenly sampled by row across [start, end] (NTILE buckets, first row of
+ * each), always keeping the last point, as MLflow's SQL store does.
+ */
+export async function sampledMetricHistory(db: Db, runId: string, key: string, max: number, range: [number, number] | null): Promise<SampledPoint[]> {
+  const where = sql`run_id = ${runId} and key = ${key}${range ? sql` and step >= ${range[0]} and step <= ${range[1]}` : sql``}`;
+  const toPoint = (r: Record<string, unknown>): SampledPoint => ({ step: Number(r.step), timestamp: Number(r.timestamp), value: Number(r.value), is_nan: Boolean(r.is_nan) });
+  const sampled = await db.execute(sql`
+    with buckets as (
+      select step, timestamp, value, is_nan, ntile(${max}::int) over (order by step, timestamp, value, is_nan) as bucket from metrics where ${where}
+    ), ranked as (
+      select step, timestamp, value, is_nan, row_number() over (partition by bucket order by step, timestamp, value, is_nan) as rn from buckets
+    )
+    select step, timestamp, value, is_nan from ranked where rn = 1 order by step, timestamp, value, is_nan`);
+  const rows = (sampled as unknown as { rows: Record<string, unknown>[] }).rows.map(toPoint);
+  const lastResult = await db.execute(sql`select step, timestamp, value, is_nan from metrics where ${where} order by step desc, timestamp desc, value desc, is_nan desc limit 1`);
+  const [lastRow] = (lastResult as unknown as { rows: Record<string, unknown>[] }).rows;
+  if (lastRow) {
+    const last = toPoint(lastRow);
+    const tail = rows[rows.length - 1];
+    const same = tail && tail.step === last.step && tail.timestamp === last.timestamp && tail.value === last.value && tail.is_nan === last.is_nan;
+    if (!same) {
+      if (rows.length >= max) rows[rows.length - 1] = last;
+      else rows.push(last);
+    }
+  }
+  return rows;
 }

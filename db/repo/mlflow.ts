@@ -5,7 +5,7 @@ import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import { alias, type PgTable } from 'drizzle-orm/pg-core';
 import type { Db } from '../client.js';
 import { experimentTags, experiments, latestMetrics, runParams, runTags, runs } from '../schema/index.js';
-import type { Comparison, OrderClause } from '../../api/routes/mlflow/search-filter.js';
+import type { Comparison, OrderClause } from '../../lib/search-filter.js';
 import type { RunRow } from './tracking.js';
 import { runIoOf, type RunIo } from './logged-models.js';
 
@@ -75,6 +75,15 @@ export async function setExperimentTag(db: Db, experimentId: string, tag: KeyVal
     .onConflictDoUpdate({ target: [experimentTags.experimentId, experimentTags.key], set: { value: tag.value } });
 }
 
+/** Removes one experiment tag; false when the experiment has no tag with that key. */
+export async function deleteExperimentTag(db: Db, experimentId: string, key: string): Promise<boolean> {
+  const gone = await db
+    .delete(experimentTags)
+    .where(and(eq(experimentTags.experimentId, experimentId), eq(experimentTags.key, key)))
+    .returning({ key: experimentTags.key });
+  return gone.length > 0;
+}
+
 export async function experimentTagsOf(db: Db, ids: string[]): Promise<Map<string, KeyValue[]>> {
   const out = new Map<string, KeyValue[]>(ids.map((id) => [id, []]));
   if (ids.length === 0) return out;
@@ -87,6 +96,13 @@ const epochMs = (col: SQL | typeof runs.startTime): SQL => sql`(extract(epoch fr
 
 function stageFilter(col: typeof experiments.lifecycleStage | typeof runs.lifecycleStage, view: ViewType): SQL | undefined {
   return view === 'ALL' ? undefined : eq(col, view === 'ACTIVE_ONLY' ? 'active' : 'deleted');
+}
+
+/** A tag test over the entity's rows of one tag key: a value comparison, or (IS [NOT] NULL) the tag's absence or presence. */
+function tagTest(rowsWhere: (test: SQL) => SQL, value: SQL, c: Comparison): SQL {
+  if (c.op === 'IS NULL') return sql`not exists (${rowsWhere(sql`true`)})`;
+  if (c.op === 'IS NOT NULL') return sql`exists (${rowsWhere(sql`true`)})`;
+  return sql`exists (${rowsWhere(compare(value, c))})`;
 }
 
 function compare(left: SQL, c: Comparison): SQL {
@@ -105,7 +121,7 @@ const EXPERIMENT_ATTRIBUTES: Record<string, SQL> = {
 };
 
 function experimentCondition(c: Comparison): SQL {
-  if (c.entity === 'tag') return sql`exists (select 1 from experiment_tags et where et.experiment_id = ${experiments.id} and et.key = ${c.key} and ${compare(sql`et.value`, c)})`;
+  if (c.entity === 'tag') return tagTest((test) => sql`select 1 from experiment_tags et where et.experiment_id = ${experiments.id} and et.key = ${c.key} and ${test}`, sql`et.value`, c);
   return compare(EXPERIMENT_ATTRIBUTES[c.key]!, c);
 }
 
@@ -158,7 +174,7 @@ function runCondition(c: Comparison): SQL {
     case 'param':
       return sql`exists (select 1 from run_params rp where rp.run_id = ${runs.id} and rp.key = ${c.key} and ${compare(sql`rp.value`, c)})`;
     case 'tag':
-      return sql`exists (select 1 from run_tags rt where rt.run_id = ${runs.id} and rt.key = ${c.key} and ${compare(sql`rt.value`, c)})`;
+      return tagTest((test) => sql`select 1 from run_tags rt where rt.run_id = ${runs.id} and rt.key = ${c.key} and ${test}`, sql`rt.value`, c);
     default:
       return compare(RUN_ATTRIBUTES[c.key]!, c);
   }
@@ -271,28 +287,6 @@ export async function searchRuns(
   return { rows: rows.slice(0, q.limit).map((r) => r.run), more, next: more && last ? keys.map((_, i) => (last[`k${i}`] as string | null) ?? null) : null };
 }
 
-export async function createMlflowRun(
-  db: Db,
-  p: { id: string; organizationId: string; experimentId: string; name: string; userId: string; artifactUri: string; startTime: number; tags: KeyValue[] },
-): Promise<void> {
-  await db.transaction(async (tx) => {
-    await tx
-      .insert(runs)
-      .values({
-        id: p.id,
-        organizationId: p.organizationId,
-        experimentId: p.experimentId,
-        name: p.name,
-        status: 'running',
-        userId: p.userId,
-        artifactUri: p.artifactUri,
-        startTime: new Date(p.startTime),
-      })
-      .onConflictDoNothing();
-    if (p.tags.length) await tx.insert(runTags).values(dedupe(p.tags).map((t) => ({ runId: p.id, ...t }))).onConflictDoNothing();
-  });
-}
-
 export async function updateMlflowRun(db: Db, id: string, set: { status?: RunRow['status']; endTime?: number; name?: string }): Promise<void> {
   await db.transaction(async (tx) => {
     const values: Partial<RunRow> = {};
@@ -394,75 +388,6 @@ export async function runDataOf(db: Db, runIds: string[]): Promise<RunData> {
     else (r.kind === 'p' ? out.params : out.tags).get(r.run_id)!.push({ key: r.key, value: r.value });
   }
   return out;
-}
-
-/** Where a page of metric history ends: the last point's (step, timestamp, stored value). */
-export interface HistoryCursor {
-  step: number;
-  timestamp: number;
-  value: number;
-}
-export interface HistoryPoint {
-  step: number;
-  timestamp: number;
-  value: number;
-}
-
-/**
- * Up to limit + 1 points of a metric's history after the cursor, in (step, timestamp, value) order: the primary
- * key's order, so a page is one index range scan however deep into a long series it starts. The extra row says
- * whether another page follows.
- */
-function historyRange(runId: string, key: string, after: HistoryCursor | null, limit: number): SQL {
-  return sql`
-    select step, timestamp, value, is_nan from metrics
-    where run_id = ${runId} and key = ${key}
-      ${after ? sql`and (step, timestamp, value) > (${after.step}, ${after.timestamp}, ${String(after.value)}::float8)` : sql``}
-    order by step, timestamp, value
-    limit ${limit + 1}`;
-}
-
-const cursorOf = (last: [string, string, string]): HistoryCursor => ({ step: Number(last[0]), timestamp: Number(last[1]), value: Number(last[2]) });
-
-/** One page of a metric's history, continuing after the cursor. */
-export async function metricHistoryAfter(db: Db, runId: string, key: string, after: HistoryCursor | null, limit: number): Promise<{ points: HistoryPoint[]; next: HistoryCursor | null }> {
-  // Positions and doubles come back as text: node-postgres would hand int8 over as strings anyway, and text
-  // keeps "Infinity" exact on both drivers.
-  const result = await db.execute(sql`
-    select step::text as s, timestamp::text as t, value::text as v, is_nan as n from (${historyRange(runId, key, after, limit)}) h
-    order by step, timestamp, value`);
-  const rows = (result as unknown as { rows: { s: string; t: string; v: string; n: boolean }[] }).rows;
-  const points = new Array<HistoryPoint>(Math.min(rows.length, limit));
-  for (let i = 0; i < points.length; i++) {
-    const r = rows[i]!;
-    points[i] = { step: Number(r.s), timestamp: Number(r.t), value: r.n ? NaN : Number(r.v) };
-  }
-  const last = rows[limit - 1];
-  return { points, next: rows.length > limit && last ? cursorOf([last.s, last.t, last.v]) : null };
-}
-
-/**
- * One page of a metric's history as the body of MLflow's get-history `metrics` array: Postgres writes each
- * `{"key","value","timestamp","step"}` object itself (float8's text form is the shortest that reads back exact;
- * NaN and the infinities as MLflow's strings), so a 25,000-point page crosses to Node as one string instead of
- * 25,000 rows to parse and re-serialize. Same order and cursor as metricHistoryAfter: the cursor is the page's
- * last (limit-th) row, which exists exactly when a next page does.
- */
-export async function metricHistoryWirePage(db: Db, runId: string, key: string, after: HistoryCursor | null, limit: number): Promise<{ json: string; next: HistoryCursor | null }> {
-  const result = await db.execute(sql`
-    with fetched as (
-      select *, row_number() over (order by step, timestamp, value) as n from (${historyRange(runId, key, after, limit)}) h
-    )
-    select
-      coalesce(string_agg(
-        '{"key":' || ${JSON.stringify(key)}::text || ',"value":' ||
-        case when is_nan then '"NaN"' when value = 'Infinity'::float8 then '"Infinity"' when value = '-Infinity'::float8 then '"-Infinity"' else value::text end ||
-        ',"timestamp":' || timestamp::text || ',"step":' || step::text || '}', ',' order by n) filter (where n <= ${limit}), '') as json,
-      max(json_build_array(step::text, timestamp::text, value::text)::text) filter (where n = ${limit}) as last,
-      count(*) > ${limit} as more
-    from fetched`);
-  const [row] = (result as unknown as { rows: { json: string; more: boolean; last: string | null }[] }).rows;
-  return { json: row?.json ?? '', next: row?.more && row.last ? cursorOf(JSON.parse(row.last) as [string, string, string]) : null };
 }
 
 function dedupe(tags: KeyValue[]): KeyValue[] {

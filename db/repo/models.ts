@@ -41,7 +41,7 @@ function checkQuarantine(target: ModelVersionRow, p: { modelName: string; stage:
 export interface RegistryComparison {
   entity: 'tag' | 'attribute' | 'metric' | 'param';
   key: string;
-  op: '=' | '!=' | '<' | '<=' | '>' | '>=' | 'LIKE' | 'ILIKE' | 'IN' | 'NOT IN';
+  op: '=' | '!=' | '<' | '<=' | '>' | '>=' | 'LIKE' | 'ILIKE' | 'IN' | 'NOT IN' | 'IS NULL' | 'IS NOT NULL';
   value: string | number | string[];
 }
 export interface RegistryOrder {
@@ -52,6 +52,8 @@ export interface RegistryOrder {
 const epochMs = (col: SQL): SQL => sql`(extract(epoch from ${col}) * 1000)::bigint`;
 
 function compare(left: SQL, c: RegistryComparison): SQL {
+  // Tags live in a jsonb column, so an absent tag reads as null.
+  if (c.op === 'IS NULL' || c.op === 'IS NOT NULL') return sql`${left} ${sql.raw(c.op)}`;
   if (c.op === 'IN' || c.op === 'NOT IN') {
     const list = sql.join((c.value as string[]).map((v) => sql`${v}`), sql`, `);
     return sql`${left} ${sql.raw(c.op)} (${list})`;
@@ -360,7 +362,8 @@ function versionCondition(c: RegistryComparison): SQL {
   if (c.entity === 'tag') return compare(sql`(${modelVersions.tags} ->> ${c.key}::text)`, c);
   const column: Record<string, SQL> = {
     name: sql`${registeredModels.name}`,
-    run_id: sql`${modelVersions.runId}`,
+    // A run id the client named that is not one of ours is kept in lineage (see the MLflow create route).
+    run_id: sql`coalesce(${modelVersions.runId}, ${modelVersions.lineage} ->> 'run_id')`,
     source_path: sql`${modelVersions.source}`,
     version_number: sql`${modelVersions.version}`,
   };

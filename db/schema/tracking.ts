@@ -235,6 +235,28 @@ export const loggedModelParams = pgTable(
   (t) => [primaryKey({ columns: [t.modelId, t.key] })],
 );
 
+/**
+ * Metrics logged for a logged model through a run (log-metric / log-batch with model_id), with the dataset they
+ * were computed on: the model's `data.metrics` and what search by dataset matches.
+ */
+export const loggedModelMetrics = pgTable(
+  'logged_model_metrics',
+  {
+    modelId: text('model_id')
+      .notNull()
+      .references(() => loggedModels.id),
+    key: text('key').notNull(),
+    timestamp: bigint('timestamp', { mode: 'number' }).notNull(),
+    step: bigint('step', { mode: 'number' }).notNull(),
+    runId: text('run_id').notNull(),
+    value: doublePrecision('value').notNull(),
+    isNan: boolean('is_nan').notNull().default(false),
+    datasetName: text('dataset_name').notNull().default(''),
+    datasetDigest: text('dataset_digest').notNull().default(''),
+  },
+  (t) => [primaryKey({ columns: [t.modelId, t.key, t.timestamp, t.step, t.runId] }), index('logged_model_metrics_dataset_idx').on(t.datasetName, t.datasetDigest)],
+);
+
 /** Models a run produced (outputs, with the step) or used (inputs). */
 export const runModels = pgTable(
   'run_models',

@@ -88,18 +88,51 @@ export function wireRunArtifactUri(stored: string, wireExperimentId: string, run
 
 const joinKey = (...parts: string[]): string => parts.filter((p) => p !== '').join('/');
 
+/** MLflow's TEXT_EXTENSIONS: served as text/plain (MLmodel and MLproject have no extension and count by name). */
+const TEXT_EXTENSIONS = new Set(
+  'txt log err cfg conf cnf cf ini properties prop hocon toml yaml yml xml json js py py3 csv tsv md rst mlmodel mlproject'.split(' '),
+);
+/**
+ * Python's mimetypes table for the files models and runs hold. HTML and SVG are served as text/plain: MLflow sends
+ * them as text/html and image/svg+xml, which a browser opening the link may render; as attachments with nosniff
+ * that is harmless, but plain text is safer still.
+ */
 const CONTENT_TYPES: Record<string, string> = {
-  json: 'application/json',
-  txt: 'text/plain; charset=utf-8',
-  md: 'text/plain; charset=utf-8',
-  yaml: 'text/plain; charset=utf-8',
-  yml: 'text/plain; charset=utf-8',
-  csv: 'text/csv; charset=utf-8',
-  html: 'text/plain; charset=utf-8',
   png: 'image/png',
   jpg: 'image/jpeg',
   jpeg: 'image/jpeg',
+  gif: 'image/gif',
+  bmp: 'image/bmp',
+  tif: 'image/tiff',
+  tiff: 'image/tiff',
+  webp: 'image/webp',
+  ico: 'image/vnd.microsoft.icon',
+  pdf: 'application/pdf',
+  zip: 'application/zip',
+  tar: 'application/x-tar',
+  mp4: 'video/mp4',
+  mp3: 'audio/mpeg',
+  wav: 'audio/x-wav',
+  html: 'text/plain',
+  htm: 'text/plain',
+  svg: 'text/plain',
 };
+
+/** MLflow's _guess_mime_type: text by extension (or by the whole name when it has none), else mimetypes, else binary. */
+export function artifactContentType(name: string): string {
+  const dot = name.lastIndexOf('.');
+  const ext = dot > 0 ? name.slice(dot + 1) : name;
+  if (TEXT_EXTENSIONS.has(ext.toLowerCase())) return 'text/plain';
+  return (dot > 0 && CONTENT_TYPES[ext.toLowerCase()]) || 'application/octet-stream';
+}
+
+/** `attachment; filename=...` as Flask's send_file writes it: bare when a token, quoted otherwise, RFC 5987 for non-ASCII. */
+export function attachmentDisposition(name: string): string {
+  if (/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(name)) return `attachment; filename=${name}`;
+  const ascii = name.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '\\$&');
+  const extended = /[^\x20-\x7e]/.test(name) ? `; filename*=UTF-8''${encodeURIComponent(name)}` : '';
+  return `attachment; filename="${ascii}"${extended}`;
+}
 
 export interface StoredArtifact {
   key: string;
@@ -155,13 +188,12 @@ export function artifactArea(deps: ApiDeps) {
     }
     const stream = await deps.store.read(uriOf(key));
     const name = key.split('/').pop()!;
-    const ext = name.includes('.') ? name.split('.').pop()!.toLowerCase() : '';
     return new Response(Readable.toWeb(stream as Readable) as unknown as ReadableStream, {
       status: 200,
       headers: {
-        'content-type': CONTENT_TYPES[ext] ?? 'application/octet-stream',
+        'content-type': artifactContentType(name),
         'content-length': String(row.sizeBytes),
-        'content-disposition': `attachment; filename="${name.replace(/["\\]/g, '_')}"`,
+        'content-disposition': attachmentDisposition(name),
         'x-content-type-options': 'nosniff',
       },
     });

@@ -24,11 +24,16 @@ export function mlflowArtifactProxyRoutes(deps: ApiDeps): Hono<AppEnv> {
   const area = artifactArea(deps);
   const pathOf = (c: Context<AppEnv>) => safeArtifactPath(rawPathAfter(c, '/mlflow-artifacts/artifacts/'));
 
-  /** Writes go only under an experiment of the caller's organization: `<experiment id>/...`. */
+  /**
+   * Writes may go anywhere in the proxy's namespace, as with MLflow's `--artifacts-destination`; each file belongs
+   * to the organization that wrote it (artifact_objects), so one organization never reads, lists, overwrites or
+   * deletes another's. A path whose first segment is an experiment id must be an experiment of the caller's.
+   */
   async function checkWritable(organizationId: string, path: string): Promise<void> {
+    if (path === '') throw invalid('Invalid path');
     const [first] = path.split('/');
-    if (!first || !path.includes('/')) throw invalid(`Invalid path: artifacts are written under '<experiment id>/...', got '${path}'`);
-    if (first === '0') await ensureDefaultExperiment(deps.db, organizationId, artifactRootUri(deps));
+    if (first === '0') return ensureDefaultExperiment(deps.db, organizationId, artifactRootUri(deps));
+    if (!first || !/^[0-9a-f]{32}$/.test(first) || !path.includes('/')) return;
     if (!(await getExperiment(deps.db, organizationId, storedExperimentId(first, organizationId))))
       throw new ApiError('RESOURCE_DOES_NOT_EXIST', `No Experiment with id=${first} exists`);
   }
@@ -77,9 +82,34 @@ async function runOf(deps: ApiDeps, organizationId: string, runId: string | unde
   return run;
 }
 
-/** `GET mlflow/artifacts/list?run_id&path`: one directory of a run's artifacts. */
+const MAX_UI_UPLOAD_BYTES = 10 * 1024 * 1024;
+
+/**
+ * `GET mlflow/artifacts/list?run_id&path`: one directory of a run's artifacts; `POST mlflow/upload-artifact?run_uuid&path`:
+ * the UI's upload of one small file (at most 10 MB, as MLflow) into a run's artifacts.
+ */
 export function mlflowArtifactRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   const area = artifactArea(deps);
+  app.post('/upload-artifact', async (c) => {
+    const p = requireRole(c, 'developer');
+    const runId = c.req.query('run_uuid');
+    if (!runId) throw invalid('Request must specify run_uuid.');
+    const raw = c.req.query('path');
+    if (!raw) throw invalid('Request must specify path.');
+    const path = safeArtifactPath(raw);
+    if (path === '') throw invalid('Invalid path');
+    const length = Number(c.req.header('content-length') ?? 0);
+    if (length > MAX_UI_UPLOAD_BYTES) throw invalid('Artifact size is too large. Max size is 10MB.');
+    const data = new Uint8Array(await c.req.arrayBuffer());
+    if (data.length === 0) throw invalid('Request must specify data.');
+    if (data.length > MAX_UI_UPLOAD_BYTES) throw invalid('Artifact size is too large. Max size is 10MB.');
+    const run = await runOf(deps, p.organizationId, runId);
+    const root = keyOfUri(deps, run.artifactUri);
+    if (root === null) throw invalid(`The artifacts of run ${run.id} live at ${run.artifactUri}, outside this server's artifact store.`);
+    await area.put(p.organizationId, `${root}/${path}`, new Blob([data]).stream());
+    return c.json({});
+  });
+
   app.get('/artifacts/list', async (c) => {
     const p = requireRole(c, 'viewer');
     const q = await mlflowRequest(c, ListArtifactsSchema);

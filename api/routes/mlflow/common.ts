@@ -3,7 +3,7 @@
 import type { Context } from 'hono';
 import type { z } from 'zod';
 import type { AppEnv } from '../../deps.js';
-import { ApiError, describeZodError, invalid } from '../../errors.js';
+import { ApiError, invalid } from '../../errors.js';
 import { LIST_FIELDS } from '../../../contracts/mlflow.js';
 import { defaultExperimentId } from '../../../db/repo/mlflow.js';
 
@@ -12,12 +12,13 @@ const NUL_MESSAGE = 'Malformed request: strings may not contain NUL (\\u0000) ch
 /** Parses an MLflow request: GET from the query string (repeated keys are lists), other methods from JSON. */
 export async function mlflowRequest<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.infer<S>> {
   let raw: unknown;
+  let text = '';
   if (c.req.method === 'GET') {
     const q = c.req.queries();
     if (Object.entries(q).some(([k, v]) => k.includes('\0') || v.some((x) => x.includes('\0')))) throw invalid(NUL_MESSAGE);
     raw = Object.fromEntries(Object.entries(q).map(([k, v]) => [k, LIST_FIELDS.has(k) ? v : v[v.length - 1]]));
   } else {
-    const text = await c.req.text();
+    text = await c.req.text();
     try {
       raw = text.trim() === '' ? {} : JSON.parse(text);
     } catch {
@@ -26,9 +27,31 @@ export async function mlflowRequest<S extends z.ZodType>(c: Context<AppEnv>, sch
     // Postgres text cannot hold NUL, so refuse it here rather than fail in the database.
     if (text.includes('\\u0000')) throw invalid(NUL_MESSAGE);
   }
-  const parsed = schema.safeParse(raw);
-  if (!parsed.success) throw invalid(describeZodError(parsed.error, 'request'));
+  const parsed = schema.safeParse(raw, { reportInput: true });
+  if (!parsed.success) throw invalid(mlflowValidationMessage(parsed.error.issues[0]!, text));
   return parsed.data;
+}
+
+/** `metrics[0].timestamp`: the parameter path as MLflow's messages spell it. */
+const parameterPath = (path: readonly PropertyKey[]): string =>
+  path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join('');
+
+/**
+ * MLflow's wording for the first problem of a request, which clients and the UI show to users: a missing field is
+ * "Missing value for required parameter", a wrong type "Invalid value <v> for parameter", and a rule of our own keeps
+ * its own message. A number is quoted as the client wrote it (9.0 stays 9.0), read back from the raw body.
+ */
+function mlflowValidationMessage(issue: z.core.$ZodIssue, body: string): string {
+  const path = parameterPath(issue.path);
+  if (issue.input === undefined || issue.input === null) return `Missing value for required parameter '${path}'.`;
+  if (issue.code !== 'invalid_type' && issue.code !== 'invalid_union' && issue.code !== 'invalid_value') return issue.message;
+  let shown = JSON.stringify(issue.input);
+  const top = issue.path.length === 1 ? String(issue.path[0]) : null;
+  if (typeof issue.input === 'number' && top) {
+    const literal = new RegExp(`"${top.replace(/\W/g, '\\$&')}"\\s*:\\s*(-?[0-9][0-9.eE+-]*)`).exec(body);
+    if (literal?.[1]) shown = literal[1];
+  }
+  return `Invalid value ${shown} for parameter '${path}' supplied.`;
 }
 
 const jsonValue = (v: unknown): string => JSON.stringify(v);

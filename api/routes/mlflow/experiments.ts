@@ -1,4 +1,5 @@
-// MLflow experiments: get-by-name, create, get, search, delete, restore, update, set-experiment-tag.
+// MLflow experiments: get-by-name, create, get, search, delete, restore, update, set-experiment-tag,
+// delete-experiment-tag.
 import { artifactRootUri } from '../../../lib/object-store.js';
 import { randomUUID } from 'node:crypto';
 import type { Hono } from 'hono';
@@ -7,6 +8,7 @@ import { ApiError, invalid } from '../../errors.js';
 import { requireRole } from '../../auth.js';
 import {
   CreateExperimentSchema,
+  DeleteExperimentTagSchema,
   ExperimentByNameSchema,
   ExperimentIdSchema,
   SearchExperimentsSchema,
@@ -15,6 +17,7 @@ import {
 } from '../../../contracts/mlflow.js';
 import {
   createExperiment,
+  deleteExperimentTag,
   ensureDefaultExperiment,
   experimentTagsOf,
   getExperiment,
@@ -129,6 +132,16 @@ export function experimentRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const exp = await experimentOf(p.organizationId, body.experiment_id);
     if (exp.lifecycleStage !== 'active') throw invalid(`The experiment ${body.experiment_id} must be in the 'active' state. Current state is ${exp.lifecycleStage}.`);
     await setExperimentTag(db, exp.id, { key: body.key, value: body.value });
+    return c.json({});
+  });
+
+  app.post('/experiments/delete-experiment-tag', async (c) => {
+    const p = requireRole(c, 'developer');
+    const body = await mlflowRequest(c, DeleteExperimentTagSchema);
+    const exp = await experimentOf(p.organizationId, body.experiment_id);
+    if (exp.lifecycleStage !== 'active') throw invalid(`The experiment ${body.experiment_id} must be in the 'active' state. Current state is ${exp.lifecycleStage}.`);
+    if (!(await deleteExperimentTag(db, exp.id, body.key)))
+      throw new ApiError('RESOURCE_DOES_NOT_EXIST', `No tag with name: ${body.key} in experiment with id ${body.experiment_id}`);
     return c.json({});
   });
 }

@@ -1,17 +1,19 @@
 // MLflow run inputs and outputs (log-inputs: datasets with tags and model inputs; outputs: logged models a run
-// produced) and the UI's sampled metric history for charts (get-history-bulk-interval).
+// produced), the datasets the UI lists per experiment (search-datasets), and the UI's metric history for charts
+// (get-history-bulk, get-history-bulk-interval).
 import type { Hono } from 'hono';
-import { sql } from 'drizzle-orm';
 import type { ApiDeps, AppEnv } from '../../deps.js';
 import { ApiError, invalid } from '../../errors.js';
 import { requireRole } from '../../auth.js';
-import { LogInputsSchema, LogOutputsSchema, MetricHistoryBulkIntervalSchema } from '../../../contracts/mlflow-artifacts.js';
+import { LogInputsSchema, LogOutputsSchema, MetricHistoryBulkIntervalSchema, SearchDatasetsSchema } from '../../../contracts/mlflow-artifacts.js';
 import { getRun, runIdsOf, type RunRow } from '../../../db/repo/tracking.js';
-import { logDatasetInputs, logRunModels } from '../../../db/repo/logged-models.js';
-import type { Db } from '../../../db/client.js';
-import { mlflowRequest, validateLength, wireDouble } from './common.js';
+import { datasetSummaries, logDatasetInputs, logRunModels } from '../../../db/repo/logged-models.js';
+import { mlflowRequest, storedExperimentId, validateLength, wireDouble, wireExperimentId } from './common.js';
+import { metricHistoryAfter, sampledMetricHistory } from '../../../db/repo/metrics.js';
 
 const MAX_RUNS_BULK = 100;
+const MAX_HISTORY_BULK = 25_000;
+const MAX_EXPERIMENTS_DATASETS = 20;
 const MAX_POINTS_PER_RUN = 2500;
 const exceeds = (what: string, limit: number) => `'${what}' exceeds the maximum length of ${limit} characters`;
 
@@ -32,42 +34,6 @@ function checkDatasetInput(d: { tags: { key: string; value: string }[]; dataset:
     if (t.key.length > 255) throw invalid(exceeds('key', 255));
     validateLength('value', t.value, 500);
   }
-}
-
-interface SampledPoint {
-  step: number;
-  timestamp: number;
-  value: number;
-  is_nan: boolean;
-}
-
-/**
- * Up to `max` points of one run's metric, evenly sampled by row across [start, end] (NTILE buckets, first row of
- * each), always keeping the last point, as MLflow's SQL store does.
- */
-async function sampleHistory(db: Db, runId: string, key: string, max: number, range: [number, number] | null): Promise<SampledPoint[]> {
-  const where = sql`run_id = ${runId} and key = ${key}${range ? sql` and step >= ${range[0]} and step <= ${range[1]}` : sql``}`;
-  const toPoint = (r: Record<string, unknown>): SampledPoint => ({ step: Number(r.step), timestamp: Number(r.timestamp), value: Number(r.value), is_nan: Boolean(r.is_nan) });
-  const sampled = await db.execute(sql`
-    with buckets as (
-      select step, timestamp, value, is_nan, ntile(${max}::int) over (order by step, timestamp, value, is_nan) as bucket from metrics where ${where}
-    ), ranked as (
-      select step, timestamp, value, is_nan, row_number() over (partition by bucket order by step, timestamp, value, is_nan) as rn from buckets
-    )
-    select step, timestamp, value, is_nan from ranked where rn = 1 order by step, timestamp, value, is_nan`);
-  const rows = (sampled as unknown as { rows: Record<string, unknown>[] }).rows.map(toPoint);
-  const lastResult = await db.execute(sql`select step, timestamp, value, is_nan from metrics where ${where} order by step desc, timestamp desc, value desc, is_nan desc limit 1`);
-  const [lastRow] = (lastResult as unknown as { rows: Record<string, unknown>[] }).rows;
-  if (lastRow) {
-    const last = toPoint(lastRow);
-    const tail = rows[rows.length - 1];
-    const same = tail && tail.step === last.step && tail.timestamp === last.timestamp && tail.value === last.value && tail.is_nan === last.is_nan;
-    if (!same) {
-      if (rows.length >= max) rows[rows.length - 1] = last;
-      else rows.push(last);
-    }
-  }
-  return rows;
 }
 
 export function mlflowInputRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
@@ -112,10 +78,61 @@ export function mlflowInputRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     // pool bounds how many at once) and listed in the order the request named them.
     const runIds = [...new Set(q.run_ids)];
     const visible = await runIdsOf(db, p.organizationId, runIds);
-    const perRun = await Promise.all(runIds.filter((id) => visible.has(id)).map(async (runId) => ({ runId, points: await sampleHistory(db, runId, q.metric_key, max, range) })));
+    const perRun = await Promise.all(runIds.filter((id) => visible.has(id)).map(async (runId) => ({ runId, points: await sampledMetricHistory(db, runId, q.metric_key, max, range) })));
     const metrics = perRun.flatMap(({ runId, points }) =>
       points.map((pt) => ({ key: q.metric_key, value: wireDouble(pt.is_nan ? NaN : pt.value), timestamp: pt.timestamp, step: pt.step, run_id: runId })),
     );
     return c.json(metrics.length ? { metrics } : {});
+  });
+
+  /**
+   * The UI's full history of one metric over several runs (ajax only in MLflow): runs by id, each run's points by
+   * (timestamp, step, value), at most max_results points in all. Unknown runs, and other organizations', have none.
+   */
+  app.get('/metrics/get-history-bulk', async (c) => {
+    const p = requireRole(c, 'viewer');
+    const runIdsAsked = c.req.queries('run_id') ?? [];
+    if (runIdsAsked.length === 0) throw invalid('GetMetricHistoryBulk request must specify at least one run_id.');
+    if (runIdsAsked.length > MAX_RUNS_BULK)
+      throw invalid(`GetMetricHistoryBulk request cannot specify more than ${MAX_RUNS_BULK} run_ids. Received ${runIdsAsked.length} run_ids.`);
+    const key = c.req.query('metric_key');
+    if (key === undefined) throw invalid('GetMetricHistoryBulk request must specify a metric_key.');
+    const asked = c.req.query('max_results');
+    const parsed = asked === undefined ? MAX_HISTORY_BULK : Number(asked);
+    if (!Number.isInteger(parsed)) throw invalid(`Invalid value "${asked}" for parameter 'max_results' supplied.`);
+    const max = Math.min(parsed, MAX_HISTORY_BULK);
+    const runIds = [...new Set(runIdsAsked)].sort();
+    const visible = await runIdsOf(db, p.organizationId, runIds);
+    const metrics: Record<string, unknown>[] = [];
+    for (const runId of runIds.filter((id) => visible.has(id))) {
+      if (metrics.length >= max) break;
+      const { points } = await metricHistoryAfter(db, runId, key, null, Math.max(max, 1));
+      points.sort((a, b) => a.timestamp - b.timestamp || a.step - b.step || a.value - b.value);
+      for (const pt of points) metrics.push({ key, value: wireDouble(pt.value), timestamp: pt.timestamp, step: pt.step, run_id: runId });
+    }
+    return c.json({ metrics: metrics.slice(0, Math.max(max, 0)) });
+  });
+
+  /** The UI's dataset list: each (experiment, dataset name, digest, context) that runs used, at most 1000. */
+  app.post('/experiments/search-datasets', async (c) => {
+    const p = requireRole(c, 'viewer');
+    const body = await mlflowRequest(c, SearchDatasetsSchema);
+    const ids = body.experiment_ids ?? [];
+    if (ids.length === 0) throw invalid('SearchDatasets request must specify at least one experiment_id.');
+    if (ids.length > MAX_EXPERIMENTS_DATASETS)
+      throw invalid(`SearchDatasets request cannot specify more than ${MAX_EXPERIMENTS_DATASETS} experiment_ids. Received ${ids.length} experiment_ids.`);
+    const summaries = await datasetSummaries(
+      db,
+      p.organizationId,
+      ids.map((id) => storedExperimentId(id, p.organizationId)),
+    );
+    return c.json({
+      dataset_summaries: summaries.map((s) => ({
+        experiment_id: wireExperimentId(s.experimentId, p.organizationId),
+        name: s.name,
+        digest: s.digest,
+        ...(s.context !== null ? { context: s.context } : {}),
+      })),
+    });
   });
 }

@@ -29,7 +29,7 @@ import {
   type LoggedModelRow,
 } from '../../../db/repo/logged-models.js';
 import { artifactRootUri } from '../../../lib/object-store.js';
-import { decodePageToken, encodePageToken, maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength, wireExperimentId } from './common.js';
+import { decodePageToken, encodePageToken, maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength, wireDouble, wireExperimentId } from './common.js';
 import { parseFilter, type Grammar } from './search-filter.js';
 import { artifactArea, keyOfUri, safeArtifactPath, wireExperimentLocation } from './artifact-store.js';
 
@@ -69,7 +69,10 @@ function loggedModelView(m: LoggedModelFull) {
       ...(r.statusMessage ? { status_message: r.statusMessage } : {}),
       ...(m.tags.length ? { tags: m.tags } : {}),
     },
-    data: m.params.length ? { params: m.params } : {},
+    data: {
+      ...(m.params.length ? { params: m.params } : {}),
+      ...(m.metrics.length ? { metrics: m.metrics.map((x) => ({ ...x, value: wireDouble(x.value), model_id: r.id })) } : {}),
+    },
   };
 }
 
@@ -128,7 +131,7 @@ export function loggedModelRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     app[method]('/logged-models/search', async (c) => {
       const p = requireRole(c, 'viewer');
       const q = await mlflowRequest(c, SearchLoggedModelsSchema);
-      if (q.datasets.length) throw new ApiError('INVALID_PARAMETER_VALUE', 'Searching logged models by dataset is not supported by this server.');
+      if (q.datasets.some((d) => !d.dataset_name)) throw invalid('`dataset_name` in the `datasets` clause must be specified.');
       const limit = maxResults(q.max_results, 100, 50_000);
       const offset = decodePageToken(q.page_token);
       const filter = parseFilter(q.filter, LOGGED_MODEL_GRAMMAR);
@@ -140,6 +143,7 @@ export function loggedModelRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       const page = await searchLoggedModels(db, p.organizationId, {
         experimentIds: q.experiment_ids.map((e) => storedExperimentId(e, p.organizationId)),
         filter,
+        datasets: q.datasets,
         orderBy,
         offset,
         limit,

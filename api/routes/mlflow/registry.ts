@@ -1,7 +1,7 @@
 // MLflow's model-registry REST API (registered-models/*, model-versions/*) over our registry: MLflow's stages
 // None/Staging/Production/Archived are ours (none/staging/production/archived). A model keeps one production
-// version: promoting with archive_existing_versions archives the previous one, promoting without it while another
-// version is in production is refused (INVALID_STATE). Anything touching production needs the approver role and
+// version: promoting archives the previous one (spec 000), and archive_existing_versions also archives the other
+// versions of the target stage. Anything touching production needs the approver role and
 // leaves an audit row. Validation, limits, messages and error codes are MLflow's.
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
@@ -55,7 +55,7 @@ import {
   type RegistryOrder,
 } from '../../../db/repo/models.js';
 import { getRun } from '../../../db/repo/tracking.js';
-import { getLoggedModel } from '../../../db/repo/logged-models.js';
+import { getLoggedModel, recordModelVersionOnLoggedModel } from '../../../db/repo/logged-models.js';
 import { decodePageToken, encodePageToken, invalidValue, mlflowRequest, validateKey, validateLength } from './common.js';
 import { parseFilter, type Grammar } from './search-filter.js';
 import { keyOfUri, PROXY_SCHEME } from './artifact-store.js';
@@ -159,12 +159,17 @@ function versionWire(name: string, v: ModelVersionRow, aliases: { alias: string;
     current_stage: STAGE_NAMES[v.stage],
     description: v.description,
     source: v.source ?? '',
-    run_id: v.runId ?? '',
+    run_id: wireRunId(v),
     ...(v.runLink ? { run_link: v.runLink } : {}),
     status: 'READY',
     tags: kv(v.tags),
     aliases: aliases.filter((a) => a.version === v.version).map((a) => a.alias),
   };
+}
+
+/** The run a version names: the linked run, or the id the client gave when it is not one of ours. */
+function wireRunId(v: ModelVersionRow): string {
+  return v.runId ?? (v.lineage as { run_id?: string }).run_id ?? '';
 }
 
 function modelWire(m: RegisteredModelRow, latest: ModelVersionRow[], aliases: { alias: string; version: number }[]) {
@@ -342,8 +347,12 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
 
   // ---- model versions ----
 
-  /** MLflow's source rule: a run's files must be inside that run's artifact root; other locations are taken as given. */
-  async function checkSource(p: Principal, source: string, runId: string | undefined): Promise<void> {
+  /**
+   * MLflow's source rule: a local or proxied location must lie inside the run's artifact root; `runs:/<id>/...` must
+   * name the run_id given. Other locations are taken as given, and so is a run_id that is only lineage: MLflow does
+   * not look the run up, and neither do we (a run of another organization stays invisible through every read).
+   */
+  function checkSource(p: Principal, source: string, runId: string | undefined): Promise<void> | void {
     const refuse = () => {
       throw invalid(`Invalid model version source: '${source}'. The run_id request parameter must identify the resource that contains the source.`);
     };
@@ -352,16 +361,39 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const runsUri = /^runs:\/(\/?)([^/]*)/.exec(source);
     if (runsUri) {
       if (runsUri[1] === '/' || !runId || runsUri[2] !== runId) refuse();
-      if (!(await getRun(db, p.organizationId, runId!))) refuse();
       return;
     }
     const local = source.startsWith('/') || source.startsWith('file:') || !/^[a-z][\w+.-]*:/i.test(source);
-    if (local || source.startsWith(PROXY_SCHEME)) {
-      const run = runId ? await getRun(db, p.organizationId, runId) : null;
-      if (!run || !withinRunArtifacts(source, run.artifactUri)) refuse();
-      return;
-    }
-    if (runId && !(await getRun(db, p.organizationId, runId))) refuse();
+    if (local || source.startsWith(PROXY_SCHEME))
+      return (async () => {
+        const run = runId ? await getRun(db, p.organizationId, runId) : null;
+        if (!run || !withinRunArtifacts(source, run.artifactUri)) refuse();
+      })();
+  }
+
+  /**
+   * A copy (`models:/<name>/<version>` or `models:/<name>@<alias>`, as `copy_model_version` sends): the source is
+   * normalized to `models:/<name>/<version>`, run and logged model carry over unless given, and must match if given.
+   * Null when the source is no registered-model reference (`models:/<logged model id>` is handled with model_id).
+   */
+  async function copiedVersionSource(p: Principal, body: { source: string; run_id?: string | undefined; model_id?: string | undefined }) {
+    if (body.source.startsWith('models://'))
+      throw invalid(`Invalid model version source: '${body.source}'. Registered model sources must use the active model registry.`);
+    const m = /^models:\/([^/@]+)(?:\/([^/]+)|@([\w-]+))\/?$/.exec(body.source);
+    if (!m) return null;
+    const model = await modelOf(p, m[1]!);
+    const number = m[2] !== undefined ? parseVersion(m[2]) : await aliasTarget(db, model.id, m[3]!);
+    if (number === null) throw invalid(`Registered model alias ${m[3]} not found.`);
+    const { version } = await versionOf(p, model.name, String(number));
+    const sourceRunId = wireRunId(version);
+    if ((body.run_id !== undefined && body.run_id !== sourceRunId) || (body.model_id !== undefined && body.model_id !== (version.loggedModelId ?? '')))
+      throw invalid(`Invalid model version source: '${body.source}'. The run_id and model_id request parameters must match the referenced model version.`);
+    return {
+      source: `models:/${model.name}/${version.version}`,
+      runId: body.run_id ?? (sourceRunId || null),
+      modelId: body.model_id ?? version.loggedModelId,
+      storageLocation: version.storageLocation ?? version.source,
+    };
   }
 
   /** Whether a location lies inside a run's artifact root, compared as URIs or as keys in our artifact bucket. */
@@ -396,8 +428,14 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     for (const t of body.tags) tags[t.key] = validateTag(t.key, t.value);
     if (body.source.split('/').includes('..')) throw invalid(`Invalid model version source: '${body.source}'. Relative paths are not allowed.`);
     let storageLocation: string | null = null;
+    let source = body.source;
     let runId = body.run_id || null;
-    if (body.model_id) {
+    let loggedModelId = body.model_id || null;
+    const copy = body.source.startsWith('models:') ? await copiedVersionSource(p, body) : null;
+    if (copy) {
+      ({ source, runId, storageLocation } = copy);
+      loggedModelId = copy.modelId || null;
+    } else if (body.model_id) {
       const resolved = await loggedModelSource(p, body.source, body.model_id);
       storageLocation = resolved.storageLocation;
       runId ??= resolved.runId;
@@ -406,19 +444,22 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       await checkSource(p, body.source, runId ?? undefined);
     }
     const model = await modelOf(p, body.name);
+    // The run is linked when it is one of the caller's; otherwise its id is lineage only, shown as given.
+    const linkedRun = runId && (await getRun(db, p.organizationId, runId)) ? runId : null;
     const row = await registerModelVersion(db, {
       organizationId: p.organizationId,
       modelName: body.name,
-      runId,
-      source: body.source,
+      runId: linkedRun,
+      source,
       storageLocation,
-      loggedModelId: body.model_id || null,
+      loggedModelId,
       description: body.description ?? '',
       runLink: body.run_link || null,
       tags,
-      lineage: { ...(runId ? { run_id: runId } : {}), ...(body.model_id ? { logged_model_id: body.model_id } : {}) },
+      lineage: { ...(runId ? { run_id: runId } : {}), ...(loggedModelId ? { logged_model_id: loggedModelId } : {}) },
       createdBy: p.subject,
     });
+    if (loggedModelId) await recordModelVersionOnLoggedModel(db, p.organizationId, loggedModelId, body.name, row.version);
     return versionResponse(model.name, model.id, row);
   });
 
@@ -459,7 +500,9 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
         stage,
         actor: p.subject,
         reason: `MLflow transition-stage to ${STAGE_NAMES[stage]}${body.archive_existing_versions ? ' (archive_existing_versions)' : ''}`,
-        archiveExisting: body.archive_existing_versions,
+        // Without the flag the registry's own rule applies (spec 000): a new production version archives the
+        // previous one, and other stages keep theirs, which is what MLflow shows for one production version.
+        archiveExisting: body.archive_existing_versions ? true : undefined,
         quarantineOverride: override,
       }));
       return versionResponse(model.name, model.id, row);

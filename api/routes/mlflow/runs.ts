@@ -19,28 +19,14 @@ import {
   UpdateRunSchema,
   type MlflowMetric,
 } from '../../../contracts/mlflow.js';
-import {
-  createMlflowRun,
-  deleteTag,
-  ensureDefaultExperiment,
-  fromMlflowStatus,
-  getExperiment,
-  logParamsChecked,
-  metricHistoryWirePage,
-  runDataOf,
-  searchRuns,
-  setRunLifecycle,
-  updateMlflowRun,
-  upsertTags,
-  type HistoryCursor,
-  type RunCursor,
-  type KeyValue,
-} from '../../../db/repo/mlflow.js';
+import { deleteTag, ensureDefaultExperiment, fromMlflowStatus, getExperiment, logParamsChecked, runDataOf, searchRuns, setRunLifecycle, updateMlflowRun, upsertTags, type RunCursor, type KeyValue } from '../../../db/repo/mlflow.js';
 import type { Db } from '../../../db/client.js';
-import { getRun, logMetrics, type RunRow } from '../../../db/repo/tracking.js';
+import { logModelMetrics, type ModelMetricInput } from '../../../db/repo/logged-models.js';
+import { getRun, type RunRow, createRun } from '../../../db/repo/tracking.js';
 import { maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength } from './common.js';
 import { RUN_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
 import { runInfoView, runView } from './views.js';
+import { type HistoryCursor, logMetrics, metricHistoryWirePage } from '../../../db/repo/metrics.js';
 
 const MAX_PARAM_VALUE = 6000;
 const MAX_TAG_VALUE = 8000;
@@ -83,6 +69,11 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (run.lifecycleStage !== 'active') throw invalid(`The run ${id} must be in the 'active' state. Current state is ${run.lifecycleStage}.`);
     return run;
   }
+  /** A metric naming a logged model is that model's too; the model must be the caller's (checked before any write). */
+  async function recordModelMetrics(organizationId: string, runId: string, points: ModelMetricInput[]): Promise<void> {
+    const [missing] = await logModelMetrics(db, organizationId, runId, points);
+    if (missing) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Logged model with ID '${missing}' not found.`);
+  }
   async function runResponse(run: RunRow) {
     return { run: runView(run, await runDataOf(db, [run.id])) };
   }
@@ -102,7 +93,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const id = randomUUID().replace(/-/g, '');
     const name = body.run_name || nameTag || randomRunName();
     const tags = [...body.tags.filter((t) => t.key !== 'mlflow.runName'), { key: 'mlflow.runName', value: name }];
-    await createMlflowRun(db, {
+    await createRun(db, {
       id,
       organizationId: p.organizationId,
       experimentId: exp.id,
@@ -150,6 +141,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const body = await mlflowRequest(c, LogMetricSchema);
     checkMetric(body, '');
     const run = await activeRunOf(p.organizationId, body.run_id);
+    await recordModelMetrics(p.organizationId, run.id, [body]);
     await logMetrics(db, run.id, [{ key: body.key, value: body.value, timestamp: body.timestamp, step: body.step }]);
     return c.json({});
   });
@@ -211,6 +203,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       await upsertTags(tx, run.id, body.tags);
     };
     // The whole request is one transaction; metrics alone are one statement, which already is one.
+    await recordModelMetrics(p.organizationId, run.id, body.metrics);
     if (body.params.length || body.tags.length) await db.transaction((tx) => write(tx as unknown as Db));
     else await write(db);
     return c.json({});

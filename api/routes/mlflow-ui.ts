@@ -1,0 +1,72 @@
+// The MLflow UI as a read-only frontend at /mlflow/ (spec 000): the static build that ships in the pinned `mlflow`
+// package (mlflow/server/js/build, found next to the bootstrap's mlflow client), never a copy in this repository.
+// The UI calls its API relative to the page (`ajax-api/2.0/mlflow/...`, `get-artifact`), so those calls arrive under
+// /mlflow/ and are answered by the API itself, with the caller's credentials, when they only read: GETs and the
+// search RPCs the UI posts. Anything that writes is refused, so the UI cannot change what it shows.
+import { existsSync, readdirSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { dirname, join, normalize, sep } from 'node:path';
+import type { Hono } from 'hono';
+import type { AppEnv } from '../deps.js';
+import { errorResponse } from '../errors.js';
+
+/** The UI build of the mlflow package installed beside `python` (a venv's bin/python), or null. */
+export function mlflowUiBuildDir(python: string | undefined): string | null {
+  if (!python) return null;
+  const lib = join(dirname(dirname(python)), 'lib');
+  if (!existsSync(lib)) return null;
+  for (const py of readdirSync(lib).filter((d) => d.startsWith('python')).sort()) {
+    const build = join(lib, py, 'site-packages', 'mlflow', 'server', 'js', 'build');
+    if (existsSync(join(build, 'index.html'))) return build;
+  }
+  return null;
+}
+
+const TYPES: Record<string, string> = {
+  html: 'text/html; charset=utf-8',
+  js: 'text/javascript; charset=utf-8',
+  css: 'text/css; charset=utf-8',
+  json: 'application/json',
+  map: 'application/json',
+  svg: 'image/svg+xml',
+  png: 'image/png',
+  ico: 'image/x-icon',
+  woff: 'font/woff',
+  woff2: 'font/woff2',
+  ttf: 'font/ttf',
+  txt: 'text/plain; charset=utf-8',
+};
+
+/** The POSTs the UI sends that only read: searches and bulk reads. */
+const READ_POSTS = /\/(search|search-datasets|get-history-bulk-interval)$/;
+
+export function mlflowUiRoutes(app: Hono<AppEnv>, buildDir: string | null): void {
+  if (!buildDir) return;
+  const root = normalize(buildDir) + sep;
+  const file = async (relative: string): Promise<Response | null> => {
+    const path = normalize(join(root, relative));
+    if (!path.startsWith(root)) return null;
+    try {
+      const body = await readFile(path);
+      const ext = path.slice(path.lastIndexOf('.') + 1).toLowerCase();
+      return new Response(body, { headers: { 'content-type': TYPES[ext] ?? 'application/octet-stream', 'cache-control': relative === 'index.html' ? 'no-cache' : 'max-age=3600' } });
+    } catch {
+      return null;
+    }
+  };
+
+  app.get('/mlflow', (c) => c.redirect('/mlflow/'));
+  app.get('/mlflow/', async (c) => (await file('index.html')) ?? c.notFound());
+  app.get('/mlflow/static-files/*', async (c) => (await file(decodeURIComponent(c.req.path.slice('/mlflow/static-files/'.length)))) ?? c.notFound());
+  // The UI's API calls: answered by the app itself at the same path without the /mlflow prefix.
+  for (const prefix of ['/mlflow/ajax-api/*', '/mlflow/api/*', '/mlflow/get-artifact'])
+    app.all(prefix, async (c) => {
+      const path = c.req.path.slice('/mlflow'.length);
+      const reads = c.req.method === 'GET' || (c.req.method === 'POST' && READ_POSTS.test(path));
+      if (!reads) return errorResponse(c, 'PERMISSION_DENIED', 'The MLflow UI is a read-only frontend here: use the API or a client to make changes.');
+      const url = new URL(c.req.url);
+      url.pathname = path;
+      const forwarded = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body: c.req.method === 'GET' ? undefined : await c.req.arrayBuffer() });
+      return app.fetch(forwarded, c.env);
+    });
+}
