@@ -8,6 +8,8 @@ import { stringify } from 'yaml';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { openCatalogue } from '../../db/client.js';
+import { createApiToken, ensureOrganization } from '../../db/repo/auth.js';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
 import { loadConfig, repoRoot, type LoadedConfig } from '../../lib/config.js';
 import { startTestCluster, type TestCluster, type TestNodeSpec } from './cluster/control-plane.js';
@@ -17,7 +19,6 @@ import { freePort } from './ports.js';
 /** The trainer image as the cluster's pods see it (the stand-in gives them this image's environment). */
 export const TRAINER_IMAGE = 'hanzoai/ml-trainer:test';
 export const JOBS_NAMESPACE = 'hanzo-ml-jobs';
-const DEV_TOKEN = 'cluster-test-dev-token';
 
 export interface ClusterStack {
   cluster: TestCluster;
@@ -106,6 +107,11 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     const pg: TestPostgres = await startPostgres();
     stops.push(() => pg.stop());
     const dbUrl = await pg.createDatabase('hanzo_ml_cluster');
+    // An operator's admin token for the dev organization (the development token exists only for `hanzo-ml dev`).
+    const catalogue = await openCatalogue({ url: dbUrl });
+    await ensureOrganization(catalogue.db, 'dev');
+    const { token: adminToken } = await createApiToken(catalogue.db, { organizationId: 'dev', subject: 'cluster-test-admin', role: 'admin', expiresAt: null });
+    await catalogue.close();
     const temporal: DevServer = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: await freePort(), uiPort: null, namespace: 'default' });
     stops.push(() => temporal.stop());
     const apiPort = await freePort();
@@ -122,7 +128,6 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       HANZO_ML_STORAGE_SECRET_KEY: 'test-secret',
       HANZO_ML_TEMPORAL_ADDRESS: temporal.address,
       HANZO_ML_TEMPORAL_HEARTBEAT_TIMEOUT: '10s',
-      HANZO_ML_AUTH_DEV_TOKEN: DEV_TOKEN,
       HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes',
       HANZO_ML_SCHEDULER_KUBECONFIG: cluster.kubeconfigPath,
       HANZO_ML_SCHEDULER_NAMESPACE: JOBS_NAMESPACE,
@@ -175,7 +180,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       async api(method, path, body) {
         const res = await fetch(apiUrl + path, {
           method,
-          headers: { authorization: `Bearer ${DEV_TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+          headers: { authorization: `Bearer ${adminToken}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
           body: body !== undefined ? JSON.stringify(body) : undefined,
         });
         const text = await res.text();
