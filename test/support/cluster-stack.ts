@@ -143,11 +143,13 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       writeFileSync(join(home, 'config.yaml'), stringify(opts.config));
       env.HANZO_ML_CONFIG = join(home, 'config.yaml');
     }
+    const metricsPorts = { serve: await freePort(), worker: await freePort() };
     const processes: { serve?: ChildProcess; worker?: ChildProcess } = {};
     const launch = (shape: 'serve' | 'worker'): ChildProcess => {
       const log = openSync(join(home, 'logs', `${shape}.log`), 'a');
       try {
-        return spawn(join(repoRoot, 'bin', 'hanzo-ml'), [shape], { env, stdio: ['ignore', log, log] });
+        // Each process serves its own /metrics: two processes on one machine need two ports.
+        return spawn(join(repoRoot, 'bin', 'hanzo-ml'), [shape], { env: { ...env, HANZO_ML_METRICS_PORT: String(metricsPorts[shape]) }, stdio: ['ignore', log, log] });
       } finally {
         closeSync(log);
       }
