@@ -1,12 +1,12 @@
 // Prometheus metrics of spec 000 on metrics.port/metrics.path. Across API replicas: the request-latency
 // histogram is per process (each pod is scraped; PromQL sums them), every other metric is read from the
 // catalogue at scrape time, so each replica reports the same totals and none is lost when a pod restarts.
-import { execFileSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { MiddlewareHandler } from 'hono';
 import { routePath } from 'hono/route';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Config } from '../contracts/config.js';
+import { nvidiaGpuNames } from '../lib/gpus.js';
 import type { Db } from '../db/client.js';
 import * as q from '../db/repo/monitoring.js';
 import type { AppEnv } from './deps.js';
@@ -19,15 +19,10 @@ export interface ApiMetrics {
 
 const DURATION_BUCKETS = [60, 300, 900, 1800, 3600, 2 * 3600, 6 * 3600, 24 * 3600, 3 * 24 * 3600];
 
-/** GPUs of this machine (the local executor runs jobs here), by model name; none without nvidia-smi. */
+/** GPUs of this machine (the local executor runs jobs here), counted by model name. */
 function localGpus(): Map<string, number> {
   const gpus = new Map<string, number>();
-  try {
-    const out = execFileSync('nvidia-smi', ['--query-gpu=name', '--format=csv,noheader'], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
-    for (const name of out.split('\n').map((l) => l.trim()).filter(Boolean)) gpus.set(name, (gpus.get(name) ?? 0) + 1);
-  } catch {
-    // no NVIDIA driver: a CPU machine
-  }
+  for (const name of nvidiaGpuNames()) gpus.set(name, (gpus.get(name) ?? 0) + 1);
   return gpus;
 }
 

@@ -3,9 +3,9 @@
 // (job_admissions) until its organization has a free slot, in priority-then-arrival order. In the embedded mode,
 // where no Kueue runs, the same gate also enforces max_gpus and hands out this machine's GPUs (CUDA device indices),
 // never one to two jobs. Fair share and preemption across organizations are Kueue's, on a cluster.
-import { execFileSync } from 'node:child_process';
 import type { Config, OrganizationQuota } from '../contracts/config.js';
 import type { Db } from '../db/client.js';
+import { nvidiaGpuNames } from '../lib/gpus.js';
 import { releaseAdmission, requestAdmission, type AdmissionAnswer, type AdmissionLimits } from '../db/repo/admissions.js';
 import { priorityValue } from './kueue-objects.js';
 import type { JobPriority } from '../contracts/config.js';
@@ -15,12 +15,7 @@ export const ADMISSION_STALE_AFTER_MS = 10 * 60_000;
 
 /** GPUs of this machine: scheduler.local_gpus, else what nvidia-smi lists (0 without it). */
 export function detectLocalGpus(configured: number | undefined): number {
-  if (configured !== undefined) return configured;
-  try {
-    return execFileSync('nvidia-smi', ['-L'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 10_000 }).split('\n').filter((l) => l.startsWith('GPU ')).length;
-  } catch {
-    return 0;
-  }
+  return configured ?? nvidiaGpuNames().length;
 }
 
 function totalGpus(quota: OrganizationQuota, gpuTypes: string[]): number {

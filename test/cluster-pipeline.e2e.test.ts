@@ -58,22 +58,8 @@ describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve 
     await stack?.stop();
   });
 
-  async function start(req: PipelineRequest): Promise<string> {
-    const res = await stack.api<{ id: string }>('POST', '/v1/pipelines', req);
-    expect(res.status, JSON.stringify(res.body)).toBe(201);
-    return res.body.id;
-  }
-
-  async function until(id: string, pred: (s: Status) => boolean, what: string, timeoutMs = 15 * 60_000): Promise<Status> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const { body } = await stack.api<Status>('GET', `/v1/pipelines/${id}`);
-      if (body.progress && pred(body)) return body;
-      if (body.status && body.status !== 'RUNNING') throw new Error(`pipeline ${id} ended ${body.status} before ${what}: ${body.progress?.error ?? JSON.stringify(body.result)}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (stage ${body.progress?.stage}); logs in ${stack.home}/logs`);
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
+  const start = (req: PipelineRequest): Promise<string> => stack.startPipeline(req);
+  const until = (id: string, pred: (s: Status) => boolean, what: string, timeoutMs?: number): Promise<Status> => stack.untilPipeline(id, pred, what, timeoutMs);
 
   async function s3Json<T>(key: string): Promise<T | null> {
     try {

@@ -52,22 +52,8 @@ describe.skipIf(!ready)('preemption by the queue (Kueue) with the real trainer',
     await stack?.stop();
   });
 
-  async function start(req: PipelineRequest): Promise<string> {
-    const res = await stack.api<{ id: string }>('POST', '/v1/pipelines', req);
-    expect(res.status, JSON.stringify(res.body)).toBe(201);
-    return res.body.id;
-  }
-
-  async function until(id: string, pred: (s: Status) => boolean, what: string, timeoutMs = 15 * 60_000): Promise<Status> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const { body } = await stack.api<Status>('GET', `/v1/pipelines/${id}`);
-      if (body.progress && pred(body)) return body;
-      if (body.status && body.status !== 'RUNNING') throw new Error(`pipeline ${id} ended ${body.status} before ${what}: ${body.progress?.error}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (stage ${body.progress?.stage}); logs in ${stack.home}/logs`);
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
+  const start = (req: PipelineRequest): Promise<string> => stack.startPipeline(req);
+  const until = (id: string, pred: (s: Status) => boolean, what: string, timeoutMs?: number): Promise<Status> => stack.untilPipeline(id, pred, what, timeoutMs);
 
   async function storedSteps(runId: string): Promise<number[]> {
     const res = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: `checkpoints/${runId}/` }));

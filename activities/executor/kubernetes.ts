@@ -6,7 +6,7 @@
 import { BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { JOB_PRIORITIES, type Config, type JobPriority, type OrganizationQuota } from '../../contracts/config.js';
 import { localQueueName, priorityClassName, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL } from '../../scheduling/kueue-objects.js';
-import { evictionOf, listWorkloads, queuePlace, workloadOfJob } from './kueue-status.js';
+import { evictionOf, JOB_UID_LABEL, listWorkloads, queuePlace } from './kueue-status.js';
 import { durationMs } from '../../lib/config.js';
 import type { Logger } from '../../lib/log.js';
 import { JobRejected, type JobExecutor, type JobRequest, type JobState } from './types.js';
@@ -198,9 +198,11 @@ export class KubernetesExecutor implements JobExecutor {
   /** A suspended Job: waiting in its queue (and where), or taken back by the queue after it ran. */
   private async queuedState(k8sJob: V1Job): Promise<JobState> {
     if (!this.queued) return { state: 'pending', reason: 'Suspended', message: 'the Job is suspended' };
-    const workload = await workloadOfJob(this.custom, this.o.namespace, k8sJob.metadata!.uid!);
+    // One list: the Job's own Workload (Kueue labels it with the Job's uid) and the queue it waits in.
+    const workloads = await listWorkloads(this.custom, this.o.namespace);
+    const workload = workloads.find((w) => w.metadata.labels?.[JOB_UID_LABEL] === k8sJob.metadata!.uid);
     if (!workload) return { state: 'pending', reason: 'Queued', message: 'waiting for Kueue to see the Job' };
-    const place = queuePlace(workload, await listWorkloads(this.custom, this.o.namespace));
+    const place = queuePlace(workload, workloads);
     const evicted = evictionOf(workload);
     const where = place.position ? `position ${place.position} in queue ${place.queue}` : `queue ${place.queue}`;
     return { state: 'pending', reason: evicted ? 'Preempted' : 'Queued', message: `${where}: ${place.reason}`, queue: place, ...(evicted ? { evicted } : {}) };

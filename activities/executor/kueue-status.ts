@@ -1,6 +1,6 @@
 // A suspended Job's life in Kueue, read from its Workload: waiting for quota (with its place in the queue), admitted
 // but waiting for the rest of its gang, or evicted (preempted) and back in the queue. Kueue names the Workload after
-// the Job and labels it with the Job's uid.
+// the Job and labels it with the Job's uid (JOB_UID_LABEL).
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { Eviction, QueuePlace } from './types.js';
 
@@ -24,14 +24,13 @@ export interface Workload {
 const condition = (w: Workload, type: string): Condition | undefined => w.status?.conditions?.find((c) => c.type === type);
 const isTrue = (w: Workload, type: string): boolean => condition(w, type)?.status === 'True';
 
-export async function listWorkloads(api: CustomObjectsApi, namespace: string, labelSelector?: string): Promise<Workload[]> {
-  const list = (await api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: 'workloads', ...(labelSelector ? { labelSelector } : {}) })) as { items: Workload[] };
+export async function listWorkloads(api: CustomObjectsApi, namespace: string): Promise<Workload[]> {
+  const list = (await api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: 'workloads' })) as { items: Workload[] };
   return list.items;
 }
 
-export async function workloadOfJob(api: CustomObjectsApi, namespace: string, jobUid: string): Promise<Workload | null> {
-  return (await listWorkloads(api, namespace, `kueue.x-k8s.io/job-uid=${jobUid}`))[0] ?? null;
-}
+/** The label Kueue puts on a Job's Workload: the Job's uid. */
+export const JOB_UID_LABEL = 'kueue.x-k8s.io/job-uid';
 
 /** Pending = in a queue and not holding quota; finished and deactivated workloads are not waiting. */
 export const isPending = (w: Workload): boolean => !isTrue(w, 'QuotaReserved') && !isTrue(w, 'Finished') && w.spec.active !== false;

@@ -1,6 +1,6 @@
 // The admission gate's slots (db/schema/scheduling.ts). Every decision runs in one transaction holding one
 // advisory lock, so two workers asking at once see each other's rows and never admit past a limit.
-import { and, asc, desc, eq, lt, sql } from 'drizzle-orm';
+import { asc, desc, eq, lt, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { jobAdmissions } from '../schema/index.js';
 
@@ -76,6 +76,6 @@ export async function releaseAdmission(db: Db, jobName: string): Promise<void> {
 
 /** Every slot, for the queue listing. */
 export async function listAdmissions(db: Db, organizationId?: string): Promise<AdmissionRow[]> {
-  const where = organizationId ? and(eq(jobAdmissions.organizationId, organizationId)) : undefined;
+  const where = organizationId ? eq(jobAdmissions.organizationId, organizationId) : undefined;
   return db.select().from(jobAdmissions).where(where).orderBy(asc(jobAdmissions.organizationId), desc(jobAdmissions.priority), asc(jobAdmissions.seq));
 }

@@ -20,6 +20,13 @@ import { freePort } from './ports.js';
 export const TRAINER_IMAGE = 'hanzoai/ml-trainer:test';
 export const JOBS_NAMESPACE = 'hanzo-ml-jobs';
 
+/** What GET /v1/pipelines/:id answers, as far as the helpers below read it. */
+export interface PipelineStatus {
+  status: string;
+  progress: { stage: string; error?: string | null } | null;
+  result?: unknown;
+}
+
 export interface ClusterStack {
   cluster: TestCluster;
   batch: BatchV1Api;
@@ -29,6 +36,10 @@ export interface ClusterStack {
   s3Endpoint: string;
   loaded: LoadedConfig;
   api<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  /** POST /v1/pipelines; throws unless it answers 201; resolves to the pipeline id. */
+  startPipeline(req: unknown): Promise<string>;
+  /** Polls GET /v1/pipelines/:id until `pred` holds; throws if the pipeline ends first or after timeoutMs. */
+  untilPipeline<S extends PipelineStatus>(id: string, pred: (s: S) => boolean, what: string, timeoutMs?: number): Promise<S>;
   /** kill -9 the worker process (its jobs keep running in the cluster). */
   killWorker(): void;
   /** Starts a new worker process (after killWorker). */
@@ -171,7 +182,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     await waitHttp(`${apiUrl}/ready`, 90_000, 'hanzo-ml serve', join(home, 'logs', 'serve.log'));
     await startWorker();
     const loaded = loadConfig(env);
-    return {
+    const stack: ClusterStack = {
       cluster,
       batch,
       core,
@@ -188,12 +199,29 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
         const text = await res.text();
         return { status: res.status, body: (text ? JSON.parse(text) : {}) as never };
       },
+      async startPipeline(req) {
+        const res = await stack.api<{ id: string }>('POST', '/v1/pipelines', req);
+        if (res.status !== 201) throw new Error(`POST /v1/pipelines answered ${res.status}: ${JSON.stringify(res.body)}`);
+        return res.body.id;
+      },
+      async untilPipeline(id, pred, what, timeoutMs = 15 * 60_000) {
+        const deadline = Date.now() + timeoutMs;
+        for (;;) {
+          const { body } = await stack.api<never>('GET', `/v1/pipelines/${id}`);
+          const s = body as PipelineStatus;
+          if (s.progress && pred(body)) return body;
+          if (s.status && s.status !== 'RUNNING') throw new Error(`pipeline ${id} ended ${s.status} before ${what}: ${s.progress?.error ?? JSON.stringify(s.result)}`);
+          if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (stage ${s.progress?.stage}); logs in ${home}/logs`);
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      },
       killWorker() {
         processes.worker?.kill('SIGKILL');
       },
       startWorker,
       stop: stopAll,
     };
+    return stack;
   } catch (err) {
     await stopAll();
     throw err;
