@@ -22,6 +22,8 @@ interface KueueStart {
   watched: ClusterProcess[];
   /** Kueue's waitForPodsReady timeout; default the controller config's. */
   waitForPodsReady?: string;
+  /** Kueue's zap log level: 2 (debug, the default) tells why a test's workload waits; 'info' for benchmarks. */
+  logLevel?: number | 'info';
 }
 
 type Doc = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -79,13 +81,13 @@ export async function startKueue(o: KueueStart): Promise<ClusterProcess> {
   config.leaderElection = { leaderElect: false };
   config.internalCertManagement = { enable: false };
   // The visibility API wants an aggregated APIService behind a Service: not on a loopback-only cluster.
-  config.featureGates = { VisibilityOnDemand: false };
+  config.featureGates = { ...(config.featureGates as Doc | undefined), VisibilityOnDemand: false };
   if (o.waitForPodsReady) config.waitForPodsReady.timeout = o.waitForPodsReady;
   writeFileSync(join(o.dir, 'kueue-config.yaml'), stringify(config));
   await o.kubectl(['create', 'namespace', 'kueue-system']).catch(() => undefined);
 
   const env = { ...componentEnv(), KUBECONFIG: o.kubeconfigPath, KUEUE_METRICS_CERT_DIR: certDir };
-  const proc = startClusterProcess('kueue', join(o.kueueDir, 'kueue'), [`--config=${join(o.dir, 'kueue-config.yaml')}`, '--zap-log-level=2'], { dir: o.dir, env });
+  const proc = startClusterProcess('kueue', join(o.kueueDir, 'kueue'), [`--config=${join(o.dir, 'kueue-config.yaml')}`, `--zap-log-level=${o.logLevel ?? 2}`], { dir: o.dir, env });
   const watched = [...o.watched, proc];
   await waitUntil('kueue /readyz', async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).ok, { timeoutMs: 120_000, watched, intervalMs: 500 });
   // The webhooks must answer before a test creates a Job: a ResourceFlavor dry-run goes through them.
