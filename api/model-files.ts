@@ -8,7 +8,7 @@ import type { ApiDeps } from './deps.js';
 import { ApiError, invalid, notFound } from './errors.js';
 import { completeRegistration, registerModelVersion, type ModelVersionRow, type NewModelVersion } from '../db/repo/models.js';
 import { FormatArtifactSchema, ModelManifestSchema, type FormatArtifact } from '../contracts/models.js';
-import { fileUriIn, MANIFEST_FILE, ModelArtifactError, publishCopy, type SourceFile } from '../lib/model-artifacts.js';
+import { fileUriIn, MANIFEST_FILE, orderFormats, ModelArtifactError, publishCopy, type SourceFile } from '../lib/model-artifacts.js';
 import { safeArtifactPath } from './routes/mlflow/artifact-store.js';
 
 /**
@@ -40,7 +40,7 @@ export function formatOf(name: string, v: ModelVersionRow, format: string): Form
   const artifacts = v.artifacts as Record<string, unknown>;
   const parsed = FormatArtifactSchema.safeParse(artifacts[format]);
   if (!parsed.success) {
-    const have = Object.keys(artifacts).filter((k) => FormatArtifactSchema.safeParse(artifacts[k]).success);
+    const have = orderFormats(Object.keys(artifacts).filter((k) => FormatArtifactSchema.safeParse(artifacts[k]).success));
     throw notFound(`format "${format}" of model "${name}" version ${v.version} (its formats: ${have.join(', ') || 'none'})`);
   }
   return parsed.data;
