@@ -38,8 +38,6 @@ export interface RegisteredVersion {
   artifacts: Record<string, Artifact>;
 }
 
-const checksum = (sha: string): string => `sha256:${sha}`;
-
 /** Tags a quarantined version carries: the gate failed, and why (shown to whoever would promote it). */
 export function gateTags(gate: GateDecision): Record<string, string> {
   return gate.passed ? {} : { [QUARANTINE_TAG]: 'true', [QUARANTINE_REASON_TAG]: `${gate.suite}: ${gate.reason}`.slice(0, 5000) };
