@@ -5,6 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { pullModel } from './pull.js';
+import { orderFormats } from '../lib/model-artifacts.js';
 import { describeComparison } from '../lib/eval-gate.js';
 import { createApiClient, type ApiClient } from './api-client.js';
 import { followPipeline, type PipelineStatus } from './progress.js';
@@ -142,7 +143,8 @@ function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, versi
   }
   lines.push(`training        ${p.step}/${p.max_steps} steps, run ${p.run_id}`);
   lines.push(`checkpoints     ${p.checkpoints.map((c) => `step ${c.step} (manifest sha256 ${c.sha256.slice(0, 12)}…)`).join(', ') || 'none'}`);
-  for (const [name, a] of Object.entries(r?.artifacts ?? {})) lines.push(`artifact        ${name.padEnd(12)} ${a.checksum}  ${a.size_bytes} bytes  ${a.path}`);
+  const artifacts = r?.artifacts ?? {};
+  for (const [name, a] of orderFormats(Object.keys(artifacts)).map((f) => [f, artifacts[f]!] as const)) lines.push(`artifact        ${name.padEnd(12)} ${a.checksum}  ${a.size_bytes} bytes  ${a.path}`);
   const gguf = Object.entries(r?.artifacts ?? {}).find(([k]) => k.startsWith('gguf'));
   if (gguf) lines.push(`GGUF            ${gguf[1].path.replace(/^file:\/\//, '')}  (${ggufCheck})`);
   const m = version?.metrics;
