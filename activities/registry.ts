@@ -1,5 +1,6 @@
-// register and promote stages: publish the merged model and GGUF to the models bucket, register a version
-// with its full lineage, stage it by the eval gate, and move it to production on approval.
+// register and promote stages: register a version with its full lineage, publish its formats (merged
+// safetensors, the LoRA adapter, the GGUF) under the version's own prefix in the models bucket, each with a
+// manifest of SHA-256s (lib/model-artifacts.ts), stage it by the eval gate, and move it to production on approval.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, basename } from 'node:path';
@@ -9,11 +10,23 @@ import type { Artifact, PipelineWorkflowInput, PromotionDecision } from '../cont
 import type { EvalReport, MergeReport } from '../contracts/trainer-job.js';
 import { QUARANTINE_REASON_TAG, QUARANTINE_TAG, type GateDecision } from '../contracts/eval-suite.js';
 import type { EvalOutcome } from './evaluation.js';
-import { registerModelVersion as insertVersion, transitionStage, type ModelStage } from '../db/repo/models.js';
+import { completeRegistration, registerModelVersion as insertVersion, transitionStage, type ModelStage, type ModelVersionRow } from '../db/repo/models.js';
 import { baseModelRecord, resolveBaseModel } from '../lib/base-models.js';
 import { repoRoot } from '../lib/config.js';
 import { sha256Text } from '../lib/hash.js';
-import { copyPrefix, type StoredObject } from '../lib/object-store.js';
+import {
+  adapterFamilyOf,
+  describeModel,
+  filesUnder,
+  ModelArtifactError,
+  publishFormat,
+  readSourceJson,
+  versionChecksum,
+  versionPrefix,
+  type ModelDescription,
+  type SourceFile,
+} from '../lib/model-artifacts.js';
+import type { FormatArtifact } from '../contracts/models.js';
 import type { CandleResults } from './conversion.js';
 import type { DatasetRef } from './datasets.js';
 import type { TrainOutput } from './training.js';
@@ -24,8 +37,6 @@ export interface RegisteredVersion {
   gateReason: string;
   artifacts: Record<string, Artifact>;
 }
-
-const checksum = (sha: string): string => `sha256:${sha}`;
 
 /** Tags a quarantined version carries: the gate failed, and why (shown to whoever would promote it). */
 export function gateTags(gate: GateDecision): Record<string, string> {
@@ -64,22 +75,57 @@ function codeVersion(): Record<string, string> {
 }
 
 export function createRegistryActivities(deps: ActivityDeps) {
-  async function publish(a: { pipelineId: string; input: PipelineWorkflowInput; merge: MergeReport; candle: CandleResults }): Promise<Record<string, Artifact>> {
-    const bucket = deps.config.storage.buckets.models;
-    const prefix = `${a.input.organization_id}/${a.input.model_name}/${a.pipelineId}`;
-    // The merged model and the GGUF are job outputs in the object store: copied, never through a worker's disk.
-    const weights = await copyPrefix(deps.store, a.merge.merged_dir, bucket, `${prefix}/safetensors`);
-    const gguf = await deps.store.copy(a.candle.gguf.path, bucket, `${prefix}/gguf-${a.candle.gguf.dtype}/${basename(a.candle.gguf.path)}`);
-    if (gguf.sha256 !== a.candle.gguf.sha256) throw ApplicationFailure.nonRetryable(`GGUF changed between quantization and upload (${gguf.sha256} != ${a.candle.gguf.sha256})`, 'ValidationFailed');
-    const main = weights.find((o) => o.uri.endsWith('.safetensors')) as StoredObject;
-    return {
-      safetensors: {
-        path: main.uri.slice(0, main.uri.lastIndexOf('/') + 1),
-        size_bytes: weights.reduce((n, o) => n + o.size_bytes, 0),
-        checksum: checksum(main.sha256),
-      },
-      [`gguf-${a.candle.gguf.dtype}`]: { path: gguf.uri, size_bytes: gguf.size_bytes, checksum: checksum(gguf.sha256) },
-    };
+  type RegisterInput = { pipelineId: string; input: PipelineWorkflowInput; train: TrainOutput; merge: MergeReport; candle: CandleResults };
+
+  /**
+   * What the manifests say about the model: the architecture from the merged config.json; the method is the
+   * pipeline's, refused when the adapter's peft_type is of another family; the base model is the catalogue name
+   * (adapter_config.json holds the job's local path to it, which means nothing outside that job).
+   */
+  async function describe(a: RegisterInput, merged: SourceFile[], adapter: SourceFile[]): Promise<ModelDescription> {
+    const fromMerged = describeModel(await readSourceJson(deps.store, merged, 'config.json'), null);
+    if (!fromMerged.architecture) throw new ModelArtifactError(`${a.merge.merged_dir}/config.json: no "architectures" entry naming the model class`);
+    const fromAdapter = describeModel(null, await readSourceJson(deps.store, adapter, 'adapter_config.json'));
+    const family = adapterFamilyOf(a.input.method);
+    if (family && fromAdapter.method !== family)
+      throw new ModelArtifactError(`${a.train.adapter_path}/adapter_config.json: peft_type gives method family "${fromAdapter.method}", but the pipeline trained ${a.input.method} (${family})`);
+    return { architecture: fromMerged.architecture, base_model: a.input.base_model, method: a.input.method };
+  }
+
+  /** Copies every format under the version's own prefix with its manifest: merged weights, adapter, GGUF. */
+  async function publish(a: RegisterInput, version: number): Promise<{ artifacts: Record<string, FormatArtifact>; description: ModelDescription }> {
+    const [merged, adapter] = await Promise.all([filesUnder(deps.store, a.merge.merged_dir), filesUnder(deps.store, a.train.adapter_path)]);
+    const description = await describe(a, merged, adapter);
+    const common = { bucket: deps.config.storage.buckets.models, prefix: versionPrefix(a.input.organization_id, a.input.model_name, version), model: a.input.model_name, version, description };
+    // The merged model, adapter and GGUF are job outputs in the object store: copied, never through a worker's disk.
+    const artifacts: Record<string, FormatArtifact> = {};
+    artifacts.safetensors = (await publishFormat(deps.store, { ...common, format: 'safetensors', files: merged })).artifact;
+    if (adapterFamilyOf(a.input.method)) artifacts.lora = (await publishFormat(deps.store, { ...common, format: 'lora', files: adapter })).artifact;
+    const ggufFormat = `gguf-${a.candle.gguf.dtype.toLowerCase()}`;
+    const gguf = await publishFormat(deps.store, { ...common, format: ggufFormat, files: [{ uri: a.candle.gguf.path, path: basename(a.candle.gguf.path) }] });
+    const copied = gguf.manifest.files[0]!.sha256;
+    if (copied !== a.candle.gguf.sha256) throw ApplicationFailure.nonRetryable(`GGUF changed between quantization and upload (${copied} != ${a.candle.gguf.sha256})`, 'ValidationFailed');
+    artifacts[ggufFormat] = gguf.artifact;
+    return { artifacts, description };
+  }
+
+  /** Publishes a pending version's files and marks it ready; bad artifacts fail the registration for good. */
+  async function completeVersion(a: RegisterInput, row: ModelVersionRow): Promise<ModelVersionRow> {
+    try {
+      const { artifacts, description } = await publish(a, row.version);
+      return await completeRegistration(deps.db, row.id, {
+        artifacts,
+        checksum: versionChecksum(artifacts),
+        source: artifacts.safetensors!.path,
+        architecture: description.architecture,
+        baseModel: description.base_model,
+        method: description.method,
+      });
+    } catch (err) {
+      if (!(err instanceof ModelArtifactError)) throw err;
+      await completeRegistration(deps.db, row.id, { artifacts: {}, checksum: null, failed: true });
+      throw ApplicationFailure.nonRetryable(`model version ${row.version} of "${a.input.model_name}" not registered: ${err.message}`, 'BadArtifacts');
+    }
   }
 
   return {
@@ -93,7 +139,6 @@ export function createRegistryActivities(deps: ActivityDeps) {
       merge: MergeReport;
       candle: CandleResults;
     }): Promise<RegisteredVersion> {
-      const artifacts = await publish(a);
       // The gate's decision of record: candidate vs base and vs production on the suite (activities/evaluation.ts).
       const gate = a.evalReport.gate;
       const baseDir = resolveBaseModel(a.input.base_model, deps.config, deps.bootstrap);
@@ -104,10 +149,8 @@ export function createRegistryActivities(deps: ActivityDeps) {
         stage: gate.passed ? 'staging' : 'none',
         runId: a.runId,
         datasetId: a.dataset.id,
-        architecture: 'LlamaForCausalLM',
-        baseModel: a.input.base_model,
-        method: a.input.method,
-        artifacts,
+        // The version's number names its prefix, so the row comes first (pending) and its files follow.
+        status: 'pending_registration',
         metrics: {
           exact_match: a.evalReport.tuned?.exact_match,
           perplexity: a.evalReport.tuned?.perplexity,
@@ -138,11 +181,12 @@ export function createRegistryActivities(deps: ActivityDeps) {
         },
         lineage: { run_id: a.runId, dataset_id: a.dataset.id, pipeline_id: a.pipelineId, eval_gate: gate.reason },
         tags: { method: a.input.method, eval_suite: gate.suite, ...gateTags(gate) },
-        source: artifacts.safetensors!.path,
         createdBy: a.input.requested_by,
         sourcePipeline: a.pipelineId,
       });
-      return { version: row.version, stage: row.stage, gateReason: gate.reason, artifacts: row.artifacts as Record<string, Artifact> };
+      // A retried activity finds its version (by pipeline) and finishes what the first attempt started.
+      const done = row.status === 'ready' ? row : await completeVersion(a, row);
+      return { version: done.version, stage: done.stage, gateReason: gate.reason, artifacts: done.artifacts as Record<string, Artifact> };
     },
 
     async promoteModelVersion(a: { organizationId: string; modelName: string; version: number; decision: PromotionDecision }): Promise<{ archived: number[] }> {

@@ -14,14 +14,15 @@ export interface ApiClient {
   post<T = unknown>(path: string, body?: unknown, opts?: { raw?: RequestInit["body"]; headers?: Record<string, string> }): Promise<T>;
   patch<T = unknown>(path: string, body: unknown): Promise<T>;
   del<T = unknown>(path: string): Promise<T>;
+  /** A GET whose body is read as a stream (a file download); a non-2xx answer is thrown as ApiClientError. */
+  stream(path: string): Promise<Response>;
   url: string;
 }
 
 export function createApiClient(url: string, token: string): ApiClient {
-  async function call<T>(method: string, path: string, body?: unknown, opts: { raw?: RequestInit["body"]; headers?: Record<string, string> } = {}): Promise<T> {
-    let res: Response;
+  async function send(method: string, path: string, body?: unknown, opts: { raw?: RequestInit['body']; headers?: Record<string, string> } = {}): Promise<Response> {
     try {
-      res = await fetch(url + path, {
+      return await fetch(url + path, {
         method,
         headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...opts.headers },
         body: opts.raw ?? (body !== undefined ? JSON.stringify(body) : undefined),
@@ -30,10 +31,23 @@ export function createApiClient(url: string, token: string): ApiClient {
     } catch (err) {
       throw new ApiClientError(0, 'UNAVAILABLE', `cannot reach the hanzo-ml API at ${url} (${(err as Error).cause ?? (err as Error).message}); is \`hanzo-ml dev\` running?`);
     }
+  }
+  async function failure(res: Response): Promise<ApiClientError> {
     const text = await res.text();
-    const json = text ? (JSON.parse(text) as Record<string, unknown>) : {};
-    if (!res.ok) throw new ApiClientError(res.status, String(json.error_code ?? res.status), String(json.message ?? text));
-    return json as T;
+    const json = (() => {
+      try {
+        return JSON.parse(text) as Record<string, unknown>;
+      } catch {
+        return {} as Record<string, unknown>;
+      }
+    })();
+    return new ApiClientError(res.status, String(json.error_code ?? res.status), String(json.message ?? text));
+  }
+  async function call<T>(method: string, path: string, body?: unknown, opts: { raw?: RequestInit["body"]; headers?: Record<string, string> } = {}): Promise<T> {
+    const res = await send(method, path, body, opts);
+    if (!res.ok) throw await failure(res);
+    const text = await res.text();
+    return (text ? JSON.parse(text) : {}) as T;
   }
   return {
     url,
@@ -41,5 +55,10 @@ export function createApiClient(url: string, token: string): ApiClient {
     post: (p, b, o) => call('POST', p, b, o),
     patch: (p, b) => call('PATCH', p, b),
     del: (p) => call('DELETE', p),
+    stream: async (p) => {
+      const res = await send('GET', p);
+      if (!res.ok) throw await failure(res);
+      return res;
+    },
   };
 }

@@ -1,9 +1,12 @@
 // `hanzo-ml demo`: the bundled dataset through the whole pipeline on the embedded stack, then a summary.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { pathToFileURL } from 'node:url';
+import { pullModel } from './pull.js';
+import { orderFormats } from '../lib/model-artifacts.js';
 import { describeComparison } from '../lib/eval-gate.js';
-import { sha256File } from '../lib/hash.js';
 import { createApiClient, type ApiClient } from './api-client.js';
 import { followPipeline, type PipelineStatus } from './progress.js';
 import { startDevStack, type DevStack } from './dev.js';
@@ -77,8 +80,9 @@ export async function runDemo(opts: { waitForApproval: boolean; apiUrl?: string;
     }
     const mv = status.progress.model_version;
     const version = mv ? await api.get<ModelVersionView>(`/v1/models/${encodeURIComponent(mv.name)}/versions/${mv.version}`) : null;
-    printSummary(status, await api.get(`/v1/datasets/${status.progress.dataset!.id}`), version, await verifyGguf(version), Date.now() - started);
-    return status.result?.outcome === 'promoted' ? 0 : 1;
+    const ggufCheck = mv && version ? await verifyGguf(api, mv.name, mv.version, version) : 'no model version';
+    printSummary(status, await api.get(`/v1/datasets/${status.progress.dataset!.id}`), version, ggufCheck, Date.now() - started);
+    return status.result?.outcome === 'promoted' && !ggufCheck.startsWith('MISMATCH') ? 0 : 1;
   } finally {
     process.off('SIGINT', onSignal);
     await stack?.stop();
@@ -96,13 +100,22 @@ interface ModelVersionView {
   };
 }
 
-/** Re-hashes the GGUF file the registry points at (file:// store) and says whether it matches. */
-async function verifyGguf(v: ModelVersionView | null): Promise<string> {
-  const gguf = Object.entries(v?.artifacts ?? {}).find(([k]) => k.startsWith('gguf'))?.[1];
-  if (!gguf) return 'no GGUF artifact';
-  if (!gguf.path.startsWith('file://')) return `stored at ${gguf.path}`;
-  const actual = `sha256:${await sha256File(fileURLToPath(gguf.path))}`;
-  return actual === gguf.checksum ? 'file checksum matches the registry' : `MISMATCH: file ${actual} != registry ${gguf.checksum}`;
+/**
+ * Pulls the GGUF through the API as `hanzo-ml model pull` does (every file against its manifest, the manifest
+ * against the registry's checksum) into a temporary directory, and says how that went.
+ */
+async function verifyGguf(api: ApiClient, name: string, versionNumber: number, v: ModelVersionView): Promise<string> {
+  const format = Object.keys(v.artifacts).find((k) => k.startsWith('gguf'));
+  if (!format) return 'no GGUF artifact';
+  const dir = await mkdtemp(join(tmpdir(), 'hanzo-ml-demo-pull-'));
+  try {
+    const pulled = await pullModel(api, { name, version: versionNumber, format, dest: join(dir, format) });
+    return `pulled and verified: ${pulled.files} file(s) match the manifest, manifest matches the registry (${pulled.checksum.slice(0, 19)}…)`;
+  } catch (err) {
+    return `MISMATCH: ${(err as Error).message}`;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, version: ModelVersionView | null, ggufCheck: string, ms: number): void {
@@ -130,7 +143,8 @@ function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, versi
   }
   lines.push(`training        ${p.step}/${p.max_steps} steps, run ${p.run_id}`);
   lines.push(`checkpoints     ${p.checkpoints.map((c) => `step ${c.step} (manifest sha256 ${c.sha256.slice(0, 12)}…)`).join(', ') || 'none'}`);
-  for (const [name, a] of Object.entries(r?.artifacts ?? {})) lines.push(`artifact        ${name.padEnd(12)} ${a.checksum}  ${a.size_bytes} bytes  ${a.path}`);
+  const artifacts = r?.artifacts ?? {};
+  for (const [name, a] of orderFormats(Object.keys(artifacts)).map((f) => [f, artifacts[f]!] as const)) lines.push(`artifact        ${name.padEnd(12)} ${a.checksum}  ${a.size_bytes} bytes  ${a.path}`);
   const gguf = Object.entries(r?.artifacts ?? {}).find(([k]) => k.startsWith('gguf'));
   if (gguf) lines.push(`GGUF            ${gguf[1].path.replace(/^file:\/\//, '')}  (${ggufCheck})`);
   const m = version?.metrics;

@@ -4,7 +4,7 @@ import { createReadStream, existsSync, statSync } from 'node:fs';
 import { basename, extname, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { createApiClient, ApiClientError, type ApiClient } from './api-client.js';
 import { followPipeline, type PipelineStatus } from './progress.js';
 import { runDev } from './dev.js';
@@ -12,6 +12,7 @@ import { runRelay, runServe, runWorker, setupTemporal } from './serve.js';
 import { runDemo } from './demo.js';
 import { runClusterApply } from './cluster.js';
 import { compareRuns } from './compare.js';
+import { pullModel } from './pull.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 
 const api = (): ApiClient =>
@@ -140,6 +141,20 @@ export function buildCli(): Command {
     const { versions } = await api().get<{ versions: Record<string, unknown>[] }>(`/v1/models/${encodeURIComponent(name)}/versions`);
     table(versions.map((v) => ({ version: v.version, stage: v.stage, run_id: v.run_id, exact_match: (v.metrics as Record<string, unknown>).exact_match, created_at: v.created_at })));
   });
+  model
+    .command('pull <name>')
+    .description('download one format of a version, verifying every file against its manifest and the manifest against the registry; refuses on any mismatch')
+    .option('--version <n>', 'version number', (v: string) => {
+      if (!/^[1-9]\d*$/.test(v)) throw new InvalidArgumentError('expected a positive integer');
+      return Number(v);
+    })
+    .addOption(new Option('--stage <stage>', 'the version in this stage').choices(['none', 'staging', 'production', 'archived']))
+    .option('--format <format>', 'safetensors, lora, gguf-q8_0, ... (default: the primary format)')
+    .option('--dest <dir>', 'a new directory to pull into (default: ./<name>-v<version>-<format>)')
+    .action(async (name: string, o: { version?: number; stage?: string; format?: string; dest?: string }) => {
+      const r = await pullModel(api(), { name, ...o });
+      process.stdout.write(`pulled ${r.name} v${r.version} ${r.format}: ${r.files} files, ${r.size_bytes} bytes, every SHA-256 verified (manifest ${r.checksum}) -> ${r.dest}\n`);
+    });
   model
     .command('promote <name> <version>')
     .description('move a model version to a stage; production needs the approver role and archives the previous production version')

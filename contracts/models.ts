@@ -5,6 +5,9 @@ import { Int64Schema } from './mlflow.js';
 
 export const MODEL_STAGES = ['none', 'staging', 'production', 'archived'] as const;
 export const ModelStageSchema = z.enum(MODEL_STAGES);
+/** MLflow's ModelVersionStatus, lower-cased: files are copied while pending; only a ready version is pulled. */
+export const REGISTRATION_STATUSES = ['pending_registration', 'ready', 'failed_registration'] as const;
+export type RegistrationStatus = (typeof REGISTRATION_STATUSES)[number];
 export type ModelStage = z.infer<typeof ModelStageSchema>;
 
 /** A registered-model name: what MLflow accepts (no '/' or ':', a clean relative path), at most 256 characters. */
@@ -67,6 +70,9 @@ export const ModelVersionSchema = z.object({
   architecture: z.string().nullable(),
   base_model: z.string().nullable(),
   method: z.string().nullable(),
+  status: z.enum(REGISTRATION_STATUSES),
+  checksum: z.string().nullable().describe("the version's checksum of record: its primary format's manifest checksum"),
+  formats: z.array(z.string()).describe('the formats the version carries, primary first'),
   artifacts: z.record(z.string(), z.unknown()),
   metrics: z.record(z.string(), z.unknown()),
   training_config: z.record(z.string(), z.unknown()),
@@ -76,6 +82,48 @@ export const ModelVersionSchema = z.object({
   created_by: z.string(),
   stage_changed_at: z.string(),
 });
+
+// ---- artifacts of record: each format of a version under {org}/{name}/v{version}/{format}/ with a manifest ----
+
+/** A format name: `safetensors`, `lora`, `gguf-q8_0`, `gguf-q4_k_m`, ... (one path segment). */
+export const FormatNameSchema = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'a format is lower-case letters, digits, ".", "_" and "-" (e.g. safetensors, gguf-q8_0)');
+
+const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 is 64 lower-case hex digits');
+
+export const MODEL_MANIFEST_SCHEMA = 'hanzo-ml.model-manifest/v1';
+
+/** One file of a format: its path relative to the format's prefix, size and SHA-256. */
+export const ManifestFileSchema = z.strictObject({
+  path: z
+    .string()
+    .min(1)
+    .refine((p) => !p.startsWith('/') && !p.split('/').some((s) => s === '' || s === '.' || s === '..'), 'a manifest path is relative, without "", "." or ".." segments'),
+  size_bytes: z.number().int().nonnegative(),
+  sha256: Sha256Hex,
+});
+
+/** `manifest.json` of one format of a version: every file with its SHA-256; the format's checksum is this file's. */
+export const ModelManifestSchema = z.strictObject({
+  schema: z.literal(MODEL_MANIFEST_SCHEMA),
+  model: z.string(),
+  version: z.number().int().positive(),
+  format: FormatNameSchema,
+  architecture: z.string().nullable().describe('config.json architectures[0]'),
+  base_model: z.string().nullable(),
+  method: z.string().nullable().describe('the training method; for an adapter, checked against adapter_config.json peft_type'),
+  files: z.array(ManifestFileSchema),
+});
+export type ModelManifest = z.infer<typeof ModelManifestSchema>;
+
+/** A version's entry for one format (spec 000's artifacts map), with where its manifest is and how many files it lists. */
+export const FormatArtifactSchema = z.object({
+  path: z.string().describe("the format's prefix, ending in /"),
+  size_bytes: z.number().int().nonnegative(),
+  checksum: z.string().regex(/^sha256:[0-9a-f]{64}$/).describe('SHA-256 of manifest.json'),
+  manifest: z.string(),
+  files: z.number().int().nonnegative(),
+});
+export type FormatArtifact = z.infer<typeof FormatArtifactSchema>;
 
 export const StageChangeResultSchema = z.object({ version: ModelVersionSchema, archived: z.array(z.number().int()) });
 

@@ -137,7 +137,9 @@ export type PromotionDecision = z.infer<typeof PromotionDecisionSchema>;
 export const ArtifactSchema = z.object({
   path: z.string(),
   size_bytes: z.number().int().nonnegative(),
-  checksum: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+  checksum: z.string().regex(/^sha256:[0-9a-f]{64}$/).describe("a format's checksum: the SHA-256 of its manifest.json"),
+  manifest: z.string().optional().describe("where the format's manifest.json is (absent on versions registered before manifests)"),
+  files: z.number().int().nonnegative().optional(),
 });
 export type Artifact = z.infer<typeof ArtifactSchema>;
 

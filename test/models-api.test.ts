@@ -2,7 +2,8 @@
 // version from a run's artifact, stage changes) and the MLflow registry endpoints' rules that the stock client
 // cannot show against a reference server: roles, the one-production-version rule, audit rows, tenancy, bad input.
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +23,7 @@ const VIEWER = as('viewer-token');
 const DEVELOPER = as('developer-token');
 const APPROVER = as('approver-token');
 const OTHER_ORG = as('token-of-another-org');
+const WEIGHTS = Buffer.from('weights of record');
 
 let temporal: DevServer;
 
@@ -37,13 +39,16 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
   }
   const mlflow = (method: string, rpc: string, body?: unknown, headers: Record<string, string> = auth) => call(method, `/api/2.0/mlflow/${rpc}`, body, headers);
 
-  /** A finished run with a metric, a param and one recorded artifact under checkpoint/final. */
+  /** A finished run with a metric, a param and one recorded artifact (in the object store) under checkpoint/final. */
   async function newRun(headers: Record<string, string> = auth): Promise<Json> {
     const created = await mlflow('POST', 'runs/create', { experiment_id: '0', run_name: 'to-register' }, headers);
     expect(created.status, JSON.stringify(created.body)).toBe(200);
     const info = created.body.run.info as Json;
     await mlflow('POST', 'runs/log-batch', { run_id: info.run_id, metrics: [{ key: 'eval/loss', value: 0.25, timestamp: 1, step: 3 }], params: [{ key: 'lr', value: '2e-5' }] }, headers);
-    await recordArtifact(runtime.catalogue.db, { runId: info.run_id, path: 'checkpoint/final/model.safetensors', uri: 'file:///objects/model.safetensors', sizeBytes: 1024, sha256: 'ab'.repeat(32) });
+    const file = join(tmpdir(), `weights-${info.run_id}.safetensors`);
+    writeFileSync(file, WEIGHTS);
+    const stored = await runtime.store.putFile('hanzo-ml-checkpoints', `checkpoints/${info.run_id}/final/model.safetensors`, file);
+    await recordArtifact(runtime.catalogue.db, { runId: info.run_id, path: 'checkpoint/final/model.safetensors', uri: stored.uri, sizeBytes: stored.size_bytes, sha256: stored.sha256 });
     return info;
   }
 
@@ -103,7 +108,15 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
     expect(res.body.source).toBe(`${run.artifact_uri}/checkpoint/final`);
     expect(res.body.metrics).toEqual({ 'eval/loss': 0.25 });
     expect(res.body.training_config).toEqual({ params: { lr: '2e-5' } });
-    expect(res.body.artifacts).toEqual({ 'model.safetensors': { path: 'file:///objects/model.safetensors', size_bytes: 1024, checksum: `sha256:${'ab'.repeat(32)}` } });
+    // The run's file is copied under the version's own prefix, with a manifest whose SHA-256 is the checksum.
+    expect(res.body).toMatchObject({ status: 'ready', formats: ['safetensors'] });
+    const copy = res.body.artifacts.safetensors as Json;
+    expect(copy).toMatchObject({ size_bytes: WEIGHTS.length, files: 1 });
+    expect(copy.path).toMatch(/\/dev\/reg-b\/v1\/safetensors\/$/);
+    const manifest = (await runtime.store.readText(copy.manifest))!;
+    expect(copy.checksum).toBe(`sha256:${sha256Text(manifest)}`);
+    expect(res.body.checksum).toBe(copy.checksum);
+    expect(JSON.parse(manifest).files).toEqual([{ path: 'model.safetensors', size_bytes: WEIGHTS.length, sha256: sha256Text(WEIGHTS.toString('utf8')) }]);
     const second = await call('POST', '/v1/models/reg-b/versions', { run_id: run.run_id, artifact_path: 'checkpoint/final' }, DEVELOPER);
     expect(second.body.version).toBe(2);
     const mv = await mlflow('GET', `model-versions/get?name=reg-b&version=1`, undefined, VIEWER);
@@ -120,6 +133,9 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
     const missing = await call('POST', '/v1/models/reg-c/versions', { artifact_path: 'm' }, DEVELOPER);
     expect(missing.body.message).toMatch(/run_id/);
     expect((await call('POST', '/v1/models/reg-c/versions', { run_id: run.run_id, artifact_path: 'm' }, VIEWER)).status).toBe(403);
+    const empty = await call('POST', '/v1/models/reg-c/versions', { run_id: run.run_id, artifact_path: 'm' }, DEVELOPER);
+    expect(empty).toMatchObject({ status: 400, body: { error_code: 'INVALID_PARAMETER_VALUE' } });
+    expect(empty.body.message).toContain('no artifacts at or under artifact_path "m"');
     expect((await call('GET', '/v1/models/reg-c/versions')).status).toBe(404);
   });
 

@@ -9,7 +9,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { demoPipelineRequest } from '../cli/demo.js';
 import { pipelineWorkflowId, type PipelineProgress, type PipelineResult } from '../contracts/pipeline.js';
-import { sha256File } from '../lib/hash.js';
+import { sha256File, sha256Text } from '../lib/hash.js';
 import { bundleWorkflows } from '../workers/worker.js';
 
 interface Status {
@@ -73,10 +73,17 @@ describe('fine-tuning pipeline end to end (embedded stack)', () => {
     const { body } = await stack.api<{ versions: Record<string, unknown>[] }>('GET', '/v1/models/e2e-model/versions');
     const v = body.versions[0]!;
     expect(v.stage).toBe('production');
-    const artifacts = v.artifacts as Record<string, { path: string; checksum: string; size_bytes: number }>;
-    const gguf = artifacts['gguf-q8_0']!;
-    expect(gguf.checksum).toBe(`sha256:${await sha256File(fileURLToPath(gguf.path))}`);
-    expect(final.result!.artifacts['gguf-q8_0']!.checksum).toBe(gguf.checksum);
+    const artifacts = v.artifacts as Record<string, { path: string; checksum: string; size_bytes: number; manifest: string }>;
+    expect(v).toMatchObject({ status: 'ready', formats: ['safetensors', 'lora', 'gguf-q8_0'], architecture: 'LlamaForCausalLM', method: 'lora' });
+    // Each format's checksum is its manifest's, and the manifest's SHA-256s are the files' (every shard).
+    for (const [format, a] of Object.entries(artifacts)) {
+      expect(a.path).toMatch(new RegExp(`/dev/e2e-model/v${String(v.version)}/${format}/$`));
+      const manifest = readFileSync(fileURLToPath(a.manifest), 'utf8');
+      expect(a.checksum).toBe(`sha256:${sha256Text(manifest)}`);
+      for (const f of (JSON.parse(manifest) as { files: { path: string; sha256: string }[] }).files)
+        expect(await sha256File(fileURLToPath(new URL(f.path.split('/').map(encodeURIComponent).join('/'), a.path)))).toBe(f.sha256);
+    }
+    expect(final.result!.artifacts['gguf-q8_0']!.checksum).toBe(artifacts['gguf-q8_0']!.checksum);
     expect(v.lineage).toMatchObject({ run_id: final.progress.run_id, dataset_id: final.progress.dataset!.id });
     expect((v.training_config as Record<string, unknown>).dataset_sha256).toMatch(/^[0-9a-f]{64}$/);
   });

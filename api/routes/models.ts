@@ -11,7 +11,6 @@ import {
   listVersions,
   modelVersionView,
   modelView,
-  registerModelVersion,
   transitionStage,
 } from '../../db/repo/models.js';
 import { artifactsOf, getRun, paramsOf } from '../../db/repo/tracking.js';
@@ -20,7 +19,9 @@ import { requireRole } from '../auth.js';
 import { jsonBody } from '../validate.js';
 import { ModelCreateSchema, ModelNameSchema, ModelVersionCreateSchema, StageChangeSchema } from '../../contracts/models.js';
 import { wireExperimentId } from './mlflow/common.js';
-import { wireRunArtifactUri } from './mlflow/artifact-store.js';
+import { rawPathAfter, wireRunArtifactUri } from './mlflow/artifact-store.js';
+import { downloadFormatFile, registerWithCopy } from '../model-files.js';
+import type { SourceFile } from '../../lib/model-artifacts.js';
 import { quarantineOverride, refusingQuarantined } from '../quarantine.js';
 import { latestMetricsOf } from '../../db/repo/metrics.js';
 
@@ -35,13 +36,13 @@ function versionNumber(raw: string): number {
   return Number(raw);
 }
 
-/** The run's recorded artifacts at or under `path`, keyed by their path relative to it, with checksums. */
-async function artifactsUnder(deps: ApiDeps, runId: string, path: string): Promise<Record<string, { path: string; size_bytes: number; checksum: string }>> {
+/** The run's recorded artifacts at or under `path`, as files relative to it (a file itself: its own name). */
+async function artifactsUnder(deps: ApiDeps, runId: string, path: string): Promise<SourceFile[]> {
   const prefix = path.replace(/\/+$/, '');
-  const out: Record<string, { path: string; size_bytes: number; checksum: string }> = {};
+  const out: SourceFile[] = [];
   for (const a of await artifactsOf(deps.db, runId)) {
     if (prefix !== '' && a.path !== prefix && !a.path.startsWith(`${prefix}/`)) continue;
-    out[a.path.slice(prefix.length).replace(/^\//, '') || a.path.split('/').pop()!] = { path: a.uri, size_bytes: a.sizeBytes, checksum: `sha256:${a.sha256}` };
+    out.push({ uri: a.uri, path: a.path.slice(prefix.length).replace(/^\//, '') || a.path.split('/').pop()! });
   }
   return out;
 }
@@ -77,20 +78,21 @@ export function modelRoutes(deps: ApiDeps) {
     if (!run) throw notFound(`run "${body.run_id}"`);
     const root = wireRunArtifactUri(run.artifactUri, wireExperimentId(run.experimentId, p.organizationId), run.id);
     const path = body.artifact_path.replace(/^\.?\/*/, '').replace(/\/+$/, '');
-    const [metrics, params, artifacts] = await Promise.all([latestMetricsOf(deps.db, run.id), paramsOf(deps.db, run.id), artifactsUnder(deps, run.id, path)]);
-    const row = await registerModelVersion(deps.db, {
+    const [metrics, params, files] = await Promise.all([latestMetricsOf(deps.db, run.id), paramsOf(deps.db, run.id), artifactsUnder(deps, run.id, path)]);
+    if (!files.length) throw invalid(`run "${run.id}" has no artifacts at or under artifact_path "${path}"`);
+    // The files are copied under the version's own prefix: a later overwrite of the run's artifact changes nothing.
+    const row = await registerWithCopy(deps, {
       organizationId: p.organizationId,
       modelName: name,
       runId: run.id,
       source: path ? `${root}/${path}` : root,
       description: body.description ?? '',
       tags: body.tags ?? {},
-      artifacts,
       metrics: Object.fromEntries(Object.entries(metrics).map(([k, m]) => [k, m.value])),
       trainingConfig: { params },
       lineage: { run_id: run.id, experiment_id: run.experimentId, artifact_path: path },
       createdBy: p.subject,
-    });
+    }, files);
     return c.json(modelVersionView(name, row), 201);
   });
 
@@ -101,6 +103,17 @@ export function modelRoutes(deps: ApiDeps) {
     const v = versions?.find((x) => String(x.version) === c.req.param('version'));
     if (!v) throw notFound(`model "${name}" version ${c.req.param('version')}`);
     return c.json(modelVersionView(name, v));
+  });
+
+  // One file of a format (manifest.json or a file it lists), streamed; `hanzo-ml model pull` verifies what it gets.
+  app.get('/:name/versions/:version/artifacts/:format/*', async (c) => {
+    const principal = requireRole(c, 'viewer');
+    const name = modelName(c.req.param('name'));
+    const version = versionNumber(c.req.param('version'));
+    const format = c.req.param('format');
+    const found = await getVersion(deps.db, principal.organizationId, name, version);
+    if (!found) throw notFound(`model "${name}" version ${version}`);
+    return downloadFormatFile(deps, { name, version: found.version, format, rawPath: rawPathAfter(c, `/artifacts/${format}/`) });
   });
 
   app.patch('/:name/versions/:version/stage', async (c) => {

@@ -310,6 +310,21 @@ pub fn metadata(
     md.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
+/// The GGUF format version this tool writes: llama.cpp writes 3, and its readers expect it.
+pub const GGUF_VERSION: u32 = 3;
+
+/// candle's writer stamps version 2 into the header. Versions 2 and 3 lay out a little-endian file
+/// byte for byte alike (3 only added big-endian files), so the header's version field is all that
+/// differs: overwrite it in place.
+fn mark_version_3(file: &mut File) -> Result<()> {
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(4))
+        .context("cannot seek to the GGUF version field")?;
+    file.write_all(&GGUF_VERSION.to_le_bytes())
+        .context("cannot write the GGUF version field")?;
+    Ok(())
+}
+
 /// Writes the GGUF file next to `path` under a temporary name, fsyncs it, then renames it into
 /// place, so a reader never sees a half-written file.
 pub fn write_atomically(
@@ -334,10 +349,9 @@ pub fn write_atomically(
         let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
         gguf_file::write(&mut w, &md, &ts).context("cannot write GGUF")?;
         w.flush()?;
-        w.into_inner()
-            .map_err(|e| e.into_error())?
-            .sync_all()
-            .context("cannot fsync the GGUF file")?;
+        let mut file = w.into_inner().map_err(|e| e.into_error())?;
+        mark_version_3(&mut file)?;
+        file.sync_all().context("cannot fsync the GGUF file")?;
         std::fs::rename(&tmp, path)
             .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

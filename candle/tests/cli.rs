@@ -132,6 +132,10 @@ fn quantize_q8_0_writes_a_gguf_that_loads_with_llama_cpp_names_and_metadata() {
     assert_eq!(output["sha256"], sha.as_str());
     assert_eq!(output["size_bytes"].as_u64().unwrap(), size);
     assert_no_temp_files(out_dir.path());
+    // GGUF v3, as llama.cpp writes it: the header is magic "GGUF" then version 3 (little-endian).
+    let header = std::fs::read(&out).unwrap();
+    assert_eq!(&header[..4], b"GGUF");
+    assert_eq!(u32::from_le_bytes(header[4..8].try_into().unwrap()), 3);
 
     let loaded = gguf::load(&out).unwrap();
     let names: BTreeSet<&str> = loaded.tensor_types.keys().map(String::as_str).collect();

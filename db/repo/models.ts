@@ -6,6 +6,7 @@ import type { Db } from '../client.js';
 import { modelAliases, modelVersions, registeredModels } from '../schema/index.js';
 import { emitEvent, type Tx } from './outbox.js';
 import { audit } from './auth.js';
+import { orderFormats } from '../../lib/model-artifacts.js';
 import { QUARANTINE_OVERRIDE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_TAG } from '../../contracts/eval-suite.js';
 
 export type RegisteredModelRow = typeof registeredModels.$inferSelect;
@@ -243,6 +244,27 @@ export async function registerModelVersion(db: Db, v: NewModelVersion): Promise<
   });
 }
 
+/**
+ * Records a version's copied artifacts and marks it ready (or, with `failed`, failed_registration). The columns
+ * describing the model (architecture, base model, method) come from the artifacts; null leaves them (and source) as they are.
+ */
+export async function completeRegistration(
+  db: Db,
+  id: string,
+  p: { artifacts: Record<string, unknown>; checksum: string | null; source?: string | null; architecture?: string | null; baseModel?: string | null; method?: string | null; failed?: boolean },
+): Promise<ModelVersionRow> {
+  const described = Object.fromEntries(
+    Object.entries({ source: p.source, architecture: p.architecture, baseModel: p.baseModel, method: p.method }).filter(([, v]) => v !== undefined && v !== null),
+  );
+  const [row] = await db
+    .update(modelVersions)
+    .set({ artifacts: p.artifacts, checksum: p.checksum, status: p.failed ? 'failed_registration' : 'ready', lastUpdatedAt: new Date(), ...described })
+    .where(eq(modelVersions.id, id))
+    .returning();
+  if (!row) throw new NotFoundError(`model version ${id} does not exist`);
+  return row;
+}
+
 export async function getVersion(db: Tx, organizationId: string, name: string, version: number): Promise<{ model: RegisteredModelRow; version: ModelVersionRow } | null> {
   const [row] = await db
     .select({ model: registeredModels, version: modelVersions })
@@ -469,6 +491,9 @@ export function modelVersionView(name: string, v: ModelVersionRow): Record<strin
     architecture: v.architecture,
     base_model: v.baseModel,
     method: v.method,
+    status: v.status,
+    checksum: v.checksum,
+    formats: orderFormats(Object.keys(v.artifacts as Record<string, unknown>)),
     artifacts: v.artifacts,
     metrics: v.metrics,
     training_config: v.trainingConfig,

@@ -3,7 +3,7 @@ import { integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, inde
 import { organizations } from './organizations.js';
 import { runs } from './tracking.js';
 import { datasets } from './datasets.js';
-import { MODEL_STAGES } from '../../contracts/models.js';
+import { MODEL_STAGES, REGISTRATION_STATUSES } from '../../contracts/models.js';
 
 export const registeredModels = pgTable(
   'registered_models',
@@ -44,7 +44,15 @@ export const modelVersions = pgTable(
     architecture: text('architecture'),
     baseModel: text('base_model'),
     method: text('method'),
+    /** Format -> the copy of record: `{path, size_bytes, checksum, manifest, files}` (checksum: the manifest's SHA-256). */
     artifacts: jsonb('artifacts').notNull().default({}),
+    /**
+     * MLflow's ModelVersionStatus: a version is `pending_registration` while its files are copied under its own
+     * prefix, then `ready`; a copy that failed leaves `failed_registration`. Only a ready version is pulled or served.
+     */
+    status: text('status', { enum: REGISTRATION_STATUSES }).notNull().default('ready'),
+    /** The version's checksum of record: `sha256:` of its primary format's manifest (null: no files were registered). */
+    checksum: text('checksum'),
     metrics: jsonb('metrics').notNull().default({}),
     trainingConfig: jsonb('training_config').notNull().default({}),
     lineage: jsonb('lineage').notNull().default({}),

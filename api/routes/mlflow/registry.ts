@@ -39,7 +39,6 @@ import {
   getVersion,
   latestVersionsPerStage,
   productionVersionOf,
-  registerModelVersion,
   renameModel,
   searchModels,
   searchVersions,
@@ -59,6 +58,9 @@ import { getLoggedModel, recordModelVersionOnLoggedModel } from '../../../db/rep
 import { decodePageToken, encodePageToken, invalidValue, mlflowRequest, validateKey, validateLength } from './common.js';
 import { parseFilter, type Grammar } from './search-filter.js';
 import { keyOfUri, PROXY_SCHEME } from './artifact-store.js';
+import { artifactRootUri } from '../../../lib/object-store.js';
+import { filesUnder, type SourceFile } from '../../../lib/model-artifacts.js';
+import { registerWithCopy } from '../../model-files.js';
 import { quarantineOverride, refuseGateTag, refusingQuarantined } from '../../quarantine.js';
 import { QUARANTINE_OVERRIDE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_TAG } from '../../../contracts/eval-suite.js';
 
@@ -66,6 +68,7 @@ const MAX_TAG_VALUE = 100_000;
 const MAX_ALIAS = 255;
 const STAGE_NAMES: Record<ModelStage, string> = { none: 'None', staging: 'Staging', production: 'Production', archived: 'Archived' };
 const ALL_STAGES = Object.values(STAGE_NAMES);
+const WIRE_STATUS: Record<ModelVersionRow['status'], string> = { pending_registration: 'PENDING_REGISTRATION', ready: 'READY', failed_registration: 'FAILED_REGISTRATION' };
 
 const MODEL_GRAMMAR: Grammar = { what: 'registered model', attributes: { name: 'string' }, entities: ['tag', 'attribute'] };
 const VERSION_GRAMMAR: Grammar = {
@@ -161,7 +164,7 @@ function versionWire(name: string, v: ModelVersionRow, aliases: { alias: string;
     source: v.source ?? '',
     run_id: wireRunId(v),
     ...(v.runLink ? { run_link: v.runLink } : {}),
-    status: 'READY',
+    status: WIRE_STATUS[v.status],
     tags: kv(v.tags),
     aliases: aliases.filter((a) => a.version === v.version).map((a) => a.alias),
   };
@@ -389,6 +392,7 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if ((body.run_id !== undefined && body.run_id !== sourceRunId) || (body.model_id !== undefined && body.model_id !== (version.loggedModelId ?? '')))
       throw invalid(`Invalid model version source: '${body.source}'. The run_id and model_id request parameters must match the referenced model version.`);
     return {
+      from: version,
       source: `models:/${model.name}/${version.version}`,
       runId: body.run_id ?? (sourceRunId || null),
       modelId: body.model_id ?? version.loggedModelId,
@@ -421,6 +425,24 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     return { storageLocation: null, runId: logged.sourceRunId };
   }
 
+  /**
+   * The files of a source that lies in our artifact store (`runs:/<run>/<path>`, a proxied or stored location,
+   * a logged model's artifacts); none for a location elsewhere (MLflow takes it as given, and so do we).
+   */
+  async function sourceFiles(location: string, run: { artifactUri: string } | null, ofLoggedModel: boolean): Promise<SourceFile[]> {
+    const runsUri = /^runs:\/[^/]+\/?(.*)$/.exec(location);
+    const resolved = runsUri ? (run ? `${run.artifactUri.replace(/\/+$/, '')}/${runsUri[1]!}`.replace(/\/+$/, '') : null) : location;
+    // Only files the caller's organization owns: inside its run's artifacts, or its logged model's (checked above).
+    if (resolved === null || !(ofLoggedModel || (run && withinRunArtifacts(resolved, run.artifactUri)))) return [];
+    const key = keyOfUri(deps, resolved);
+    return key === null ? [] : filesUnder(deps.store, `${artifactRootUri(deps)}/${key}`);
+  }
+
+  /** What a copy of a registered version keeps of it: the files of record are already immutable. */
+  function copiedRecord(from: ModelVersionRow) {
+    return { artifacts: from.artifacts, checksum: from.checksum, architecture: from.architecture, baseModel: from.baseModel, method: from.method, status: from.status };
+  }
+
   route(['post'], '/model-versions/create', MlflowCreateVersionSchema, async (body, c) => {
     const p = requireRole(c, 'developer');
     validateModelName(body.name);
@@ -445,8 +467,13 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     }
     const model = await modelOf(p, body.name);
     // The run is linked when it is one of the caller's; otherwise its id is lineage only, shown as given.
-    const linkedRun = runId && (await getRun(db, p.organizationId, runId)) ? runId : null;
-    const row = await registerModelVersion(db, {
+    const run = runId ? await getRun(db, p.organizationId, runId) : null;
+    const linkedRun = run ? run.id : null;
+    // Files in our artifact store are copied under the version's prefix, so overwriting the run's (or logged
+    // model's) artifacts later cannot change the version; a copy of a registered version reuses its record.
+    const files = copy ? [] : await sourceFiles(storageLocation ?? body.source, run, Boolean(body.model_id));
+    const copied = copy ? copiedRecord(copy.from) : {};
+    const row = await registerWithCopy(deps, {
       organizationId: p.organizationId,
       modelName: body.name,
       runId: linkedRun,
@@ -458,7 +485,8 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       tags,
       lineage: { ...(runId ? { run_id: runId } : {}), ...(loggedModelId ? { logged_model_id: loggedModelId } : {}) },
       createdBy: p.subject,
-    });
+      ...copied,
+    }, files);
     if (loggedModelId) await recordModelVersionOnLoggedModel(db, p.organizationId, loggedModelId, body.name, row.version);
     return versionResponse(model.name, model.id, row);
   });
