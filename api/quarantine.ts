@@ -4,7 +4,7 @@ import type { Context } from 'hono';
 import type { AppEnv } from './deps.js';
 import { requireRole } from './auth.js';
 import { ApiError } from './errors.js';
-import { QuarantinedError } from '../db/repo/models.js';
+import { NotServableError } from '../db/repo/models.js';
 import { GATE_TAGS } from '../contracts/eval-suite.js';
 
 /** The override reason, if the caller gave one and may override; without one the gate's refusal stands. */
@@ -15,12 +15,12 @@ export function quarantineOverride(c: Context<AppEnv>, reason: string | undefine
   return trimmed;
 }
 
-/** Runs a stage change, answering a quarantine refusal as a conflict with the gate's reason. */
+/** Runs a stage change, answering a quarantine (or unfinished registration) refusal as a conflict with its reason. */
 export async function refusingQuarantined<T>(change: () => Promise<T>): Promise<T> {
   try {
     return await change();
   } catch (err) {
-    if (err instanceof QuarantinedError) throw new ApiError('INVALID_STATE', err.message);
+    if (err instanceof NotServableError) throw new ApiError('INVALID_STATE', err.message);
     throw err;
   }
 }

@@ -201,6 +201,10 @@ describe.each(['file', 's3'] as const)('model artifacts of record on the %s stor
     const pull = await call('GET', '/v1/models/artifacts-d/versions/1/artifacts/safetensors/manifest.json');
     expect(pull.status).toBe(409);
     expect(pull.body.message).toContain('failed_registration');
+    // Nothing complete to serve: no stage toward serving, not even for an admin.
+    const staged = await call('PATCH', '/v1/models/artifacts-d/versions/1/stage', { stage: 'staging' });
+    expect(staged.status).toBe(409);
+    expect(staged.body.message).toContain('not servable (failed_registration)');
   });
 
   it('copies a runs:/ source on MLflow registration, so overwriting the run artifact later changes nothing', async () => {

@@ -23,8 +23,16 @@ export type NewModelVersion = Omit<
 export class NotFoundError extends Error {}
 /** A stage change that would leave two production versions of one model. */
 export class StageConflictError extends Error {}
+/** A version that may not move toward serving (staging or production) as it is. */
+export class NotServableError extends Error {}
 /** A version the promotion gate quarantined, moved toward serving without an override. */
-export class QuarantinedError extends Error {}
+export class QuarantinedError extends NotServableError {}
+
+/** Files still being copied, or a registration that failed: nothing complete to serve. No override exists. */
+function checkRegistered(target: ModelVersionRow, p: { modelName: string; stage: ModelStage }): void {
+  if (target.status === 'ready' || (p.stage !== 'staging' && p.stage !== 'production')) return;
+  throw new NotServableError(`version ${target.version} of model "${p.modelName}" is ${target.status === 'pending_registration' ? 'still being registered' : `not servable (${target.status})`}; it cannot move to ${p.stage}`);
+}
 
 /** Refuses staging/production for a quarantined version unless overridden; records the override on it. */
 function checkQuarantine(target: ModelVersionRow, p: { modelName: string; stage: ModelStage; quarantineOverride?: string }): Record<string, string> | null {
@@ -323,6 +331,7 @@ export async function transitionStage(
       .from(modelVersions)
       .where(and(eq(modelVersions.modelId, model.id), eq(modelVersions.version, p.version)));
     if (!target) throw new NotFoundError(`model "${p.modelName}" has no version ${p.version}`);
+    checkRegistered(target, p);
     const overridden = checkQuarantine(target, p);
     const others = and(eq(modelVersions.modelId, model.id), ne(modelVersions.version, p.version));
     const now = new Date();
