@@ -102,7 +102,8 @@ export const UNAUTHENTICATED_KEYS_PER_MINUTE = 1000;
  * most a row per address and minute (and at most UNAUTHENTICATED_KEYS_PER_MINUTE addresses per minute).
  * A rate limit would drop attempts, which is what an investigation of the flood needs to see.
  */
-export function auditTrail(deps: Pick<ApiDeps, 'db' | 'log' | 'config'>, anonymous: Principal | null): MiddlewareHandler<AppEnv> {
+export function auditTrail(deps: Pick<ApiDeps, 'db' | 'log' | 'config'>, anonymous: Principal | null, o: { keysPerMinute?: number } = {}): MiddlewareHandler<AppEnv> {
+  const keysPerMinute = o.keysPerMinute ?? UNAUTHENTICATED_KEYS_PER_MINUTE;
   let minute = '';
   const seen = new Set<string>();
   const addressKey = (address: string): string => {
@@ -112,7 +113,7 @@ export function auditTrail(deps: Pick<ApiDeps, 'db' | 'log' | 'config'>, anonymo
       seen.clear();
     }
     if (!seen.has(address)) {
-      if (seen.size >= UNAUTHENTICATED_KEYS_PER_MINUTE) return `${now}|many`;
+      if (seen.size >= keysPerMinute) return `${now}|many`;
       seen.add(address);
     }
     return `${now}|${address}`;
