@@ -24,7 +24,7 @@ import { auditedChange } from '../audit.js';
 import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { jsonBody, queryParams } from '../validate.js';
-import { requireRole } from '../auth.js';
+import { requireOwnerOrAdmin, requireRole } from '../auth.js';
 
 /** Rejects a sweep that cannot run (strategy, concurrency cap, base model, dataset) before anything starts. */
 export async function checkSweep(deps: ApiDeps, req: SweepConfig, organizationId: string): Promise<SweepWorkflowInput['config']> {
@@ -186,6 +186,7 @@ export function hpoRoutes(deps: ApiDeps) {
   app.post('/:id/cancel', async (c) => {
     requireRole(c, 'developer');
     const row = await owned(c, c.req.param('id'));
+    requireOwnerOrAdmin(c, row.createdBy, `sweep ${row.id}`);
     if (row.status !== 'running') throw new ApiError('INVALID_STATE', `sweep ${row.id} is ${row.status}`);
     // A Temporal call with no catalogue row of its own (the workflow records the sweep's end): the audit row
     // commits only if the cancellation was accepted.

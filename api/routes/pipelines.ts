@@ -20,13 +20,13 @@ import { MODEL_NAME_KEY, ORGANIZATION_KEY, STAGE_KEY } from '../../contracts/sea
 import type { fineTunePipelineWorkflow } from '../../workflows/pipeline.js';
 import { pipelineProgressQuery, promotionDecisionUpdate } from '../../workflows/pipeline-messages.js';
 import { findDatasetVersion } from '../../db/repo/datasets.js';
-import { listPipelines, upsertPipeline } from '../../db/repo/pipelines.js';
+import { getPipelineRow, listPipelines, upsertPipeline } from '../../db/repo/pipelines.js';
 import type { Principal } from '../../db/repo/auth.js';
 import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { auditedChange } from '../audit.js';
 import { jsonBody } from '../validate.js';
-import { requireRole } from '../auth.js';
+import { requireOwnerOrAdmin, requireRole } from '../auth.js';
 import { checkPipelinePolicy } from '../input-policy.js';
 
 /** The workflow input: the request plus the caller and the server settings a workflow cannot read. */
@@ -133,9 +133,10 @@ export function pipelineRoutes(deps: ApiDeps) {
 
   /** Cancels a running pipeline: its job gets SIGTERM (an emergency checkpoint) and is deleted; the run ends KILLED. */
   app.post('/:id/cancel', async (c) => {
-    requireRole(c, 'developer');
+    const principal = requireRole(c, 'developer');
     const id = c.req.param('id');
     const { handle, status } = await ownedHandle(c, id);
+    requireOwnerOrAdmin(c, (await getPipelineRow(deps.db, principal.organizationId, id))?.createdBy ?? null, `pipeline ${id}`);
     if (status !== 'RUNNING') throw new ApiError('INVALID_STATE', `pipeline ${id} is not running (${status.toLowerCase()})`);
     // Cancelling is a Temporal call with no catalogue row of its own: the audit row is committed only if the
     // request was accepted (the workflow records the stage it ends in).
