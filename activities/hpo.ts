@@ -38,6 +38,7 @@ import { BaseModelError } from '../lib/base-models.js';
 import { learningCurve, learningCurveStep, syntheticMetrics } from './hpo-objectives.js';
 import { currentAttempt, readProgress, runJobToCompletion, stopJobKeepingHeartbeat, type JobDefinition } from './jobs.js';
 import { baseModelInput, fileInput } from './job-inputs.js';
+import { syntheticTrialSlot } from './hpo-slots.js';
 import { datasetRef } from './datasets.js';
 import { trialReportUpdate } from '../workflows/hpo-messages.js';
 import { logMetrics } from '../db/repo/metrics.js';
@@ -134,6 +135,54 @@ export function createHpoActivities(deps: ActivityDeps) {
     return value !== undefined && Number.isFinite(value) ? askSweep(t, step, value) : null;
   }
 
+  /** The steps of a synthetic trial (runSyntheticTrial), keeping its admission slot fresh as it goes. */
+  async function evaluateSynthetic(
+    a: { trial: TrialInput; runId: string },
+    prior: { step: number; gpu_seconds: number; curve: [number, number][] } | undefined,
+    refreshSlot: () => Promise<void>,
+  ): Promise<TrialOutcome> {
+    const base = a.trial.config.base_config as SyntheticBaseConfig;
+    const ctx = Context.current();
+    const objective = objectivesOf(a.trial.config)[0]!.metric;
+    const curve: [number, number][] = prior?.curve ?? [];
+    const gpus = a.trial.config.resources_per_trial.gpus;
+    let step = prior?.step ?? 0;
+    let gpuSeconds = prior?.gpu_seconds ?? 0;
+    let last = Date.now();
+    const account = () => {
+      const now = Date.now();
+      gpuSeconds += ((now - last) / 1000) * gpus;
+      last = now;
+    };
+    let metrics: Record<string, number> = {};
+    let stopped: string | null = null;
+    try {
+      while (step < base.max_steps && stopped === null) {
+        if (base.step_ms > 0) await sleep(base.step_ms);
+        step++;
+        if (step % base.eval_steps === 0 || step === base.max_steps) {
+          metrics = syntheticMetrics(base.function, a.trial.params, step, base.max_steps, base.noise);
+          account();
+          stopped = await report(a.trial, a.runId, step, metrics);
+          curve.push([step, metrics[objective]!]);
+          await accountTrial(deps.db, a.trial.sweep_id, a.trial.n, { steps: step, gpuSeconds });
+          await refreshSlot();
+        }
+        ctx.heartbeat({ step, gpu_seconds: gpuSeconds, curve });
+        if (base.step_ms === 0 && step % 50 === 0) await sleep(0); // let a cancellation in
+      }
+    } catch (err) {
+      if (err instanceof CancelledFailure) {
+        account();
+        await accountTrial(deps.db, a.trial.sweep_id, a.trial.n, { steps: step, gpuSeconds });
+      }
+      throw err;
+    }
+    account();
+    const state = stopped === null ? 'completed' : 'pruned';
+    return { n: a.trial.n, state, metrics: { ...metrics, 'cost/gpu_hours': gpuSeconds / 3600 }, steps: step, gpu_seconds: gpuSeconds, run_id: a.runId, error: stopped, curve };
+  }
+
   return {
     /** The sweep's row and experiment; returns the key warm start looks earlier trials up by. */
     /** The sweep's row and experiment (the API made them already unless the sweep was started directly). */
@@ -182,48 +231,20 @@ export function createHpoActivities(deps: ActivityDeps) {
       return { runId };
     },
 
-    /** Evaluates a synthetic objective step by step; resumes from its last heartbeat after a worker restart. */
+    /**
+     * Evaluates a synthetic objective step by step; resumes from its last heartbeat after a worker restart. A
+     * synthetic trial stands in for a training job (it is how the scheduler is tested without GPU time), so it
+     * holds a slot of its organization's admission gate, as a LoRA trial's job does.
+     */
     async runSyntheticTrial(a: { trial: TrialInput; runId: string }): Promise<TrialOutcome> {
-      const base = a.trial.config.base_config as SyntheticBaseConfig;
       const ctx = Context.current();
       const prior = ctx.info.heartbeatDetails as { step: number; gpu_seconds: number; curve: [number, number][] } | undefined;
-      const objective = objectivesOf(a.trial.config)[0]!.metric;
-      const curve: [number, number][] = prior?.curve ?? [];
-      const gpus = a.trial.config.resources_per_trial.gpus;
-      let step = prior?.step ?? 0;
-      let gpuSeconds = prior?.gpu_seconds ?? 0;
-      let last = Date.now();
-      const account = () => {
-        const now = Date.now();
-        gpuSeconds += ((now - last) / 1000) * gpus;
-        last = now;
-      };
-      let metrics: Record<string, number> = {};
-      let stopped: string | null = null;
+      const slot = await syntheticTrialSlot(deps, a.trial);
       try {
-        while (step < base.max_steps && stopped === null) {
-          if (base.step_ms > 0) await sleep(base.step_ms);
-          step++;
-          if (step % base.eval_steps === 0 || step === base.max_steps) {
-            metrics = syntheticMetrics(base.function, a.trial.params, step, base.max_steps, base.noise);
-            account();
-            stopped = await report(a.trial, a.runId, step, metrics);
-            curve.push([step, metrics[objective]!]);
-            await accountTrial(deps.db, a.trial.sweep_id, a.trial.n, { steps: step, gpuSeconds });
-          }
-          ctx.heartbeat({ step, gpu_seconds: gpuSeconds, curve });
-          if (base.step_ms === 0 && step % 50 === 0) await sleep(0); // let a cancellation in
-        }
-      } catch (err) {
-        if (err instanceof CancelledFailure) {
-          account();
-          await accountTrial(deps.db, a.trial.sweep_id, a.trial.n, { steps: step, gpuSeconds });
-        }
-        throw err;
+        return await evaluateSynthetic(a, prior, slot.refresh);
+      } finally {
+        await slot.release();
       }
-      account();
-      const state = stopped === null ? 'completed' : 'pruned';
-      return { n: a.trial.n, state, metrics: { ...metrics, 'cost/gpu_hours': gpuSeconds / 3600 }, steps: step, gpu_seconds: gpuSeconds, run_id: a.runId, error: stopped, curve };
     },
 
     /** Trains the tiny model with the trial's hyperparameters as a trainer job; reports eval/loss at each eval. */

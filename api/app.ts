@@ -2,7 +2,6 @@
 // Tests call app.request() with no listening server.
 import { randomUUID } from 'node:crypto';
 import { Hono, type MiddlewareHandler } from 'hono';
-import type { Principal } from '../db/repo/auth.js';
 import { sql } from 'drizzle-orm';
 import type { ApiDeps, AppEnv } from './deps.js';
 import { ApiError, errorResponse, invalid } from './errors.js';
@@ -11,9 +10,9 @@ import { ApiError, errorResponse, invalid } from './errors.js';
 const MLFLOW_BATCH_BYTES = 1024 * 1024;
 import { anonymousPrincipal, authenticate, isUploadPath, jwtVerifierFor } from './auth.js';
 import { streamingBodyLimit } from './body-limit.js';
-import { auditContext, identityRoutes } from './routes/identity.js';
+import { identityRoutes } from './routes/identity.js';
+import { auditTrail, requestTransactions } from './audit.js';
 import { eventRoutes } from './routes/events.js';
-import { audit } from '../db/repo/auth.js';
 import { datasetRoutes } from './routes/datasets.js';
 import { pipelineRoutes } from './routes/pipelines.js';
 import { runRoutes } from './routes/runs.js';
@@ -68,10 +67,17 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   );
   const anonymous = anonymousPrincipal(deps.config);
   const authOptions = { anonymous, jwt: jwtVerifierFor(deps.config), port: deps.config.server.port };
+  const trail = auditTrail(deps, anonymous);
   for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow', '/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts', '/get-artifact']) {
-    app.use(prefix === '/get-artifact' ? prefix : `${prefix}/*`, auditTrail(deps, anonymous));
+    app.use(prefix === '/get-artifact' ? prefix : `${prefix}/*`, trail);
     app.use(prefix === '/get-artifact' ? prefix : `${prefix}/*`, authenticate(deps.db, authOptions));
   }
+  // Route families whose changes are catalogue writes only run each change in one transaction with its audit
+  // row. Uploads stream their bodies first and audit with the catalogue row they write (api/audit.ts).
+  const requests = requestTransactions(deps.db);
+  const atomic: MiddlewareHandler<AppEnv> = (c, next) => (isUploadPath(c.req.path) || c.req.path.endsWith('/upload-artifact') ? next() : requests.atomic(c, next));
+  for (const prefix of ['/v1/experiments', '/v1/runs', '/v1/models', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow']) app.use(`${prefix}/*`, atomic);
+  deps = { ...deps, db: requests.db };
   app.route('/v1', identityRoutes(deps));
   app.route('/v1/events', eventRoutes(deps));
   app.route('/v1/datasets', datasetRoutes(deps));
@@ -97,34 +103,4 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
     return errorResponse(c, 'INTERNAL_ERROR', `internal error (request ${c.get('requestId')}): ${err.message}`);
   });
   return app;
-}
-
-/** Reads that hand out data (artifacts, dataset and model files): audited as downloads. */
-const DOWNLOAD = /\/artifacts\/.+|\/get-artifact$|\/download$/;
-
-/**
- * The audit trail of every call that changes state, every download and every denial. A handler that writes its
- * own row inside the transaction of its change marks the request `audited`; any other successful change gets a
- * row here, after its response, naming method and path.
- */
-function auditTrail(deps: ApiDeps, anonymous: Principal | null): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    await next();
-    if (c.get('audited')) return;
-    const status = c.res.status;
-    const method = c.req.method;
-    const denied = status === 403;
-    const download = method === 'GET' && status < 300 && DOWNLOAD.test(c.req.path);
-    const change = !['GET', 'HEAD', 'OPTIONS'].includes(method) && status < 400;
-    if (!denied && !download && !change) return;
-    const principal = c.get('principal') ?? anonymous;
-    if (!principal) return;
-    await audit(deps.db, {
-      ...auditContext(c, principal),
-      action: denied ? `denied ${method} ${c.req.path}` : download ? 'download' : `${method} ${c.req.path}`,
-      target: c.req.path,
-      outcome: denied ? 'denied' : 'ok',
-      detail: { status },
-    }).catch((err: unknown) => deps.log.error('audit row not written', { error: String(err), request_id: c.get('requestId') }));
-  };
 }

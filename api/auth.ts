@@ -175,5 +175,16 @@ const specLabel = (r: Role): string => {
   return s.approver && s.role === 'ml-researcher' ? 'ml-researcher with approver permission' : s.role;
 };
 
+/**
+ * Spec 000: an ml-researcher cancels only the jobs they submitted; an ml-admin cancels any of the organization.
+ * `owner` is the submitter's subject (null when unknown: only an admin may then cancel).
+ */
+export function requireOwnerOrAdmin(c: Context<AppEnv>, owner: string | null, what: string): Principal {
+  const p = requireRole(c, 'developer');
+  if (p.role !== 'admin' && p.subject !== owner)
+    throw new ApiError('PERMISSION_DENIED', `an ml-researcher may cancel only jobs they submitted; ${what} was submitted by ${owner ?? 'someone else'} (ml-admin may cancel any)`);
+  return p;
+}
+
 /** Whether the caller may approve a production promotion. */
 export const canApprove = (p: Principal): boolean => RANK[p.role] >= RANK.approver;

@@ -10,6 +10,11 @@ import { nvidiaGpuNames } from '../lib/gpus.js';
 import type { Db } from '../db/client.js';
 import * as q from '../db/repo/monitoring.js';
 import type { AppEnv } from './deps.js';
+import { priorityValue } from '../scheduling/kueue-objects.js';
+import { JOB_PRIORITIES } from '../contracts/config.js';
+
+/** A stored priority value back to its name (an unknown value, from a newer version, shows as its number). */
+const priorityName = (value: number): string => JOB_PRIORITIES.find((p) => priorityValue(p) === value) ?? String(value);
 
 export interface ApiMetrics {
   registry: Registry;
@@ -96,8 +101,8 @@ export function createMetrics(db: Db, config: Config): ApiMetrics {
     for (const [name, n] of gpus) g.set({ gpu_type: name }, Math.max(0, n - (held.get(name) ?? held.get('gpu') ?? 0)));
     if (gpus.size === 0) g.set({ gpu_type: 'none' }, 0);
   });
-  catalogueGauge('hanzo_ml_queue_depth', 'Pipelines waiting to start', ['org', 'priority'], async (g) => {
-    for (const r of await q.queueDepth(db)) g.set({ org: r.org, priority: r.priority }, r.n);
+  catalogueGauge('hanzo_ml_queue_depth', 'Jobs waiting for a slot of their organization (scheduler.quotas), by priority', ['org', 'priority'], async (g) => {
+    for (const r of await q.queueDepth(db)) g.set({ org: r.org, priority: priorityName(r.priority) }, r.n);
   });
   catalogueGauge('hanzo_ml_storage_bytes', 'Bytes of objects the catalogue records, by bucket', ['bucket'], async (g) => {
     const bucket = { datasets: config.storage.buckets.datasets, checkpoints: config.storage.buckets.checkpoints } as Record<string, string>;

@@ -34,6 +34,8 @@ export interface CreateDatasetVersion {
   parentDatasets?: string[];
   /** Deterministic ID for idempotent retries (the pipeline derives it from its workflow ID). */
   id?: string;
+  /** writes the audit row of an API upload in the transaction that records the version */
+  audited?: (tx: Db, row: DatasetRow) => Promise<void>;
 }
 
 export interface DatasetDeps {
@@ -105,7 +107,7 @@ export async function createDatasetVersion(deps: DatasetDeps, req: CreateDataset
       createdBy: req.createdBy,
     };
     try {
-      return await insertDatasetVersion(deps.db, record);
+      return await insertDatasetVersion(deps.db, record, req.audited);
     } catch (err) {
       // The version was not recorded: its files must not linger as an unreferenced half of it.
       await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);

@@ -1,12 +1,13 @@
 // The outbox relay: publishes committed events to Kafka with an idempotent producer, keyed per resource, and
 // marks them published. At least once: a crash (its own, or the broker's) between publishing and marking sends
-// the rows again, with the same event_id. One relay at a time holds the catalogue's relay lock, so any number of
-// processes may run it; rows older than stream.retention are pruned.
+// the rows again, with the same event_id. One relay at a time holds the catalogue's relay lease (never a
+// transaction across a send), so any number of processes may run it; rows older than stream.retention are pruned.
+import { randomUUID } from 'node:crypto';
 import { Kafka, Partitioners, logLevel, type Producer } from 'kafkajs';
 import type { Config } from '../contracts/config.js';
 import { EVENT_TOPICS, kafkaTopic, type EventEnvelope, type EventTopic } from '../contracts/events.js';
 import type { Db } from '../db/client.js';
-import { pruneOutbox, relayBatch, type OutboxRow } from '../db/repo/outbox.js';
+import { pruneOutbox, relayBatch, releaseRelayLease, type OutboxRow } from '../db/repo/outbox.js';
 import { durationMs } from './config.js';
 import type { Logger } from './log.js';
 
@@ -28,6 +29,13 @@ export interface EventRelay {
 }
 
 const PRUNE_EVERY_MS = 60_000;
+/**
+ * How long the relay lease lasts past its holder's last batch: how long a crashed relay's successor waits. It is
+ * renewed before every batch, and a send is bounded well inside it (REQUEST_TIMEOUT_MS); should retries stretch
+ * a send past it, the successor only sends the same rows again (see relayBatch).
+ */
+export const RELAY_LEASE_MS = 15_000;
+const REQUEST_TIMEOUT_MS = 5_000;
 
 export async function startEventRelay(o: { db: Db; config: Config; log: Logger; idleMs?: number }): Promise<EventRelay> {
   const { stream } = o.config;
@@ -36,8 +44,10 @@ export async function startEventRelay(o: { db: Db; config: Config; log: Logger; 
     clientId: stream.client_id,
     brokers: stream.brokers.split(',').map((b) => b.trim()),
     logLevel: logLevel.NOTHING,
+    requestTimeout: REQUEST_TIMEOUT_MS,
     retry: { retries: 5, initialRetryTime: 200, maxRetryTime: 5000 },
   });
+  const lease = { holder: randomUUID(), leaseMs: RELAY_LEASE_MS };
   // Idempotent: a retried send is not written twice by the broker, and order holds per partition. After a
   // failure the producer is replaced: a restarted broker may have forgotten its sequence numbers.
   let producer: Producer | null = null;
@@ -74,6 +84,7 @@ export async function startEventRelay(o: { db: Db; config: Config; log: Logger; 
     for (const r of rows) byTopic.set(r.topic, [...(byTopic.get(r.topic) ?? []), r]);
     await (await connected()).sendBatch({
       acks: -1,
+      timeout: REQUEST_TIMEOUT_MS,
       topicMessages: [...byTopic].map(([topic, rs]) => ({
         topic: kafkaTopic(stream.topic_prefix, topic as EventTopic),
         messages: rs.map((r) => ({ key: r.key, value: JSON.stringify(envelopeOf(r)), headers: { event_id: String(r.id), organization_id: r.organizationId } })),
@@ -83,7 +94,7 @@ export async function startEventRelay(o: { db: Db; config: Config; log: Logger; 
   const drain = async (): Promise<number> => {
     let total = 0;
     for (;;) {
-      const n = await relayBatch(o.db, stream.relay_batch, publish);
+      const n = await relayBatch(o.db, lease, stream.relay_batch, publish);
       if (n <= 0) return total;
       total += n;
     }
@@ -114,6 +125,7 @@ export async function startEventRelay(o: { db: Db; config: Config; log: Logger; 
       stopped = true;
       await loop;
       await reset();
+      await releaseRelayLease(o.db, lease.holder).catch((err: unknown) => o.log.warn('event relay: lease not released; it expires', { error: String(err) }));
     },
   };
 }

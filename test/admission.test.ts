@@ -19,6 +19,8 @@ import type { JobPriority } from '../contracts/config.js';
 import { createLogger } from '../lib/log.js';
 import { listAdmissions } from '../db/repo/admissions.js';
 import { queueStatus } from '../scheduling/queue-status.js';
+import { admissionGate } from '../scheduling/admission.js';
+import { createMetrics } from '../api/metrics.js';
 
 /** Records when it ran and which devices it saw, runs `ms`, then writes its result. */
 const SCRIPT = `const fs = require('fs'); const [d, log, ms] = process.argv.slice(1);
@@ -122,6 +124,24 @@ describe('the admission gate', () => {
       for (const b of jobs)
         if (a !== b && a.start < b.end && b.start < a.end) expect(a.devices, `${a.name} and ${b.name} overlap`).not.toBe(b.devices);
   }, 120_000);
+
+  it('is what hanzo_ml_queue_depth reports: waiting jobs by organization and priority name', async () => {
+    const config = ConfigSchema.parse({ scheduler: { quotas: { depth: { max_gpus: 0, max_concurrent_jobs: 1 }, other: { max_gpus: 0, max_concurrent_jobs: 1, priority: 'low' } } } });
+    const gate = admissionGate(cat.db, config, null);
+    const ask = (name: string, org: string, priority: JobPriority | null) => gate.request({ name, organizationId: org, priority, gpus: 0, alreadyRunning: false });
+    expect((await ask('depth-running', 'depth', null)).admitted).toBe(true);
+    for (const [name, priority] of [['depth-a', null], ['depth-b', 'high'], ['depth-c', 'high']] as const) expect((await ask(name, 'depth', priority)).admitted).toBe(false);
+    expect((await ask('other-running', 'other', null)).admitted).toBe(true);
+    expect((await ask('other-a', 'other', null)).admitted).toBe(false);
+    const metric = (await createMetrics(cat.db, config).registry.getMetricsAsJSON()).find((m) => m.name === 'hanzo_ml_queue_depth')!;
+    const series = (metric.values as { labels: Record<string, string>; value: number }[]).filter((v) => ['depth', 'other'].includes(v.labels.org!));
+    expect(series.map((v) => [v.labels.org, v.labels.priority, v.value]).sort()).toEqual([
+      ['depth', 'high', 2],
+      ['depth', 'medium', 1],
+      ['other', 'low', 1],
+    ]);
+    for (const name of ['depth-running', 'depth-a', 'depth-b', 'depth-c', 'other-running', 'other-a']) await gate.release(name);
+  });
 });
 
 async function waitUntil(probe: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> {

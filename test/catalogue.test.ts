@@ -7,6 +7,8 @@ import { insertDatasetVersion, findDatasetVersion, getDataset } from '../db/repo
 import { createRun, getOrCreateExperiment } from '../db/repo/tracking.js';
 import { registerModelVersion, transitionStage, listVersions } from '../db/repo/models.js';
 import { outbox } from '../db/schema/index.js';
+import { eq } from 'drizzle-orm';
+import { PAYLOAD_SCHEMAS } from '../contracts/events.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
 import { latestMetricsOf, logMetrics, metricHistoryAfter, type HistoryCursor } from '../db/repo/metrics.js';
 
@@ -94,6 +96,24 @@ describe.each(engines)('catalogue on %s', (engine) => {
       after = page.next;
     }
     expect([total, pages]).toEqual([2501, 3]);
+  });
+
+  it("turns the trainer's GPU system metrics into hanzo.ml.gpu events, one per node, GPU and step, in the batch's statement", async () => {
+    const exp = await getOrCreateExperiment(cat.db, 'org-a', 'exp-gpu', 'file:///a');
+    const runId = randomUUID();
+    await createRun(cat.db, { id: runId, organizationId: 'org-a', experimentId: exp, name: 'r', userId: 'dev', artifactRoot: 'file:///a', config: {}, params: {} });
+    const at = (key: string, value: number, step: number) => ({ key, value, step, timestamp: 1000 + step });
+    await logMetrics(cat.db, runId, [
+      at('train/loss', 0.5, 10),
+      ...['node-a/gpu_0', 'node-a/gpu_1'].flatMap((g, i) => [at(`system/${g}_utilization_percentage`, 80 + i, 10), at(`system/${g}_memory_usage_megabytes`, 31245, 10), at(`system/${g}_temperature_celsius`, 60 + i, 10)]),
+      // An incomplete sample (no temperature) is no event: the contract needs all three.
+      at('system/node-a/gpu_2_utilization_percentage', 5, 10),
+      at('system/node-a/gpu_2_memory_usage_megabytes', 5, 10),
+    ]);
+    const rows = (await cat.db.select().from(outbox).where(eq(outbox.topic, 'gpu'))).filter((r) => (r.payload as { run_id?: string }).run_id === runId);
+    expect(rows.map((r) => r.key).sort()).toEqual(['node-a/0', 'node-a/1']);
+    for (const r of rows) expect(PAYLOAD_SCHEMAS.gpu.safeParse(r.payload).success).toBe(true);
+    expect(rows.find((r) => r.key === 'node-a/1')!.payload).toMatchObject({ node_id: 'node-a', gpu_id: '1', utilization: 81, memory_used: 31245, temperature: 61, step: 10 });
   });
 
   it('keeps one production version per model: promoting archives the previous one', async () => {

@@ -29,7 +29,8 @@ async function call(method: string, path: string, token: string | null, body?: u
     body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
   });
   const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : {}) as Record<string, unknown> };
+  const json = res.headers.get('content-type')?.includes('json') ?? false;
+  return { status: res.status, body: (json && text ? JSON.parse(text) : { text }) as Record<string, unknown> };
 }
 
 async function jwt(claims: Record<string, unknown>, o: { key?: CryptoKey; kid?: string; exp?: string | number; iss?: string } = {}): Promise<string> {
@@ -140,6 +141,21 @@ describe('IAM bearer tokens (JWT against the issuer JWKS)', () => {
 
 describe('roles of spec 000 against every route family', () => {
   const chat = JSON.stringify({ messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }] });
+  const sweep = (n: string) => ({
+    experiment: `hpo-${n}`,
+    base_config: { method: 'synthetic', function: 'branin', max_steps: 20, eval_steps: 5 },
+    search_space: { x1: { type: 'uniform', min: -5, max: 10 }, x2: { type: 'uniform', min: 0, max: 15 } },
+    objective: { metric: 'eval/loss', direction: 'minimize' },
+    max_trials: 2,
+    max_concurrent_trials: 1,
+  });
+  const pipelineOf = (n: string) => ({ model_name: `pipe-${n}`, base_model: 'hanzo-tiny-llama', dataset: { name: `ds-${n}`, version: 'latest' } });
+  let runA = '';
+  beforeAll(async () => {
+    const run = await call('POST', '/v1/runs', DEV_TOKEN, { experiment_name: 'matrix-artifacts' });
+    expect(run.status).toBe(201);
+    runA = run.body.id as string;
+  });
   const reads = ['/v1/datasets', '/v1/pipelines', '/v1/experiments', '/v1/models', '/v1/schedules', '/v1/hpo', '/api/2.0/mlflow/experiments/search?max_results=10', '/api/2.0/mlflow/registered-models/search'];
 
   it('viewer reads only; researcher reads and writes; only admin manages tokens and reads the audit trail', async () => {
@@ -149,12 +165,16 @@ describe('roles of spec 000 against every route family', () => {
       ['POST', '/v1/experiments', { name: `exp-${n}` }],
       ['POST', '/api/2.0/mlflow/experiments/create', { name: `mlflow-exp-${n}` }],
       ['POST', '/api/2.0/mlflow/registered-models/create', { name: `mlflow-model-${n}` }],
+      ['POST', '/v1/schedules', { name: `sched-${n}`, every: '24h', paused: true, pipeline: pipelineOf(n) }],
+      ['POST', '/v1/hpo', sweep(n)],
+      ['POST', `/v1/runs/${runA}/artifacts?path=${n}.txt`, `artifact of ${n}`, { 'content-type': 'application/octet-stream' }],
     ] as const;
     const status = async (who: string, [m, p, b, h]: readonly [string, string, unknown, Record<string, string>?]) => (await call(m, p, tokens[who]!, b, h ?? {})).status;
     for (const who of ['viewerA', 'researcherA', 'adminA', 'adminB']) for (const p of reads) expect([who, p, (await call('GET', p, tokens[who]!)).status]).toEqual([who, p, 200]);
     for (const w of writes('v')) expect(['viewerA', w[1], await status('viewerA', w)]).toEqual(['viewerA', w[1], 403]);
     for (const w of writes('r')) expect(['researcherA', w[1], await status('researcherA', w)]).toEqual(['researcherA', w[1], expect.toSatisfy((s: number) => s === 200 || s === 201)]);
     for (const w of writes('a')) expect(['adminA', w[1], await status('adminA', w)]).toEqual(['adminA', w[1], expect.toSatisfy((s: number) => s === 200 || s === 201)]);
+    for (const who of ['viewerA', 'researcherA', 'adminA']) for (const p of [`/v1/runs/${runA}/artifacts`, `/v1/runs/${runA}/artifacts/a.txt`, '/v1/schedules/sched-a']) expect([who, p, (await call('GET', p, tokens[who]!)).status]).toEqual([who, p, 200]);
     for (const p of ['/v1/tokens', '/v1/audit'])
       for (const [who, want] of [['viewerA', 403], ['researcherA', 403], ['approverA', 403], ['adminA', 200], ['adminB', 200]] as const) expect([who, p, (await call('GET', p, tokens[who]!)).status]).toEqual([who, p, want]);
   });
@@ -164,16 +184,46 @@ describe('roles of spec 000 against every route family', () => {
     const dsId = (ds.body.datasets as { id: string }[])[0]!.id;
     const exp = await call('GET', '/api/2.0/mlflow/experiments/get-by-name?experiment_name=mlflow-exp-a', tokens.adminA!);
     const expId = (exp.body.experiment as { experiment_id: string }).experiment_id;
+    const sweepA = ((await call('GET', '/v1/hpo', tokens.adminA!)).body.sweeps as { id: string; experiment: string }[]).find((s) => s.experiment === 'hpo-a')!.id;
     const probes = [
       `/v1/datasets/${dsId}`,
       '/v1/models/model-a/versions',
       `/api/2.0/mlflow/experiments/get?experiment_id=${expId}`,
       '/api/2.0/mlflow/registered-models/get?name=mlflow-model-a',
       '/v1/pipelines/00000000-0000-0000-0000-000000000000',
+      '/v1/schedules/sched-a',
+      `/v1/hpo/${sweepA}/trials`,
+      `/v1/runs/${runA}/artifacts`,
+      `/v1/runs/${runA}/artifacts/a.txt`,
     ];
     for (const p of probes) expect([p, (await call('GET', p, tokens.adminA!)).status]).toEqual([p, p.includes('0000-0000') ? 404 : 200]);
-    for (const p of probes) expect([p, (await call('GET', p, tokens.adminB!)).status]).toEqual([p, 404]);
+    // (GET /v1/hpo/:id queries the workflow, which no worker runs here: only the other organization's read.)
+    for (const p of [...probes, `/v1/hpo/${sweepA}`]) expect([p, (await call('GET', p, tokens.adminB!)).status]).toEqual([p, 404]);
     expect((await call('GET', '/v1/datasets', tokens.adminB!)).body.datasets).toEqual([]);
+    // Changes to organization A's objects by organization B's admin find nothing either.
+    for (const [m, p, b] of [
+      ['POST', `/v1/hpo/${sweepA}/cancel`, {}],
+      ['POST', '/v1/schedules/sched-a/pause', {}],
+      ['DELETE', '/v1/schedules/sched-a', undefined],
+      ['POST', `/v1/runs/${runA}/artifacts?path=b.txt`, 'x'],
+    ] as const)
+      expect([m, p, (await call(m, p, tokens.adminB!, b, typeof b === 'string' ? { 'content-type': 'application/octet-stream' } : {})).status]).toEqual([m, p, 404]);
+  });
+
+  it('a researcher cancels only the jobs they submitted (pipelines and sweeps); an admin cancels any', async () => {
+    const sweeps = (await call('GET', '/v1/hpo', tokens.adminA!)).body.sweeps as { id: string; experiment: string }[];
+    const [ofAdmin, ofResearcher] = ['hpo-a', 'hpo-r'].map((e) => sweeps.find((s) => s.experiment === e)!.id);
+    const refused = await call('POST', `/v1/hpo/${ofAdmin}/cancel`, tokens.researcherA!, {});
+    expect([refused.status, refused.body.message]).toEqual([403, expect.stringMatching(/only jobs they submitted/)]);
+    expect((await call('POST', `/v1/hpo/${ofResearcher}/cancel`, tokens.researcherA!, {})).status).toBe(200);
+    expect((await call('POST', `/v1/hpo/${ofAdmin}/cancel`, tokens.adminA!, {})).status).toBe(200);
+    const mine = await call('POST', '/v1/pipelines', tokens.researcherA!, pipelineOf('r'));
+    expect(mine.status).toBe(201);
+    expect((await call('POST', `/v1/pipelines/${mine.body.id as string}/cancel`, tokens.approverA!, {})).status).toBe(403);
+    expect((await call('POST', `/v1/pipelines/${mine.body.id as string}/cancel`, tokens.viewerA!, {})).status).toBe(403);
+    expect((await call('POST', `/v1/pipelines/${mine.body.id as string}/cancel`, tokens.researcherA!, {})).status).toBe(202);
+    const theirs = await call('POST', '/v1/pipelines', tokens.approverA!, pipelineOf('r'));
+    expect((await call('POST', `/v1/pipelines/${theirs.body.id as string}/cancel`, tokens.adminA!, {})).status).toBe(202);
   });
 });
 

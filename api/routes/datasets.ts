@@ -16,6 +16,7 @@ import { BaseModelError, DEFAULT_BASE_MODEL, resolveBaseModel } from '../../lib/
 import { ApiError, invalid, notFound } from '../errors.js';
 import { queryParams } from '../validate.js';
 import { requireRole } from '../auth.js';
+import { auditRow } from '../audit.js';
 
 const ListQuerySchema = z.strictObject({
   name: z.string().optional(),
@@ -57,6 +58,8 @@ export function datasetRoutes(deps: ApiDeps) {
         tokenizerDir,
         tags: q.tags ? q.tags.split(',').map((t) => t.trim()).filter(Boolean) : [],
         transform: `upload: validate, normalise to chat messages, dedup exact, split seed=${q.seed}`,
+        // The audit row commits with the version's row, after the slow part (preprocessing, token counts, upload).
+        audited: (tx, row) => auditRow(c, 'dataset.create', row.id)(tx, { name: row.name, version: row.version, sha256: row.sha256 }),
       });
       return c.json(datasetView(row), 201);
     } catch (err) {

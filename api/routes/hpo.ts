@@ -20,11 +20,11 @@ import { sweepProgressQuery } from '../../workflows/hpo-messages.js';
 import { findDatasetVersion } from '../../db/repo/datasets.js';
 import { createSweep, getSweep, lineageOf, listSweeps, sweepTotals, trialsOf, type TrialRow } from '../../db/repo/hpo.js';
 import { artifactRootUri } from '../../lib/object-store.js';
-import { audit } from '../../db/repo/auth.js';
+import { auditedChange } from '../audit.js';
 import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { jsonBody, queryParams } from '../validate.js';
-import { requireRole } from '../auth.js';
+import { requireOwnerOrAdmin, requireRole } from '../auth.js';
 
 /** Rejects a sweep that cannot run (strategy, concurrency cap, base model, dataset) before anything starts. */
 export async function checkSweep(deps: ApiDeps, req: SweepConfig, organizationId: string): Promise<SweepWorkflowInput['config']> {
@@ -108,13 +108,18 @@ export function hpoRoutes(deps: ApiDeps) {
       requested_by: principal.subject,
       runtime: { heartbeat_timeout: deps.config.temporal.heartbeat_timeout, continue_as_new_after_events: 8000 },
     };
-    await createSweep(deps.db, input, artifactRootUri(deps));
-    await deps.temporal.workflow.start<typeof hpoSweepWorkflow>(config.strategy === 'pbt' ? 'pbtWorkflow' : 'hpoSweepWorkflow', {
-      taskQueue: HPO_TASK_QUEUE,
-      workflowId: hpoWorkflowId(id),
-      args: [input],
-      memo: { organization_id: principal.organizationId },
-      typedSearchAttributes: new TypedSearchAttributes([{ key: ORGANIZATION_KEY, value: principal.organizationId }]),
+    // The sweep's row, its job.submitted event and the audit row commit only once Temporal has accepted the
+    // start (the transaction's last step): a refused start leaves no sweep marked running that nothing runs.
+    // Should the commit fail after the start, the workflow finds no sweep row and fails its first activity.
+    await auditedChange(c, deps, { action: 'hpo.create', target: id, detail: { experiment: config.experiment, strategy: config.strategy } }, async (tx) => {
+      await createSweep(tx, input, artifactRootUri(deps));
+      await deps.temporal.workflow.start<typeof hpoSweepWorkflow>(config.strategy === 'pbt' ? 'pbtWorkflow' : 'hpoSweepWorkflow', {
+        taskQueue: HPO_TASK_QUEUE,
+        workflowId: hpoWorkflowId(id),
+        args: [input],
+        memo: { organization_id: principal.organizationId },
+        typedSearchAttributes: new TypedSearchAttributes([{ key: ORGANIZATION_KEY, value: principal.organizationId }]),
+      });
     });
     return c.json({ id, workflow_id: hpoWorkflowId(id), strategy: config.strategy, temporal_ui_url: uiLink(id) }, 201);
   });
@@ -179,11 +184,13 @@ export function hpoRoutes(deps: ApiDeps) {
   });
 
   app.post('/:id/cancel', async (c) => {
-    const principal = requireRole(c, 'developer');
+    requireRole(c, 'developer');
     const row = await owned(c, c.req.param('id'));
+    requireOwnerOrAdmin(c, row.createdBy, `sweep ${row.id}`);
     if (row.status !== 'running') throw new ApiError('INVALID_STATE', `sweep ${row.id} is ${row.status}`);
-    await deps.temporal.workflow.getHandle(hpoWorkflowId(row.id)).cancel();
-    await audit(deps.db, { organizationId: principal.organizationId, actor: principal.subject, action: 'hpo.cancel', target: row.id, detail: {} });
+    // A Temporal call with no catalogue row of its own (the workflow records the sweep's end): the audit row
+    // commits only if the cancellation was accepted.
+    await auditedChange(c, deps, { action: 'hpo.cancel', target: row.id }, () => deps.temporal.workflow.getHandle(hpoWorkflowId(row.id)).cancel());
     return c.json({ id: row.id, cancel_requested: true });
   });
 

@@ -123,6 +123,7 @@ export function identityRoutes(deps: ApiDeps) {
         outcome: r.outcome,
         request_id: r.requestId,
         source_address: r.sourceAddress,
+        repeat_count: r.repeatCount,
         detail: JSON.parse(r.detail) as unknown,
       })),
     });

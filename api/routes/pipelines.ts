@@ -20,14 +20,13 @@ import { MODEL_NAME_KEY, ORGANIZATION_KEY, STAGE_KEY } from '../../contracts/sea
 import type { fineTunePipelineWorkflow } from '../../workflows/pipeline.js';
 import { pipelineProgressQuery, promotionDecisionUpdate } from '../../workflows/pipeline-messages.js';
 import { findDatasetVersion } from '../../db/repo/datasets.js';
-import { listPipelines } from '../../db/repo/pipelines.js';
-import { audit } from '../../db/repo/auth.js';
+import { getPipelineRow, listPipelines, upsertPipeline } from '../../db/repo/pipelines.js';
 import type { Principal } from '../../db/repo/auth.js';
 import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
 import { ApiError, invalid, notFound } from '../errors.js';
-import { auditContext } from './identity.js';
+import { auditedChange } from '../audit.js';
 import { jsonBody } from '../validate.js';
-import { requireRole } from '../auth.js';
+import { requireOwnerOrAdmin, requireRole } from '../auth.js';
 import { checkPipelinePolicy } from '../input-policy.js';
 
 /** The workflow input: the request plus the caller and the server settings a workflow cannot read. */
@@ -93,16 +92,24 @@ export function pipelineRoutes(deps: ApiDeps) {
     const req = await jsonBody(c, PipelineInputSchema);
     await checkPipelineInput(deps, req, principal);
     const id = randomUUID();
-    await deps.temporal.workflow.start<typeof fineTunePipelineWorkflow>('fineTunePipelineWorkflow', {
-      taskQueue: PIPELINE_TASK_QUEUE,
-      workflowId: pipelineWorkflowId(id),
-      args: [workflowInput(deps, req, principal)],
-      memo: { organization_id: principal.organizationId },
-      typedSearchAttributes: new TypedSearchAttributes([
-        { key: ORGANIZATION_KEY, value: principal.organizationId },
-        { key: MODEL_NAME_KEY, value: req.model_name },
-        { key: STAGE_KEY, value: 'queued' },
-      ]),
+    const input = workflowInput(deps, req, principal);
+    // The pipeline's catalogue row (and its job.submitted event) and the audit row commit only once Temporal has
+    // accepted the start, which is the transaction's last step: a refused start leaves no row claiming a pipeline.
+    // Should the commit fail after the start, the workflow's recordPipeline activity writes the same row (an
+    // upsert), so the pipeline is still listed; only its audit row would be missing.
+    await auditedChange(c, deps, { action: 'pipeline.start', target: id, detail: { model_name: req.model_name, method: req.method } }, async (tx) => {
+      await upsertPipeline(tx, { id, organizationId: principal.organizationId, modelName: req.model_name, datasetName: req.dataset.name, stage: 'queued', input, createdBy: principal.subject });
+      await deps.temporal.workflow.start<typeof fineTunePipelineWorkflow>('fineTunePipelineWorkflow', {
+        taskQueue: PIPELINE_TASK_QUEUE,
+        workflowId: pipelineWorkflowId(id),
+        args: [input],
+        memo: { organization_id: principal.organizationId },
+        typedSearchAttributes: new TypedSearchAttributes([
+          { key: ORGANIZATION_KEY, value: principal.organizationId },
+          { key: MODEL_NAME_KEY, value: req.model_name },
+          { key: STAGE_KEY, value: 'queued' },
+        ]),
+      });
     });
     return c.json({ id, workflow_id: pipelineWorkflowId(id), temporal_ui_url: uiLink(id) }, 201);
   });
@@ -129,9 +136,11 @@ export function pipelineRoutes(deps: ApiDeps) {
     const principal = requireRole(c, 'developer');
     const id = c.req.param('id');
     const { handle, status } = await ownedHandle(c, id);
+    requireOwnerOrAdmin(c, (await getPipelineRow(deps.db, principal.organizationId, id))?.createdBy ?? null, `pipeline ${id}`);
     if (status !== 'RUNNING') throw new ApiError('INVALID_STATE', `pipeline ${id} is not running (${status.toLowerCase()})`);
-    await handle.cancel();
-    await audit(deps.db, { ...auditContext(c, principal), action: 'pipeline.cancel', target: id });
+    // Cancelling is a Temporal call with no catalogue row of its own: the audit row is committed only if the
+    // request was accepted (the workflow records the stage it ends in).
+    await auditedChange(c, deps, { action: 'pipeline.cancel', target: id }, () => handle.cancel());
     return c.json({ id, status: 'CANCEL_REQUESTED' }, 202);
   });
 
@@ -144,8 +153,12 @@ export function pipelineRoutes(deps: ApiDeps) {
       // The approver is who authenticated, never a name from the request.
       const approver = principal.subject;
       try {
-        const progress = await handle.executeUpdate(promotionDecisionUpdate, { args: [{ decision, approver, reason: body.reason }] });
-        await audit(deps.db, { ...auditContext(c, principal), action: `pipeline.${decision}`, target: id, detail: { approver, reason: body.reason } });
+        // The decision is a workflow update: the audit row commits only if the workflow accepted it (its
+        // validator refuses a second decision or a pipeline not awaiting approval). The update handler does no
+        // I/O, so holding the transaction across it waits on no catalogue write of the worker.
+        const progress = await auditedChange(c, deps, { action: `pipeline.${decision}`, target: id, detail: { approver, reason: body.reason } }, () =>
+          handle.executeUpdate(promotionDecisionUpdate, { args: [{ decision, approver, reason: body.reason }] }),
+        );
         return c.json({ id, decision, approver, progress });
       } catch (err) {
         if (err instanceof WorkflowUpdateFailedError) throw new ApiError('INVALID_STATE', (err.cause as Error | undefined)?.message ?? err.message);

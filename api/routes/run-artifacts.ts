@@ -9,6 +9,7 @@ import { queryParams } from '../validate.js';
 import { getRun, type RunRow } from '../../db/repo/tracking.js';
 import { RunArtifactListQuerySchema, RunArtifactUploadQuerySchema } from '../../contracts/mlflow-artifacts.js';
 import { artifactArea, keyOfUri, rawPathAfter, safeArtifactPath } from './mlflow/artifact-store.js';
+import { auditRow } from '../audit.js';
 
 export function runArtifactRoutes(deps: ApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -33,7 +34,7 @@ export function runArtifactRoutes(deps: ApiDeps): Hono<AppEnv> {
     if (path === '') throw invalid('path must name a file under the run artifact root');
     const run = await runOf(p.organizationId, c.req.param('id'));
     if (run.lifecycleStage !== 'active') throw invalid(`run ${run.id} is deleted; restore it before uploading artifacts`);
-    const stored = await area.put(p.organizationId, `${rootKey(run)}/${path}`, c.req.raw.body);
+    const stored = await area.put(p.organizationId, `${rootKey(run)}/${path}`, c.req.raw.body, auditRow(c, 'artifact.upload', `${rootKey(run)}/${path}`));
     return c.json({ path, size_bytes: stored.sizeBytes, checksum: `sha256:${stored.sha256}` }, 201);
   });
 

@@ -12,6 +12,7 @@ import { durationMs } from '../../lib/config.js';
 import { shortestCronGapMinutes } from '../../lib/cron-gap.js';
 import { jsonBody } from '../validate.js';
 import { requireRole } from '../auth.js';
+import { auditedChange } from '../audit.js';
 import { checkPipelineInput, workflowInput } from './pipelines.js';
 
 export function scheduleRoutes(deps: ApiDeps) {
@@ -46,26 +47,37 @@ export function scheduleRoutes(deps: ApiDeps) {
     if (await findSchedule(deps.db, principal.organizationId, body.name)) throw new ApiError('RESOURCE_ALREADY_EXISTS', `schedule "${body.name}" already exists`);
     const id = randomUUID();
     const spec = body.every ? { every: body.every } : { cron: body.cron! };
-    await deps.temporal.schedule.create({
-      scheduleId: scheduleId(id),
-      spec: body.every ? { intervals: [{ every: body.every as `${number}${'s' | 'm' | 'h' | 'd'}` }] } : { cronExpressions: [body.cron!] },
-      action: {
-        type: 'startWorkflow',
-        workflowType: 'fineTunePipelineWorkflow',
-        taskQueue: PIPELINE_TASK_QUEUE,
-        // Temporal appends the scheduled time, so each run gets its own `pipeline:sched-...` ID.
-        workflowId: `pipeline:sched-${id}`,
-        args: [workflowInput(deps, body.pipeline, principal)],
-        memo: { organization_id: principal.organizationId, schedule_id: id },
-        typedSearchAttributes: new TypedSearchAttributes([
-          { key: ORGANIZATION_KEY, value: principal.organizationId },
-          { key: MODEL_NAME_KEY, value: body.pipeline.model_name },
-          { key: STAGE_KEY, value: 'queued' },
-        ]),
-      },
-      state: { paused: body.paused, note: `retraining ${body.pipeline.model_name} on dataset ${body.pipeline.dataset.name}` },
+    // The schedule's row and the audit row commit only once Temporal has created the schedule (the
+    // transaction's last step). Should the commit fail after that, the schedule is deleted again: a schedule
+    // nobody can list must not keep starting pipelines.
+    let created = false;
+    const row = await auditedChange(c, deps, { action: 'schedule.create', target: id, detail: { name: body.name, ...spec } }, async (tx) => {
+      const inserted = await insertSchedule(tx, { id, organizationId: principal.organizationId, name: body.name, spec, pipeline: body.pipeline, createdBy: principal.subject });
+      await deps.temporal.schedule.create({
+        scheduleId: scheduleId(id),
+        spec: body.every ? { intervals: [{ every: body.every as `${number}${'s' | 'm' | 'h' | 'd'}` }] } : { cronExpressions: [body.cron!] },
+        action: {
+          type: 'startWorkflow',
+          workflowType: 'fineTunePipelineWorkflow',
+          taskQueue: PIPELINE_TASK_QUEUE,
+          // Temporal appends the scheduled time, so each run gets its own `pipeline:sched-...` ID.
+          workflowId: `pipeline:sched-${id}`,
+          args: [workflowInput(deps, body.pipeline, principal)],
+          memo: { organization_id: principal.organizationId, schedule_id: id },
+          typedSearchAttributes: new TypedSearchAttributes([
+            { key: ORGANIZATION_KEY, value: principal.organizationId },
+            { key: MODEL_NAME_KEY, value: body.pipeline.model_name },
+            { key: STAGE_KEY, value: 'queued' },
+          ]),
+        },
+        state: { paused: body.paused, note: `retraining ${body.pipeline.model_name} on dataset ${body.pipeline.dataset.name}` },
+      });
+      created = true;
+      return inserted;
+    }).catch(async (err: unknown) => {
+      if (created) await deps.temporal.schedule.getHandle(scheduleId(id)).delete().catch(() => undefined);
+      throw err;
     });
-    const row = await insertSchedule(deps.db, { id, organizationId: principal.organizationId, name: body.name, spec, pipeline: body.pipeline, createdBy: principal.subject });
     return c.json(await view(row), 201);
   });
 
@@ -85,7 +97,10 @@ export function scheduleRoutes(deps: ApiDeps) {
       const principal = requireRole(c, 'developer');
       const row = await owned(principal.organizationId, c.req.param('id'));
       const handle = deps.temporal.schedule.getHandle(scheduleId(row.id));
-      await (action === 'pause' ? handle.pause(`paused by ${principal.subject}`) : handle.unpause(`unpaused by ${principal.subject}`));
+      // A Temporal call with no catalogue row: the audit row commits only if Temporal accepted it.
+      await auditedChange(c, deps, { action: `schedule.${action}`, target: row.id }, () =>
+        action === 'pause' ? handle.pause(`paused by ${principal.subject}`) : handle.unpause(`unpaused by ${principal.subject}`),
+      );
       return c.json(await view(row));
     });
   }
@@ -93,13 +108,17 @@ export function scheduleRoutes(deps: ApiDeps) {
   app.delete('/:id', async (c) => {
     const principal = requireRole(c, 'developer');
     const row = await owned(principal.organizationId, c.req.param('id'));
-    await deps.temporal.schedule
-      .getHandle(scheduleId(row.id))
-      .delete()
-      .catch((err: unknown) => {
-        if (!(err instanceof ScheduleNotFoundError)) throw err;
-      });
-    await deleteSchedule(deps.db, row.id);
+    // The row and the audit row go only once Temporal has deleted the schedule (the transaction's last step),
+    // so a schedule that still fires is never missing from the catalogue.
+    await auditedChange(c, deps, { action: 'schedule.delete', target: row.id, detail: { name: row.name } }, async (tx) => {
+      await deleteSchedule(tx, row.id);
+      await deps.temporal.schedule
+        .getHandle(scheduleId(row.id))
+        .delete()
+        .catch((err: unknown) => {
+          if (!(err instanceof ScheduleNotFoundError)) throw err;
+        });
+    });
     return c.json({ id: row.id, deleted: true });
   });
 

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { and, desc, eq, isNull, lt, ne } from 'drizzle-orm';
+import { and, desc, eq, isNull, lt, ne, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { apiTokens, auditLog, organizations } from '../schema/index.js';
 import { sha256Text } from '../../lib/hash.js';
@@ -138,6 +138,52 @@ export async function audit(outer: Tx, p: AuditEntry): Promise<void> {
       outcome: p.outcome ?? 'ok',
       requestId: p.requestId ?? null,
       sourceAddress: p.sourceAddress ?? null,
+    });
+  });
+}
+
+/**
+ * A 401, counted in the row of its aggregate key (source address, reason and minute): the first attempt inserts
+ * the row and its `audit` event, repeats only raise repeat_count and record the latest request id. Rows belong
+ * to the operator's organization, since an unauthenticated caller has none.
+ */
+export async function auditUnauthenticated(
+  db: Db,
+  p: { organizationId: string; action: string; target: string; reason: string; requestId: string | null; sourceAddress: string; aggregateKey: string },
+): Promise<void> {
+  await ensureOrganization(db, p.organizationId);
+  await db.transaction(async (tx) => {
+    const [row] = await tx
+      .insert(auditLog)
+      .values({
+        id: randomUUID(),
+        organizationId: p.organizationId,
+        actor: 'unauthenticated',
+        action: p.action,
+        target: p.target,
+        detail: JSON.stringify({ status: 401, reason: p.reason }),
+        outcome: 'denied',
+        requestId: p.requestId,
+        sourceAddress: p.sourceAddress,
+        aggregateKey: p.aggregateKey,
+      })
+      .onConflictDoUpdate({
+        target: auditLog.aggregateKey,
+        set: {
+          repeatCount: sql`${auditLog.repeatCount} + 1`,
+          detail: sql`jsonb_set(${auditLog.detail}::jsonb, '{last_request_id}', to_jsonb(excluded.request_id::text))::text`,
+        },
+      })
+      .returning({ inserted: sql<boolean>`(xmax = 0)` });
+    if (!row?.inserted) return;
+    await emitEvent(tx, p.organizationId, 'audit', p.target, {
+      event: 'audit',
+      actor: 'unauthenticated',
+      action: p.action,
+      resource: p.target,
+      outcome: 'denied',
+      request_id: p.requestId,
+      source_address: p.sourceAddress,
     });
   });
 }

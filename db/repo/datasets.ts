@@ -11,7 +11,7 @@ export type NewDataset = Omit<typeof datasets.$inferInsert, 'version' | 'created
  * Inserts the next version of a dataset name. The version number is taken inside the transaction and the
  * unique index (org, name, version) turns a concurrent race into a retry, never into two equal versions.
  */
-export async function insertDatasetVersion(db: Db, row: NewDataset): Promise<DatasetRow> {
+export async function insertDatasetVersion(db: Db, row: NewDataset, audited?: (tx: Db, row: DatasetRow) => Promise<void>): Promise<DatasetRow> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await db.transaction(async (tx) => {
@@ -26,6 +26,7 @@ export async function insertDatasetVersion(db: Db, row: NewDataset): Promise<Dat
           name: row.name,
           version: inserted!.version,
         });
+        await audited?.(tx as unknown as Db, inserted!);
         return inserted!;
       });
     } catch (err) {

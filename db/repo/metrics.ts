@@ -36,6 +36,25 @@ function columns(points: MetricPoint[]): SQL {
 }
 
 /**
+ * The trainer's GPU telemetry among the points (trainer/hanzo_ml/gpu_telemetry.py: MLflow system metrics
+ * `system/<node>/gpu_<i>_{utilization_percentage,memory_usage_megabytes,temperature_celsius}`), one row per node,
+ * GPU and step that has all three: the `hanzo.ml.gpu` events of the batch.
+ */
+function gpuSamples(points: MetricPoint[]): SQL {
+  const gpuKey = '^system/(?:([^/]+)/)?gpu_([0-9]+)_(utilization_percentage|memory_usage_megabytes|temperature_celsius)$';
+  return sql`select coalesce(k.parts[1], 'main') as node, k.parts[2] as gpu, p.step,
+      max(p.value::float8) filter (where k.parts[3] = 'utilization_percentage') as utilization,
+      max(p.value::float8) filter (where k.parts[3] = 'memory_usage_megabytes') as memory_used,
+      max(p.value::float8) filter (where k.parts[3] = 'temperature_celsius') as temperature
+    from ${columns(points)} cross join lateral regexp_match(p.key, ${gpuKey}) as k(parts)
+    where k.parts is not null and not p.is_nan
+    group by 1, 2, 3
+    having count(*) filter (where k.parts[3] = 'utilization_percentage') > 0
+       and count(*) filter (where k.parts[3] = 'memory_usage_megabytes') > 0
+       and count(*) filter (where k.parts[3] = 'temperature_celsius') > 0`;
+}
+
+/**
  * Stores a batch of metric points in one statement (so one transaction and one round trip): the history rows
  * arrive as column arrays through unnest() and are inserted in (key, step, timestamp, value) order, a replayed
  * point being ignored by the primary key; the latest value per key is upserted in key order. Both orders are
@@ -55,6 +74,14 @@ export async function logMetrics(db: Db, runId: string, points: MetricPoint[], o
       from ${columns(points)} join runs r on r.id = ${runId}
       group by r.organization_id, p.step
       order by p.step
+    ), gpu_events as (
+      insert into outbox (organization_id, topic, key, payload)
+      select r.organization_id, 'gpu', g.node || '/' || g.gpu,
+             jsonb_build_object('node_id', g.node, 'gpu_id', g.gpu, 'run_id', ${runId}::text, 'step', g.step,
+               'utilization', g.utilization, 'memory_used', g.memory_used, 'temperature', g.temperature,
+               'timestamp', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+      from (${gpuSamples(points)}) g join runs r on r.id = ${runId}
+      order by g.step, g.node, g.gpu
     )`;
   await db.execute(sql`
     with history as (

@@ -40,8 +40,12 @@ export async function jobsRunning(db: Db): Promise<{ type: string; org: string; 
   );
 }
 
-export async function queueDepth(db: Db): Promise<{ org: string; priority: string; n: number }[]> {
-  return rows(db, sql`select organization_id as org, 'normal' as priority, count(*)::int as n from pipelines where stage = 'queued' group by organization_id`);
+/**
+ * Jobs waiting in the admission gate's queue (job_admissions, state "waiting"), by organization and priority
+ * value (scheduling/kueue-objects.ts priorityValue; the metric names it).
+ */
+export async function queueDepth(db: Db): Promise<{ org: string; priority: number; n: number }[]> {
+  return rows(db, sql`select organization_id as org, priority, count(*)::int as n from job_admissions where state = 'waiting' group by organization_id, priority`);
 }
 
 /** Device-hours of finished train jobs (run tags written when a job completes), by GPU type and organization. */

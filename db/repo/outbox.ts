@@ -1,6 +1,6 @@
-import { and, asc, gt, inArray, isNotNull, isNull, lt, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, isNull, lt, or, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
-import { outbox } from '../schema/index.js';
+import { outbox, relayLeases } from '../schema/index.js';
 import type { EventTopic } from '../../contracts/events.js';
 
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0] | Db;
@@ -28,24 +28,54 @@ export async function emitEvent(
 
 export type OutboxRow = typeof outbox.$inferSelect;
 
-/** A constant key for pg_advisory_xact_lock: one relay publishes at a time, so per-key order holds. */
-const RELAY_LOCK = 0x686d6c72;
+/** The one lease a relay must hold to publish the outbox (relay_leases.name). */
+const RELAY_LEASE = 'outbox';
 
 /**
- * Publishes the oldest unpublished rows with `publish` and marks them published, in one transaction that holds
- * the relay lock. A crash after publishing and before the commit publishes the rows again (at least once).
- * Returns how many rows were published, or -1 when another relay holds the lock.
+ * Takes the relay lease for `holder`, or renews it: false while another holder's lease runs. Expiry is the
+ * catalogue's clock (now()), so relays on machines whose clocks differ agree on it.
  */
-export async function relayBatch(db: Db, limit: number, publish: (rows: OutboxRow[]) => Promise<void>): Promise<number> {
-  return db.transaction(async (tx) => {
-    const locked = (await tx.execute(sql`select pg_try_advisory_xact_lock(${RELAY_LOCK}) as ok`)) as unknown as { rows: { ok: boolean }[] };
-    if (!locked.rows[0]?.ok) return -1;
-    const rows = await tx.select().from(outbox).where(isNull(outbox.publishedAt)).orderBy(asc(outbox.id)).limit(limit);
-    if (rows.length === 0) return 0;
-    await publish(rows);
-    await tx.update(outbox).set({ publishedAt: new Date() }).where(inArray(outbox.id, rows.map((r) => r.id)));
-    return rows.length;
-  });
+export async function acquireRelayLease(db: Db, holder: string, leaseMs: number): Promise<boolean> {
+  const until = sql`now() + ${leaseMs} * interval '1 millisecond'`;
+  const rows = await db
+    .insert(relayLeases)
+    .values({ name: RELAY_LEASE, holder, expiresAt: until })
+    .onConflictDoUpdate({
+      target: relayLeases.name,
+      set: { holder, expiresAt: until },
+      setWhere: or(eq(relayLeases.holder, holder), lt(relayLeases.expiresAt, sql`now()`)),
+    })
+    .returning({ holder: relayLeases.holder });
+  return rows.length > 0;
+}
+
+/** Gives the lease up (a relay stopping cleanly), so the next relay need not wait for it to expire. */
+export async function releaseRelayLease(db: Db, holder: string): Promise<void> {
+  await db.delete(relayLeases).where(and(eq(relayLeases.name, RELAY_LEASE), eq(relayLeases.holder, holder)));
+}
+
+/**
+ * Publishes the oldest unpublished rows with `publish`, then marks them published. No transaction is open while
+ * `publish` waits on the broker: the relay holds a lease instead (a short write that commits at once), and only
+ * its holder reads and sends, so rows go out one batch after another in id order and per-key order holds.
+ * At least once: a crash after publishing and before marking sends the rows again (the same event ids), by
+ * this relay or, once the lease has expired, by the next. Should a holder stall past its lease while another
+ * takes over, both send a prefix of the same unpublished rows in id order: a consumer that skips event ids it
+ * has seen still sees every key's events in order.
+ * Returns how many rows were published, or -1 when another relay holds the lease.
+ */
+export async function relayBatch(
+  db: Db,
+  lease: { holder: string; leaseMs: number },
+  limit: number,
+  publish: (rows: OutboxRow[]) => Promise<void>,
+): Promise<number> {
+  if (!(await acquireRelayLease(db, lease.holder, lease.leaseMs))) return -1;
+  const rows = await db.select().from(outbox).where(isNull(outbox.publishedAt)).orderBy(asc(outbox.id)).limit(limit);
+  if (rows.length === 0) return 0;
+  await publish(rows);
+  await db.update(outbox).set({ publishedAt: new Date() }).where(inArray(outbox.id, rows.map((r) => r.id)));
+  return rows.length;
 }
 
 /** Deletes rows past retention: published ones, or (brokers: false, where nothing publishes) any. */

@@ -1,4 +1,4 @@
-import { pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 // Tenancy from the first table: every other row names its organization.
 export const organizations = pgTable('organizations', {
@@ -39,5 +39,9 @@ export const auditLog = pgTable('audit_log', {
   outcome: text('outcome', { enum: ['ok', 'denied', 'failed'] }).notNull().default('ok'),
   requestId: text('request_id'),
   sourceAddress: text('source_address'),
+  /** set on rows that aggregate repeats (401s per source address and minute): the key they are counted under */
+  aggregateKey: text('aggregate_key'),
+  /** how many identical events this row stands for (1 unless aggregated) */
+  repeatCount: integer('repeat_count').notNull().default(1),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
-});
+}, (t) => [uniqueIndex('audit_log_aggregate_key_idx').on(t.aggregateKey)]);

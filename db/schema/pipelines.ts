@@ -54,3 +54,13 @@ export const outbox = pgTable(
   },
   (t) => [index('outbox_unpublished_idx').on(t.id).where(sql`${t.publishedAt} is null`)],
 );
+
+/**
+ * Who may publish the outbox now. One holder at a time keeps per-key order; the lease expires so a crashed
+ * relay is replaced without anyone holding a transaction open across a send to the broker.
+ */
+export const relayLeases = pgTable('relay_leases', {
+  name: text('name').primaryKey(),
+  holder: text('holder').notNull(),
+  expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+});

@@ -31,6 +31,7 @@ from hanzo_ml import checkpoint as ckpt
 from hanzo_ml import distributed, memory, recovery
 from hanzo_ml.errors import Preempted
 from hanzo_ml.files import atomic_write_json, dumps_json
+from hanzo_ml.gpu_telemetry import start_gpu_sampler
 from hanzo_ml.metrics import StepMeter, numel
 from hanzo_ml.modeling import configure_torch, rng_states, seed_everything, set_rng_states
 from hanzo_ml.recipes import Recipe, recipe_for
@@ -214,6 +215,8 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
     # ---- the loop ----------------------------------------------------------------------------------
     report_progress()
     tracker = metrics_client(spec.tracking_uri if world.is_main else None, spec.run_id)
+    # hanzo.ml.gpu telemetry of this node's GPUs, where it has any (None without: nothing is logged).
+    gpu_sampler = start_gpu_sampler(tracker, lambda: state.step) if world.is_main and spec.tracking_uri else None
     try:
         while state.step < hp.max_steps:
             # checked between steps, so the step in flight always completes; every rank stops at the same step
@@ -297,6 +300,8 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
                  outputs["adapter_path"] or outputs["model_path"])
         return result
     finally:
+        if gpu_sampler is not None:
+            gpu_sampler.stop()
         # After SIGTERM the grace period is ticking and the checkpoint is safe: don't wait long on metrics.
         tracker.close(timeout_s=5.0 if preemption.requested else 30.0)
         distributed.shutdown(world, engine)

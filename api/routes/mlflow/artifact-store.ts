@@ -10,6 +10,7 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { Context } from 'hono';
+import type { Db } from '../../../db/client.js';
 import type { ApiDeps, AppEnv } from '../../deps.js';
 import { ApiError, invalid } from '../../errors.js';
 import { artifactRootUri } from '../../../lib/object-store.js';
@@ -140,12 +141,19 @@ export interface StoredArtifact {
   sha256: string;
 }
 
+/** Writes the audit row of an artifact change in the transaction of its catalogue change. */
+export type AuditHook = (tx: Db, what: Record<string, unknown>) => Promise<void>;
+
 export function artifactArea(deps: ApiDeps) {
   const bucket = deps.config.storage.buckets.checkpoints;
   const uriOf = (key: string): string => `${artifactRootUri(deps)}/${key}`;
 
-  /** Streams a request body into the store at `key` for the caller's organization. */
-  async function put(organizationId: string, key: string, body: ReadableStream<Uint8Array> | null): Promise<StoredArtifact> {
+  /**
+   * Streams a request body into the store at `key` for the caller's organization. The catalogue row that makes
+   * the object exist and `audited`'s audit row commit together, after the bytes are stored: a transaction is
+   * not held open while a body streams, and a failed upload leaves neither row.
+   */
+  async function put(organizationId: string, key: string, body: ReadableStream<Uint8Array> | null, audited: AuditHook): Promise<StoredArtifact> {
     const existing = await artifactObjectOf(deps.db, key);
     if (existing && existing.organizationId !== organizationId) throw new ApiError('PERMISSION_DENIED', `artifact path '${key}' belongs to another organization`);
     // A path is a file or a directory, never both: refuse a file over a directory or under a file.
@@ -170,8 +178,11 @@ export function artifactArea(deps: ApiDeps) {
       await pipeline(source, meter, createWriteStream(tmp));
       const sha256 = hash.digest('hex');
       await deps.store.putFile(bucket, key, tmp, sha256);
-      if (!(await recordArtifactObject(deps.db, { key, organizationId, sizeBytes: size, sha256 })))
-        throw new ApiError('PERMISSION_DENIED', `artifact path '${key}' belongs to another organization`);
+      await deps.db.transaction(async (tx) => {
+        if (!(await recordArtifactObject(tx as unknown as Db, { key, organizationId, sizeBytes: size, sha256 })))
+          throw new ApiError('PERMISSION_DENIED', `artifact path '${key}' belongs to another organization`);
+        await audited(tx as unknown as Db, { key, sizeBytes: size, sha256 });
+      });
       return { key, sizeBytes: size, sha256 };
     } finally {
       await rm(tmp, { force: true });
@@ -209,11 +220,19 @@ export function artifactArea(deps: ApiDeps) {
     }));
   }
 
-  /** Deletes a file or a whole directory of the caller's organization. */
-  async function remove(organizationId: string, key: string): Promise<void> {
+  /**
+   * Deletes a file or a whole directory of the caller's organization: the catalogue rows and the audit row in
+   * one transaction, then the objects (an object without its row is unreachable, so a failure there hides
+   * nothing and loses nothing a caller could still read).
+   */
+  async function remove(organizationId: string, key: string, audited: AuditHook): Promise<void> {
     // The store deletes by prefix, so a directory holding another organization's objects is refused whole.
     if (await foreignArtifactsUnder(deps.db, organizationId, key)) throw new ApiError('PERMISSION_DENIED', `artifact path '${key}' holds another organization's artifacts`);
-    const gone = await deleteArtifactObjects(deps.db, organizationId, key);
+    const gone = await deps.db.transaction(async (tx) => {
+      const n = await deleteArtifactObjects(tx as unknown as Db, organizationId, key);
+      await audited(tx as unknown as Db, { key, removed: n });
+      return n;
+    });
     if (gone > 0) await deps.store.deletePrefix(bucket, key);
   }
 

@@ -4,6 +4,7 @@
 // `mlflow-artifacts:/...` locations.
 import { Hono, type Context } from 'hono';
 import type { ApiDeps, AppEnv } from '../../deps.js';
+import { auditRow } from '../../audit.js';
 import { ApiError, invalid } from '../../errors.js';
 import { requireRole } from '../../auth.js';
 import { ListArtifactsSchema, ProxyListSchema } from '../../../contracts/mlflow-artifacts.js';
@@ -56,7 +57,7 @@ export function mlflowArtifactProxyRoutes(deps: ApiDeps): Hono<AppEnv> {
     const p = requireRole(c, 'developer');
     const path = pathOf(c);
     await checkWritable(p.organizationId, path);
-    await area.put(p.organizationId, `experiments/${path}`, c.req.raw.body);
+    await area.put(p.organizationId, `experiments/${path}`, c.req.raw.body, auditRow(c, 'artifact.upload', `experiments/${path}`));
     return c.json({});
   });
 
@@ -64,7 +65,7 @@ export function mlflowArtifactProxyRoutes(deps: ApiDeps): Hono<AppEnv> {
     const p = requireRole(c, 'developer');
     const path = pathOf(c);
     await checkWritable(p.organizationId, path);
-    await area.remove(p.organizationId, `experiments/${path}`);
+    await area.remove(p.organizationId, `experiments/${path}`, auditRow(c, 'artifact.delete', `experiments/${path}`));
     return c.json({});
   });
 
@@ -106,7 +107,7 @@ export function mlflowArtifactRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const run = await runOf(deps, p.organizationId, runId);
     const root = keyOfUri(deps, run.artifactUri);
     if (root === null) throw invalid(`The artifacts of run ${run.id} live at ${run.artifactUri}, outside this server's artifact store.`);
-    await area.put(p.organizationId, `${root}/${path}`, new Blob([data]).stream());
+    await area.put(p.organizationId, `${root}/${path}`, new Blob([data]).stream(), auditRow(c, 'artifact.upload', `${root}/${path}`));
     return c.json({});
   });
 
