@@ -3,10 +3,11 @@
 // which reads and writes only through the object store with credentials from a Secret named in config; its
 // tracking token is its own, in a Secret owned by the Job. Multi-node jobs are Indexed Jobs with a headless
 // Service and the torchrun rendezvous environment, all pods or none.
-import { BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1Job, type V1Pod } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1Job, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { JOB_PRIORITIES, type Config, type JobPriority, type OrganizationQuota } from '../../contracts/config.js';
 import { localQueueName, priorityClassName, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL } from '../../scheduling/kueue-objects.js';
-import { evictionOf, JOB_UID_LABEL, listWorkloads, queuePlace } from './kueue-status.js';
+import { evictionOf, listWorkloads, queuePlace, workloadOfJob, type Workload } from './kueue-status.js';
+import { sharedRead } from '../../lib/shared-read.js';
 import { durationMs } from '../../lib/config.js';
 import type { Logger } from '../../lib/log.js';
 import { JobRejected, type JobExecutor, type JobRequest, type JobState } from './types.js';
@@ -76,11 +77,17 @@ export class KubernetesExecutor implements JobExecutor {
   private readonly batch: BatchV1Api;
   private readonly core: CoreV1Api;
   private readonly custom: CustomObjectsApi;
+  /** The jobs namespace's Workloads, one list shared by the polls of every queued job for 2 s. */
+  private readonly workloads: () => Promise<Workload[]>;
+  /** The cluster's nodes, shared by every job's validation for 10 s (GPU nodes come and go in minutes). */
+  private readonly nodes: () => Promise<V1Node[]>;
 
   constructor(private readonly o: KubernetesExecutorOptions) {
     this.batch = o.kubeConfig.makeApiClient(BatchV1Api);
     this.core = o.kubeConfig.makeApiClient(CoreV1Api);
     this.custom = o.kubeConfig.makeApiClient(CustomObjectsApi);
+    this.workloads = sharedRead(2_000, () => listWorkloads(this.custom, o.namespace, { cached: true }));
+    this.nodes = sharedRead(10_000, async () => (await this.core.listNode({ resourceVersion: '0' })).items);
   }
 
   private get queued(): boolean {
@@ -105,7 +112,7 @@ export class KubernetesExecutor implements JobExecutor {
     if (r.gpu_type && this.o.gpuTypes.length > 0 && !this.o.gpuTypes.includes(r.gpu_type))
       throw new JobRejected(`${job.name}: gpu_type "${r.gpu_type}" is not one of scheduler.gpu_types (${this.o.gpuTypes.join(', ')})`);
     if (r.gpus_per_node === 0 && r.nodes === 1) return;
-    const nodes = (await this.core.listNode({ ...(r.gpu_type ? { labelSelector: `${GPU_TYPE_LABEL}=${r.gpu_type}` } : {}) })).items;
+    const nodes = (await this.nodes()).filter((n) => !r.gpu_type || n.metadata?.labels?.[GPU_TYPE_LABEL] === r.gpu_type);
     const gpusOf = (n: (typeof nodes)[number]): number => Number(n.status?.allocatable?.[GPU_RESOURCE] ?? 0);
     const kind = r.gpu_type ? ` of gpu_type "${r.gpu_type}"` : '';
     if (nodes.length === 0) throw new JobRejected(`${job.name}: no node${kind} exists in the cluster`);
@@ -198,11 +205,12 @@ export class KubernetesExecutor implements JobExecutor {
   /** A suspended Job: waiting in its queue (and where), or taken back by the queue after it ran. */
   private async queuedState(k8sJob: V1Job): Promise<JobState> {
     if (!this.queued) return { state: 'pending', reason: 'Suspended', message: 'the Job is suspended' };
-    // One list: the Job's own Workload (Kueue labels it with the Job's uid) and the queue it waits in.
-    const workloads = await listWorkloads(this.custom, this.o.namespace);
-    const workload = workloads.find((w) => w.metadata.labels?.[JOB_UID_LABEL] === k8sJob.metadata!.uid);
+    // The Job's own Workload fresh; its queue from a list shared by every queued job's poll (a position may be a
+    // couple of seconds old, and the API server is not asked for the whole namespace once per queued job).
+    const workload = await workloadOfJob(this.custom, this.o.namespace, k8sJob.metadata!.uid!);
     if (!workload) return { state: 'pending', reason: 'Queued', message: 'waiting for Kueue to see the Job' };
-    const place = queuePlace(workload, workloads);
+    const others = (await this.workloads()).filter((w) => w.metadata.name !== workload.metadata.name);
+    const place = queuePlace(workload, [...others, workload]);
     const evicted = evictionOf(workload);
     const where = place.position ? `position ${place.position} in queue ${place.queue}` : `queue ${place.queue}`;
     return { state: 'pending', reason: evicted ? 'Preempted' : 'Queued', message: `${where}: ${place.reason}`, queue: place, ...(evicted ? { evicted } : {}) };

@@ -24,13 +24,23 @@ export interface Workload {
 const condition = (w: Workload, type: string): Condition | undefined => w.status?.conditions?.find((c) => c.type === type);
 const isTrue = (w: Workload, type: string): boolean => condition(w, type)?.status === 'True';
 
-export async function listWorkloads(api: CustomObjectsApi, namespace: string): Promise<Workload[]> {
-  const list = (await api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: 'workloads' })) as { items: Workload[] };
+/** A namespace's Workloads; `cached` reads the API server's watch cache (resourceVersion 0), not etcd. */
+export async function listWorkloads(api: CustomObjectsApi, namespace: string, opts: { cached?: boolean; labelSelector?: string } = {}): Promise<Workload[]> {
+  const list = (await api.listNamespacedCustomObject({
+    group: GROUP, version: VERSION, namespace, plural: 'workloads',
+    ...(opts.cached ? { resourceVersion: '0' } : {}),
+    ...(opts.labelSelector ? { labelSelector: opts.labelSelector } : {}),
+  })) as { items: Workload[] };
   return list.items;
 }
 
 /** The label Kueue puts on a Job's Workload: the Job's uid. */
 export const JOB_UID_LABEL = 'kueue.x-k8s.io/job-uid';
+
+/** A Job's own Workload, read fresh (one object, found by the uid label Kueue gives it). */
+export async function workloadOfJob(api: CustomObjectsApi, namespace: string, jobUid: string): Promise<Workload | undefined> {
+  return (await listWorkloads(api, namespace, { labelSelector: `${JOB_UID_LABEL}=${jobUid}` }))[0];
+}
 
 /** Pending = in a queue and not holding quota; finished and deactivated workloads are not waiting. */
 export const isPending = (w: Workload): boolean => !isTrue(w, 'QuotaReserved') && !isTrue(w, 'Finished') && w.spec.active !== false;
