@@ -145,8 +145,17 @@ export function createRegistryActivities(deps: ActivityDeps) {
       return { version: row.version, stage: row.stage, gateReason: gate.reason, artifacts: row.artifacts as Record<string, Artifact> };
     },
 
-    async promoteModelVersion(a: { organizationId: string; modelName: string; version: number; decision: PromotionDecision }): Promise<{ archived: number[] }> {
-      const { archived } = await transitionStage(deps.db, {
+    /**
+     * Production stage and the archive of the previous version, in one transaction. reloadHook: whether this worker
+     * has a reload hook to call now that it committed (the workflow cannot read the config).
+     */
+    async promoteModelVersion(a: {
+      organizationId: string;
+      modelName: string;
+      version: number;
+      decision: PromotionDecision;
+    }): Promise<{ archived: number[]; promotedAt: string; reloadHook: boolean }> {
+      const { version, archived } = await transitionStage(deps.db, {
         organizationId: a.organizationId,
         modelName: a.modelName,
         version: a.version,
@@ -154,7 +163,7 @@ export function createRegistryActivities(deps: ActivityDeps) {
         actor: a.decision.approver,
         reason: a.decision.reason,
       });
-      return { archived };
+      return { archived, promotedAt: version.stageChangedAt.toISOString(), reloadHook: deps.config.promotion.webhook_url !== undefined };
     },
   };
 }
