@@ -205,13 +205,16 @@ async function notifyServing(notice: ReloadNotice, deadline: string, progress: P
   }
 }
 
-/** The last attempt's own error, and that the deadline passed (a TimeoutFailure carries the last failure as its cause). */
+/**
+ * The last attempt's own error, and that the deadline passed: when the next backoff would cross the deadline the
+ * server ends the retries with the last failure and retry state TIMEOUT; when an attempt runs into it, the cause
+ * is a TimeoutFailure carrying the last failure.
+ */
 function reloadFailure(err: unknown, deadline: string): string {
+  let timedOut = err instanceof ActivityFailure && err.retryState === 'TIMEOUT';
   let e: unknown = err;
-  let timedOut = false;
-  while (e instanceof Error && e.cause) {
+  while ((e instanceof ActivityFailure || e instanceof TimeoutFailure) && e.cause) {
     if (e instanceof TimeoutFailure) timedOut = true;
-    if (!(e instanceof ActivityFailure) && !(e instanceof TimeoutFailure)) break;
     e = e.cause;
   }
   if (e instanceof TimeoutFailure) timedOut = true;
