@@ -169,6 +169,7 @@ export const ConfigSchema = z.strictObject({
         .optional()
         .describe('HMAC-SHA256 key of the X-Hanzo-Signature header; required with webhook_url (set it with HANZO_ML_PROMOTION_WEBHOOK_SECRET, not in the file)'),
       webhook_deadline: duration
+        .refine((d) => !/^0+(ms|s|m|h|d)$/.test(d), 'expected a deadline longer than 0 (Temporal reads a zero timeout as none)')
         .default('1h')
         .describe('the hook is retried (exponential backoff, interval capped at a tenth of this, at most 5m) until it answers 2xx or this passes; then the pipeline shows it failed, the promotion stands'),
     })

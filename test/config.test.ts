@@ -42,6 +42,7 @@ describe('configuration', () => {
     expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_URL: url, HANZO_ML_PROMOTION_WEBHOOK_SECRET: 'short' })).toThrow(/promotion\.webhook_secret.*at least 16/);
     expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_URL: 'ftp://serving/reload', HANZO_ML_PROMOTION_WEBHOOK_SECRET: 'x'.repeat(32) })).toThrow(/promotion\.webhook_url.*http/);
     expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_URL: url, HANZO_ML_PROMOTION_WEBHOOK_SECRET: 'x'.repeat(32), HANZO_ML_PROMOTION_WEBHOOK_DEADLINE: 'soon' })).toThrow(/promotion\.webhook_deadline/);
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_URL: url, HANZO_ML_PROMOTION_WEBHOOK_SECRET: 'x'.repeat(32), HANZO_ML_PROMOTION_WEBHOOK_DEADLINE: '0s' })).toThrow(/promotion\.webhook_deadline.*longer than 0/);
     const { config } = loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_URL: url, HANZO_ML_PROMOTION_WEBHOOK_SECRET: 'x'.repeat(32) });
     expect(config.promotion).toMatchObject({ webhook_url: url, webhook_deadline: '1h' });
     expect(loadConfig({ HANZO_ML_HOME: home() }).config.promotion.webhook_url).toBeUndefined();
