@@ -28,7 +28,9 @@ import { createLogger } from '../../lib/log.js';
 import { createObjectStore } from '../../lib/object-store.js';
 import { createExecutor } from '../../lib/stack.js';
 
-const { values: opts } = parseArgs({ options: { sizes: { type: 'string', default: '25,50,100,200' }, repeats: { type: 'string', default: '3' } } });
+const { values: opts } = parseArgs({
+  options: { sizes: { type: 'string', default: '25,50,100,200' }, repeats: { type: 'string', default: '3' }, render: { type: 'boolean', default: false } },
+});
 const sizes = opts.sizes.split(',').map(Number);
 const repeats = Number(opts.repeats);
 const TASK_DATA = join(repoRoot, 'examples/data/demo-task.jsonl');
@@ -171,7 +173,19 @@ function throughput(): Throughput {
   return JSON.parse(text.trim().split('\n').at(-1)!) as Throughput;
 }
 
-function markdown(evals: EvalSample[], line: ReturnType<typeof fit>, t: Throughput, machine: Record<string, unknown>): string {
+/** Says so when the machine's load, not the suite size, decided the times: then the fit measures nothing. */
+function noiseWarning(evals: EvalSample[], line: ReturnType<typeof fit>): string[] {
+  const spread = Math.max(...evals.map((e) => Math.max(...e.seconds) / Math.min(...e.seconds)));
+  if (spread < 1.5 && line.per_example_seconds >= 0) return [];
+  return [
+    '',
+    `**Not a measurement of growth:** runs of one size differ by up to ${spread.toFixed(1)}x${line.per_example_seconds < 0 ? ' and the fitted cost per example is negative' : ''}: ` +
+      "the shared machine's load, not the suite size, decided these times. Rerun on a quiet machine; until then read the " +
+      'phases of the fastest runs and the fixed cost of the retention set above.',
+  ];
+}
+
+function markdown(evals: EvalSample[], line: ReturnType<typeof fit>, t: Throughput, machine: Record<string, unknown>, rounds: number): string {
   const first = evals[0]!;
   const last = evals.at(-1)!;
   const rows = evals.map(
@@ -184,7 +198,7 @@ function markdown(evals: EvalSample[], line: ReturnType<typeof fit>, t: Throughp
   return [
     '# Gate cost: the eval stage on the tiny model, and Candle vs PyTorch eval throughput',
     '',
-    `\`npx tsx bench/gate/run.ts --sizes ${sizes.join(',')} --repeats ${repeats}\`. Machine: ${String(machine.cpus)} CPU cores (${String(machine.cpu)}), shared with other work`,
+    `\`npx tsx bench/gate/run.ts --sizes ${sizes.join(',')} --repeats ${rounds}\`. Machine: ${String(machine.cpus)} CPU cores (${String(machine.cpu)}), shared with other work`,
     `(1-minute load average ${Number(machine.load_1m_before).toFixed(1)} before, ${Number(machine.load_1m_after).toFixed(1)} after), trainer threads ${config.trainer.threads}. Absolute times move with the load; compare within a run.`,
     '',
     '## Eval stage wall time by held-out set size',
@@ -207,6 +221,7 @@ function markdown(evals: EvalSample[], line: ReturnType<typeof fit>, t: Throughp
     '',
     `Linear fit over the best runs: wall ≈ ${line.fixed_seconds.toFixed(1)} s + ${(line.per_example_seconds * 1000).toFixed(0)} ms × examples; ` +
       `${last.examples / first.examples}x the examples cost ${(last.best_seconds / first.best_seconds).toFixed(2)}x the wall time.`,
+    ...noiseWarning(evals, line),
     '',
     '## Eval throughput on the same held-out token ids',
     '',
@@ -225,6 +240,14 @@ function markdown(evals: EvalSample[], line: ReturnType<typeof fit>, t: Throughp
   ].join('\n');
 }
 
+if (opts.render) {
+  // Re-renders gate.md from gate.json (after a change to the table's text), without measuring again.
+  const saved = JSON.parse(readFileSync(join(repoRoot, 'bench/results/gate.json'), 'utf8')) as { sizes: number[]; repeats: number; eval_stage: EvalSample[]; fit: ReturnType<typeof fit>; throughput: Throughput; machine: Record<string, unknown> };
+  sizes.splice(0, sizes.length, ...saved.sizes);
+  writeFileSync(join(repoRoot, 'bench/results/gate.md'), markdown(saved.eval_stage, saved.fit, saved.throughput, saved.machine, saved.repeats));
+  process.exit(0);
+}
+
 const started = Date.now();
 const loadBefore = loadavg()[0]!;
 const evals = await evalStageTimes();
@@ -234,5 +257,5 @@ const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', load_
 const result = { sizes, repeats, eval_stage: evals, fit: line, growth: evals.at(-1)!.best_seconds / evals[0]!.best_seconds, throughput: t, machine, total_seconds: (Date.now() - started) / 1000 };
 const outDir = join(repoRoot, 'bench/results');
 writeFileSync(join(outDir, 'gate.json'), JSON.stringify(result, null, 2) + '\n');
-writeFileSync(join(outDir, 'gate.md'), markdown(evals, line, t, machine));
+writeFileSync(join(outDir, 'gate.md'), markdown(evals, line, t, machine, repeats));
 process.stdout.write(JSON.stringify({ fit: line, growth: result.growth, candle_tokens_per_s: t.candle.tokens_per_s, pytorch_tokens_per_s: t.pytorch_eval_job.tokens_per_s, total_seconds: result.total_seconds }) + '\n');
