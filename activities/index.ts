@@ -7,6 +7,7 @@ import { createEvaluationActivities } from './evaluation.js';
 import { createConversionActivities } from './conversion.js';
 import { createRegistryActivities } from './registry.js';
 import { createHpoActivities } from './hpo.js';
+import { createReloadActivities } from './reload.js';
 
 export function createActivities(deps: ActivityDeps) {
   return {
@@ -17,5 +18,6 @@ export function createActivities(deps: ActivityDeps) {
     ...createConversionActivities(deps),
     ...createRegistryActivities(deps),
     ...createHpoActivities(deps),
+    ...createReloadActivities(deps),
   };
 }

@@ -189,8 +189,17 @@ export function createRegistryActivities(deps: ActivityDeps) {
       return { version: done.version, stage: done.stage, gateReason: gate.reason, artifacts: done.artifacts as Record<string, Artifact> };
     },
 
-    async promoteModelVersion(a: { organizationId: string; modelName: string; version: number; decision: PromotionDecision }): Promise<{ archived: number[] }> {
-      const { archived } = await transitionStage(deps.db, {
+    /**
+     * Production stage and the archive of the previous version, in one transaction. reloadHook: whether this worker
+     * has a reload hook to call now that it committed (the workflow cannot read the config).
+     */
+    async promoteModelVersion(a: {
+      organizationId: string;
+      modelName: string;
+      version: number;
+      decision: PromotionDecision;
+    }): Promise<{ archived: number[]; promotedAt: string; reloadHook: boolean }> {
+      const { version, archived } = await transitionStage(deps.db, {
         organizationId: a.organizationId,
         modelName: a.modelName,
         version: a.version,
@@ -198,7 +207,7 @@ export function createRegistryActivities(deps: ActivityDeps) {
         actor: a.decision.approver,
         reason: a.decision.reason,
       });
-      return { archived };
+      return { archived, promotedAt: version.stageChangedAt.toISOString(), reloadHook: deps.config.promotion.webhook_url !== undefined };
     },
   };
 }

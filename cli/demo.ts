@@ -8,7 +8,7 @@ import { pullModel } from './pull.js';
 import { orderFormats } from '../lib/model-artifacts.js';
 import { describeComparison } from '../lib/eval-gate.js';
 import { createApiClient, type ApiClient } from './api-client.js';
-import { followPipeline, type PipelineStatus } from './progress.js';
+import { describeReload, followPipeline, type PipelineStatus } from './progress.js';
 import { startDevStack, type DevStack } from './dev.js';
 import { repoRoot } from '../lib/config.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
@@ -158,7 +158,10 @@ function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, versi
       lines.push(`                general text (${v.general_tokens} tokens): perplexity ${v.general_perplexity.toFixed(4)} (base ${v.base_general_perplexity.toFixed(4)})${v.max_general_perplexity === null ? '' : `, threshold ${v.max_general_perplexity}`}`);
   }
   if (p.model_version) lines.push(`model version   ${p.model_version.name} v${p.model_version.version}  stage: ${p.model_version.stage}`);
+  const reload = describeReload(p.reload);
+  if (reload) lines.push(`serving         ${reload}`);
   lines.push(`outcome         ${r?.outcome ?? s.status}: ${r?.reason ?? p.error ?? ''}`);
+  for (const w of r?.warnings ?? []) lines.push(`warning         ${w}`);
   if (s.temporal_ui_url) lines.push(`Temporal UI     ${s.temporal_ui_url}  (while \`bin/hanzo-ml dev\` runs on this HANZO_ML_HOME)`);
   process.stdout.write(lines.join('\n') + '\n');
 }

@@ -320,6 +320,7 @@ function reportStatus(s: PipelineStatus): void {
   const p = s.progress;
   if (p.awaiting_approval) process.stderr.write(`\nwaiting for approval: hanzo-ml pipeline approve ${s.id} --reason "..."\n`);
   else process.stderr.write(`\n${s.status}: ${s.result?.outcome ?? p.error ?? ''} ${s.result?.reason ?? ''}\n`);
+  for (const w of s.result?.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
 }
 
 export async function main(argv: string[]): Promise<void> {

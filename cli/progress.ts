@@ -1,6 +1,6 @@
 // Following a pipeline from the terminal: a progress bar for training, one line per stage change.
 import type { ApiClient } from './api-client.js';
-import type { PipelineProgress, PipelineResult } from '../contracts/pipeline.js';
+import type { PipelineProgress, PipelineResult, ReloadStatus } from '../contracts/pipeline.js';
 
 export interface PipelineStatus {
   id: string;
@@ -15,6 +15,14 @@ function bar(fraction: number, width = 30): string {
   return '[' + '#'.repeat(filled) + '-'.repeat(width - filled) + ']';
 }
 
+/** One line for the reload hook after promotion (promotion.webhook_url), or null when there is none. */
+export function describeReload(r: ReloadStatus | null | undefined): string | null {
+  if (!r) return null;
+  if (r.status === 'pending') return `reload hook: retrying until delivered (deadline ${r.deadline})`;
+  if (r.status === 'delivered') return `reload hook: delivered (HTTP ${r.http_status}, attempt ${r.attempts}, event ${r.event_id})`;
+  return `reload hook: FAILED, the version stays in production: ${r.error}`;
+}
+
 /** Polls until the pipeline leaves the running state or reaches `until` (e.g. awaiting approval). */
 export async function followPipeline(
   api: ApiClient,
@@ -24,6 +32,7 @@ export async function followPipeline(
   const out = opts.out ?? process.stderr;
   let lastStage = opts.lastStage ?? '';
   let lastLine = '';
+  let lastReload: string | null = null;
   for (;;) {
     const s = await api.get<PipelineStatus>(`/v1/pipelines/${id}`);
     const p = s.progress;
@@ -38,6 +47,9 @@ export async function followPipeline(
       if (line !== lastLine) out.write(out.isTTY ? `\r${line}` : `${line}\n`);
       lastLine = line;
     }
+    const reload = describeReload(p.reload);
+    if (reload && reload !== lastReload) out.write(`  ${reload}\n`);
+    lastReload = reload;
     if (s.status !== 'RUNNING' || opts.until?.(s)) return s;
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? (out.isTTY ? 1000 : 5000)));
   }

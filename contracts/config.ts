@@ -154,7 +154,26 @@ export const ConfigSchema = z.strictObject({
       tokens_per_gpu_second: z.coerce.number().positive().default(3000),
     })
     .prefault({}),
-  promotion: z.strictObject({ approval_timeout: duration.default('72h') }).prefault({}),
+  promotion: z
+    .strictObject({
+      approval_timeout: duration.default('72h'),
+      webhook_url: z
+        .string()
+        .url()
+        .regex(/^https?:\/\//, 'expected an http:// or https:// URL')
+        .optional()
+        .describe('reload hook: POSTed a signed JSON body once a version is in production (and the previous one archived); unset: no hook'),
+      webhook_secret: z
+        .string()
+        .min(16, 'expected at least 16 characters: it keys the HMAC-SHA256 receivers verify')
+        .optional()
+        .describe('HMAC-SHA256 key of the X-Hanzo-Signature header; required with webhook_url (set it with HANZO_ML_PROMOTION_WEBHOOK_SECRET, not in the file)'),
+      webhook_deadline: duration
+        .refine((d) => !/^0+(ms|s|m|h|d)$/.test(d), 'expected a deadline longer than 0 (Temporal reads a zero timeout as none)')
+        .default('1h')
+        .describe('the hook is retried (exponential backoff, interval capped at a tenth of this, at most 5m) until it answers 2xx or this passes; then the pipeline shows it failed, the promotion stands'),
+    })
+    .prefault({}),
   hpo: z
     .strictObject({
       max_concurrent_trials: z.coerce.number().int().positive().default(8),

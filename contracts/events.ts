@@ -40,6 +40,25 @@ export const MetricEventSchema = z.looseObject({
 export const ModelEventSchema = z.discriminatedUnion('event', [
   z.looseObject({ event: z.literal('model.registered'), name: z.string(), version: z.number().int(), run_id: z.string().nullable().optional(), timestamp: at }),
   z.looseObject({ event: z.literal('model.promoted'), name: z.string(), version: z.number().int(), stage: z.string(), timestamp: at }),
+  // The reload hook (promotion.webhook_url) after a promotion to production: answered 2xx, or not within the deadline.
+  z.looseObject({
+    event: z.literal('model.reload_notified'),
+    name: z.string(),
+    version: z.number().int(),
+    pipeline_id: z.string(),
+    hook_event_id: z.string().describe('the X-Hanzo-Event-Id the receiver saw'),
+    attempts: z.number().int().positive(),
+    timestamp: at,
+  }),
+  z.looseObject({
+    event: z.literal('model.reload_failed'),
+    name: z.string(),
+    version: z.number().int(),
+    pipeline_id: z.string(),
+    hook_event_id: z.string(),
+    error: z.string(),
+    timestamp: at,
+  }),
 ]);
 
 export const GpuEventSchema = z.looseObject({

@@ -122,6 +122,8 @@ export const PipelineWorkflowInputSchema = PipelineInputSchema.extend({
   runtime: z.strictObject({
     heartbeat_timeout: z.string().regex(/^\d+(ms|s|m|h|d)$/),
     approval_timeout: z.string().regex(/^\d+(ms|s|m|h|d)$/),
+    /** promotion.webhook_deadline: how long the reload hook is retried; the worker's config says whether there is one. */
+    reload_deadline: z.string().regex(/^\d+(ms|s|m|h|d)$/).default('1h'),
   }),
 });
 export type PipelineWorkflowInput = z.infer<typeof PipelineWorkflowInputSchema>;
@@ -169,6 +171,18 @@ export type JobPreemption = z.infer<typeof JobPreemptionSchema>;
 /** Where the current job waits in its organization's queue. */
 export const QueueWaitSchema = z.object({ queue: z.string(), position: z.number().int().positive().nullable(), reason: z.string() });
 
+/** The hook's state on the pipeline (GET /v1/pipelines/{id} progress.reload). */
+export const ReloadStatusSchema = z.object({
+  status: z.enum(['pending', 'delivered', 'failed']).describe('pending: being retried; failed: the deadline passed without a 2xx (the promotion stands)'),
+  event_id: z.string(),
+  deadline: z.string().describe('promotion.webhook_deadline it was retried within'),
+  attempts: z.number().int().nonnegative().nullable().describe('attempts the delivery took (delivered), else null'),
+  http_status: z.number().int().nullable().describe("the receiver's answer to the delivering attempt"),
+  error: z.string().nullable().describe('why it failed: the last attempt\'s error and the deadline'),
+  at: z.string().nullable().describe('when it was delivered or given up'),
+});
+export type ReloadStatus = z.infer<typeof ReloadStatusSchema>;
+
 export const PipelineProgressSchema = z.object({
   pipeline_id: z.string(),
   stage: PipelineStageSchema,
@@ -195,6 +209,9 @@ export const PipelineProgressSchema = z.object({
   awaiting_approval: z.boolean(),
   decision: PromotionDecisionSchema.nullable(),
   error: z.string().nullable(),
+  reload: ReloadStatusSchema.nullable()
+    .default(null)
+    .describe('the reload hook after promotion to production; null: not promoted, or no promotion.webhook_url'),
 });
 export type PipelineProgress = z.infer<typeof PipelineProgressSchema>;
 
@@ -203,6 +220,10 @@ export const PipelineResultSchema = z.object({
   reason: z.string(),
   progress: PipelineProgressSchema,
   artifacts: z.record(z.string(), ArtifactSchema),
+  warnings: z
+    .array(z.string())
+    .default([])
+    .describe('what went wrong without undoing the outcome, e.g. a reload hook that failed after the promotion committed'),
 });
 export type PipelineResult = z.infer<typeof PipelineResultSchema>;
 

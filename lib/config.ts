@@ -56,6 +56,11 @@ export function checkCombinations(config: Config): void {
   // An IAM token accepted without checking its signature is anyone's claim to be anyone.
   if (!config.auth.verify_tokens)
     throw new ConfigError('invalid configuration:\n  auth.verify_tokens (HANZO_ML_AUTH_VERIFY_TOKENS): false is not supported; IAM tokens are always verified against the issuer\'s JWKS');
+  // An unsigned reload hook would let anyone who can reach the serving layer make it load whatever they name.
+  if (config.promotion.webhook_url && !config.promotion.webhook_secret)
+    throw new ConfigError('invalid configuration:\n  promotion.webhook_secret (HANZO_ML_PROMOTION_WEBHOOK_SECRET): required with promotion.webhook_url; the hook\'s body is signed with it');
+  if (config.promotion.webhook_secret && !config.promotion.webhook_url)
+    throw new ConfigError('invalid configuration:\n  promotion.webhook_secret (HANZO_ML_PROMOTION_WEBHOOK_SECRET): set without promotion.webhook_url (HANZO_ML_PROMOTION_WEBHOOK_URL), so nothing would be signed with it');
   if (config.auth.jwks_url && !config.auth.iam_url)
     throw new ConfigError('invalid configuration:\n  auth.jwks_url (HANZO_ML_AUTH_JWKS_URL): needs auth.iam_url, the issuer its keys sign for');
 }

@@ -35,6 +35,19 @@ describe('configuration', () => {
     expect(config.scheduler).toMatchObject({ executor: 'kubernetes', preemption: { grace_period: '300s' }, storage_secret: 'hanzo-ml-storage' });
   });
 
+  it('takes a reload hook only with its signing secret, and an http(s) URL', () => {
+    const url = 'https://serving.internal/reload';
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_URL: url })).toThrow(/promotion\.webhook_secret \(HANZO_ML_PROMOTION_WEBHOOK_SECRET\): required with promotion\.webhook_url/);
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_SECRET: 'x'.repeat(32) })).toThrow(/set without promotion\.webhook_url/);
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_URL: url, HANZO_ML_PROMOTION_WEBHOOK_SECRET: 'short' })).toThrow(/promotion\.webhook_secret.*at least 16/);
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_URL: 'ftp://serving/reload', HANZO_ML_PROMOTION_WEBHOOK_SECRET: 'x'.repeat(32) })).toThrow(/promotion\.webhook_url.*http/);
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_URL: url, HANZO_ML_PROMOTION_WEBHOOK_SECRET: 'x'.repeat(32), HANZO_ML_PROMOTION_WEBHOOK_DEADLINE: 'soon' })).toThrow(/promotion\.webhook_deadline/);
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_URL: url, HANZO_ML_PROMOTION_WEBHOOK_SECRET: 'x'.repeat(32), HANZO_ML_PROMOTION_WEBHOOK_DEADLINE: '0s' })).toThrow(/promotion\.webhook_deadline.*longer than 0/);
+    const { config } = loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_PROMOTION_WEBHOOK_URL: url, HANZO_ML_PROMOTION_WEBHOOK_SECRET: 'x'.repeat(32) });
+    expect(config.promotion).toMatchObject({ webhook_url: url, webhook_deadline: '1h' });
+    expect(loadConfig({ HANZO_ML_HOME: home() }).config.promotion.webhook_url).toBeUndefined();
+  });
+
   it('rejects an unknown environment key, naming it', () => {
     expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_SERVER_PROT: '1' })).toThrow(/HANZO_ML_SERVER_PROT: unknown configuration key/);
   });

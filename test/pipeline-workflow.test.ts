@@ -79,7 +79,7 @@ describe('fineTunePipelineWorkflow orchestration', () => {
       promotion,
       organization_id: 'org',
       requested_by: 'tester',
-      runtime: { heartbeat_timeout: '30s', approval_timeout: '1h' },
+      runtime: { heartbeat_timeout: '30s', approval_timeout: '1h', reload_deadline: '1h' },
     };
     return jobs.runUntil(
       worker.runUntil(async () => {

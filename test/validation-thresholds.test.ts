@@ -64,7 +64,7 @@ function pipelineInput(baseModel: string): PipelineWorkflowInput {
     ...PipelineInputSchema.parse({ model_name: 'm', base_model: baseModel, dataset: { name: 'demo', version: 'latest' }, validate: { test_prompts: ['Hello, how are you?', 'My parcel never arrived.'], max_general_perplexity: 20 } }),
     organization_id: 'dev',
     requested_by: 'tester',
-    runtime: { heartbeat_timeout: '30s', approval_timeout: '1h' },
+    runtime: { heartbeat_timeout: '30s', approval_timeout: '1h', reload_deadline: '1h' },
   };
 }
 

@@ -10,8 +10,10 @@ import {
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
+  uuid4,
   workflowInfo,
   log,
+  TimeoutFailure,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import {
@@ -24,6 +26,7 @@ import {
   type PipelineStage,
   type PipelineWorkflowInput,
   type PromotionDecision,
+  type ReloadStatus,
 } from '../contracts/pipeline.js';
 import { STAGE_KEY } from '../contracts/search-attributes.js';
 import { pipelineProgressQuery, promotionDecisionUpdate, trainingProgressSignal } from './pipeline-messages.js';
@@ -119,18 +122,25 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
 
     if (registered.stage !== 'staging') {
       await enter('completed', 'gate_failed');
-      return { outcome: 'gate_failed', reason: registered.gateReason, progress, artifacts: registered.artifacts };
+      return { outcome: 'gate_failed', reason: registered.gateReason, progress, artifacts: registered.artifacts, warnings: [] };
     }
 
     await enter('promote');
     const outcome = await awaitPromotion(input, progress, () => decision);
+    const warnings: string[] = [];
     if (outcome.decision?.decision === 'approve') {
-      await quick.promoteModelVersion({ organizationId: input.organization_id, modelName: input.model_name, version: registered.version, decision: outcome.decision });
+      const promoted = await quick.promoteModelVersion({ organizationId: input.organization_id, modelName: input.model_name, version: registered.version, decision: outcome.decision });
       progress.model_version = { name: input.model_name, version: registered.version, stage: 'production' };
+      // Only after the promotion (and the archive of the previous version) committed: serving reloads what is in production.
+      if (promoted.reloadHook) {
+        const notice = { organizationId: input.organization_id, pipelineId, modelName: input.model_name, version: registered.version, archived: promoted.archived, artifacts: registered.artifacts, promotedAt: promoted.promotedAt, eventId: uuid4() };
+        const failed = await notifyServing(notice, input.runtime.reload_deadline, progress);
+        if (failed) warnings.push(failed);
+      }
     }
     progress.awaiting_approval = false;
     await enter('completed', outcome.kind);
-    return { outcome: outcome.kind, reason: outcome.reason, progress, artifacts: registered.artifacts };
+    return { outcome: outcome.kind, reason: outcome.reason, progress, artifacts: registered.artifacts, warnings };
   } catch (err) {
     progress.error = failureMessage(err);
     if (!isCancellation(err)) {
@@ -153,6 +163,63 @@ function failureMessage(err: unknown): string {
   let e = err;
   while (e instanceof ActivityFailure && e.cause) e = e.cause;
   return e instanceof Error ? e.message : String(e);
+}
+
+type ReloadNotice = Parameters<Activities['notifyReload']>[0];
+
+/** "90s" | "10m" | "1h" | "500ms" -> milliseconds (the config's duration format). */
+function durationMs(text: string): number {
+  const m = /^(\d+)(ms|s|m|h|d)$/.exec(text);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(m?.[2] ?? 'ms') as 'ms'];
+  return Number(m?.[1] ?? 0) * unit;
+}
+
+/**
+ * Calls the reload hook until it answers 2xx or the deadline passes. Temporal holds the retry schedule (a worker
+ * restart between attempts loses nothing). A hook that never answers does not undo the promotion: the pipeline
+ * still completes "promoted", with progress.reload failed, a warning on the result and a model.reload_failed event.
+ * Returns that warning, or null once delivered.
+ */
+async function notifyServing(notice: ReloadNotice, deadline: string, progress: PipelineProgress): Promise<string | null> {
+  const reload: ReloadStatus = { status: 'pending', event_id: notice.eventId, deadline, attempts: null, http_status: null, error: null, at: null };
+  progress.reload = reload;
+  // Backoff from 1s, doubling, capped at a tenth of the deadline (1s..5m) so a receiver back up is found soon.
+  const cap = Math.min(300_000, Math.max(1000, Math.floor(durationMs(deadline) / 10)));
+  const hook = proxyActivities<Activities>({
+    scheduleToCloseTimeout: deadline,
+    startToCloseTimeout: '1 minute',
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: cap, nonRetryableErrorTypes: ['NotConfigured'] },
+  });
+  const outcome = { organizationId: notice.organizationId, pipelineId: notice.pipelineId, modelName: notice.modelName, version: notice.version, hookEventId: notice.eventId };
+  try {
+    const r = await hook.notifyReload(notice);
+    Object.assign(reload, { status: 'delivered', attempts: r.attempts, http_status: r.http_status, at: new Date().toISOString() });
+    await quick.recordReloadOutcome({ ...outcome, status: 'delivered', attempts: r.attempts, error: null });
+    return null;
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    const error = reloadFailure(err, deadline);
+    Object.assign(reload, { status: 'failed', error, at: new Date().toISOString() });
+    await quick.recordReloadOutcome({ ...outcome, status: 'failed', attempts: null, error });
+    return `reload hook failed: version ${notice.version} of ${notice.modelName} is in production but serving was not told: ${error}`;
+  }
+}
+
+/**
+ * The last attempt's own error, and that the deadline passed: when the next backoff would cross the deadline the
+ * server ends the retries with the last failure and retry state TIMEOUT; when an attempt runs into it, the cause
+ * is a TimeoutFailure carrying the last failure.
+ */
+function reloadFailure(err: unknown, deadline: string): string {
+  let timedOut = err instanceof ActivityFailure && err.retryState === 'TIMEOUT';
+  let e: unknown = err;
+  while ((e instanceof ActivityFailure || e instanceof TimeoutFailure) && e.cause) {
+    if (e instanceof TimeoutFailure) timedOut = true;
+    e = e.cause;
+  }
+  if (e instanceof TimeoutFailure) timedOut = true;
+  const last = e instanceof Error ? e.message : String(e);
+  return timedOut ? `no 2xx within promotion.webhook_deadline ${deadline}; last: ${last}` : last;
 }
 
 type TrainArgs = Parameters<Activities['trainModel']>[0];
@@ -218,5 +285,6 @@ function initialProgress(pipelineId: string, input: PipelineWorkflowInput): Pipe
     awaiting_approval: false,
     decision: null,
     error: null,
+    reload: null,
   };
 }

@@ -35,7 +35,11 @@ export function workflowInput(deps: ApiDeps, req: PipelineInput, principal: Prin
     ...req,
     organization_id: principal.organizationId,
     requested_by: principal.subject,
-    runtime: { heartbeat_timeout: deps.config.temporal.heartbeat_timeout, approval_timeout: deps.config.promotion.approval_timeout },
+    runtime: {
+      heartbeat_timeout: deps.config.temporal.heartbeat_timeout,
+      approval_timeout: deps.config.promotion.approval_timeout,
+      reload_deadline: deps.config.promotion.webhook_deadline,
+    },
   };
 }
 
