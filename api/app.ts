@@ -26,6 +26,7 @@ import { mlflowRoutes } from './routes/mlflow/index.js';
 import { mlflowArtifactProxyRoutes, mlflowGetArtifactRoute, mlflowProbeRoutes } from './routes/mlflow/artifacts.js';
 import { runArtifactRoutes } from './routes/run-artifacts.js';
 import { openApiDocument } from './openapi.js';
+import { mlflowGraphqlRoutes } from './routes/mlflow/graphql.js';
 import { mlflowUiBuildDir, mlflowUiRoutes } from './routes/mlflow-ui.js';
 
 export function createApp(deps: ApiDeps): Hono<AppEnv> {
@@ -68,9 +69,10 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   );
   const anonymous = anonymousPrincipal(deps.config);
   const authOptions = { anonymous, jwt: jwtVerifierFor(deps.config), port: deps.config.server.port };
-  for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow', '/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts', '/get-artifact']) {
-    app.use(prefix === '/get-artifact' ? prefix : `${prefix}/*`, auditTrail(deps, anonymous));
-    app.use(prefix === '/get-artifact' ? prefix : `${prefix}/*`, authenticate(deps.db, authOptions));
+  for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow', '/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts', '/get-artifact', '/graphql']) {
+    const pattern = prefix === '/get-artifact' || prefix === '/graphql' ? prefix : `${prefix}/*`;
+    app.use(pattern, auditTrail(deps, anonymous));
+    app.use(pattern, authenticate(deps.db, authOptions));
   }
   app.route('/v1', identityRoutes(deps));
   app.route('/v1/events', eventRoutes(deps));
@@ -88,6 +90,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.route('/api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
   app.route('/ajax-api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
   mlflowGetArtifactRoute(app, deps);
+  mlflowGraphqlRoutes(app);
   mlflowUiRoutes(app, mlflowUiBuildDir(deps.bootstrap.mlflow_python));
 
   app.notFound((c) => errorResponse(c, 'RESOURCE_DOES_NOT_EXIST', `no route for ${c.req.method} ${c.req.path}`));
