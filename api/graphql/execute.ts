@@ -10,6 +10,8 @@ export interface FieldDef<C> {
   args?: Record<string, string>;
   /** Reads `source[property]` when there is no resolver; the property defaults to the field name. */
   property?: string;
+  /** The value when the property is absent (undefined; an explicit null stays null). */
+  absent?: unknown;
   resolve?: (source: Record<string, unknown>, args: Record<string, unknown>, ctx: C) => unknown;
 }
 export interface Schema<C> {
@@ -26,13 +28,18 @@ export interface GraphQLRequest {
   variables?: unknown;
   operationName?: unknown;
 }
+/** As MLflow's server answers (handlers._graphql): `errors` is a list of messages, null when there are none. */
 export interface GraphQLResult {
   data: Record<string, unknown> | null;
-  errors: { message: string }[] | null;
+  errors: string[] | null;
 }
 
+// MLflow's limits on a query's shape (graphql_no_batching.py and its environment defaults), checked before anything
+// else: a query cannot fan out into many RPCs or recurse deeply.
 const MAX_DEPTH = 10;
 const MAX_SELECTIONS = 1000;
+const MAX_ROOT_FIELDS = 10;
+const MAX_ALIASES = 10;
 
 class GraphQLRequestError extends Error {}
 
@@ -102,11 +109,47 @@ function checkInput<C>(schema: Schema<C>, type: string, value: unknown, where: s
   }
 }
 
+/** The fields of one level, fragments merged in whatever their type, each fragment once: MLflow's scan_query. */
+function levelFields(doc: Document, selections: Selection[], visited: Set<string>): Extract<Selection, { kind: 'Field' }>[] {
+  const out: Extract<Selection, { kind: 'Field' }>[] = [];
+  const queue = [...selections];
+  for (let s = queue.shift(); s; s = queue.shift()) {
+    if (s.kind === 'Field') out.push(s);
+    else if (s.kind === 'InlineFragment') queue.push(...s.selections);
+    else if (!visited.has(s.name)) {
+      visited.add(s.name);
+      queue.push(...(doc.fragments.get(s.name)?.selections ?? []));
+    }
+  }
+  return out;
+}
+
+/** The shape limits, on the document alone (before the schema is consulted), with MLflow's messages. */
+function checkShape(doc: Document): void {
+  let roots = 0;
+  let aliases = 0;
+  let total = 0;
+  for (const op of doc.operations) {
+    const stack: [Selection[], number, Set<string>][] = [[op.selections, 1, new Set()]];
+    for (let top = stack.pop(); top; top = stack.pop()) {
+      const [selections, depth, visited] = top;
+      if (depth > MAX_DEPTH) throw new GraphQLRequestError(`Query exceeds maximum depth of ${MAX_DEPTH}`);
+      const fields = levelFields(doc, selections, new Set(visited));
+      for (const f of fields) {
+        if (depth === 1) roots++;
+        if (f.selections) stack.push([f.selections, depth + 1, visited]);
+        if (++total > MAX_SELECTIONS) throw new GraphQLRequestError(`Query exceeds maximum total selections of ${MAX_SELECTIONS}`);
+      }
+      aliases = Math.max(aliases, fields.filter((f) => f.alias).length);
+    }
+  }
+  if (roots > MAX_ROOT_FIELDS) throw new GraphQLRequestError(`GraphQL queries should have at most ${MAX_ROOT_FIELDS} root fields, got ${roots} root fields.`);
+  if (aliases > MAX_ALIASES) throw new GraphQLRequestError(`GraphQL queries should have at most ${MAX_ALIASES} aliases, got ${aliases} aliases.`);
+}
+
 /** The static checks graphql-js runs before execution: every field exists, objects have selections, scalars none. */
-function validate<C>(schema: Schema<C>, doc: Document, typeName: string, selections: Selection[], vars: Record<string, unknown>, depth: number, count: { n: number }): void {
-  if (depth > MAX_DEPTH) throw new GraphQLRequestError(`Query exceeds maximum depth of ${MAX_DEPTH}`);
+function validate<C>(schema: Schema<C>, doc: Document, typeName: string, selections: Selection[], vars: Record<string, unknown>): void {
   for (const f of collectFields(doc, typeName, selections, vars)) {
-    if (++count.n > MAX_SELECTIONS) throw new GraphQLRequestError(`Query exceeds maximum total selections of ${MAX_SELECTIONS}`);
     if (f.name === '__typename') continue;
     const def = schema.objects[typeName]![f.name];
     if (!def) throw new GraphQLRequestError(`Cannot query field "${f.name}" on type "${typeName}".`);
@@ -118,7 +161,7 @@ function validate<C>(schema: Schema<C>, doc: Document, typeName: string, selecti
     const target = named(def.type);
     if (schema.objects[target]) {
       if (!f.selections) throw new GraphQLRequestError(`Field "${f.name}" of type "${def.type}" must have a selection of subfields.`);
-      validate(schema, doc, target, f.selections, vars, depth + 1, count);
+      validate(schema, doc, target, f.selections, vars);
     } else if (f.selections) throw new GraphQLRequestError(`Field "${f.name}" must not have a selection since type "${def.type}" has no subfields.`);
   }
 }
@@ -138,7 +181,7 @@ async function executeSelections<C>(schema: Schema<C>, doc: Document, typeName: 
       if (f.name === '__typename') return typeName;
       const def = schema.objects[typeName]![f.name]!;
       const args = Object.fromEntries(Object.entries(f.args).map(([k, v]) => [k, valueOf(v, vars)]));
-      const raw = def.resolve ? await def.resolve(source, args, ctx) : source[def.property ?? f.name];
+      const raw = def.resolve ? await def.resolve(source, args, ctx) : (source[def.property ?? f.name] ?? (source[def.property ?? f.name] === null ? null : def.absent));
       return complete(schema, doc, def.type, raw, f.selections, vars, ctx);
     }),
   );
@@ -171,21 +214,23 @@ function variablesOf<C>(schema: Schema<C>, op: Operation, given: unknown): Recor
 }
 
 /**
- * Runs one GraphQL request. Request errors (syntax, unknown fields, missing variables) answer `data: null` with the
- * message, as graphql-js does; resolvers report their own failures in the data they return.
+ * Runs one GraphQL request. Request errors (syntax, shape limits, unknown fields, missing variables) answer
+ * `data: null` with the message, as MLflow's server does; resolvers report their own failures in the data they
+ * return.
  */
 export async function executeGraphQL<C>(schema: Schema<C>, request: GraphQLRequest, ctx: C): Promise<GraphQLResult> {
   try {
     if (typeof request.query !== 'string' || !request.query.trim()) throw new GraphQLRequestError('Must provide query string.');
     const doc = parseDocument(request.query);
+    checkShape(doc);
     const op = pickOperation(doc, request.operationName);
     const root = op.operation === 'query' ? schema.query : op.operation === 'mutation' ? schema.mutation : undefined;
     if (!root) throw new GraphQLRequestError(`Schema is not configured to execute ${op.operation} operation.`);
     const vars = variablesOf(schema, op, request.variables);
-    validate(schema, doc, root, op.selections, vars, 1, { n: 0 });
+    validate(schema, doc, root, op.selections, vars);
     return { data: await executeSelections(schema, doc, root, {}, op.selections, vars, ctx), errors: null };
   } catch (e) {
-    if (e instanceof GraphQLRequestError || e instanceof GraphQLSyntaxError) return { data: null, errors: [{ message: e.message }] };
+    if (e instanceof GraphQLRequestError || e instanceof GraphQLSyntaxError) return { data: null, errors: [e.message] };
     throw e;
   }
 }

@@ -17,9 +17,20 @@ interface Ctx {
 
 const snake = (name: string): string => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
+/**
+ * What MLflow's GraphQL answers for a field its protobuf message leaves unset: the proto2 default (graphene reads
+ * the message's attribute), where our REST answer, like MLflow's JSON, leaves the property out. Enums stay null.
+ */
+function protoDefault(type: string): unknown {
+  if (type.startsWith('[')) return [];
+  const defaults: Record<string, unknown> = { String: '', LongString: '0', Int: 0, Float: 0, Boolean: false };
+  if (type in defaults) return defaults[type];
+  return /Status$|Type$|State$/.test(type) ? undefined : {};
+}
+
 /** Object fields named in camelCase that read the REST answer's snake_case property of the same name. */
 function fields(spec: Record<string, string>): Record<string, FieldDef<Ctx>> {
-  return Object.fromEntries(Object.entries(spec).map(([name, type]) => [name, { type, property: snake(name) }]));
+  return Object.fromEntries(Object.entries(spec).map(([name, type]) => [name, { type, property: snake(name), absent: protoDefault(type) }]));
 }
 
 /** The input object's fields in the RPC's snake_case, nulls dropped (graphene leaves unset fields out too). */
@@ -29,9 +40,15 @@ function rpcInput(input: unknown): Record<string, unknown> {
   return out;
 }
 
-/** A root field: its RPC's answer, or `{apiError}` when the RPC refused. */
+/** A root field: its RPC's answer, or when the RPC refused, `apiError` and every other field null. */
 function rpcField(type: string, inputType: string, method: 'GET' | 'POST', path: string): FieldDef<Ctx> {
-  return { type, args: { input: inputType }, resolve: (_s, args, ctx) => ctx.rpc(method, path, rpcInput(args.input)) };
+  const resolve = async (_s: unknown, args: Record<string, unknown>, ctx: Ctx) => {
+    const answer = await ctx.rpc(method, path, rpcInput(args.input));
+    if (!answer.apiError) return answer;
+    const nulls = Object.values(mlflowGraphqlSchema.objects[type]!).map((f) => [f.property, null]);
+    return { ...Object.fromEntries(nulls), apiError: answer.apiError };
+  };
+  return { type, args: { input: inputType }, resolve };
 }
 
 const keyValue = fields({ key: 'String', value: 'String' });
