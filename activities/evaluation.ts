@@ -13,7 +13,7 @@ import type { Artifact } from '../contracts/pipeline.js';
 import { JOB_FILES } from '../contracts/job-io.js';
 import { runJobToCompletion } from './jobs.js';
 import { baseModelInput, dirInput, fileInput } from './job-inputs.js';
-import { recordArtifact } from '../db/repo/tracking.js';
+import { recordArtifact } from '../db/repo/run-artifacts.js';
 import { sha256Text } from '../lib/hash.js';
 import type { DatasetRef } from './datasets.js';
 import { GENERAL_TEXT, bundledFileInput } from './eval-data.js';

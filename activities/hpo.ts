@@ -28,7 +28,9 @@ import {
 } from '../contracts/hpo.js';
 import { LoraHyperparametersSchema, TrainJobSpecSchema, TrainResultSchema, type TrainJobSpec } from '../contracts/trainer-job.js';
 import { accountTrial, createSweep, finishSweep, finishTrial, insertTrial, recordLineage, warmStartTrials } from '../db/repo/hpo.js';
-import { createRun, getOrCreateExperiment, logParams, setRunStatus } from '../db/repo/tracking.js';
+import { getOrCreateExperiment } from '../db/repo/experiments.js';
+import { logParams } from '../db/repo/params-tags.js';
+import { createRun, setRunStatus } from '../db/repo/runs.js';
 import { findDatasetVersion } from '../db/repo/datasets.js';
 import { deterministicUuid } from '../lib/ids.js';
 import { artifactRootUri } from '../lib/object-store.js';
@@ -365,7 +367,9 @@ export function createHpoActivities(deps: ActivityDeps) {
       });
       // GPU time is summed over the rounds by the workflow and recorded when the member finishes.
       await accountTrial(deps.db, a.sweepId, a.member, { steps: result.step, gpuSeconds: 0 });
-      if (result.value !== null) await logParams(deps.db, trialRunId(a.sweepId, a.member), { [`round_${order.round}`]: JSON.stringify({ ...order.params, from: order.exploit_from ?? a.member }) });
+      // Params are immutable: a retried round writes the same value again, which logParams accepts.
+      const round = { key: `round_${order.round}`, value: JSON.stringify({ ...order.params, from: order.exploit_from ?? a.member }) };
+      if (result.value !== null) await logParams(deps.db, trialRunId(a.sweepId, a.member), [round]);
     },
 
     async finishSweep(a: { sweepId: string; status: 'completed' | 'cancelled' | 'failed'; bestTrial: number | null }): Promise<void> {

@@ -2,7 +2,8 @@
 import type { ActivityDeps } from './deps.js';
 import type { PipelineStage, PipelineWorkflowInput } from '../contracts/pipeline.js';
 import { setPipelineStage as setStage, upsertPipeline } from '../db/repo/pipelines.js';
-import { createRun, getOrCreateExperiment, setRunStatus } from '../db/repo/tracking.js';
+import { getOrCreateExperiment } from '../db/repo/experiments.js';
+import { createRun, setRunStatus } from '../db/repo/runs.js';
 import { deterministicUuid } from '../lib/ids.js';
 import { artifactRootUri } from '../lib/object-store.js';
 import type { DatasetRef } from './datasets.js';

@@ -9,9 +9,9 @@ import type { JobRecovery, TrainingProgressSignal } from '../contracts/pipeline.
 import { readProgress, runJobToCompletion, type JobDefinition } from './jobs.js';
 import { readRecoveries, visibleRecoveries, type TrainerFailure } from './recovery.js';
 import { baseModelInput, fileInput } from './job-inputs.js';
-import { runDataOf, upsertTags } from '../db/repo/mlflow.js';
-import { getRunById } from '../db/repo/tracking.js';
-import { artifactsOf, recordArtifact } from '../db/repo/tracking.js';
+import { setRunTags } from '../db/repo/params-tags.js';
+import { artifactsOf, recordArtifact } from '../db/repo/run-artifacts.js';
+import { getRunById, runDataOf } from '../db/repo/runs.js';
 import { emitEvent } from '../db/repo/outbox.js';
 import { durationMs } from '../lib/config.js';
 import { sha256Stream, sha256Text } from '../lib/hash.js';
@@ -104,7 +104,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
           await signalProgress(null, why, { queue });
         },
         onPreemptions: async (preemptions) => {
-          await upsertTags(deps.db, a.runId, preemptions.map((p, i) => ({ key: `hanzo_ml.preemption.${i + 1}`, value: JSON.stringify(p) })));
+          await setRunTags(deps.db, a.runId, preemptions.map((p, i) => ({ key: `hanzo_ml.preemption.${i + 1}`, value: JSON.stringify(p) })));
           await signalProgress(null, lastWaiting, { preemptions });
         },
         checkpointIntervalSeconds: spec.checkpoint.every_seconds ?? undefined,
@@ -176,7 +176,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
 async function recordTrainerEvents(deps: ActivityDeps, runId: string, events: TrainEvent[], recorded: Set<string>): Promise<void> {
   const fresh = events.map((e) => ({ key: `hanzo_ml.event.${Date.parse(e.at)}.${e.kind}`, value: JSON.stringify(e) })).filter((t) => !recorded.has(t.key));
   if (fresh.length === 0) return;
-  await upsertTags(deps.db, runId, fresh);
+  await setRunTags(deps.db, runId, fresh);
   for (const t of fresh) recorded.add(t.key);
 }
 
@@ -186,7 +186,7 @@ async function recordTrainerEvents(deps: ActivityDeps, runId: string, events: Tr
  * reported under gpu_type "cpu", so a cluster's GPU bill never includes them.
  */
 async function recordJobTotals(deps: ActivityDeps, a: { runId: string; organizationId: string | undefined; pipelineId: string }, t: { seconds: number; deviceHours: number; gpuType: string }): Promise<void> {
-  await upsertTags(deps.db, a.runId, [
+  await setRunTags(deps.db, a.runId, [
     { key: 'hanzo_ml.job.duration_seconds', value: String(t.seconds) },
     { key: 'hanzo_ml.job.device_hours', value: String(t.deviceHours) },
     { key: 'hanzo_ml.job.gpu_type', value: t.gpuType },
@@ -212,7 +212,7 @@ async function recordRecovery(
   failure: TrainerFailure | null,
 ): Promise<void> {
   const detail = { ...recovery, restarting, failure: failure?.message ?? null };
-  await upsertTags(deps.db, a.runId, [{ key: `hanzo_ml.recovery.${recovery.restart}`, value: JSON.stringify(detail) }]);
+  await setRunTags(deps.db, a.runId, [{ key: `hanzo_ml.recovery.${recovery.restart}`, value: JSON.stringify(detail) }]);
   if (a.organizationId)
     await emitEvent(deps.db, a.organizationId, 'jobs', a.pipelineId, {
       event: restarting ? 'training.recovering' : recovery.kind === 'diverged' ? 'training.diverged' : 'training.failed',
@@ -278,7 +278,7 @@ async function reportCorruptCheckpoint(deps: ActivityDeps, a: { pipelineId: stri
   const tags = (await runDataOf(deps.db, [a.runId])).tags.get(a.runId) ?? [];
   if (tags.some((t) => t.key === key)) return;
   const event = { kind: 'checkpoint_corrupt', checkpoint: name, message, at: new Date().toISOString() };
-  await upsertTags(deps.db, a.runId, [{ key, value: JSON.stringify(event) }]);
+  await setRunTags(deps.db, a.runId, [{ key, value: JSON.stringify(event) }]);
   await emitEvent(deps.db, a.organizationId, 'jobs', a.pipelineId, { event: 'checkpoint.corrupt', job_id: a.pipelineId, run_id: a.runId, checkpoint: name, message });
 }
 

@@ -25,6 +25,7 @@ import { mlflowRoutes } from './routes/mlflow/index.js';
 import { mlflowArtifactProxyRoutes, mlflowGetArtifactRoute, mlflowProbeRoutes } from './routes/mlflow/artifacts.js';
 import { runArtifactRoutes } from './routes/run-artifacts.js';
 import { openApiDocument } from './openapi.js';
+import { mlflowGraphqlRoutes } from './routes/mlflow/graphql.js';
 import { mlflowUiBuildDir, mlflowUiRoutes } from './routes/mlflow-ui.js';
 
 export function createApp(deps: ApiDeps): Hono<AppEnv> {
@@ -68,9 +69,10 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   const anonymous = anonymousPrincipal(deps.config);
   const authOptions = { anonymous, jwt: jwtVerifierFor(deps.config), port: deps.config.server.port };
   const trail = auditTrail(deps, anonymous);
-  for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow', '/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts', '/get-artifact']) {
-    app.use(prefix === '/get-artifact' ? prefix : `${prefix}/*`, trail);
-    app.use(prefix === '/get-artifact' ? prefix : `${prefix}/*`, authenticate(deps.db, authOptions));
+  for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow', '/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts', '/get-artifact', '/graphql']) {
+    const pattern = prefix === '/get-artifact' || prefix === '/graphql' ? prefix : `${prefix}/*`;
+    app.use(pattern, trail);
+    app.use(pattern, authenticate(deps.db, authOptions));
   }
   // Route families whose changes are catalogue writes only run each change in one transaction with its audit
   // row. Uploads stream their bodies first and audit with the catalogue row they write (api/audit.ts).
@@ -94,6 +96,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.route('/api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
   app.route('/ajax-api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
   mlflowGetArtifactRoute(app, deps);
+  mlflowGraphqlRoutes(app);
   mlflowUiRoutes(app, mlflowUiBuildDir(deps.bootstrap.mlflow_python));
 
   app.notFound((c) => errorResponse(c, 'RESOURCE_DOES_NOT_EXIST', `no route for ${c.req.method} ${c.req.path}`));

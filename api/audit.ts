@@ -18,6 +18,9 @@ import type { ApiDeps, AppEnv } from './deps.js';
 import { auditContext, sourceAddress } from './routes/identity.js';
 
 const CHANGES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/** MLflow's reads that are POSTs (a search body, a GraphQL query): neither a change nor a transaction. */
+const READ_POSTS = /\/(runs|experiments|logged-models|datasets)\/search(-datasets)?$|\/graphql$/;
+const isChange = (method: string, path: string): boolean => CHANGES.has(method) && !(method === 'POST' && READ_POSTS.test(path));
 
 export interface AuditFields {
   action: string;
@@ -67,7 +70,7 @@ export function requestTransactions(db: Db): RequestTransactions {
     },
   });
   const atomic: MiddlewareHandler<AppEnv> = async (c, next) => {
-    if (!CHANGES.has(c.req.method)) return next();
+    if (!isChange(c.req.method, c.req.path)) return next();
     await db
       .transaction(async (tx) => {
         await current.run(tx, next);
@@ -140,7 +143,7 @@ export function auditTrail(deps: Pick<ApiDeps, 'db' | 'log' | 'config'>, anonymo
     }
     const denied = status === 403;
     const download = method === 'GET' && status < 300 && DOWNLOAD.test(c.req.path);
-    const change = CHANGES.has(method) && status < 400;
+    const change = isChange(method, c.req.path) && status < 400;
     if (!denied && !download && !change) return;
     const principal = c.get('principal') ?? anonymous;
     if (!principal) return;

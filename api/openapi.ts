@@ -115,6 +115,8 @@ const OPERATIONS: Operation[] = [
   { method: 'post', path: '/api/2.0/mlflow/logged-models/search', summary: 'MLflow: search logged models', body: SearchLoggedModelsSchema },
   { method: 'post', path: '/api/2.0/mlflow/runs/log-inputs', summary: 'MLflow: log dataset and model inputs of a run', body: LogInputsSchema },
   { method: 'post', path: '/api/2.0/mlflow/runs/outputs', summary: 'MLflow: log the models a run produced', body: LogOutputsSchema },
+  { method: 'post', path: '/graphql', summary: "MLflow's GraphQL endpoint (the UI's run page and charts): {query, variables, operationName}", body: z.object({ query: z.string(), variables: z.record(z.string(), z.unknown()).optional(), operationName: z.string().optional() }) },
+  { method: 'get', path: '/graphql', summary: "MLflow's GraphQL endpoint, the request in the query string (?query=&variables=&operationName=)" },
   { method: 'get', path: '/health', summary: 'MLflow health probe: OK' },
   { method: 'get', path: '/version', summary: 'The MLflow protocol version this server speaks' },
   { method: 'get', path: '/ready', summary: 'Readiness: catalogue and Temporal reachable' },

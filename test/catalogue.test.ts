@@ -4,13 +4,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCatalogue, pgliteMaintenance, type Catalogue } from '../db/client.js';
 import { seedDevOrganization, principalForToken } from '../db/repo/auth.js';
 import { insertDatasetVersion, findDatasetVersion, getDataset } from '../db/repo/datasets.js';
-import { createRun, getOrCreateExperiment } from '../db/repo/tracking.js';
+import { getOrCreateExperiment } from '../db/repo/experiments.js';
+import { createRun } from '../db/repo/runs.js';
 import { registerModelVersion, transitionStage, listVersions } from '../db/repo/models.js';
 import { outbox } from '../db/schema/index.js';
 import { eq } from 'drizzle-orm';
 import { PAYLOAD_SCHEMAS } from '../contracts/events.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
-import { latestMetricsOf, logMetrics, metricHistoryAfter, type HistoryCursor } from '../db/repo/metrics.js';
+import { latestMetricsOf, logMetrics, type HistoryCursor } from '../db/repo/metrics.js';
+import { historyPoints } from './support/history.js';
 
 const engines = ['pglite', 'postgres'] as const;
 
@@ -86,7 +88,7 @@ describe.each(engines)('catalogue on %s', (engine) => {
     let total = 0;
     let pages = 0;
     for (;;) {
-      const page: Awaited<ReturnType<typeof metricHistoryAfter>> = await metricHistoryAfter(cat.db, runId, 'train/loss', after, 1000);
+      const page: Awaited<ReturnType<typeof historyPoints>> = await historyPoints(cat.db, runId, 'train/loss', after, 1000);
       total += page.points.length;
       pages++;
       if (!page.next) {

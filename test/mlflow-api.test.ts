@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { auth } from './support/config.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
-import { createRun, getOrCreateExperiment, setRunStatus } from '../db/repo/tracking.js';
+import { getOrCreateExperiment } from '../db/repo/experiments.js';
+import { createRun, setRunStatus } from '../db/repo/runs.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
 
 let stack: TestStack;

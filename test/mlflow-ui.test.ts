@@ -1,7 +1,7 @@
 // The MLflow UI (the pinned mlflow package's own static build) at /mlflow/, in a real headless Chromium (Debian's
-// package, driven by playwright-core): the experiment list and the model registry show data written through our
-// API, and the UI cannot write. Requests without a token read as the viewer role here. Not covered: the run page
-// and its metric charts, which this UI build reads through MLflow's GraphQL endpoint (not served here).
+// package, driven by playwright-core): the experiment list, a run's metric chart (the run page reads the run through
+// MLflow's GraphQL endpoint, the chart's points through get-history-bulk-interval) and the model registry show data
+// written through our API, and the UI cannot write. Requests without a token read as the viewer role here.
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +16,7 @@ describe('MLflow UI at /mlflow/', () => {
   let browser: Browser;
   let page: Page;
   let experimentId = '';
+  let runId = '';
   const ui = (hash: string) => `${stack.runtime.apiUrl}/mlflow/#${hash}`;
 
   beforeAll(async () => {
@@ -28,7 +29,7 @@ describe('MLflow UI at /mlflow/', () => {
     };
     experimentId = (await mlflow('experiments/create', { name: EXPERIMENT })).experiment_id as string;
     const run = await mlflow('runs/create', { experiment_id: experimentId, run_name: 'ui-visible-run', start_time: Date.now(), tags: [] });
-    const runId = run.run.info.run_id as string;
+    runId = run.run.info.run_id as string;
     const metrics = Array.from({ length: 50 }, (_, step) => ({ key: 'ui_loss', value: 1 / (step + 1), timestamp: Date.now(), step }));
     await mlflow('runs/log-batch', { run_id: runId, metrics, params: [{ key: 'lr', value: '0.01' }], tags: [] });
     await mlflow('registered-models/create', { name: MODEL });
@@ -46,6 +47,24 @@ describe('MLflow UI at /mlflow/', () => {
     expect(index.headers.get('content-type')).toContain('text/html');
     await page.goto(ui('/experiments'));
     await page.getByText(EXPERIMENT).first().waitFor({ timeout: 60_000 });
+  });
+
+  it("draws a run's metric chart from its logged history", { timeout: 120_000 }, async () => {
+    const graphql: string[] = [];
+    page.on('request', (r) => {
+      if (r.url().endsWith('/mlflow/graphql')) graphql.push((r.postDataJSON() as { operationName: string }).operationName);
+    });
+    await page.goto(ui(`/experiments/${experimentId}/runs/${runId}/model-metrics`));
+    await page.reload(); // a hash change alone does not reload the single-page app
+    // The run's name comes from the GraphQL GetRun; the chart card is titled with the metric key.
+    await page.getByText('ui-visible-run').first().waitFor({ timeout: 60_000 });
+    const card = page.locator('.js-plotly-plot').filter({ has: page.locator('.scatterlayer .trace') }).first();
+    await card.waitFor({ timeout: 60_000 });
+    await page.getByText('ui_loss', { exact: true }).first().waitFor({ timeout: 10_000 });
+    // One line with a marker at each of the 50 logged points (plotly simplifies the line path itself).
+    expect(await card.locator('.scatterlayer .trace path.js-line').count()).toBeGreaterThan(0);
+    expect(await card.locator('.scatterlayer .trace .points path.point').count()).toBe(50);
+    expect(graphql).toContain('GetRun');
   });
 
   it('shows the model registry', { timeout: 120_000 }, async () => {

@@ -13,7 +13,7 @@ import { auth, testConfig } from './support/config.js';
 import { freePort } from './support/ports.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
-import { recordArtifact } from '../db/repo/tracking.js';
+import { recordArtifact } from '../db/repo/run-artifacts.js';
 import { apiTokens, auditLog } from '../db/schema/index.js';
 import { sha256Text } from '../lib/hash.js';
 

@@ -9,7 +9,7 @@ import { startRuntime, type Runtime } from '../lib/stack.js';
 import { auth, testConfig } from './support/config.js';
 import { freePort } from './support/ports.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
-import { recordArtifact } from '../db/repo/tracking.js';
+import { recordArtifact } from '../db/repo/run-artifacts.js';
 import { apiTokens } from '../db/schema/index.js';
 import { sha256Text } from '../lib/hash.js';
 

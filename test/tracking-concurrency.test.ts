@@ -6,10 +6,12 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
-import { createRun, getOrCreateExperiment } from '../db/repo/tracking.js';
-import { searchRuns, type RunCursor } from '../db/repo/mlflow.js';
+import { getOrCreateExperiment } from '../db/repo/experiments.js';
+import { searchRuns, type RunCursor } from '../db/repo/run-search.js';
+import { createRun } from '../db/repo/runs.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
-import { type HistoryCursor, type MetricPoint, latestMetricsOf, logMetrics, metricHistoryAfter, metricHistoryWirePage } from '../db/repo/metrics.js';
+import { type HistoryCursor, type MetricPoint, latestMetricsOf, logMetrics, metricHistory } from '../db/repo/metrics.js';
+import { historyPoints } from './support/history.js';
 
 const ORG = 'org-concurrency';
 const KEYS = Array.from({ length: 40 }, (_, i) => `metric/${String(i).padStart(2, '0')}`);
@@ -71,7 +73,7 @@ describe('metric batches and cursors on Postgres', () => {
     const latest = await latestMetricsOf(cat.db, runId);
     for (const [k, key] of KEYS.entries()) expect(latest[key]).toEqual({ step: 23 * 25 + 24, value: 23_000 + 24 + k / 100 });
 
-    const history = await metricHistoryAfter(cat.db, runId, KEYS[7]!, null, 100_000);
+    const history = await historyPoints(cat.db, runId, KEYS[7]!, null, 100_000);
     expect(history.points.map((p) => p.step)).toEqual(Array.from({ length: 24 * 25 }, (_, i) => i));
     expect(history.points.every((p) => p.value === Math.floor(p.step / 25) * 1000 + (p.step % 25) + 0.07)).toBe(true);
   });
@@ -92,7 +94,7 @@ describe('metric batches and cursors on Postgres', () => {
     let cursor: HistoryCursor | null = null;
     let pages = 0;
     do {
-      const page = await metricHistoryAfter(cat.db, runId, 'loss', cursor, 300);
+      const page: Awaited<ReturnType<typeof historyPoints>> = await historyPoints(cat.db, runId, 'loss', cursor, 300);
       seen.push(...page.points);
       cursor = page.next;
       pages++;
@@ -101,26 +103,35 @@ describe('metric batches and cursors on Postgres', () => {
     expect(seen).toEqual(points.map(({ step, timestamp, value }) => ({ step, timestamp, value })));
   });
 
-  it("pages the MLflow wire form of a history exactly as the point cursor does, with MLflow's NaN and infinity strings", async () => {
+  it("pages the MLflow wire form of a history in key order, with MLflow's NaN and infinity strings, JSON-escaped keys and run ids on request", async () => {
     const runId = await newRun();
+    const key = 'a "quoted" key';
     const values = [0.1, 1 / 3, 1e-7, -2.5e21, NaN, Infinity, -Infinity, 0, -0.0001, 123456789.123];
-    const points: MetricPoint[] = Array.from({ length: 1_030 }, (_, i) => ({ key: 'a "quoted" key', step: i % 500, timestamp: 1_000 + Math.floor(i / 500), value: values[i % values.length]! }));
+    const points: MetricPoint[] = Array.from({ length: 1_030 }, (_, i) => ({ key, step: i % 500, timestamp: 1_000 + Math.floor(i / 500), value: values[i % values.length]! }));
     await logMetrics(cat.db, runId, points);
     const wire = (v: number) => (Number.isNaN(v) ? 'NaN' : v === Infinity ? 'Infinity' : v === -Infinity ? '-Infinity' : v);
-    let viaPoints: HistoryCursor | null = null;
-    let viaWire: HistoryCursor | null = null;
+    // Key order: (step, timestamp, stored value), NaN stored as 0.
+    const stored = (v: number) => (Number.isNaN(v) ? 0 : v);
+    const expected = [...points]
+      .sort((a, b) => a.step - b.step || a.timestamp - b.timestamp || stored(a.value) - stored(b.value))
+      .map((p) => ({ key, value: wire(p.value), timestamp: p.timestamp, step: p.step }));
+    const seen: unknown[] = [];
+    let cursor: HistoryCursor | null = null;
     let pages = 0;
     do {
-      const a: Awaited<ReturnType<typeof metricHistoryAfter>> = await metricHistoryAfter(cat.db, runId, 'a "quoted" key', viaPoints, 250);
-      const b: Awaited<ReturnType<typeof metricHistoryWirePage>> = await metricHistoryWirePage(cat.db, runId, 'a "quoted" key', viaWire, 250);
-      const parsed = JSON.parse(`[${b.json}]`) as unknown[];
-      expect(parsed).toEqual(a.points.map((p) => ({ key: 'a "quoted" key', value: wire(p.value), timestamp: p.timestamp, step: p.step })));
-      expect(b.next).toEqual(a.next);
-      [viaPoints, viaWire] = [a.next, b.next];
+      const page: Awaited<ReturnType<typeof metricHistory>> = await metricHistory(cat.db, runId, key, { after: cursor, limit: 250 });
+      const parsed = JSON.parse(`[${page.json}]`) as unknown[];
+      expect(parsed.length).toBe(page.count);
+      seen.push(...parsed);
+      cursor = page.next;
       pages++;
-    } while (viaPoints);
+    } while (cursor);
     expect(pages).toBe(5);
-    expect((await metricHistoryWirePage(cat.db, runId, 'no such key', null, 10)).json).toBe('');
+    expect(seen).toEqual(expected);
+    expect(await metricHistory(cat.db, runId, 'no such key', { after: null, limit: 10 })).toEqual({ json: '', count: 0, next: null });
+    // get-history-bulk's form: the first points in key order, then by time, each with its run id.
+    const bulk = await metricHistory(cat.db, runId, key, { after: null, limit: 3, withRunId: true, byTime: true });
+    expect(JSON.parse(`[${bulk.json}]`)).toEqual(expected.slice(0, 3).map((p) => ({ ...p, run_id: runId })));
   });
 
   it.each([false, true])('pages a run search ordered by a metric (ascending: %s) by cursor: every matching run once, in order, ties broken by id', async (ascending) => {

@@ -1,6 +1,6 @@
 // The MLflow UI as a read-only frontend at /mlflow/ (spec 000): the static build that ships in the pinned `mlflow`
 // package (mlflow/server/js/build, found next to the bootstrap's mlflow client), never a copy in this repository.
-// The UI calls its API relative to the page (`ajax-api/2.0/mlflow/...`, `get-artifact`), so those calls arrive under
+// The UI calls its API relative to the page (`ajax-api/2.0/mlflow/...`, `get-artifact`, `graphql`), so those calls arrive under
 // /mlflow/ and are answered by the API itself, with the caller's credentials, when they only read: GETs and the
 // search RPCs the UI posts. Anything that writes is refused, so the UI cannot change what it shows.
 import { existsSync, readdirSync } from 'node:fs';
@@ -37,8 +37,8 @@ const TYPES: Record<string, string> = {
   txt: 'text/plain; charset=utf-8',
 };
 
-/** The POSTs the UI sends that only read: searches and bulk reads. */
-const READ_POSTS = /\/(search|search-datasets|get-history-bulk-interval)$/;
+/** The POSTs the UI sends that only read: searches, bulk reads, and GraphQL (whose every operation reads). */
+const READ_POSTS = /\/(search|search-datasets|get-history-bulk-interval|graphql)$/;
 
 export function mlflowUiRoutes(app: Hono<AppEnv>, buildDir: string | null): void {
   if (!buildDir) return;
@@ -59,7 +59,7 @@ export function mlflowUiRoutes(app: Hono<AppEnv>, buildDir: string | null): void
   app.get('/mlflow/', async (c) => (await file('index.html')) ?? c.notFound());
   app.get('/mlflow/static-files/*', async (c) => (await file(decodeURIComponent(c.req.path.slice('/mlflow/static-files/'.length)))) ?? c.notFound());
   // The UI's API calls: answered by the app itself at the same path without the /mlflow prefix.
-  for (const prefix of ['/mlflow/ajax-api/*', '/mlflow/api/*', '/mlflow/get-artifact'])
+  for (const prefix of ['/mlflow/ajax-api/*', '/mlflow/api/*', '/mlflow/get-artifact', '/mlflow/graphql'])
     app.all(prefix, async (c) => {
       const path = c.req.path.slice('/mlflow'.length);
       const reads = c.req.method === 'GET' || (c.req.method === 'POST' && READ_POSTS.test(path));

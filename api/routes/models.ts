@@ -13,7 +13,9 @@ import {
   modelView,
   transitionStage,
 } from '../../db/repo/models.js';
-import { artifactsOf, getRun, paramsOf } from '../../db/repo/tracking.js';
+import { paramsOf } from '../../db/repo/params-tags.js';
+import { artifactsOf } from '../../db/repo/run-artifacts.js';
+import { getRun } from '../../db/repo/runs.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { requireRole } from '../auth.js';
 import { jsonBody } from '../validate.js';

@@ -6,7 +6,7 @@ import type { ApiDeps, AppEnv } from '../deps.js';
 import { invalid, notFound } from '../errors.js';
 import { requireRole } from '../auth.js';
 import { queryParams } from '../validate.js';
-import { getRun, type RunRow } from '../../db/repo/tracking.js';
+import { getRun, type RunRow } from '../../db/repo/runs.js';
 import { RunArtifactListQuerySchema, RunArtifactUploadQuerySchema } from '../../contracts/mlflow-artifacts.js';
 import { artifactArea, keyOfUri, rawPathAfter, safeArtifactPath } from './mlflow/artifact-store.js';
 import { auditRow } from '../audit.js';

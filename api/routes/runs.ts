@@ -6,8 +6,11 @@ import { and, asc, eq, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { ApiDeps, AppEnv } from '../deps.js';
-import { artifactsOf, getRun, setRunStatus, type RunRow, createRun } from '../../db/repo/tracking.js';
-import { createExperiment, ensureDefaultExperiment, getExperiment, getExperimentByName, logParamsChecked, runDataOf, updateMlflowRun, type ExperimentRow, type KeyValue } from '../../db/repo/mlflow.js';
+import type { KeyValue } from '../../db/repo/common.js';
+import { createExperiment, ensureDefaultExperiment, getExperiment, getExperimentByName, type ExperimentRow } from '../../db/repo/experiments.js';
+import { logParams } from '../../db/repo/params-tags.js';
+import { artifactsOf } from '../../db/repo/run-artifacts.js';
+import { createRun, getRun, runDataOf, setRunStatus, updateRun, type RunRow } from '../../db/repo/runs.js';
 import { MlflowDoubleSchema } from '../../contracts/mlflow.js';
 import { RunCreateSchema, RunParamsSchema, RunStatusUpdateSchema, type RunView } from '../../contracts/runs.js';
 import { artifactRootUri } from '../../lib/object-store.js';
@@ -18,7 +21,7 @@ import { storedExperimentId, validateKey, wireDouble } from './mlflow/common.js'
 import { keyOfUri } from './mlflow/artifact-store.js';
 import { decodeHistoryToken, encodeHistoryToken } from './mlflow/runs.js';
 import { artifactObjects } from '../../db/schema/index.js';
-import { logMetrics, metricHistoryAfter } from '../../db/repo/metrics.js';
+import { logMetrics, metricHistory } from '../../db/repo/metrics.js';
 
 export const MetricPointSchema = z.strictObject({
   key: z.string().min(1).max(250),
@@ -160,7 +163,7 @@ export function runRoutes(deps: ApiDeps) {
       startTime: body.start_time ?? Date.now(),
       tags: [...tags.filter((t) => t.key !== 'mlflow.runName'), { key: 'mlflow.runName', value: name }],
     });
-    await logParamsChecked(db, id, params);
+    await logParams(db, id, params);
     return c.json(await view((await getRun(db, principal.organizationId, id))!), 201);
   });
 
@@ -176,7 +179,7 @@ export function runRoutes(deps: ApiDeps) {
     const body = await jsonBody(c, RunParamsSchema);
     const params = checkEntries('params', body.params);
     const run = await writableRun(principal.organizationId, c.req.param('id'));
-    const conflicts = await logParamsChecked(db, run.id, params);
+    const conflicts = await logParams(db, run.id, params);
     if (conflicts.length) throw invalid(conflictMessage(run.id, conflicts));
     return c.json({ params: Object.fromEntries(params.map((p) => [p.key, p.value])) });
   });
@@ -189,7 +192,7 @@ export function runRoutes(deps: ApiDeps) {
     if (status === 'running' && body.end_time !== undefined) throw invalid('end_time: a running run has no end time');
     // A run set running again (resumed) has no end; a finished one ends now unless the caller says when.
     if (status === 'running') await setRunStatus(db, run.id, status);
-    else await updateMlflowRun(db, run.id, { status, endTime: body.end_time ?? Date.now() });
+    else await updateRun(db, run.id, { status, endTime: body.end_time ?? Date.now() });
     return c.json(await view((await getRun(db, principal.organizationId, run.id))!));
   });
 
@@ -200,9 +203,9 @@ export function runRoutes(deps: ApiDeps) {
     if (!run) throw notFound(`run ${c.req.param('id')}`);
     // Pages in (step, timestamp, value) order, the table's key, so points that share a step and time are never
     // split across a page boundary and lost; NaN and infinities go out in the form they came in.
-    const page = await metricHistoryAfter(deps.db, run.id, q.key, decodeHistoryToken(q.page_token), q.limit);
-    const points = page.points.map((p) => ({ key: q.key, value: wireDouble(p.value), step: p.step, timestamp: p.timestamp }));
-    return c.json({ metrics: points, next_page_token: page.next ? encodeHistoryToken(page.next) : null });
+    const page = await metricHistory(deps.db, run.id, q.key, { after: decodeHistoryToken(q.page_token), limit: q.limit });
+    const next = page.next ? JSON.stringify(encodeHistoryToken(page.next)) : 'null';
+    return c.body(`{"metrics":[${page.json}],"next_page_token":${next}}`, 200, { 'content-type': 'application/json' });
   });
 
   app.post('/:id/metrics', async (c) => {

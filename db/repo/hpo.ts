@@ -2,7 +2,7 @@ import { and, asc, desc, eq, inArray, ne, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { hpoSweeps, hpoTrials, pbtLineage } from '../schema/index.js';
 import { emitEvent } from './outbox.js';
-import { getOrCreateExperiment } from './tracking.js';
+import { getOrCreateExperiment } from './experiments.js';
 import { objectivesOf, type SweepWorkflowInput } from '../../contracts/hpo.js';
 import { sha256Text } from '../../lib/hash.js';
 

@@ -1,6 +1,7 @@
 // Metrics of runs: the writer (history rows and the latest value per key, one statement per batch) and the
-// readers, one per concept: the latest values, a page of one key's history (as points, or as the MLflow wire JSON
-// Postgres writes itself, for long pages), and an evenly sampled history for charts.
+// readers, one per concept: the latest values, a page of one key's full history (cursor-paged, as the wire JSON
+// Postgres writes itself), and an evenly sampled history for charts (a different answer: a few points spread
+// over the whole range, never a page).
 import { eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { latestMetrics } from '../schema/index.js';
@@ -109,11 +110,6 @@ export interface HistoryCursor {
   timestamp: number;
   value: number;
 }
-export interface HistoryPoint {
-  step: number;
-  timestamp: number;
-  value: number;
-}
 
 /**
  * Up to limit + 1 points of a metric's history after the cursor, in (step, timestamp, value) order: the primary
@@ -131,45 +127,46 @@ function historyRange(runId: string, key: string, after: HistoryCursor | null, l
 
 const cursorOf = (last: [string, string, string]): HistoryCursor => ({ step: Number(last[0]), timestamp: Number(last[1]), value: Number(last[2]) });
 
-/** One page of a metric's history, continuing after the cursor. */
-export async function metricHistoryAfter(db: Db, runId: string, key: string, after: HistoryCursor | null, limit: number): Promise<{ points: HistoryPoint[]; next: HistoryCursor | null }> {
-  // Positions and doubles come back as text: node-postgres would hand int8 over as strings anyway, and text
-  // keeps "Infinity" exact on both drivers.
-  const result = await db.execute(sql`
-    select step::text as s, timestamp::text as t, value::text as v, is_nan as n from (${historyRange(runId, key, after, limit)}) h
-    order by step, timestamp, value`);
-  const rows = (result as unknown as { rows: { s: string; t: string; v: string; n: boolean }[] }).rows;
-  const points = new Array<HistoryPoint>(Math.min(rows.length, limit));
-  for (let i = 0; i < points.length; i++) {
-    const r = rows[i]!;
-    points[i] = { step: Number(r.s), timestamp: Number(r.t), value: r.n ? NaN : Number(r.v) };
-  }
-  const last = rows[limit - 1];
-  return { points, next: rows.length > limit && last ? cursorOf([last.s, last.t, last.v]) : null };
+/** A page of metric history: its points as the body of a JSON array, their count, and the cursor of the next page. */
+export interface HistoryPage {
+  json: string;
+  count: number;
+  next: HistoryCursor | null;
 }
 
 /**
- * One page of a metric's history as the body of MLflow's get-history `metrics` array: Postgres writes each
- * `{"key","value","timestamp","step"}` object itself (float8's text form is the shortest that reads back exact;
- * NaN and the infinities as MLflow's strings), so a 25,000-point page crosses to Node as one string instead of
- * 25,000 rows to parse and re-serialize. Same order and cursor as metricHistoryAfter: the cursor is the page's
- * last (limit-th) row, which exists exactly when a next page does.
+ * One page of a metric's history, continuing after the cursor: the one history reader, behind MLflow's get-history
+ * and get-history-bulk and the /v1 metrics route. The points are MLflow's wire objects
+ * `{"key","value","timestamp","step"}` (plus `"run_id"` when asked), written by Postgres itself (float8's text form
+ * is the shortest that reads back exact; NaN and the infinities as MLflow's strings), so a 25,000-point page
+ * crosses to Node as one string instead of 25,000 rows to parse and re-serialize, and memory stays bounded by the
+ * page however long the series. `byTime` orders the page's points by (timestamp, step, value), as
+ * get-history-bulk answers; the page itself is always the next `limit` points in key order, and the cursor is
+ * the page's last (limit-th) row in that order, which exists exactly when a next page does.
  */
-export async function metricHistoryWirePage(db: Db, runId: string, key: string, after: HistoryCursor | null, limit: number): Promise<{ json: string; next: HistoryCursor | null }> {
+export async function metricHistory(
+  db: Db,
+  runId: string,
+  key: string,
+  page: { after: HistoryCursor | null; limit: number; withRunId?: boolean; byTime?: boolean },
+): Promise<HistoryPage> {
+  const runIdField = page.withRunId ? sql`|| ',"run_id":' || ${JSON.stringify(runId)}::text` : sql``;
+  const order = page.byTime ? sql`timestamp, step, value` : sql`n`;
   const result = await db.execute(sql`
     with fetched as (
-      select *, row_number() over (order by step, timestamp, value) as n from (${historyRange(runId, key, after, limit)}) h
+      select *, row_number() over (order by step, timestamp, value) as n from (${historyRange(runId, key, page.after, page.limit)}) h
     )
     select
       coalesce(string_agg(
         '{"key":' || ${JSON.stringify(key)}::text || ',"value":' ||
         case when is_nan then '"NaN"' when value = 'Infinity'::float8 then '"Infinity"' when value = '-Infinity'::float8 then '"-Infinity"' else value::text end ||
-        ',"timestamp":' || timestamp::text || ',"step":' || step::text || '}', ',' order by n) filter (where n <= ${limit}), '') as json,
-      max(json_build_array(step::text, timestamp::text, value::text)::text) filter (where n = ${limit}) as last,
-      count(*) > ${limit} as more
+        ',"timestamp":' || timestamp::text || ',"step":' || step::text ${runIdField} || '}', ',' order by ${order}) filter (where n <= ${page.limit}), '') as json,
+      count(*) filter (where n <= ${page.limit})::int as count,
+      max(json_build_array(step::text, timestamp::text, value::text)::text) filter (where n = ${page.limit}) as last,
+      count(*) > ${page.limit} as more
     from fetched`);
-  const [row] = (result as unknown as { rows: { json: string; more: boolean; last: string | null }[] }).rows;
-  return { json: row?.json ?? '', next: row?.more && row.last ? cursorOf(JSON.parse(row.last) as [string, string, string]) : null };
+  const [row] = (result as unknown as { rows: { json: string; count: number; more: boolean; last: string | null }[] }).rows;
+  return { json: row?.json ?? '', count: Number(row?.count ?? 0), next: row?.more && row.last ? cursorOf(JSON.parse(row.last) as [string, string, string]) : null };
 }
 
 export interface SampledPoint {

@@ -5,7 +5,7 @@ import type { z } from 'zod';
 import type { AppEnv } from '../../deps.js';
 import { ApiError, invalid } from '../../errors.js';
 import { LIST_FIELDS } from '../../../contracts/mlflow.js';
-import { defaultExperimentId } from '../../../db/repo/mlflow.js';
+import { defaultExperimentId } from '../../../db/repo/experiments.js';
 
 const NUL_MESSAGE = 'Malformed request: strings may not contain NUL (\\u0000) characters';
 

@@ -15,18 +15,7 @@ import {
   SetExperimentTagSchema,
   UpdateExperimentSchema,
 } from '../../../contracts/mlflow.js';
-import {
-  createExperiment,
-  deleteExperimentTag,
-  ensureDefaultExperiment,
-  experimentTagsOf,
-  getExperiment,
-  getExperimentByName,
-  searchExperiments,
-  setExperimentTag,
-  updateExperiment,
-  type ExperimentRow,
-} from '../../../db/repo/mlflow.js';
+import { createExperiment, deleteExperimentTag, ensureDefaultExperiment, experimentTagsOf, getExperiment, getExperimentByName, searchExperiments, setExperimentTag, updateExperiment, type ExperimentRow } from '../../../db/repo/experiments.js';
 import { decodePageToken, encodePageToken, maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength } from './common.js';
 import { EXPERIMENT_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
 import { experimentView } from './views.js';

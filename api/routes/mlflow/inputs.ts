@@ -6,10 +6,10 @@ import type { ApiDeps, AppEnv } from '../../deps.js';
 import { ApiError, invalid } from '../../errors.js';
 import { requireRole } from '../../auth.js';
 import { LogInputsSchema, LogOutputsSchema, MetricHistoryBulkIntervalSchema, SearchDatasetsSchema } from '../../../contracts/mlflow-artifacts.js';
-import { getRun, runIdsOf, type RunRow } from '../../../db/repo/tracking.js';
-import { datasetSummaries, logDatasetInputs, logRunModels } from '../../../db/repo/logged-models.js';
+import { datasetSummaries, logDatasetInputs, logRunModels } from '../../../db/repo/run-inputs.js';
+import { getRun, runIdsOf, type RunRow } from '../../../db/repo/runs.js';
 import { mlflowRequest, storedExperimentId, validateLength, wireDouble, wireExperimentId } from './common.js';
-import { metricHistoryAfter, sampledMetricHistory } from '../../../db/repo/metrics.js';
+import { metricHistory, sampledMetricHistory } from '../../../db/repo/metrics.js';
 
 const MAX_RUNS_BULK = 100;
 const MAX_HISTORY_BULK = 25_000;
@@ -103,14 +103,16 @@ export function mlflowInputRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const max = Math.min(parsed, MAX_HISTORY_BULK);
     const runIds = [...new Set(runIdsAsked)].sort();
     const visible = await runIdsOf(db, p.organizationId, runIds);
-    const metrics: Record<string, unknown>[] = [];
+    // Each run's first points (in key order) up to what is left of max_results, as wire JSON written by Postgres.
+    const pages: string[] = [];
+    let left = max;
     for (const runId of runIds.filter((id) => visible.has(id))) {
-      if (metrics.length >= max) break;
-      const { points } = await metricHistoryAfter(db, runId, key, null, Math.max(max, 1));
-      points.sort((a, b) => a.timestamp - b.timestamp || a.step - b.step || a.value - b.value);
-      for (const pt of points) metrics.push({ key, value: wireDouble(pt.value), timestamp: pt.timestamp, step: pt.step, run_id: runId });
+      if (left <= 0) break;
+      const page = await metricHistory(db, runId, key, { after: null, limit: left, withRunId: true, byTime: true });
+      if (page.count) pages.push(page.json);
+      left -= page.count;
     }
-    return c.json({ metrics: metrics.slice(0, Math.max(max, 0)) });
+    return c.body(`{"metrics":[${pages.join(',')}]}`, 200, { 'content-type': 'application/json' });
   });
 
   /** The UI's dataset list: each (experiment, dataset name, digest, context) that runs used, at most 1000. */

@@ -14,20 +14,8 @@ import {
   LoggedModelTagsSchema,
   SearchLoggedModelsSchema,
 } from '../../../contracts/mlflow-artifacts.js';
-import { ensureDefaultExperiment, getExperiment, type ExperimentRow } from '../../../db/repo/mlflow.js';
-import {
-  LOGGED_MODEL_ORDER_KEYS,
-  createLoggedModel,
-  deleteLoggedModelTag,
-  getLoggedModel,
-  logLoggedModelParams,
-  searchLoggedModels,
-  setLoggedModelTags,
-  updateLoggedModel,
-  withDetails,
-  type LoggedModelFull,
-  type LoggedModelRow,
-} from '../../../db/repo/logged-models.js';
+import { ensureDefaultExperiment, getExperiment, type ExperimentRow } from '../../../db/repo/experiments.js';
+import { LOGGED_MODEL_ORDER_KEYS, createLoggedModel, deleteLoggedModelTag, getLoggedModel, logLoggedModelParams, searchLoggedModels, setLoggedModelTags, updateLoggedModel, withDetails, type LoggedModelFull, type LoggedModelRow } from '../../../db/repo/logged-models.js';
 import { artifactRootUri } from '../../../lib/object-store.js';
 import { decodePageToken, encodePageToken, maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength, wireDouble, wireExperimentId } from './common.js';
 import { parseFilter, type Grammar } from './search-filter.js';

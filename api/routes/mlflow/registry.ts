@@ -53,8 +53,8 @@ import {
   type RegisteredModelRow,
   type RegistryOrder,
 } from '../../../db/repo/models.js';
-import { getRun } from '../../../db/repo/tracking.js';
 import { getLoggedModel, recordModelVersionOnLoggedModel } from '../../../db/repo/logged-models.js';
+import { getRun } from '../../../db/repo/runs.js';
 import { decodePageToken, encodePageToken, invalidValue, mlflowRequest, validateKey, validateLength } from './common.js';
 import { parseFilter, type Grammar } from './search-filter.js';
 import { keyOfUri, PROXY_SCHEME } from './artifact-store.js';

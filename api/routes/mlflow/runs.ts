@@ -19,14 +19,17 @@ import {
   UpdateRunSchema,
   type MlflowMetric,
 } from '../../../contracts/mlflow.js';
-import { deleteTag, ensureDefaultExperiment, fromMlflowStatus, getExperiment, logParamsChecked, runDataOf, searchRuns, setRunLifecycle, updateMlflowRun, upsertTags, type RunCursor, type KeyValue } from '../../../db/repo/mlflow.js';
-import type { Db } from '../../../db/client.js';
+import type { KeyValue } from '../../../db/repo/common.js';
+import { ensureDefaultExperiment, getExperiment } from '../../../db/repo/experiments.js';
 import { logModelMetrics, type ModelMetricInput } from '../../../db/repo/logged-models.js';
-import { getRun, type RunRow, createRun } from '../../../db/repo/tracking.js';
+import { deleteRunTag, logParams, setRunTags } from '../../../db/repo/params-tags.js';
+import { searchRuns, type RunCursor } from '../../../db/repo/run-search.js';
+import { createRun, fromMlflowStatus, getRun, runDataOf, setRunLifecycle, updateRun, type RunRow } from '../../../db/repo/runs.js';
+import type { Db } from '../../../db/client.js';
 import { maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength } from './common.js';
 import { RUN_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
 import { runInfoView, runView } from './views.js';
-import { type HistoryCursor, logMetrics, metricHistoryWirePage } from '../../../db/repo/metrics.js';
+import { type HistoryCursor, logMetrics, metricHistory } from '../../../db/repo/metrics.js';
 
 const MAX_PARAM_VALUE = 6000;
 const MAX_TAG_VALUE = 8000;
@@ -116,7 +119,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const p = requireRole(c, 'developer');
     const body = await mlflowRequest(c, UpdateRunSchema);
     const run = await activeRunOf(p.organizationId, body.run_id);
-    await updateMlflowRun(db, run.id, {
+    await updateRun(db, run.id, {
       ...(body.status ? { status: fromMlflowStatus(body.status) } : {}),
       ...(body.end_time !== undefined ? { endTime: body.end_time } : {}),
       ...(body.run_name ? { name: body.run_name } : {}),
@@ -151,7 +154,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const body = await mlflowRequest(c, LogParamSchema);
     checkParam(body, '');
     const run = await activeRunOf(p.organizationId, body.run_id);
-    const [conflict] = await logParamsChecked(db, run.id, [{ key: body.key, value: body.value }]);
+    const [conflict] = await logParams(db, run.id, [{ key: body.key, value: body.value }]);
     if (conflict)
       throw invalid(
         `Changing param values is not allowed. Param with key='${conflict.key}' was already logged with value='${conflict.old}' for run ID='${run.id}'. Attempted logging new value '${conflict.new}'.`,
@@ -164,7 +167,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const body = await mlflowRequest(c, SetTagSchema);
     checkTag(body, '');
     const run = await activeRunOf(p.organizationId, body.run_id);
-    await upsertTags(db, run.id, [{ key: body.key, value: body.value }]);
+    await setRunTags(db, run.id, [{ key: body.key, value: body.value }]);
     return c.json({});
   });
 
@@ -172,7 +175,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const p = requireRole(c, 'developer');
     const body = await mlflowRequest(c, DeleteTagSchema);
     const run = await activeRunOf(p.organizationId, body.run_id);
-    if (!(await deleteTag(db, run.id, body.key))) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `No tag with name: ${body.key} in run with id ${run.id}`);
+    if (!(await deleteRunTag(db, run.id, body.key))) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `No tag with name: ${body.key} in run with id ${run.id}`);
     return c.json({});
   });
 
@@ -194,13 +197,13 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       throw invalid(`Duplicate parameter keys have been submitted: [${dupes.join(', ')}]. Please ensure the request contains only one param value per param key.`);
     const run = await activeRunOf(p.organizationId, body.run_id);
     const write = async (tx: Db): Promise<void> => {
-      const conflicts = await logParamsChecked(tx, run.id, body.params);
+      const conflicts = await logParams(tx, run.id, body.params);
       if (conflicts.length) {
         const listed = conflicts.map((x) => `{'key': '${x.key}', 'old_value': '${x.old}', 'new_value': '${x.new}'}`).join(', ');
         throw invalid(`Changing param values is not allowed. Params were already logged='[${listed}]' for run ID='${run.id}'.`);
       }
       await logMetrics(tx, run.id, body.metrics);
-      await upsertTags(tx, run.id, body.tags);
+      await setRunTags(tx, run.id, body.tags);
     };
     // The whole request is one transaction; metrics alone are one statement, which already is one.
     await recordModelMetrics(p.organizationId, run.id, body.metrics);
@@ -237,7 +240,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (!runId) throw invalid("Missing value for required parameter 'run_id'.");
     const run = await runOf(p.organizationId, runId);
     const limit = maxResults(q.max_results, 25_000, 25_000);
-    const page = await metricHistoryWirePage(db, run.id, q.metric_key, decodeHistoryToken(q.page_token), limit);
+    const page = await metricHistory(db, run.id, q.metric_key, { after: decodeHistoryToken(q.page_token), limit });
     const next = page.next ? `,"next_page_token":${JSON.stringify(encodeHistoryToken(page.next))}` : '';
     return c.body(`{"metrics":[${page.json}]${next}}`, 200, { 'content-type': 'application/json' });
   });

@@ -1,10 +1,10 @@
 // The MLflow wire shapes of experiments and runs (service.proto Experiment, Run, RunInfo, RunData).
-import type { ExperimentRow, KeyValue, RunData } from '../../../db/repo/mlflow.js';
-import { MLFLOW_STATUS } from '../../../db/repo/mlflow.js';
-import type { RunRow } from '../../../db/repo/tracking.js';
+import type { KeyValue } from '../../../db/repo/common.js';
+import type { ExperimentRow } from '../../../db/repo/experiments.js';
+import type { RunIo } from '../../../db/repo/run-inputs.js';
+import { MLFLOW_STATUS, type RunData, type RunRow } from '../../../db/repo/runs.js';
 import { wireDouble, wireExperimentId } from './common.js';
 import { wireExperimentLocation, wireRunArtifactUri } from './artifact-store.js';
-import type { RunIo } from '../../../db/repo/logged-models.js';
 
 export function experimentView(e: ExperimentRow, tags: KeyValue[]) {
   return {
