@@ -21,9 +21,10 @@ import { requireRole } from '../auth.js';
 import { jsonBody } from '../validate.js';
 import { ModelCreateSchema, ModelNameSchema, ModelVersionCreateSchema, StageChangeSchema } from '../../contracts/models.js';
 import { wireExperimentId } from './mlflow/common.js';
-import { rawPathAfter, wireRunArtifactUri } from './mlflow/artifact-store.js';
+import { keyOfUri, rawPathAfter, wireRunArtifactUri } from './mlflow/artifact-store.js';
 import { downloadFormatFile, registerWithCopy } from '../model-files.js';
-import type { SourceFile } from '../../lib/model-artifacts.js';
+import { filesUnder, type SourceFile } from '../../lib/model-artifacts.js';
+import { artifactRootUri } from '../../lib/object-store.js';
 import { quarantineOverride, refusingQuarantined } from '../quarantine.js';
 import { latestMetricsOf } from '../../db/repo/metrics.js';
 
@@ -39,14 +40,21 @@ function versionNumber(raw: string): number {
 }
 
 /** The run's recorded artifacts at or under `path`, as files relative to it (a file itself: its own name). */
-async function artifactsUnder(deps: ApiDeps, runId: string, path: string): Promise<SourceFile[]> {
+/**
+ * A run's files at or under `path`: those the pipeline recorded (run_artifacts, which may live in the checkpoints
+ * bucket) and those uploaded to the run's artifact root through the API or MLflow (listed from the store).
+ */
+async function artifactsUnder(deps: ApiDeps, run: { id: string; artifactUri: string }, path: string): Promise<SourceFile[]> {
   const prefix = path.replace(/\/+$/, '');
-  const out: SourceFile[] = [];
-  for (const a of await artifactsOf(deps.db, runId)) {
+  const out = new Map<string, SourceFile>();
+  for (const a of await artifactsOf(deps.db, run.id)) {
     if (prefix !== '' && a.path !== prefix && !a.path.startsWith(`${prefix}/`)) continue;
-    out.push({ uri: a.uri, path: a.path.slice(prefix.length).replace(/^\//, '') || a.path.split('/').pop()! });
+    const rel = a.path.slice(prefix.length).replace(/^\//, '') || a.path.split('/').pop()!;
+    out.set(rel, { uri: a.uri, path: rel });
   }
-  return out;
+  const key = keyOfUri(deps, [run.artifactUri.replace(/\/+$/, ''), prefix].filter(Boolean).join('/'));
+  if (key !== null) for (const f of await filesUnder(deps.store, `${artifactRootUri(deps)}/${key}`)) if (!out.has(f.path)) out.set(f.path, f);
+  return [...out.values()];
 }
 
 export function modelRoutes(deps: ApiDeps) {
@@ -80,7 +88,7 @@ export function modelRoutes(deps: ApiDeps) {
     if (!run) throw notFound(`run "${body.run_id}"`);
     const root = wireRunArtifactUri(run.artifactUri, wireExperimentId(run.experimentId, p.organizationId), run.id);
     const path = body.artifact_path.replace(/^\.?\/*/, '').replace(/\/+$/, '');
-    const [metrics, params, files] = await Promise.all([latestMetricsOf(deps.db, run.id), paramsOf(deps.db, run.id), artifactsUnder(deps, run.id, path)]);
+    const [metrics, params, files] = await Promise.all([latestMetricsOf(deps.db, run.id), paramsOf(deps.db, run.id), artifactsUnder(deps, run, path)]);
     if (!files.length) throw invalid(`run "${run.id}" has no artifacts at or under artifact_path "${path}"`);
     // The files are copied under the version's own prefix: a later overwrite of the run's artifact changes nothing.
     const row = await registerWithCopy(deps, {
