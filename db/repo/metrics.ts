@@ -15,85 +15,87 @@ export interface MetricPoint {
 
 const storedValue = (v: number): string => (Number.isNaN(v) ? '0' : String(v));
 
-/** The newest point per key (by step, then timestamp; the later one on a tie), sorted by key. */
-function latestPerKey(points: MetricPoint[]): MetricPoint[] {
-  const latest = new Map<string, MetricPoint>();
-  for (const p of points) {
-    const cur = latest.get(p.key);
-    if (!cur || p.step > cur.step || (p.step === cur.step && p.timestamp >= cur.timestamp)) latest.set(p.key, p);
-  }
-  return [...latest.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-}
-
-/** Column arrays for unnest(): one bound parameter per column, whatever the batch size. */
-function columns(points: MetricPoint[]): SQL {
+/**
+ * The batch as one row set, bound once: one parameter per column whatever the batch size, unnested once and
+ * materialized, so the history insert, the events and the latest values all read the same rows (binding the
+ * arrays once per use tripled the parse and conversion work). `ord` is the point's place in the request: of two
+ * points with the same step and timestamp, the later one is the latest.
+ */
+function pointRows(points: MetricPoint[]): SQL {
   const keys = sql.param(points.map((p) => p.key));
   const steps = sql.param(points.map((p) => String(p.step)));
   const timestamps = sql.param(points.map((p) => String(p.timestamp)));
   // Doubles travel as text: String() is the shortest exact form, and float8 parses "Infinity" and "-Infinity".
   const values = sql.param(points.map((p) => storedValue(p.value)));
   const nans = sql.param(points.map((p) => (Number.isNaN(p.value) ? 't' : 'f')));
-  return sql`unnest(${keys}::text[], ${steps}::bigint[], ${timestamps}::bigint[], ${values}::text[], ${nans}::bool[]) as p(key, step, ts, value, is_nan)`;
+  return sql`select key, step, ts, value::float8 as value, is_nan, ord
+    from unnest(${keys}::text[], ${steps}::bigint[], ${timestamps}::bigint[], ${values}::text[], ${nans}::bool[]) with ordinality as u(key, step, ts, value, is_nan, ord)`;
 }
 
+/** The trainer's GPU telemetry keys (trainer/hanzo_ml/gpu_telemetry.py: MLflow system metrics). */
+const GPU_KEY = '^system/(?:([^/]+)/)?gpu_([0-9]+)_(utilization_percentage|memory_usage_megabytes|temperature_celsius)$';
+const mayHoldGpuTelemetry = (points: MetricPoint[]): boolean => points.some((p) => p.key.startsWith('system/'));
+
 /**
- * The trainer's GPU telemetry among the points (trainer/hanzo_ml/gpu_telemetry.py: MLflow system metrics
- * `system/<node>/gpu_<i>_{utilization_percentage,memory_usage_megabytes,temperature_celsius}`), one row per node,
- * GPU and step that has all three: the `hanzo.ml.gpu` events of the batch.
+ * The trainer's GPU telemetry among the points (`system/<node>/gpu_<i>_{utilization_percentage,
+ * memory_usage_megabytes,temperature_celsius}`), one row per node, GPU and step that has all three: the
+ * `hanzo.ml.gpu` events of the batch.
  */
-function gpuSamples(points: MetricPoint[]): SQL {
-  const gpuKey = '^system/(?:([^/]+)/)?gpu_([0-9]+)_(utilization_percentage|memory_usage_megabytes|temperature_celsius)$';
-  return sql`select coalesce(k.parts[1], 'main') as node, k.parts[2] as gpu, p.step,
-      max(p.value::float8) filter (where k.parts[3] = 'utilization_percentage') as utilization,
-      max(p.value::float8) filter (where k.parts[3] = 'memory_usage_megabytes') as memory_used,
-      max(p.value::float8) filter (where k.parts[3] = 'temperature_celsius') as temperature
-    from ${columns(points)} cross join lateral regexp_match(p.key, ${gpuKey}) as k(parts)
+const gpuSamples = sql`select coalesce(k.parts[1], 'main') as node, k.parts[2] as gpu, p.step,
+      max(p.value) filter (where k.parts[3] = 'utilization_percentage') as utilization,
+      max(p.value) filter (where k.parts[3] = 'memory_usage_megabytes') as memory_used,
+      max(p.value) filter (where k.parts[3] = 'temperature_celsius') as temperature
+    from p cross join lateral regexp_match(p.key, ${GPU_KEY}) as k(parts)
     where k.parts is not null and not p.is_nan
     group by 1, 2, 3
     having count(*) filter (where k.parts[3] = 'utilization_percentage') > 0
        and count(*) filter (where k.parts[3] = 'memory_usage_megabytes') > 0
        and count(*) filter (where k.parts[3] = 'temperature_celsius') > 0`;
+
+/** The outbox rows of a batch: the `metrics` event of each step and, when the batch has telemetry, the `gpu` events. */
+function eventRows(runId: string, points: MetricPoint[]): SQL {
+  const stamp = sql`to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+  const metricEvents = sql`, events as (
+      insert into outbox (organization_id, topic, key, payload)
+      select r.organization_id, 'metrics', ${runId},
+             jsonb_build_object('run_id', ${runId}::text, 'step', p.step, 'metrics', jsonb_object_agg(p.key, case when p.is_nan then null else p.value end), 'timestamp', ${stamp})
+      from p join runs r on r.id = ${runId}
+      group by r.organization_id, p.step
+      order by p.step
+    )`;
+  if (!mayHoldGpuTelemetry(points)) return metricEvents;
+  return sql`${metricEvents}, gpu_events as (
+      insert into outbox (organization_id, topic, key, payload)
+      select r.organization_id, 'gpu', g.node || '/' || g.gpu,
+             jsonb_build_object('node_id', g.node, 'gpu_id', g.gpu, 'run_id', ${runId}::text, 'step', g.step,
+               'utilization', g.utilization, 'memory_used', g.memory_used, 'temperature', g.temperature, 'timestamp', ${stamp})
+      from (${gpuSamples}) g join runs r on r.id = ${runId}
+      order by g.step, g.node, g.gpu
+    )`;
 }
 
 /**
  * Stores a batch of metric points in one statement (so one transaction and one round trip): the history rows
- * arrive as column arrays through unnest() and are inserted in (key, step, timestamp, value) order, a replayed
- * point being ignored by the primary key; the latest value per key is upserted in key order. Both orders are
- * total, so concurrent batches to one run take their row locks in the same order and cannot deadlock.
+ * are inserted in (key, step, timestamp, value) order, a replayed point being ignored by the primary key; the
+ * latest value per key (by step, then timestamp, then place in the batch) is upserted in key order. Both orders
+ * are total, so concurrent batches to one run take their row locks in the same order and cannot deadlock. The
+ * `metrics` events of each step (contracts/events.ts) are outbox rows of the same statement: they commit with
+ * the points or not at all. NaN travels as null (JSON has no NaN).
  */
 export async function logMetrics(db: Db, runId: string, points: MetricPoint[], opts: { events?: boolean } = {}): Promise<void> {
   if (points.length === 0) return;
-  // The `metrics` stream event of each step (contracts/events.ts), in the same statement: it commits with the
-  // points or not at all. NaN travels as null (JSON has no NaN).
-  const events =
-    opts.events === false
-      ? sql``
-      : sql`, events as (
-      insert into outbox (organization_id, topic, key, payload)
-      select r.organization_id, 'metrics', ${runId},
-             jsonb_build_object('run_id', ${runId}::text, 'step', p.step, 'metrics', jsonb_object_agg(p.key, case when p.is_nan then null else p.value::float8 end), 'timestamp', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-      from ${columns(points)} join runs r on r.id = ${runId}
-      group by r.organization_id, p.step
-      order by p.step
-    ), gpu_events as (
-      insert into outbox (organization_id, topic, key, payload)
-      select r.organization_id, 'gpu', g.node || '/' || g.gpu,
-             jsonb_build_object('node_id', g.node, 'gpu_id', g.gpu, 'run_id', ${runId}::text, 'step', g.step,
-               'utilization', g.utilization, 'memory_used', g.memory_used, 'temperature', g.temperature,
-               'timestamp', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-      from (${gpuSamples(points)}) g join runs r on r.id = ${runId}
-      order by g.step, g.node, g.gpu
-    )`;
   await db.execute(sql`
-    with history as (
+    with p as materialized (${pointRows(points)}),
+    history as (
       insert into metrics (run_id, key, step, timestamp, value, is_nan)
-      select ${runId}, p.key, p.step, p.ts, p.value::float8, p.is_nan from ${columns(points)}
-      order by p.key, p.step, p.ts, p.value::float8
+      select ${runId}, key, step, ts, value, is_nan from p
+      order by key, step, ts, value
       on conflict do nothing
-    )${events}
+    )${opts.events === false ? sql`` : eventRows(runId, points)}
     insert into latest_metrics (run_id, key, step, timestamp, value, is_nan)
-    select ${runId}, p.key, p.step, p.ts, p.value::float8, p.is_nan from ${columns(latestPerKey(points))}
-    order by p.key
+    select ${runId}, key, step, ts, value, is_nan
+    from (select distinct on (key) key, step, ts, value, is_nan from p order by key, step desc, ts desc, ord desc) latest
+    order by key
     on conflict (run_id, key) do update
       set step = excluded.step, timestamp = excluded.timestamp, value = excluded.value, is_nan = excluded.is_nan
       where (excluded.step, excluded.timestamp) >= (latest_metrics.step, latest_metrics.timestamp)`);
