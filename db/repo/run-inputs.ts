@@ -1,7 +1,7 @@
 // What a run used and produced, as MLflow 3 records it: dataset inputs with their tags (log-inputs), model
 // inputs and outputs (log-inputs, outputs), and the per-experiment dataset summaries the UI lists.
 import { randomUUID } from 'node:crypto';
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { experiments, mlflowDatasets, runDatasetInputs, runModels } from '../schema/index.js';
 import type { KeyValue } from './common.js';
@@ -78,28 +78,51 @@ export interface RunIo {
   modelOutputs: { model_id: string; step: number }[];
 }
 
-/** Dataset inputs and model inputs/outputs of several runs in two queries. */
-export async function runIoOf(db: Db, runIds: string[]): Promise<Map<string, RunIo>> {
-  const out = new Map<string, RunIo>(runIds.map((id) => [id, { datasets: [], modelInputs: [], modelOutputs: [] }]));
-  if (runIds.length === 0) return out;
-  const [inputs, models] = await Promise.all([
-    db
-      .select({ runId: runDatasetInputs.runId, tags: runDatasetInputs.tags, d: mlflowDatasets })
-      .from(runDatasetInputs)
-      .innerJoin(mlflowDatasets, eq(mlflowDatasets.id, runDatasetInputs.datasetId))
-      .where(inArray(runDatasetInputs.runId, runIds))
-      .orderBy(asc(runDatasetInputs.createdAt), asc(mlflowDatasets.name)),
-    db.select().from(runModels).where(inArray(runModels.runId, runIds)).orderBy(asc(runModels.modelId)),
-  ]);
-  for (const i of inputs)
-    out.get(i.runId)!.datasets.push({
-      tags: [...i.tags].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
-      dataset: { name: i.d.name, digest: i.d.digest, source_type: i.d.sourceType, source: i.d.source, ...(i.d.schema !== null ? { schema: i.d.schema } : {}), ...(i.d.profile !== null ? { profile: i.d.profile } : {}) },
-    });
-  for (const m of models) {
-    const io = out.get(m.runId)!;
-    if (m.direction === 'input') io.modelInputs.push({ model_id: m.modelId });
-    else io.modelOutputs.push({ model_id: m.modelId, step: m.step });
-  }
-  return out;
+/**
+ * A run-data row (db/repo/runs.ts runDataOf): one statement reads a page of runs' params, tags, latest metrics,
+ * dataset inputs and model inputs/outputs as one row set, ordered by (kind, ord).
+ */
+export interface RunDataRow {
+  kind: 'p' | 't' | 'm' | 'd' | 'o';
+  run_id: string;
+  key: string;
+  value: string;
+  ts: string | null;
+  step: string | null;
+  is_nan: boolean;
 }
+
+/**
+ * The dataset inputs ('d': the dataset and the input's tags as JSON in `value`, in the order they were logged)
+ * and model inputs/outputs ('o': model id, direction, step) of the runs, as run-data rows.
+ */
+export function runIoRows(runIds: SQL): SQL {
+  return sql`
+    select 'd' as kind, i.run_id, d.name as key,
+      json_build_object('tags', i.tags, 'name', d.name, 'digest', d.digest, 'source_type', d.source_type, 'source', d.source, 'schema', d.schema, 'profile', d.profile)::text as value,
+      null as ts, null as step, false as is_nan,
+      to_char(i.created_at at time zone 'UTC', 'YYYYMMDDHH24MISSUS') || d.name as ord
+    from ${runDatasetInputs} i join ${mlflowDatasets} d on d.id = i.dataset_id where i.run_id = ${runIds}
+    union all
+    select 'o', run_id, model_id, direction, null, step::text, false, model_id from ${runModels} where run_id = ${runIds}`;
+}
+
+const emptyIo = (): RunIo => ({ datasets: [], modelInputs: [], modelOutputs: [] });
+
+/** Adds a 'd' or 'o' run-data row to its run's inputs and outputs. */
+export function addRunIoRow(io: Map<string, RunIo>, r: RunDataRow): void {
+  const run = io.get(r.run_id) ?? io.set(r.run_id, emptyIo()).get(r.run_id)!;
+  if (r.kind === 'o') {
+    if (r.value === 'input') run.modelInputs.push({ model_id: r.key });
+    else run.modelOutputs.push({ model_id: r.key, step: Number(r.step) });
+    return;
+  }
+  const d = JSON.parse(r.value) as { tags: KeyValue[]; name: string; digest: string; source_type: string; source: string; schema: string | null; profile: string | null };
+  run.datasets.push({
+    tags: [...d.tags].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
+    dataset: { name: d.name, digest: d.digest, source_type: d.source_type, source: d.source, ...(d.schema !== null ? { schema: d.schema } : {}), ...(d.profile !== null ? { profile: d.profile } : {}) },
+  });
+}
+
+/** Empty inputs and outputs for each run, to fill with addRunIoRow. */
+export const runIoMap = (runIds: string[]): Map<string, RunIo> => new Map(runIds.map((id) => [id, emptyIo()]));
