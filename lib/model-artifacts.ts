@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { sha256Text } from './hash.js';
 import { objectUri, type ObjectStore } from './object-store.js';
 import {
+  FormatArtifactSchema,
   FormatNameSchema,
   MODEL_MANIFEST_SCHEMA,
   ManifestFileSchema,
@@ -165,6 +166,16 @@ export async function publishCopy(
   const { artifact } = await publishFormat(store, { bucket: p.bucket, prefix, format, files: p.files, model: p.model, version: p.version, description });
   const artifacts = { [format]: artifact };
   return { artifacts, checksum: versionChecksum(artifacts), description };
+}
+
+/** The formats of a version's artifacts map that are files of record (the map may hold other entries). */
+export function recordedFormats(artifacts: Record<string, unknown>): Record<string, FormatArtifact> {
+  const formats: Record<string, FormatArtifact> = {};
+  for (const [name, value] of Object.entries(artifacts)) {
+    const parsed = FormatArtifactSchema.safeParse(value);
+    if (parsed.success) formats[name] = parsed.data;
+  }
+  return formats;
 }
 
 /** The URI of a file inside a format, from the format's prefix URI (file:// paths are URL-encoded, s3:// keys raw). */

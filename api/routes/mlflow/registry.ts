@@ -58,6 +58,7 @@ import { getRun } from '../../../db/repo/runs.js';
 import { decodePageToken, encodePageToken, invalidValue, mlflowRequest, validateKey, validateLength } from './common.js';
 import { parseFilter, type Grammar } from './search-filter.js';
 import { keyOfUri, PROXY_SCHEME } from './artifact-store.js';
+import { versionDownloadUri } from './version-artifacts.js';
 import { artifactRootUri } from '../../../lib/object-store.js';
 import { filesUnder, type SourceFile } from '../../../lib/model-artifacts.js';
 import { registerWithCopy } from '../../model-files.js';
@@ -562,9 +563,11 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     return {};
   });
 
+  // The copy of record when the version has one (its files cannot change after registration, unlike the run's);
+  // otherwise the location it was registered from, as MLflow answers.
   route(['get'], '/model-versions/get-download-uri', MlflowVersionRefSchema, async (q, c) => {
-    const { version } = await versionOf(requireRole(c, 'viewer'), q.name, q.version);
-    return { artifact_uri: version.storageLocation ?? version.source ?? '' };
+    const { model, version } = await versionOf(requireRole(c, 'viewer'), q.name, q.version);
+    return { artifact_uri: versionDownloadUri(model.name, version) ?? version.storageLocation ?? version.source ?? '' };
   });
 
   route(['get', 'post'], '/model-versions/search', MlflowSearchSchema, async (q, c) => {
