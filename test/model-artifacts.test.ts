@@ -276,4 +276,27 @@ describe.each(['file', 's3'] as const)('model artifacts of record on the %s stor
     expect((await proxied(`/${root}/model.safetensors`, other)).status).toBe(404);
     expect((await proxied(`?path=${encodeURIComponent(root)}`, other)).status).toBe(404);
   });
+
+  it('gives a models:/ copy files of record of its own, under the new version\'s prefix', async () => {
+    const { original } = await registeredFromRun('copied');
+    const copy = await call('POST', '/api/2.0/mlflow/model-versions/create', { name: 'copied', source: 'models:/copied/1' });
+    expect(copy.status, JSON.stringify(copy.body)).toBe(200);
+    expect(copy.body.model_version).toMatchObject({ version: '2', status: 'READY', source: 'models:/copied/1' });
+    const [v1, v2] = [(await call('GET', '/v1/models/copied/versions/1')).body, (await call('GET', '/v1/models/copied/versions/2')).body];
+    expect(v2).toMatchObject({ status: 'ready', formats: ['safetensors'], architecture: 'LlamaForCausalLM' });
+    expect(v2.artifacts.safetensors.path).toMatch(/\/dev\/copied\/v2\/safetensors\/$/);
+    // Its manifest names version 2, so its checksum is its own while the files are byte for byte the same.
+    expect(v2.checksum).not.toBe(v1.checksum);
+    const manifest = ModelManifestSchema.parse(JSON.parse((await store.readText(v2.artifacts.safetensors.manifest))!));
+    expect(manifest).toMatchObject({ model: 'copied', version: 2, format: 'safetensors' });
+    const dest = join(work, `${kind}-copied-v2`);
+    await pullModel(api, { name: 'copied', version: 2, dest });
+    expect(readFileSync(join(dest, 'model.safetensors')).equals(original)).toBe(true);
+    // Removing the source version's files leaves the copy whole.
+    await store.deletePrefix(loaded.config.storage.buckets.models, 'dev/copied/v1/');
+    const again = join(work, `${kind}-copied-v2-again`);
+    await pullModel(api, { name: 'copied', version: 2, dest: again });
+    expect(readFileSync(join(again, 'model.safetensors')).equals(original)).toBe(true);
+    expect((await call('GET', '/api/2.0/mlflow/model-versions/get-download-uri?name=copied&version=2')).body.artifact_uri).toBe('mlflow-artifacts:/model-versions/copied/2/safetensors');
+  });
 });
