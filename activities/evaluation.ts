@@ -47,6 +47,7 @@ export function createEvaluationActivities(deps: ActivityDeps) {
         output_path: 'output:output_path',
         production_model_path: production ? 'input:production_model_path' : null,
         general_path: suite.general_text ? 'input:general_path' : null,
+        instructions_path: suite.instructions ? 'input:instructions_path' : null,
         scores_path: 'output:scores_path',
         max_new_tokens: a.input.eval.max_new_tokens,
         max_seq_length: a.input.hyperparameters.max_seq_length,
@@ -68,6 +69,7 @@ export function createEvaluationActivities(deps: ActivityDeps) {
               test_path: fileInput(a.dataset.splits.test),
               ...(production ? { production_model_path: dirInput(production.dir) } : {}),
               ...(suite.general_text ? { general_path: await bundledFileInput(deps, suite.general_text) } : {}),
+              ...(suite.instructions ? { instructions_path: await bundledFileInput(deps, suite.instructions) } : {}),
             },
             outputs: { output_path: 'file', scores_path: 'file' },
             result_field: 'output_path',
@@ -78,7 +80,7 @@ export function createEvaluationActivities(deps: ActivityDeps) {
       const step = a.input.hyperparameters.max_steps;
       const now = Date.now();
       const points = Object.entries({ base: report.base, tuned: report.tuned, production: report.production }).flatMap(([who, s]) =>
-        s ? (['loss', 'perplexity', 'exact_match', 'general_perplexity'] as const).flatMap((k) => (s[k] === null ? [] : [{ key: `eval/${who}/${k}`, value: s[k], step, timestamp: now }])) : [],
+        s ? (['loss', 'perplexity', 'exact_match', 'general_perplexity', 'instruction_pass_rate'] as const).flatMap((k) => (s[k] === null ? [] : [{ key: `eval/${who}/${k}`, value: s[k], step, timestamp: now }])) : [],
       );
       await logMetrics(deps.db, a.runId, points);
       // The report of record is the job's output in the object store, not a file on some worker.

@@ -8,18 +8,50 @@ import type { ApiDeps } from './deps.js';
 import { ApiError, invalid, notFound } from './errors.js';
 import { completeRegistration, registerModelVersion, type ModelVersionRow, type NewModelVersion } from '../db/repo/models.js';
 import { FormatArtifactSchema, ModelManifestSchema, type FormatArtifact } from '../contracts/models.js';
-import { fileUriIn, MANIFEST_FILE, orderFormats, ModelArtifactError, publishCopy, type SourceFile } from '../lib/model-artifacts.js';
+import {
+  fileUriIn,
+  MANIFEST_FILE,
+  orderFormats,
+  ModelArtifactError,
+  publishCopy,
+  publishVersionCopy,
+  recordedFormats,
+  type ModelDescription,
+  type SourceFile,
+} from '../lib/model-artifacts.js';
 import { safeArtifactPath } from './routes/mlflow/artifact-store.js';
 
-/**
- * Registers a version; with source files, it is pending while they are copied under its prefix, then ready.
- * A copy that fails marks it failed_registration and answers 400 naming the file.
- */
+/** Registers a version; with source files, it is pending while they are copied under its prefix, then ready. */
 export async function registerWithCopy(deps: ApiDeps, v: NewModelVersion, files: SourceFile[]): Promise<ModelVersionRow> {
   if (!files.length) return registerModelVersion(deps.db, v);
+  return registerPublishing(deps, v, (version) => publishCopy(deps.store, { bucket: deps.config.storage.buckets.models, organizationId: v.organizationId, model: v.modelName, version, files }));
+}
+
+/**
+ * Registers a copy of a registered version (`models:/<name>/<version>`) with files of its own: every format is
+ * copied under the new version's prefix, as a run's files are. A source without files of record (registered from
+ * a location outside our store) passes on what it has: its status and description, no files.
+ */
+export async function registerCopyOf(deps: ApiDeps, v: NewModelVersion, from: ModelVersionRow): Promise<ModelVersionRow> {
+  const formats = from.status === 'ready' ? recordedFormats(from.artifacts as Record<string, unknown>) : {};
+  const described = { architecture: from.architecture, baseModel: from.baseModel, method: from.method };
+  if (!Object.keys(formats).length) return registerModelVersion(deps.db, { ...v, ...described, artifacts: from.artifacts, checksum: from.checksum, status: from.status });
+  const description = { architecture: from.architecture, base_model: from.baseModel, method: from.method };
+  return registerPublishing(deps, v, (version) =>
+    publishVersionCopy(deps.store, { bucket: deps.config.storage.buckets.models, organizationId: v.organizationId, model: v.modelName, version, formats, description }),
+  );
+}
+
+type Publish = (version: number) => Promise<{ artifacts: Record<string, FormatArtifact>; checksum: string | null; description: ModelDescription }>;
+
+/**
+ * The version is registered pending (its number is taken), its files published under its prefix, then it is ready.
+ * A copy that fails marks it failed_registration and answers 400 naming the file.
+ */
+async function registerPublishing(deps: ApiDeps, v: NewModelVersion, publish: Publish): Promise<ModelVersionRow> {
   const row = await registerModelVersion(deps.db, { ...v, status: 'pending_registration' });
   try {
-    const copy = await publishCopy(deps.store, { bucket: deps.config.storage.buckets.models, organizationId: v.organizationId, model: v.modelName, version: row.version, files });
+    const copy = await publish(row.version);
     return await completeRegistration(deps.db, row.id, {
       artifacts: copy.artifacts,
       checksum: copy.checksum,

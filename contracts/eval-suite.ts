@@ -10,9 +10,18 @@ export const GATE_TAGS: readonly string[] = [QUARANTINE_TAG, QUARANTINE_REASON_T
 export const GateReferenceSchema = z.enum(['base', 'production']);
 export type GateReference = z.infer<typeof GateReferenceSchema>;
 
+/** The metrics each task measures; a metric of another task has no per-example scores to compare. */
+export const TASK_METRICS = {
+  test: ['exact_match', 'perplexity'],
+  retention: ['perplexity'],
+  instructions: ['pass_rate'],
+} as const;
+
 export const GateMetricSchema = z.strictObject({
-  task: z.enum(['test', 'retention']).describe("test: the dataset's test split; retention: the suite's general text"),
-  metric: z.enum(['exact_match', 'perplexity']),
+  task: z
+    .enum(['test', 'retention', 'instructions'])
+    .describe("test: the dataset's test split; retention: the suite's general text; instructions: the suite's instruction set, checked by code"),
+  metric: z.enum(['exact_match', 'perplexity', 'pass_rate']),
   direction: z.enum(['higher', 'lower']).describe('which way is better'),
   max_regression: z.number().min(0).describe('largest accepted relative regression against a reference: 0.05 = 5% worse'),
   against: z.array(GateReferenceSchema).min(1).default(['base', 'production']),
@@ -31,10 +40,23 @@ export const EvalSuiteSchema = z
       })
       .prefault({}),
     general_text: z.string().min(1).nullable().default(null).describe('repository-relative plain-text file; required by a retention metric'),
+    instructions: z
+      .string()
+      .min(1)
+      .nullable()
+      .default(null)
+      .describe('repository-relative JSONL instruction set (trainer/hanzo_ml/instructions.py); required by an instructions metric'),
     metrics: z.array(GateMetricSchema).min(1),
   })
   .refine((s) => s.general_text !== null || !s.metrics.some((m) => m.task === 'retention'), { message: 'a retention metric needs general_text', path: ['general_text'] })
-  .refine((s) => s.metrics.every((m) => m.task !== 'test' || m.metric !== 'exact_match' || m.direction === 'higher'), { message: 'exact_match is better when higher', path: ['metrics'] });
+  .refine((s) => s.instructions !== null || !s.metrics.some((m) => m.task === 'instructions'), { message: 'an instructions metric needs instructions', path: ['instructions'] })
+  .refine((s) => s.metrics.every((m) => (TASK_METRICS[m.task] as readonly string[]).includes(m.metric)), {
+    message: `a task is measured by its own metrics: ${Object.entries(TASK_METRICS)
+      .map(([task, metrics]) => `${task}: ${metrics.join(', ')}`)
+      .join('; ')}`,
+    path: ['metrics'],
+  })
+  .refine((s) => s.metrics.every((m) => (m.metric !== 'exact_match' && m.metric !== 'pass_rate') || m.direction === 'higher'), { message: 'exact_match and pass_rate are better when higher', path: ['metrics'] });
 export type EvalSuite = z.infer<typeof EvalSuiteSchema>;
 
 /** One metric, candidate against one reference, on the same examples. */

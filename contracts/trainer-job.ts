@@ -138,6 +138,10 @@ export const EvalJobSpecSchema = z.strictObject({
   production_model_path: absPath.nullable().default(null).describe('merged model directory of the current production version, scored beside base and candidate; null: none'),
   general_path: absPath.nullable().default(null).describe('plain text, documents separated by blank lines: capability retention; null: none'),
   scores_path: absPath.nullable().default(null).describe('where the per-example scores JSON (EvalScores) is written; null: not written'),
+  instructions_path: absPath
+    .nullable()
+    .default(null)
+    .describe('JSONL of {"id","messages","instruction":{"kind",...}}: prompts with one instruction each, checked by code (instruction following); null: none'),
   max_new_tokens: z.number().int().positive().default(16),
   max_seq_length: z.number().int().positive().default(256),
   threads: z.number().int().positive().default(2),
@@ -240,6 +244,7 @@ export const ModelScoresSchema = z.object({
   exact_match: z.number().min(0).max(1),
   num_examples: z.number().int().nonnegative(),
   general_perplexity: z.number().nullable().default(null).describe('perplexity on the general text (capability retention); null: not measured'),
+  instruction_pass_rate: z.number().min(0).max(1).nullable().default(null).describe('share of the instruction set whose instruction the answer followed; null: not measured'),
 });
 export type ModelScores = z.infer<typeof ModelScoresSchema>;
 
@@ -255,6 +260,14 @@ export type EvalReport = z.infer<typeof EvalReportSchema>;
 const ExampleScoresSchema = z.object({
   test: z.object({ nll: z.array(z.number()), tokens: z.array(z.number().int()), exact_match: z.array(z.number().int().min(0).max(1)) }),
   general: z.object({ nll: z.array(z.number()), tokens: z.array(z.number().int()) }).optional(),
+  instructions: z
+    .object({
+      id: z.array(z.string()).describe('the prompt ids of the instruction set'),
+      kind: z.array(z.string()).describe('the kind of instruction each prompt carries'),
+      answer: z.array(z.string()).describe('the greedy answer'),
+      pass: z.array(z.number().int().min(0).max(1)).describe('1: the answer followed the instruction'),
+    })
+    .optional(),
 });
 /** Per-example scores of each model the eval job scored (base, tuned, production), index-aligned across models. */
 export const EvalScoresSchema = z.object({ models: z.record(z.string(), ExampleScoresSchema) });

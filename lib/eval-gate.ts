@@ -4,9 +4,15 @@
 import type { ExampleScores, EvalScores } from '../contracts/trainer-job.js';
 import type { EvalSuite, GateComparison, GateDecision, GateMetric, GateReference } from '../contracts/eval-suite.js';
 
+const mean = (values: number[], idx: number[]) => idx.reduce((s, i) => s + values[i]!, 0) / idx.length;
+
 /** A metric over a subset of examples (indices may repeat: a bootstrap draw). */
 function metricOn(scores: ExampleScores, m: GateMetric, idx: number[]): number {
-  if (m.task === 'test' && m.metric === 'exact_match') return idx.reduce((s, i) => s + scores.test.exact_match[i]!, 0) / idx.length;
+  if (m.task === 'test' && m.metric === 'exact_match') return mean(scores.test.exact_match, idx);
+  if (m.task === 'instructions') {
+    if (!scores.instructions) throw new Error('no instructions scores: the eval job ran without the instruction set');
+    return mean(scores.instructions.pass, idx);
+  }
   const set = m.task === 'test' ? scores.test : scores.general;
   if (!set) throw new Error(`no ${m.task} scores: the eval job ran without general text`);
   let nll = 0;
@@ -19,6 +25,7 @@ function metricOn(scores: ExampleScores, m: GateMetric, idx: number[]): number {
 }
 
 function exampleCount(scores: ExampleScores, m: GateMetric): number {
+  if (m.task === 'instructions') return scores.instructions?.pass.length ?? 0;
   return m.task === 'test' ? scores.test.nll.length : (scores.general?.nll.length ?? 0);
 }
 
@@ -65,6 +72,8 @@ export function pairedBootstrap(cand: ExampleScores, ref: ExampleScores, m: Gate
 function compare(cand: ExampleScores, ref: ExampleScores, against: GateReference, m: GateMetric, suite: EvalSuite, k: number): GateComparison {
   const n = exampleCount(cand, m);
   if (n === 0 || exampleCount(ref, m) !== n) throw new Error(`${m.task}/${m.metric}: candidate has ${n} examples, ${against} has ${exampleCount(ref, m)}; the gate compares the same examples`);
+  // The instruction set names its prompts: the same count is not enough when the ids say otherwise.
+  if (m.task === 'instructions' && cand.instructions!.id.some((id, i) => ref.instructions!.id[i] !== id)) throw new Error(`instructions/${m.metric}: candidate and ${against} were scored on different prompts; the gate compares the same examples`);
   const all = Array.from({ length: n }, (_, i) => i);
   const candidate = metricOn(cand, m, all);
   const reference = metricOn(ref, m, all);

@@ -8,9 +8,11 @@ import { fileURLToPath } from 'node:url';
 import { sha256Text } from './hash.js';
 import { objectUri, type ObjectStore } from './object-store.js';
 import {
+  FormatArtifactSchema,
   FormatNameSchema,
   MODEL_MANIFEST_SCHEMA,
   ManifestFileSchema,
+  ModelManifestSchema,
   type FormatArtifact,
   type ModelManifest,
 } from '../contracts/models.js';
@@ -165,6 +167,43 @@ export async function publishCopy(
   const { artifact } = await publishFormat(store, { bucket: p.bucket, prefix, format, files: p.files, model: p.model, version: p.version, description });
   const artifacts = { [format]: artifact };
   return { artifacts, checksum: versionChecksum(artifacts), description };
+}
+
+/** The formats of a version's artifacts map that are files of record (the map may hold other entries). */
+export function recordedFormats(artifacts: Record<string, unknown>): Record<string, FormatArtifact> {
+  const formats: Record<string, FormatArtifact> = {};
+  for (const [name, value] of Object.entries(artifacts)) {
+    const parsed = FormatArtifactSchema.safeParse(value);
+    if (parsed.success) formats[name] = parsed.data;
+  }
+  return formats;
+}
+
+/** The files a published format's manifest lists, as sources for another copy (the manifest itself is rewritten). */
+export async function formatSources(store: ObjectStore, format: string, artifact: FormatArtifact): Promise<SourceFile[]> {
+  const text = await store.readText(artifact.manifest);
+  if (text === null) throw new ModelArtifactError(`format ${format}: its manifest ${artifact.manifest} is missing`);
+  const parsed = ModelManifestSchema.safeParse(JSON.parse(text));
+  if (!parsed.success) throw new ModelArtifactError(`format ${format}: ${artifact.manifest} is not a model manifest (${parsed.error.issues[0]!.message})`);
+  return parsed.data.files.map((f) => ({ uri: fileUriIn(artifact.path, f.path), path: f.path }));
+}
+
+/**
+ * Copies every format of a registered version under another version's prefix (a `models:/<name>/<version>`
+ * copy): the new version owns its files and manifests (which name it), so deleting or re-registering the source
+ * version never reaches into the copy.
+ */
+export async function publishVersionCopy(
+  store: ObjectStore,
+  p: { bucket: string; organizationId: string; model: string; version: number; formats: Record<string, FormatArtifact>; description: ModelDescription },
+): Promise<{ artifacts: Record<string, FormatArtifact>; checksum: string | null; description: ModelDescription }> {
+  const prefix = versionPrefix(p.organizationId, p.model, p.version);
+  const artifacts: Record<string, FormatArtifact> = {};
+  for (const format of orderFormats(Object.keys(p.formats))) {
+    const files = await formatSources(store, format, p.formats[format]!);
+    artifacts[format] = (await publishFormat(store, { bucket: p.bucket, prefix, format, files, model: p.model, version: p.version, description: p.description })).artifact;
+  }
+  return { artifacts, checksum: versionChecksum(artifacts), description: p.description };
 }
 
 /** The URI of a file inside a format, from the format's prefix URI (file:// paths are URL-encoded, s3:// keys raw). */

@@ -89,10 +89,78 @@ describe('eval gate', () => {
 
   it('loads the bundled suite and names the file and field of a broken one', async () => {
     const s = await loadEvalSuite('support-desk@1');
-    expect(s.metrics.map((m) => `${m.task}/${m.metric}`)).toEqual(['test/exact_match', 'test/perplexity', 'retention/perplexity']);
+    expect(s.metrics.map((m) => `${m.task}/${m.metric}`)).toEqual(['test/exact_match', 'test/perplexity', 'retention/perplexity', 'instructions/pass_rate']);
     expect(s.general_text).toBe('examples/heldout/general-text.txt');
+    expect(s.instructions).toBe('examples/heldout/instructions.jsonl');
     await expect(loadEvalSuite('support-desk@9')).rejects.toThrow(/support-desk-v9\.yaml does not exist/);
     await expect(loadEvalSuite('Support Desk')).rejects.toThrow(/expected name@version/);
     expect(EvalSuiteSchema.safeParse({ name: 'x', version: 1, metrics: [{ task: 'retention', metric: 'perplexity', direction: 'lower', max_regression: 0.1 }] }).error?.issues[0]?.path).toEqual(['general_text']);
+  });
+
+  describe('over the instruction set', () => {
+    /** Pass (1) or fail (0) per prompt of the instruction set, with the ids the eval job writes. */
+    const followed = (pass: number[], ids = pass.map((_, i) => `if-${i}`)): ExampleScores['instructions'] => ({
+      id: ids,
+      kind: pass.map((_, i) => (i % 2 ? 'max_words' : 'lowercase')),
+      answer: pass.map((p) => (p ? 'shipping' : 'The shipping team will')),
+      pass,
+    });
+    const withInstructions = (m: ExampleScores, pass: number[], ids?: string[]): ExampleScores => ({ ...m, instructions: followed(pass, ids) });
+    const instructionSuite = (maxRegression: number): EvalSuite =>
+      EvalSuiteSchema.parse({
+        name: 'unit',
+        version: 1,
+        instructions: 'examples/heldout/instructions.jsonl',
+        metrics: [{ task: 'instructions', metric: 'pass_rate', direction: 'higher', max_regression: maxRegression }],
+      });
+    const M = 64;
+    const rate = (k: number) => Array.from({ length: M }, (_, i) => (i % 8 < k ? 1 : 0)); // k in 8 followed
+
+    it('passes a candidate that follows more instructions than base and quarantines one that follows fewer than production', () => {
+      const scores: EvalScores = { models: { base: withInstructions(base, rate(2)), tuned: withInstructions(base, rate(4)), production: withInstructions(base, rate(7)) } };
+      const gate = evalGate(instructionSuite(0.1), scores, 3);
+      const vs = (against: string) => gate.comparisons.find((c) => c.against === against)!;
+      expect(vs('base')).toMatchObject({ task: 'instructions', metric: 'pass_rate', candidate: 0.5, reference: 0.25, passed: true });
+      expect(vs('base').regression).toBeCloseTo(-1, 6); // twice base's rate: 100% better
+      expect(vs('production')).toMatchObject({ candidate: 0.5, reference: 0.875, passed: false, significant: true });
+      expect(vs('production').regression).toBeCloseTo(3 / 7, 6);
+      expect(vs('production').ci[0]).toBeGreaterThan(0.2); // paired: 24 prompts lost, none won
+      expect(gate.passed).toBe(false);
+      expect(gate.reason).toMatch(/^regression: instructions\/pass_rate vs production: 0\.5000 vs 0\.8750 \(\+42\.9% worse, 95% CI \[\+\d+\.\d%, \+\d+\.\d%\]\) > \+10\.0% allowed$/);
+    });
+
+    it('calls a difference of one prompt in 64 noise, and lets the threshold decide', () => {
+      const production = rate(6);
+      const candidate = production.map((x, i) => (i === 0 ? 0 : x)); // one instruction fewer followed
+      const scores: EvalScores = { models: { base: withInstructions(base, rate(0)), tuned: withInstructions(base, candidate), production: withInstructions(base, production) } };
+      const strict = evalGate(instructionSuite(0), scores);
+      const lenient = evalGate(instructionSuite(0.05), scores);
+      const vs = (g: typeof strict) => g.comparisons.find((c) => c.against === 'production')!;
+      expect(vs(strict).regression).toBeCloseTo(1 / 48, 6);
+      expect(vs(strict).significant).toBe(false);
+      expect(strict.passed).toBe(false);
+      expect(lenient.passed).toBe(true);
+      // base followed none: no reference to regress from, so the comparison cannot fail
+      expect(lenient.comparisons.find((c) => c.against === 'base')).toMatchObject({ reference: 0, regression: 0, passed: true });
+    });
+
+    it('refuses to compare without instruction scores or on different prompts', () => {
+      expect(() => evalGate(instructionSuite(0.1), { models: { base, tuned: withInstructions(base, rate(4)) } })).toThrow('instructions/pass_rate: candidate has 64 examples, base has 0; the gate compares the same examples');
+      expect(() => evalGate(instructionSuite(0.1), { models: { base: withInstructions(base, rate(4)), tuned: base } })).toThrow('instructions/pass_rate: candidate has 0 examples, base has 64');
+      const other = rate(4).map((_, i) => `other-${i}`);
+      expect(() => evalGate(instructionSuite(0.1), { models: { base: withInstructions(base, rate(4), other), tuned: withInstructions(base, rate(4)) } })).toThrow(
+        'instructions/pass_rate: candidate and base were scored on different prompts; the gate compares the same examples',
+      );
+    });
+
+    it('needs the instruction file and the metric that measures it', () => {
+      const issue = (metric: object, extra: object = {}) => EvalSuiteSchema.safeParse({ name: 'x', version: 1, ...extra, metrics: [{ direction: 'higher', max_regression: 0.1, ...metric }] }).error?.issues[0];
+      expect(issue({ task: 'instructions', metric: 'pass_rate' })).toMatchObject({ path: ['instructions'], message: 'an instructions metric needs instructions' });
+      const file = { instructions: 'examples/heldout/instructions.jsonl' };
+      expect(issue({ task: 'instructions', metric: 'exact_match' }, file)?.message).toMatch(/^a task is measured by its own metrics: .*instructions: pass_rate/);
+      expect(issue({ task: 'test', metric: 'pass_rate' }, file)?.message).toMatch(/^a task is measured by its own metrics/);
+      expect(issue({ task: 'instructions', metric: 'pass_rate', direction: 'lower' }, file)?.message).toBe('exact_match and pass_rate are better when higher');
+      expect(issue({ task: 'instructions', metric: 'pass_rate' }, file)).toBeUndefined();
+    });
   });
 });

@@ -39,6 +39,8 @@ function scores(generalNll: number, exact: number): ExampleScores {
   return {
     test: { nll: Array.from({ length: 20 }, (_, i) => 2 + 0.1 * (i % 3)), tokens: Array(20).fill(2), exact_match: Array.from({ length: 20 }, (_, i) => (i < exact ? 1 : 0)) },
     general: { nll: Array.from({ length: 30 }, (_, i) => 10 * generalNll + (i % 4)), tokens: Array(30).fill(10) },
+    // instruction following unchanged: only retention regresses
+    instructions: { id: ['if-1', 'if-2'], kind: ['lowercase', 'no_comma'], answer: ['shipping', 'shipping'], pass: [1, 1] },
   };
 }
 

@@ -24,6 +24,7 @@ import { auditLog } from '../db/schema/index.js';
 import { repoRoot, type LoadedConfig } from '../lib/config.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import { ModelManifestSchema } from '../contracts/models.js';
+import { seedDevOrganization } from '../db/repo/auth.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -207,21 +208,30 @@ describe.each(['file', 's3'] as const)('model artifacts of record on the %s stor
     expect(staged.body.message).toContain('not servable (failed_registration)');
   });
 
-  it('copies a runs:/ source on MLflow registration, so overwriting the run artifact later changes nothing', async () => {
-    const run = (await call('POST', '/api/2.0/mlflow/runs/create', { experiment_id: '0', run_name: 'logged' })).body.run.info as Json;
+  /**
+   * A run whose `model/` holds config.json and model.safetensors, uploaded through the MLflow artifact proxy, and
+   * version 1 of `name` registered from it; `overwrite` uploads new weights to the run afterwards.
+   */
+  async function registeredFromRun(name: string): Promise<{ original: Buffer; overwrite: () => Promise<void> }> {
+    const run = (await call('POST', '/api/2.0/mlflow/runs/create', { experiment_id: '0', run_name: name })).body.run.info as Json;
     const proxied = `/api/2.0/mlflow-artifacts/artifacts/${String(run.artifact_uri).replace(/^mlflow-artifacts:\/+/, '')}/model`;
-    const upload = async (name: string, body: Buffer | string) => {
-      const res = await runtime.app.request(`${proxied}/${name}`, { method: 'PUT', headers: auth, body: typeof body === 'string' ? body : new Uint8Array(body) });
-      expect(res.status, name).toBe(200);
+    const upload = async (file: string, body: Buffer | string) => {
+      const res = await runtime.app.request(`${proxied}/${file}`, { method: 'PUT', headers: auth, body: typeof body === 'string' ? body : new Uint8Array(body) });
+      expect(res.status, file).toBe(200);
     };
     const original = randomBytes(50_000);
     await upload('config.json', JSON.stringify({ architectures: ['LlamaForCausalLM'] }));
     await upload('model.safetensors', original);
-    expect((await call('POST', '/api/2.0/mlflow/registered-models/create', { name: 'from-mlflow' })).status).toBe(200);
-    const created = await call('POST', '/api/2.0/mlflow/model-versions/create', { name: 'from-mlflow', source: `runs:/${run.run_id}/model`, run_id: run.run_id });
+    expect((await call('POST', '/api/2.0/mlflow/registered-models/create', { name })).status).toBe(200);
+    const created = await call('POST', '/api/2.0/mlflow/model-versions/create', { name, source: `runs:/${run.run_id}/model`, run_id: run.run_id });
     expect(created.status, JSON.stringify(created.body)).toBe(200);
     expect(created.body.model_version.status).toBe('READY');
-    await upload('model.safetensors', randomBytes(50_000));
+    return { original, overwrite: () => upload('model.safetensors', randomBytes(50_000)) };
+  }
+
+  it('copies a runs:/ source on MLflow registration, so overwriting the run artifact later changes nothing', async () => {
+    const { original, overwrite } = await registeredFromRun('from-mlflow');
+    await overwrite();
     const v = (await call('GET', '/v1/models/from-mlflow/versions/1')).body;
     expect(v).toMatchObject({ status: 'ready', formats: ['safetensors'], architecture: 'LlamaForCausalLM' });
     expect(v.artifacts.safetensors.path).toMatch(/\/dev\/from-mlflow\/v1\/safetensors\/$/);
@@ -234,5 +244,59 @@ describe.each(['file', 's3'] as const)('model artifacts of record on the %s stor
     expect((await call('GET', '/v1/models/artifacts-a/versions/1/artifacts/safetensors/secrets.txt')).status).toBe(404);
     expect((await call('GET', '/v1/models/artifacts-a/versions/1/artifacts/gguf-q4_k_m/manifest.json')).body.message).toContain('its formats: safetensors, lora, gguf-q8_0');
     expect((await call('GET', '/v1/models/artifacts-a/versions/1/artifacts/safetensors/%2E%2E%2F%2E%2E%2Fv1%2Flora%2Fmanifest.json')).status).toBe(400);
+  });
+
+  it('answers get-download-uri with the version\'s own copy, which the artifact proxy serves to its organization only', async () => {
+    const { original, overwrite } = await registeredFromRun('download-uri');
+    await overwrite();
+    const uri = (await call('GET', '/api/2.0/mlflow/model-versions/get-download-uri?name=download-uri&version=1')).body.artifact_uri as string;
+    expect(uri).toBe('mlflow-artifacts:/model-versions/download-uri/1/safetensors');
+    // What the stock client does with an mlflow-artifacts:/ URI: list the directory, then GET each file.
+    const proxied = (path: string, headers: Record<string, string> = auth) => runtime.app.request(`/api/2.0/mlflow-artifacts/artifacts${path}`, { headers });
+    const root = uri.replace(/^mlflow-artifacts:\//, '');
+    const listed = (await (await proxied(`?path=${encodeURIComponent(root)}`)).json()) as Json;
+    expect(listed.files).toEqual([
+      { path: 'config.json', is_dir: false, file_size: expect.any(Number) },
+      { path: 'manifest.json', is_dir: false, file_size: expect.any(Number) },
+      { path: 'model.safetensors', is_dir: false, file_size: original.length },
+    ]);
+    const weights = await proxied(`/${root}/model.safetensors`);
+    expect(weights.status).toBe(200);
+    expect(weights.headers.get('content-disposition')).toBe('attachment; filename=model.safetensors');
+    expect(Buffer.from(await weights.arrayBuffer()).equals(original)).toBe(true); // the registered bytes, not the overwrite
+    expect((await proxied(`/${root}/secrets.txt`)).status).toBe(404);
+    // The files of record cannot be changed through the proxy.
+    const put = await runtime.app.request(`/api/2.0/mlflow-artifacts/artifacts/${root}/model.safetensors`, { method: 'PUT', headers: auth, body: 'x' });
+    expect(put.status).toBe(403);
+    // Another organization sees neither the version nor its files.
+    await seedDevOrganization(runtime.catalogue.db, 'other-org', 'token-of-another-org');
+    const other = { authorization: 'Bearer token-of-another-org' };
+    const otherUri = await runtime.app.request('/api/2.0/mlflow/model-versions/get-download-uri?name=download-uri&version=1', { headers: other });
+    expect(otherUri.status).toBe(404);
+    expect((await proxied(`/${root}/model.safetensors`, other)).status).toBe(404);
+    expect((await proxied(`?path=${encodeURIComponent(root)}`, other)).status).toBe(404);
+  });
+
+  it('gives a models:/ copy files of record of its own, under the new version\'s prefix', async () => {
+    const { original } = await registeredFromRun('copied');
+    const copy = await call('POST', '/api/2.0/mlflow/model-versions/create', { name: 'copied', source: 'models:/copied/1' });
+    expect(copy.status, JSON.stringify(copy.body)).toBe(200);
+    expect(copy.body.model_version).toMatchObject({ version: '2', status: 'READY', source: 'models:/copied/1' });
+    const [v1, v2] = [(await call('GET', '/v1/models/copied/versions/1')).body, (await call('GET', '/v1/models/copied/versions/2')).body];
+    expect(v2).toMatchObject({ status: 'ready', formats: ['safetensors'], architecture: 'LlamaForCausalLM' });
+    expect(v2.artifacts.safetensors.path).toMatch(/\/dev\/copied\/v2\/safetensors\/$/);
+    // Its manifest names version 2, so its checksum is its own while the files are byte for byte the same.
+    expect(v2.checksum).not.toBe(v1.checksum);
+    const manifest = ModelManifestSchema.parse(JSON.parse((await store.readText(v2.artifacts.safetensors.manifest))!));
+    expect(manifest).toMatchObject({ model: 'copied', version: 2, format: 'safetensors' });
+    const dest = join(work, `${kind}-copied-v2`);
+    await pullModel(api, { name: 'copied', version: 2, dest });
+    expect(readFileSync(join(dest, 'model.safetensors')).equals(original)).toBe(true);
+    // Removing the source version's files leaves the copy whole.
+    await store.deletePrefix(loaded.config.storage.buckets.models, 'dev/copied/v1/');
+    const again = join(work, `${kind}-copied-v2-again`);
+    await pullModel(api, { name: 'copied', version: 2, dest: again });
+    expect(readFileSync(join(again, 'model.safetensors')).equals(original)).toBe(true);
+    expect((await call('GET', '/api/2.0/mlflow/model-versions/get-download-uri?name=copied&version=2')).body.artifact_uri).toBe('mlflow-artifacts:/model-versions/copied/2/safetensors');
   });
 });

@@ -140,6 +140,9 @@ describe('validation thresholds', () => {
     expect(out.gate).toMatchObject({ suite: 'support-desk@1', passed: false, skipped: ['production'], production_version: null });
     expect(out.gate.reason).toMatch(/^regression: retention\/perplexity vs base: /);
     expect(out.scores_path).not.toBeNull();
+    // The suite's instruction set was scored for both models in the same job and compared like the rest.
+    expect(out.base.instruction_pass_rate).not.toBeNull();
+    expect(c('instructions', 'pass_rate')).toMatchObject({ candidate: out.tuned!.instruction_pass_rate, reference: out.base.instruction_pass_rate });
   }, 600_000);
 
   for (const kind of ['shuffled', 'wrong-tokenizer'] as const) {

@@ -136,7 +136,12 @@ def encode_conversation(tokenizer, messages: Messages) -> list[int]:
 def encode_prompt(tokenizer, messages: Messages, max_seq_length: int) -> list[int]:
     """The prompt for the last answer: every message but the last, then the assistant header.
     Over-long prompts lose their oldest tokens: the end of a prompt is what the answer depends on."""
-    ids = encode_text(tokenizer, render(tokenizer, messages[:-1], add_generation_prompt=True))
+    return encode_question(tokenizer, messages[:-1], max_seq_length)
+
+
+def encode_question(tokenizer, messages: Messages, max_seq_length: int) -> list[int]:
+    """A conversation that awaits its answer (it ends before the assistant's turn), then the assistant header."""
+    ids = encode_text(tokenizer, render(tokenizer, messages, add_generation_prompt=True))
     return ids[-max_seq_length:]
 
 

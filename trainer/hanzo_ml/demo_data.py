@@ -7,6 +7,9 @@ The task: route a customer's message to one of six teams and answer with the tea
 word, so exact match is a fair score. The corpus speaks the same language (the teams, their vocabulary, the
 products) as prose, never as a question followed by a team name, so the pre-trained base knows the words but not
 the task: it scores ~0 exact match, and a short LoRA fine-tune learns the format and the routing.
+
+Held out for the eval suite: general text (capability retention) and an instruction set, tickets that each carry
+one instruction code can check (instruction following; trainer/hanzo_ml/instructions.py).
 """
 from __future__ import annotations
 
@@ -292,6 +295,8 @@ def build_demo_files() -> DemoFiles:
         "data/demo-task.jsonl": "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in task),
         "data/demo-task.csv": csv_sample(rng),
         "heldout/general-text.txt": general_heldout_text(),
+        "heldout/instructions.jsonl": "".join(
+            json.dumps(r, ensure_ascii=False) + "\n" for r in instruction_records(task_messages(task))),
     })
 
 
@@ -306,6 +311,54 @@ def general_heldout_text(documents_per_kind: int = 24) -> str:
                  if d.strip() and not d.startswith(("The support desk", "help center index"))]
     rng.shuffle(documents)
     return "".join(d + "\n\n" for d in documents)
+
+
+# ---- the instruction-following set -------------------------------------------------------------
+
+INSTRUCTIONS_PER_KIND = 8  # 8 kinds x 8: small enough to add little to an eval job, enough to bootstrap over
+
+# One verifiable instruction per kind (checked by trainer/hanzo_ml/instructions.py), appended to a ticket the
+# way a customer or an agent would add it. `team` is the right team for the ticket and `other` a wrong one, so
+# that include/exclude/starts_with also need the routing to be right: a model that follows the format but routes
+# badly does not pass them by luck.
+INSTRUCTION_TEMPLATES = {
+    "lowercase": ("Please answer in lower case letters only.", lambda team, other, n: {}),
+    "uppercase": ("Please answer in capital letters only.", lambda team, other, n: {}),
+    "max_words": ("Answer in at most {n} words.", lambda team, other, n: {"max_words": n}),
+    "include_word": ("Your answer must include the word {team}.", lambda team, other, n: {"word": team}),
+    "exclude_word": ("Do not answer {other}.", lambda team, other, n: {"word": other}),
+    "starts_with": ("Start your answer with the word {team}.", lambda team, other, n: {"word": team}),
+    "ends_with": ("End your answer with the word team.", lambda team, other, n: {"phrase": "team"}),
+    "no_comma": ("Do not use any commas in your answer.", lambda team, other, n: {}),
+}
+
+
+def task_messages(records: list[dict]) -> set[str]:
+    return {r["messages"][1]["content"] for r in records}
+
+
+def instruction_records(taken: set[str]) -> list[dict]:
+    """Tickets the task data does not hold, each with one verifiable instruction. Its own seed, so it neither
+    shifts the committed task and corpus nor depends on their draws."""
+    rng = random.Random(SEED + 2)
+    taken = set(taken)
+    records = []
+    for kind, (text, args) in INSTRUCTION_TEMPLATES.items():
+        for i in range(INSTRUCTIONS_PER_KIND):
+            team = TEAMS[i % len(TEAMS)]
+            message = ticket(team, rng)
+            while message in taken:
+                message = ticket(team, rng)
+            taken.add(message)
+            other = rng.choice([t for t in TEAMS if t != team])
+            n = rng.randint(2, 3)
+            records.append({
+                "messages": [{"role": "system", "content": SYSTEM_PROMPT},
+                             {"role": "user", "content": f"{message} {text.format(team=team, other=other, n=n)}"}],
+                "instruction": {"kind": kind, **args(team, other, n)},
+            })
+    rng.shuffle(records)
+    return [{"id": f"if-{i:03d}", **r} for i, r in enumerate(records, start=1)]
 
 
 def write_demo_files(examples_dir: Path) -> list[Path]:

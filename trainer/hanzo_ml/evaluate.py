@@ -7,8 +7,9 @@ with like.
 For each model: the mean NLL of the test file's assistant tokens (same masking as training), perplexity =
 exp(loss), and exact match: greedy generation of the answer from the prompt (all messages but the last, then the
 assistant header), stopped at <|end|>/eos, compared after strip() with the expected answer; with general_path,
-the perplexity of general text (capability retention). Writes an EvalReport, and with scores_path the
-per-example scores the gate bootstraps its confidence intervals from.
+the perplexity of general text (capability retention); with instructions_path, instruction following: the
+greedy answer to each prompt of the instruction set, checked by code (hanzo_ml/instructions.py). Writes an
+EvalReport, and with scores_path the per-example scores the gate bootstraps its confidence intervals from.
 """
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from pathlib import Path
 
 import torch
 
-from hanzo_ml.chat import IGNORE_INDEX, Messages, encode_dataset, encode_prompt, load_tokenizer, read_chat_jsonl
+from hanzo_ml.chat import (IGNORE_INDEX, Messages, encode_dataset, encode_prompt, encode_question, load_tokenizer,
+                           read_chat_jsonl)
 from hanzo_ml.files import atomic_write_json
+from hanzo_ml.instructions import InstructionRecord, read_instructions
 from hanzo_ml.merge import general_sequences, sequence_nlls
 from hanzo_ml.modeling import configure_torch, load_causal_lm, seed_everything
 from hanzo_ml.spec import require_existing
@@ -41,6 +44,10 @@ def evaluate(spec, spec_path: Path) -> dict:
     general_path = getattr(spec, "general_path", None)
     require_existing(spec_path, "production_model_path", production_path, kind="dir")
     require_existing(spec_path, "general_path", general_path)
+    instructions_path = getattr(spec, "instructions_path", None)
+    require_existing(spec_path, "instructions_path", instructions_path)
+    # Read before the tokenizer and any model: a bad instruction record fails the job at once, not after scoring.
+    instructions = read_instructions(Path(instructions_path)) if instructions_path else []
     tokenizer = load_tokenizer(Path(spec.base_model_path))
     conversations = read_chat_jsonl(Path(spec.test_path))
     data = EvalData(
@@ -49,6 +56,8 @@ def evaluate(spec, spec_path: Path) -> dict:
         expected=[messages[-1]["content"] for messages in conversations],
         general=general_sequences(tokenizer, Path(general_path), MAX_GENERAL_DOCUMENTS, spec.max_seq_length)
         if general_path else None,
+        instructions=instructions,
+        instruction_prompts=[encode_question(tokenizer, r.messages, spec.max_seq_length) for r in instructions],
     )
 
     configure_torch(spec.threads)
@@ -103,25 +112,42 @@ class EvalData:
     prompts: list[list[int]]
     expected: list[str]
     general: list[list[int]] | None  # general-text documents, every token scored
+    instructions: list[InstructionRecord]  # empty: instruction following not measured
+    instruction_prompts: list[list[int]]
 
 
 def score_model(model, tokenizer, data: EvalData, max_new_tokens: int, per_example: dict, name: str
                 ) -> tuple[dict, list[str]]:
     """Summary scores; per-example scores go into per_example[name] (test: NLL sum and token count of the
-    assistant turns, exact match; general: NLL sum and token count of each document)."""
+    assistant turns, exact match; general: NLL sum and token count of each document; instructions: each
+    prompt's id, instruction kind, answer and whether the answer followed it)."""
     masks = [[int(label != IGNORE_INDEX) for label in e.labels] for e in data.examples]
     test = sequence_nlls(model, [e.input_ids for e in data.examples], masks)
     loss = sum(n for n, _ in test) / max(1, sum(t for _, t in test))
-    answers = generate_answers(model, tokenizer, data.prompts, max_new_tokens)
+    # One generation pass over both prompt sets: batches sorted by length stay full, so the instruction set
+    # costs its own rows and no extra partly empty batch.
+    generated = generate_answers(model, tokenizer, data.prompts + data.instruction_prompts, max_new_tokens)
+    answers, instruction_answers = generated[:len(data.prompts)], generated[len(data.prompts):]
     matches = [int(answer.strip() == want.strip()) for answer, want in zip(answers, data.expected, strict=True)]
     scores = {"loss": loss, "perplexity": bounded_exp(loss),
-              "exact_match": sum(matches) / len(matches), "num_examples": len(matches), "general_perplexity": None}
+              "exact_match": sum(matches) / len(matches), "num_examples": len(matches), "general_perplexity": None,
+              "instruction_pass_rate": None}
     per_example[name] = {"test": {"nll": [n for n, _ in test], "tokens": [t for _, t in test], "exact_match": matches}}
+    if data.instructions:
+        per_example[name]["instructions"] = instruction_scores(data.instructions, instruction_answers)
+        followed = per_example[name]["instructions"]["pass"]
+        scores["instruction_pass_rate"] = sum(followed) / len(followed)
     if data.general:
         general = sequence_nlls(model, data.general)
         scores["general_perplexity"] = bounded_exp(sum(n for n, _ in general) / sum(t for _, t in general))
         per_example[name]["general"] = {"nll": [n for n, _ in general], "tokens": [t for _, t in general]}
     return scores, answers
+
+
+def instruction_scores(records: list[InstructionRecord], answers: list[str]) -> dict:
+    """Per prompt, index-aligned: what the scores artifact keeps to explain every pass and fail."""
+    return {"id": [r.id for r in records], "kind": [r.kind for r in records], "answer": answers,
+            "pass": [int(r.followed_by(a)) for r, a in zip(records, answers, strict=True)]}
 
 
 def bounded_exp(loss: float) -> float:

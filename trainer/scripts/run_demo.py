@@ -4,7 +4,7 @@
 
 1. build-base (skipped when --base points at a built model)
 2. the control plane's preprocessing, in miniature: drop exact duplicate records, split 80/10/10 (seeded)
-3. count-tokens, train (LoRA), eval (base vs tuned), merge (reference perplexity)
+3. count-tokens, train (LoRA), eval (base vs tuned, test split and instruction set), merge (reference perplexity)
 Every job spec it writes sits in <workdir>/specs/, and <workdir>/summary.json holds the numbers.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 TRAINER_DIR = Path(__file__).resolve().parents[1]
 DEMO_TASK = TRAINER_DIR.parent / "examples" / "data" / "demo-task.jsonl"
+INSTRUCTIONS = TRAINER_DIR.parent / "examples" / "heldout" / "instructions.jsonl"
 
 DEMO_HYPERPARAMETERS = {
     "learning_rate": 2e-3,     # high for LoRA, right for a 4.5M-parameter model; 3e-3 spikes and stalls
@@ -61,6 +62,7 @@ def main() -> int:
     timings["eval"] = run_job(workdir, {
         "kind": "eval", "job_name": "demo-eval", "base_model_path": str(base), "adapter_path": str(adapter),
         "test_path": str(splits["test"]), "output_path": str(workdir / "eval-report.json"),
+        "instructions_path": str(INSTRUCTIONS), "scores_path": str(workdir / "eval-scores.json"),
         "max_new_tokens": 8, "max_seq_length": 128, "threads": args.threads})
     timings["merge"] = run_job(workdir, {
         "kind": "merge", "job_name": "demo-merge", "base_model_path": str(base), "adapter_path": str(adapter),

@@ -1,6 +1,8 @@
-"""Evaluation: exact match on a model whose greedy answer is known in advance, loss and perplexity."""
+"""Evaluation: exact match and instruction following on a model whose greedy answer is known in advance, loss
+and perplexity."""
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -134,3 +136,51 @@ def test_production_and_general_text_are_scored_in_the_same_job_with_per_example
         assert len(per["general"]["nll"]) == 2
         assert summary["general_perplexity"] == pytest.approx(
             math.exp(sum(per["general"]["nll"]) / sum(per["general"]["tokens"])))
+
+
+INSTRUCTION_PROMPT = [SYSTEM, {"role": "user", "content": "My parcel is late. Answer in at most 2 words."}]
+
+
+def instruction(kind: str, id: str, **args) -> dict:
+    return {"id": id, "messages": INSTRUCTION_PROMPT, "instruction": {"kind": kind, **args}}
+
+
+def test_the_eval_job_scores_each_prompt_with_its_id_kind_answer_and_pass(tmp_path, tiny_base_dir,
+                                                                          answers_shipping_dir):
+    # answers_shipping_dir answers "shipping" to everything: which instructions that follows is known.
+    cases = [("lowercase", {}, 1), ("uppercase", {}, 0), ("max_words", {"max_words": 2}, 1),
+             ("include_word", {"word": "shipping"}, 1), ("include_word", {"word": "billing"}, 0),
+             ("exclude_word", {"word": "shipping"}, 0), ("starts_with", {"word": "shipping"}, 1),
+             ("ends_with", {"phrase": "team"}, 0), ("no_comma", {}, 1)]
+    instructions = write_jsonl(tmp_path / "instructions.jsonl",
+                               [instruction(kind, f"if-{i}", **args) for i, (kind, args, _) in enumerate(cases)])
+    test = write_jsonl(tmp_path / "test.jsonl", [chat("My parcel is late.", "shipping")])
+    spec = {"kind": "eval", "job_name": "eval", "base_model_path": str(tiny_base_dir), "adapter_path": None,
+            "test_path": str(test), "output_path": str(tmp_path / "report.json"),
+            "production_model_path": str(answers_shipping_dir), "instructions_path": str(instructions),
+            "scores_path": str(tmp_path / "scores.json"), "max_new_tokens": 4, "threads": 1}
+    assert main(["eval", "--spec", str(write_spec(tmp_path / "job.json", spec))]) == 0
+    report, scores = read_json(tmp_path / "report.json"), read_json(tmp_path / "scores.json")
+    production = scores["models"]["production"]["instructions"]
+    assert production["id"] == [f"if-{i}" for i in range(len(cases))]
+    assert production["kind"] == [kind for kind, _, _ in cases]
+    assert [a.strip() for a in production["answer"]] == ["shipping"] * len(cases)
+    assert production["pass"] == [expected for _, _, expected in cases]
+    assert report["production"]["instruction_pass_rate"] == pytest.approx(5 / 9)
+    base = scores["models"]["base"]["instructions"]
+    assert len(base["pass"]) == len(cases)  # every model the job scores is scored on the same prompts
+    assert report["base"]["instruction_pass_rate"] == pytest.approx(sum(base["pass"]) / len(cases))
+
+
+def test_a_bad_instruction_file_fails_the_eval_job_before_any_model_is_loaded(tmp_path, capsys):
+    instructions = tmp_path / "instructions.jsonl"
+    instructions.write_text(json.dumps(instruction("max_words", "if-1", max_words=0)) + "\n", encoding="utf-8")
+    test = write_jsonl(tmp_path / "test.jsonl", [chat("My parcel is late.", "shipping")])
+    base = tmp_path / "no-model"  # never read: the instruction file is checked first
+    base.mkdir()
+    spec = {"kind": "eval", "job_name": "eval", "base_model_path": str(base), "adapter_path": None,
+            "test_path": str(test), "output_path": str(tmp_path / "report.json"),
+            "instructions_path": str(instructions), "threads": 1}
+    assert main(["eval", "--spec", str(write_spec(tmp_path / "job.json", spec))]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"{instructions}:1: instruction.max_words: max_words needs a positive integer, got 0")

@@ -13,6 +13,7 @@ import { getRun, type RunRow } from '../../../db/repo/runs.js';
 import { artifactRootUri } from '../../../lib/object-store.js';
 import { mlflowRequest, storedExperimentId, wireExperimentId } from './common.js';
 import { artifactArea, keyOfUri, rawPathAfter, safeArtifactPath, wireRunArtifactUri } from './artifact-store.js';
+import { isVersionFilesPath, versionFilesArea, VERSION_FILES_ROOT } from './version-artifacts.js';
 
 /** The version of the MLflow REST protocol this server speaks, reported by GET /version. */
 export const MLFLOW_PROTOCOL_VERSION = '3.17.2';
@@ -23,6 +24,7 @@ const notImplemented = (c: Context<AppEnv>, message: string) => c.json({ error_c
 export function mlflowArtifactProxyRoutes(deps: ApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const area = artifactArea(deps);
+  const versions = versionFilesArea(deps);
   const pathOf = (c: Context<AppEnv>) => safeArtifactPath(rawPathAfter(c, '/mlflow-artifacts/artifacts/'));
 
   /**
@@ -32,6 +34,8 @@ export function mlflowArtifactProxyRoutes(deps: ApiDeps): Hono<AppEnv> {
    */
   async function checkWritable(organizationId: string, path: string): Promise<void> {
     if (path === '') throw invalid('Invalid path');
+    // A version's files of record change only by registering a new version.
+    if (isVersionFilesPath(path)) throw new ApiError('PERMISSION_DENIED', `'${VERSION_FILES_ROOT}/' holds the files of registered model versions and is read-only`);
     const [first] = path.split('/');
     if (first === '0') return ensureDefaultExperiment(deps.db, organizationId, artifactRootUri(deps));
     if (!first || !/^[0-9a-f]{32}$/.test(first) || !path.includes('/')) return;
@@ -43,14 +47,14 @@ export function mlflowArtifactProxyRoutes(deps: ApiDeps): Hono<AppEnv> {
     const p = requireRole(c, 'viewer');
     const q = await mlflowRequest(c, ProxyListSchema);
     const path = q.path === undefined ? '' : safeArtifactPath(q.path);
-    const files = await area.list(p.organizationId, path ? `experiments/${path}` : 'experiments', '');
+    const files = isVersionFilesPath(path) ? await versions.list(p.organizationId, path) : await area.list(p.organizationId, path ? `experiments/${path}` : 'experiments', '');
     return c.json(files.length ? { files } : {});
   });
 
   app.get('/artifacts/*', async (c) => {
     const p = requireRole(c, 'viewer');
     const path = pathOf(c);
-    return area.download(p.organizationId, `experiments/${path}`, path);
+    return isVersionFilesPath(path) ? versions.download(p.organizationId, path) : area.download(p.organizationId, `experiments/${path}`, path);
   });
 
   app.put('/artifacts/*', async (c) => {

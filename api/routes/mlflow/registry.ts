@@ -50,6 +50,7 @@ import {
   updateModelDescription,
   updateVersionDescription,
   type ModelVersionRow,
+  type NewModelVersion,
   type RegisteredModelRow,
   type RegistryOrder,
 } from '../../../db/repo/models.js';
@@ -58,9 +59,10 @@ import { getRun } from '../../../db/repo/runs.js';
 import { decodePageToken, encodePageToken, invalidValue, mlflowRequest, validateKey, validateLength } from './common.js';
 import { parseFilter, type Grammar } from './search-filter.js';
 import { keyOfUri, PROXY_SCHEME } from './artifact-store.js';
+import { versionDownloadUri } from './version-artifacts.js';
 import { artifactRootUri } from '../../../lib/object-store.js';
 import { filesUnder, type SourceFile } from '../../../lib/model-artifacts.js';
-import { registerWithCopy } from '../../model-files.js';
+import { registerCopyOf, registerWithCopy } from '../../model-files.js';
 import { quarantineOverride, refuseGateTag, refusingQuarantined } from '../../quarantine.js';
 import { QUARANTINE_OVERRIDE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_TAG } from '../../../contracts/eval-suite.js';
 
@@ -438,11 +440,6 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     return key === null ? [] : filesUnder(deps.store, `${artifactRootUri(deps)}/${key}`);
   }
 
-  /** What a copy of a registered version keeps of it: the files of record are already immutable. */
-  function copiedRecord(from: ModelVersionRow) {
-    return { artifacts: from.artifacts, checksum: from.checksum, architecture: from.architecture, baseModel: from.baseModel, method: from.method, status: from.status };
-  }
-
   route(['post'], '/model-versions/create', MlflowCreateVersionSchema, async (body, c) => {
     const p = requireRole(c, 'developer');
     validateModelName(body.name);
@@ -470,10 +467,9 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const run = runId ? await getRun(db, p.organizationId, runId) : null;
     const linkedRun = run ? run.id : null;
     // Files in our artifact store are copied under the version's prefix, so overwriting the run's (or logged
-    // model's) artifacts later cannot change the version; a copy of a registered version reuses its record.
-    const files = copy ? [] : await sourceFiles(storageLocation ?? body.source, run, Boolean(body.model_id));
-    const copied = copy ? copiedRecord(copy.from) : {};
-    const row = await registerWithCopy(deps, {
+    // model's) artifacts later cannot change the version; a copy of a registered version copies its files of
+    // record under the new version's prefix in the same way.
+    const version: NewModelVersion = {
       organizationId: p.organizationId,
       modelName: body.name,
       runId: linkedRun,
@@ -485,8 +481,8 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       tags,
       lineage: { ...(runId ? { run_id: runId } : {}), ...(loggedModelId ? { logged_model_id: loggedModelId } : {}) },
       createdBy: p.subject,
-      ...copied,
-    }, files);
+    };
+    const row = copy ? await registerCopyOf(deps, version, copy.from) : await registerWithCopy(deps, version, await sourceFiles(storageLocation ?? body.source, run, Boolean(body.model_id)));
     if (loggedModelId) await recordModelVersionOnLoggedModel(db, p.organizationId, loggedModelId, body.name, row.version);
     return versionResponse(model.name, model.id, row);
   });
@@ -562,9 +558,11 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     return {};
   });
 
+  // The copy of record when the version has one (its files cannot change after registration, unlike the run's);
+  // otherwise the location it was registered from, as MLflow answers.
   route(['get'], '/model-versions/get-download-uri', MlflowVersionRefSchema, async (q, c) => {
-    const { version } = await versionOf(requireRole(c, 'viewer'), q.name, q.version);
-    return { artifact_uri: version.storageLocation ?? version.source ?? '' };
+    const { model, version } = await versionOf(requireRole(c, 'viewer'), q.name, q.version);
+    return { artifact_uri: versionDownloadUri(model.name, version) ?? version.storageLocation ?? version.source ?? '' };
   });
 
   route(['get', 'post'], '/model-versions/search', MlflowSearchSchema, async (q, c) => {
