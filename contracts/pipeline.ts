@@ -78,7 +78,7 @@ export const PipelineInputSchema = z.strictObject({
       suite: z
         .string()
         .regex(/^[a-z0-9][a-z0-9-]*@\d+$/, 'name@version of a suite in recipes/eval/')
-        .default('support-desk@1')
+        .default('support-desk@2')
         .describe('the eval suite the promotion gate applies (recipes/eval/<name>-v<version>.yaml)'),
     })
     .prefault({}),

@@ -10,7 +10,7 @@ export class EvalSuiteError extends Error {}
 /** `name@version` -> the suite, or an error naming the file and the field that is wrong. */
 export async function loadEvalSuite(ref: string): Promise<EvalSuite> {
   const m = /^([a-z0-9][a-z0-9-]*)@(\d+)$/.exec(ref);
-  if (!m) throw new EvalSuiteError(`eval suite "${ref}": expected name@version, e.g. support-desk@1`);
+  if (!m) throw new EvalSuiteError(`eval suite "${ref}": expected name@version, e.g. support-desk@2`);
   const file = join(repoRoot, 'recipes', 'eval', `${m[1]}-v${m[2]}.yaml`);
   const text = await readFile(file, 'utf8').catch(() => null);
   if (text === null) throw new EvalSuiteError(`eval suite "${ref}": ${file} does not exist`);

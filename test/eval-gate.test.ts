@@ -87,8 +87,12 @@ describe('eval gate', () => {
     expect(a1[1] - a1[0]).toBeLessThan(0.01);
   });
 
-  it('loads the bundled suite and names the file and field of a broken one', async () => {
-    const s = await loadEvalSuite('support-desk@1');
+  it('loads the bundled suites and names the file and field of a broken one', async () => {
+    // v1 keeps the metrics its recorded decisions were made on; v2 adds instruction following.
+    const v1 = await loadEvalSuite('support-desk@1');
+    expect(v1.metrics.map((m) => `${m.task}/${m.metric}`)).toEqual(['test/exact_match', 'test/perplexity', 'retention/perplexity']);
+    expect(v1.instructions).toBeNull();
+    const s = await loadEvalSuite('support-desk@2');
     expect(s.metrics.map((m) => `${m.task}/${m.metric}`)).toEqual(['test/exact_match', 'test/perplexity', 'retention/perplexity', 'instructions/pass_rate']);
     expect(s.general_text).toBe('examples/heldout/general-text.txt');
     expect(s.instructions).toBe('examples/heldout/instructions.jsonl');

@@ -137,7 +137,7 @@ describe('validation thresholds', () => {
     expect(out.tuned!.general_perplexity!).toBeGreaterThan(2 * out.base.general_perplexity!);
     expect(c('retention', 'perplexity')).toMatchObject({ passed: false, significant: true, max_regression: 1 });
     expect(c('retention', 'perplexity').ci[0]).toBeGreaterThan(0.5); // the interval is far from noise
-    expect(out.gate).toMatchObject({ suite: 'support-desk@1', passed: false, skipped: ['production'], production_version: null });
+    expect(out.gate).toMatchObject({ suite: 'support-desk@2', passed: false, skipped: ['production'], production_version: null });
     expect(out.gate.reason).toMatch(/^regression: retention\/perplexity vs base: /);
     expect(out.scores_path).not.toBeNull();
     // The suite's instruction set was scored for both models in the same job and compared like the rest.
