@@ -204,9 +204,11 @@ function markdown(evals: EvalSample[], line: ReturnType<typeof fit>, t: Throughp
     '## Eval stage wall time by held-out set size',
     '',
     'The pipeline\'s eval stage (`evaluateModels`: job runner, trainer `eval` job scoring base and candidate — test NLL,',
-    `greedy answers of up to 12 tokens, general-text retention on ${'`examples/heldout/general-text.txt`'} — then metrics,`,
-    'artifacts and the gate\'s bootstrap), first version of a model (no production model to score; with one, a third',
-    'model is scored). Held-out sets: the last N records of the bundled task data.',
+    `greedy answers of up to 12 tokens, general-text retention on ${'`examples/heldout/general-text.txt`'}, the suite's`,
+    `instruction set when it has one (${'`examples/heldout/instructions.jsonl`'}, suite ${PipelineInputSchema.shape.eval.parse(undefined).suite}, the pipeline default) — then metrics, artifacts`,
+    'and the gate\'s bootstrap), first version of a model (no production model to score; with one, a third model is',
+    'scored). Held-out sets: the last N records of the bundled task data; the general text and the instruction set are',
+    'the same size in every row.',
     '',
     'Phases of the best run, from the eval job\'s log: trainer start to base scored (imports, model load, base), the',
     'candidate (adapter load and scoring), and the activity outside the trainer (job runner, polling, metrics, gate).',
@@ -236,6 +238,9 @@ function markdown(evals: EvalSample[], line: ReturnType<typeof fit>, t: Throughp
     '',
     `Candle / PyTorch (eval job) throughput: ${(t.candle.tokens_per_s / t.pytorch_eval_job.tokens_per_s).toFixed(1)}x; ` +
       `Candle / PyTorch (inference mode): ${(t.candle.tokens_per_s / t.pytorch_inference_mode.tokens_per_s).toFixed(1)}x.`,
+    ...(t.candle.tokens_per_s < t.pytorch_eval_job.tokens_per_s
+      ? ['', 'On this CPU PyTorch scores faster than Candle: spec 000\'s claim that Candle evaluation iterates faster does not hold here.']
+      : []),
     '',
   ].join('\n');
 }
