@@ -2,7 +2,7 @@
 // Tests call app.request() with no listening server.
 import { randomUUID } from 'node:crypto';
 import { Hono, type MiddlewareHandler } from 'hono';
-import { sql } from 'drizzle-orm';
+import { DrizzleQueryError, sql } from 'drizzle-orm';
 import type { ApiDeps, AppEnv } from './deps.js';
 import { ApiError, errorResponse, invalid } from './errors.js';
 
@@ -75,9 +75,11 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
     app.use(pattern, authenticate(deps.db, authOptions));
   }
   // Route families whose changes are catalogue writes only run each change in one transaction with its audit
-  // row. Uploads stream their bodies first and audit with the catalogue row they write (api/audit.ts).
+  // row. Uploads stream their bodies first and audit with the catalogue row they write (api/audit.ts); a logged
+  // batch, training's hot path, writes its points and audit row in one statement (mlflow/runs.ts).
   const requests = requestTransactions(deps.db);
-  const atomic: MiddlewareHandler<AppEnv> = (c, next) => (isUploadPath(c.req.path) || c.req.path.endsWith('/upload-artifact') ? next() : requests.atomic(c, next));
+  const writesOwnAudit = (path: string): boolean => isUploadPath(path) || path.endsWith('/upload-artifact') || /\/2\.0\/mlflow\/runs\/log-batch$/.test(path);
+  const atomic: MiddlewareHandler<AppEnv> = (c, next) => (writesOwnAudit(c.req.path) ? next() : requests.atomic(c, next));
   for (const prefix of ['/v1/experiments', '/v1/runs', '/v1/models', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow']) app.use(`${prefix}/*`, atomic);
   deps = { ...deps, db: requests.db };
   app.route('/v1', identityRoutes(deps));
@@ -103,7 +105,9 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.onError((err, c) => {
     if (err instanceof ApiError) return errorResponse(c, err.code, err.message);
     deps.log.error('unhandled error', { error: err.stack ?? String(err), request_id: c.get('requestId') });
-    return errorResponse(c, 'INTERNAL_ERROR', `internal error (request ${c.get('requestId')}): ${err.message}`);
+    // A failed query's message is its SQL and bound values: the client gets the database's reason alone.
+    const reason = err instanceof DrizzleQueryError && err.cause instanceof Error ? err.cause.message : err.message;
+    return errorResponse(c, 'INTERNAL_ERROR', `internal error (request ${c.get('requestId')}): ${reason}`);
   });
   return app;
 }

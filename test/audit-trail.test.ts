@@ -1,7 +1,7 @@
 // The audit trail against a real embedded API (PGlite catalogue, Temporal dev server, no worker), through
 // app.request(): every change commits with its audit row or not at all, shown by a failure injected at commit
-// time after all of the change's writes (a deferred constraint trigger), for catalogue-only routes, uploads and
-// a route that calls Temporal; and 401s are audited with source address and request id, aggregated per source
+// time after all of the change's writes (a deferred constraint trigger), for catalogue-only routes, a logged
+// metric batch, uploads and a route that calls Temporal; and 401s are audited with source address and request id, aggregated per source
 // address, reason and minute so that a flood adds rows by address and minute, not by request.
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
@@ -13,7 +13,7 @@ import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-serv
 import { startRuntime, type Runtime } from '../lib/stack.js';
 import { auth, testConfig } from './support/config.js';
 import { freePort } from './support/ports.js';
-import { artifactObjects, auditLog, datasets, experiments, pipelines, registeredModels, schedules } from '../db/schema/index.js';
+import { artifactObjects, auditLog, datasets, experiments, metrics, pipelines, registeredModels, schedules } from '../db/schema/index.js';
 import { auditTrail } from '../api/audit.js';
 import { ApiError, errorResponse } from '../api/errors.js';
 import type { AppEnv } from '../api/deps.js';
@@ -95,6 +95,29 @@ describe('a change and its audit row', () => {
       (id, n) => call('POST', '/v1/experiments', { name: n }, rid(id)),
       async (n) => (await db().select().from(experiments).where(eq(experiments.name, n))).length > 0,
     );
+  });
+
+  it('commit together for a logged batch, metrics alone (one statement) or with params (a transaction), or not at all', async () => {
+    const created = await call('POST', '/api/2.0/mlflow/runs/create', { experiment_id: '0' });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    const runId = created.body.run.info.run_id as string;
+    const metricStored = async (key: string) => (await db().select().from(metrics).where(and(eq(metrics.runId, runId), eq(metrics.key, key)))).length > 0;
+    const point = (key: string) => ({ key, value: 0.5, timestamp: 1, step: 1 });
+    for (const [name, body] of [
+      ['batch-metrics', (n: string) => ({ run_id: runId, metrics: [point(n), point(`${n}-b`)] })],
+      ['batch-params', (n: string) => ({ run_id: runId, metrics: [point(n)], params: [{ key: n, value: '1' }] })],
+    ] as const) {
+      const { rows } = await atomically(name, (id, n) => call('POST', '/api/2.0/mlflow/runs/log-batch', body(n), rid(id)), metricStored);
+      expect(rows.map((r) => [r.action, r.target])).toEqual([['POST /api/2.0/mlflow/runs/log-batch', '/api/2.0/mlflow/runs/log-batch']]);
+    }
+    // A refused batch (another organization's run, a deleted run) writes neither points nor an audit row.
+    const other = await call('POST', '/api/2.0/mlflow/runs/log-batch', { run_id: 'no-such-run', metrics: [point('ghost')] }, rid('refused-missing'));
+    expect([other.status, other.body.error_code]).toEqual([404, 'RESOURCE_DOES_NOT_EXIST']);
+    expect((await call('POST', '/api/2.0/mlflow/runs/delete', { run_id: runId })).status).toBe(200);
+    const deleted = await call('POST', '/api/2.0/mlflow/runs/log-batch', { run_id: runId, metrics: [point('after-delete')] }, rid('refused-deleted'));
+    expect([deleted.status, deleted.body.message]).toEqual([400, `The run ${runId} must be in the 'active' state. Current state is deleted.`]);
+    expect(await metricStored('after-delete')).toBe(false);
+    expect([(await auditRows('refused-missing')).length, (await auditRows('refused-deleted')).length]).toEqual([0, 0]);
   });
 
   it('commit together for uploads: a dataset version and a run artifact', async () => {

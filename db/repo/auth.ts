@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { and, desc, eq, isNull, lt, ne, sql } from 'drizzle-orm';
+import { and, desc, eq, isNull, lt, ne, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { apiTokens, auditLog, organizations, outbox } from '../schema/index.js';
 import { sha256Text } from '../../lib/hash.js';
@@ -118,7 +118,17 @@ export interface AuditEntry {
 /** An audit row and its `audit` event, in the caller's transaction. */
 export async function audit(db: Tx, p: AuditEntry): Promise<void> {
   // One statement, so row and event commit together with no transaction or savepoint of their own: every
-  // change request writes one (a logged metric batch included), and a savepoint costs three round trips.
+  // change request writes one, and a savepoint costs three round trips.
+  await db.execute(sql`with ${auditWrites(p)} select 1`);
+}
+
+/**
+ * The audit row and its `audit` event as two data-modifying CTEs (`audit_entry`, `audit_event`), for a
+ * statement that writes a change and its audit row at once (metrics.ts: a logged metric batch). With `when`,
+ * both are written only if that condition holds, which is how such a statement writes nothing for a refused
+ * change.
+ */
+export function auditWrites(p: AuditEntry, when?: SQL): SQL {
   const outcome = p.outcome ?? 'ok';
   const event = {
     event: 'audit',
@@ -130,13 +140,17 @@ export async function audit(db: Tx, p: AuditEntry): Promise<void> {
     source_address: p.sourceAddress ?? null,
     timestamp: new Date().toISOString(),
   };
-  await db.execute(sql`
-    with entry as (
+  const where = when ? sql`where ${when}` : sql``;
+  return sql`audit_entry as (
       insert into ${auditLog} (id, organization_id, actor, action, target, detail, outcome, request_id, source_address)
-      values (${randomUUID()}, ${p.organizationId}, ${p.actor}, ${p.action}, ${p.target}, ${JSON.stringify(p.detail ?? {})}, ${outcome}, ${p.requestId ?? null}, ${p.sourceAddress ?? null})
-    )
-    insert into ${outbox} (organization_id, topic, key, payload)
-    values (${p.organizationId}, ${TOPICS.audit}, ${p.target}, ${JSON.stringify(event)}::jsonb)`);
+      select ${randomUUID()}, ${p.organizationId}, ${p.actor}, ${p.action}, ${p.target}, ${JSON.stringify(p.detail ?? {})}, ${outcome}, ${p.requestId ?? null}, ${p.sourceAddress ?? null}
+      ${where}
+    ),
+    audit_event as (
+      insert into ${outbox} (organization_id, topic, key, payload)
+      select ${p.organizationId}, ${TOPICS.audit}, ${p.target}, ${JSON.stringify(event)}::jsonb
+      ${where}
+    )`;
 }
 
 /**

@@ -29,7 +29,9 @@ import type { Db } from '../../../db/client.js';
 import { maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength } from './common.js';
 import { RUN_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
 import { runInfoView, runView } from './views.js';
-import { type HistoryCursor, logMetrics, metricHistory } from '../../../db/repo/metrics.js';
+import { type HistoryCursor, logMetrics, logRunMetrics, metricHistory } from '../../../db/repo/metrics.js';
+import { audit } from '../../../db/repo/auth.js';
+import { auditContext } from '../identity.js';
 
 const MAX_PARAM_VALUE = 6000;
 const MAX_TAG_VALUE = 8000;
@@ -62,19 +64,19 @@ const randomRunName = (): string => `${ADJECTIVES[randomInt(ADJECTIVES.length)]}
 export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   const db = deps.db;
 
-  async function runOf(organizationId: string, id: string): Promise<RunRow> {
-    const run = await getRun(db, organizationId, id);
+  async function runOf(organizationId: string, id: string, on: Db = db): Promise<RunRow> {
+    const run = await getRun(on, organizationId, id);
     if (!run) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${id} not found`);
     return run;
   }
-  async function activeRunOf(organizationId: string, id: string): Promise<RunRow> {
-    const run = await runOf(organizationId, id);
-    if (run.lifecycleStage !== 'active') throw invalid(`The run ${id} must be in the 'active' state. Current state is ${run.lifecycleStage}.`);
+  async function activeRunOf(organizationId: string, id: string, on: Db = db): Promise<RunRow> {
+    const run = await runOf(organizationId, id, on);
+    checkActive(id, run.lifecycleStage);
     return run;
   }
   /** A metric naming a logged model is that model's too; the model must be the caller's (checked before any write). */
-  async function recordModelMetrics(organizationId: string, runId: string, points: ModelMetricInput[]): Promise<void> {
-    const [missing] = await logModelMetrics(db, organizationId, runId, points);
+  async function recordModelMetrics(organizationId: string, runId: string, points: ModelMetricInput[], on: Db = db): Promise<void> {
+    const [missing] = await logModelMetrics(on, organizationId, runId, points);
     if (missing) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Logged model with ID '${missing}' not found.`);
   }
   async function runResponse(run: RunRow) {
@@ -195,8 +197,19 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const dupes = body.params.filter((x) => seen.has(x.key) || !seen.add(x.key)).map((x) => `'${x.key}'`);
     if (dupes.length)
       throw invalid(`Duplicate parameter keys have been submitted: [${dupes.join(', ')}]. Please ensure the request contains only one param value per param key.`);
-    const run = await activeRunOf(p.organizationId, body.run_id);
-    const write = async (tx: Db): Promise<void> => {
+    // This route is outside the request transaction (app.ts: the training hot path): the batch writes itself and
+    // its audit row atomically. Metrics alone are one statement with the run's check and the audit row.
+    const entry = { ...auditContext(c, p), action: `POST ${c.req.path}`, target: c.req.path, detail: { status: 200 } };
+    if (!body.params.length && !body.tags.length && !body.metrics.some((m) => m.model_id)) {
+      const stage = await logRunMetrics(db, p.organizationId, body.run_id, body.metrics, entry);
+      if (!stage) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${body.run_id} not found`);
+      checkActive(body.run_id, stage);
+      return c.json({});
+    }
+    await db.transaction(async (t) => {
+      const tx = t as unknown as Db;
+      const run = await activeRunOf(p.organizationId, body.run_id, tx);
+      await recordModelMetrics(p.organizationId, run.id, body.metrics, tx);
       const conflicts = await logParams(tx, run.id, body.params);
       if (conflicts.length) {
         const listed = conflicts.map((x) => `{'key': '${x.key}', 'old_value': '${x.old}', 'new_value': '${x.new}'}`).join(', ');
@@ -204,11 +217,8 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       }
       await logMetrics(tx, run.id, body.metrics);
       await setRunTags(tx, run.id, body.tags);
-    };
-    // The whole request is one transaction; metrics alone are one statement, which already is one.
-    await recordModelMetrics(p.organizationId, run.id, body.metrics);
-    if (body.params.length || body.tags.length) await db.transaction((tx) => write(tx as unknown as Db));
-    else await write(db);
+      await audit(tx, entry);
+    });
     return c.json({});
   });
 
@@ -244,6 +254,10 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const next = page.next ? `,"next_page_token":${JSON.stringify(encodeHistoryToken(page.next))}` : '';
     return c.body(`{"metrics":[${page.json}]${next}}`, 200, { 'content-type': 'application/json' });
   });
+}
+
+function checkActive(id: string, stage: string): void {
+  if (stage !== 'active') throw invalid(`The run ${id} must be in the 'active' state. Current state is ${stage}.`);
 }
 
 const invalidToken = (token: string) => invalid(`Invalid page token: '${token}' is not a token this server issued`);
