@@ -1,8 +1,9 @@
 // The audit trail against a real embedded API (PGlite catalogue, Temporal dev server, no worker), through
 // app.request(): every change commits with its audit row or not at all, shown by a failure injected at commit
 // time after all of the change's writes (a deferred constraint trigger), for catalogue-only routes, a logged
-// metric batch, uploads and a route that calls Temporal; and 401s are audited with source address and request id, aggregated per source
-// address, reason and minute so that a flood adds rows by address and minute, not by request.
+// metric batch, uploads and a route that calls Temporal; and 401s are audited with source address and request
+// id, aggregated per source address, reason and minute so that a flood adds rows by address and minute, not by
+// request.
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -110,7 +111,8 @@ describe('a change and its audit row', () => {
       const { rows } = await atomically(name, (id, n) => call('POST', '/api/2.0/mlflow/runs/log-batch', body(n), rid(id)), metricStored);
       expect(rows.map((r) => [r.action, r.target])).toEqual([['POST /api/2.0/mlflow/runs/log-batch', '/api/2.0/mlflow/runs/log-batch']]);
     }
-    // A refused batch (another organization's run, a deleted run) writes neither points nor an audit row.
+    // A refused batch (an unknown run, a deleted run) writes neither points nor an audit row; another
+    // organization's run is probed in identity.test.ts.
     const other = await call('POST', '/api/2.0/mlflow/runs/log-batch', { run_id: 'no-such-run', metrics: [point('ghost')] }, rid('refused-missing'));
     expect([other.status, other.body.error_code]).toEqual([404, 'RESOURCE_DOES_NOT_EXIST']);
     expect((await call('POST', '/api/2.0/mlflow/runs/delete', { run_id: runId })).status).toBe(200);

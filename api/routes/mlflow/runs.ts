@@ -66,7 +66,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
 
   async function runOf(organizationId: string, id: string, on: Db = db): Promise<RunRow> {
     const run = await getRun(on, organizationId, id);
-    if (!run) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${id} not found`);
+    if (!run) throw runNotFound(id);
     return run;
   }
   async function activeRunOf(organizationId: string, id: string, on: Db = db): Promise<RunRow> {
@@ -202,7 +202,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const entry = { ...auditContext(c, p), action: `POST ${c.req.path}`, target: c.req.path, detail: { status: 200 } };
     if (!body.params.length && !body.tags.length && !body.metrics.some((m) => m.model_id)) {
       const stage = await logRunMetrics(db, p.organizationId, body.run_id, body.metrics, entry);
-      if (!stage) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${body.run_id} not found`);
+      if (!stage) throw runNotFound(body.run_id);
       checkActive(body.run_id, stage);
       return c.json({});
     }
@@ -255,6 +255,8 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     return c.body(`{"metrics":[${page.json}]${next}}`, 200, { 'content-type': 'application/json' });
   });
 }
+
+const runNotFound = (id: string): ApiError => new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${id} not found`);
 
 function checkActive(id: string, stage: string): void {
   if (stage !== 'active') throw invalid(`The run ${id} must be in the 'active' state. Current state is ${stage}.`);
