@@ -206,8 +206,12 @@ describe('roles of spec 000 against every route family', () => {
       ['POST', '/v1/schedules/sched-a/pause', {}],
       ['DELETE', '/v1/schedules/sched-a', undefined],
       ['POST', `/v1/runs/${runA}/artifacts?path=b.txt`, 'x'],
+      // metrics alone are one statement that checks the run's organization itself (db/repo/metrics.ts)
+      ['POST', '/api/2.0/mlflow/runs/log-batch', { run_id: runA, metrics: [{ key: 'from-b', value: 1, timestamp: 1, step: 0 }] }],
     ] as const)
       expect([m, p, (await call(m, p, tokens.adminB!, b, typeof b === 'string' ? { 'content-type': 'application/octet-stream' } : {})).status]).toEqual([m, p, 404]);
+    const history = await call('GET', `/api/2.0/mlflow/metrics/get-history?run_id=${runA}&metric_key=from-b`, tokens.adminA!);
+    expect([history.status, history.body.metrics]).toEqual([200, []]);
   });
 
   it('a researcher cancels only the jobs they submitted (pipelines and sweeps); an admin cancels any', async () => {
