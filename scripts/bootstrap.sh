@@ -170,23 +170,58 @@ test_servers() {
     "$MLFLOW_VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$MLFLOW_SUITE_DEPS" -r test/mlflow-suite.lock >&2
     touch "$MLFLOW_SUITE_DEPS/.complete"
   fi
-  # The Kubernetes control plane, KWOK and Kueue for the cluster tests, built from Go modules (30-45 min cold).
+  # The Kubernetes control plane, KWOK and Kueue for the cluster tests, built from Go modules (30-45 min cold),
+  # started in the background at the beginning of the bootstrap.
+  local t0=$SECONDS
+  cluster_tools_wait
   scripts/cluster-tools.sh >/dev/null
+  TIMES+=("cluster-tools(wait) $((SECONDS - t0))s")
   test_server_paths
   kafka_jars
   test_server_paths
 }
 
-node_deps
-python_venv
-deepspeed_layer
-storage_layer
-temporal_bin
-candle_tool
-base_model
+# Per-phase wall times, printed at the end (and kept in $CACHE/bootstrap-times.txt) so a cold run says where its
+# minutes went.
+TIMES=()
+phase() {  # phase <name> <function>
+  local t0=$SECONDS
+  "$2"
+  TIMES+=("$1 $((SECONDS - t0))s")
+}
+
+# The cluster tools are the longest cold step and are CPU-bound, while the venv is mostly download: start their
+# build first, in the background, and wait for it where the test servers need it.
+CLUSTER_TOOLS_PID=""
+cluster_tools_background() {
+  [ "$want_tests" = 1 ] || return 0
+  scripts/cluster-tools.sh --installed >/dev/null 2>&1 && scripts/cluster-tools.sh kueue --installed >/dev/null 2>&1 && return 0
+  say "building the cluster tools in the background (log: $CACHE/cluster-tools.log)"
+  scripts/cluster-tools.sh >"$CACHE/cluster-tools.log" 2>&1 &
+  CLUSTER_TOOLS_PID=$!
+}
+cluster_tools_wait() {
+  [ -n "$CLUSTER_TOOLS_PID" ] || return 0
+  if ! wait "$CLUSTER_TOOLS_PID"; then
+    say "building the cluster tools failed:"; tail -n 30 "$CACHE/cluster-tools.log" >&2; exit 1
+  fi
+  grep '^cluster-tools: built' "$CACHE/cluster-tools.log" >&2 || true
+}
+
+t_start=$SECONDS
+cluster_tools_background
+phase npm node_deps
+phase venv python_venv
+phase deepspeed deepspeed_layer
+phase s3-client storage_layer
+phase temporal temporal_bin
+phase candle candle_tool
+phase base-model base_model
 # Without --tests, still name the test servers an earlier --tests run installed, so running the demo between
 # two test runs leaves them usable.
-if [ "$want_tests" = 1 ]; then test_servers; else test_server_paths; fi
+if [ "$want_tests" = 1 ]; then phase test-servers test_servers; else test_server_paths; fi
+printf '%s\n' "${TIMES[@]}" "total $((SECONDS - t_start))s" > "$CACHE/bootstrap-times.txt"
+[ $((SECONDS - t_start)) -lt 2 ] || say "phase times: ${TIMES[*]} (total $((SECONDS - t_start))s)"
 
 cat > .bootstrap.json.tmp <<JSON
 {

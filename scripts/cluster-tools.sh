@@ -46,7 +46,10 @@ flock 8
 build_kueue() {
   [ -f "$KUEUE_BIN/.complete" ] && return
   local src t0=$SECONDS
+  # `go list -m` does not download: on a cold module cache it prints an empty line. Fetch the module first.
+  (cd "$KUEUE_MOD" && "$GO" mod download sigs.k8s.io/kueue)
   src=$(cd "$KUEUE_MOD" && "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/kueue)
+  [ -f "$src/cmd/kueue/main.go" ] || { say "kueue: sigs.k8s.io/kueue is not in the module cache after download (dir '$src')"; exit 1; }
   rm -rf "$KUEUE_BIN.tmp" && mkdir -p "$KUEUE_BIN.tmp/crds" "$KUEUE_BIN.tmp/src"
   cp "$KUEUE_MOD/go.mod" "$KUEUE_MOD/go.sum" "$KUEUE_BIN.tmp/src/"
   sed "$KUEUE_PATCH" "$src/cmd/kueue/main.go" > "$KUEUE_BIN.tmp/src/main.go"
@@ -89,7 +92,8 @@ if [ ! -x "$BIN.tmp/kwok" ]; then
 fi
 # KWOK's standalone binary does not add the Stage objects that make pods and nodes progress: ship the ones we
 # use from its module so the test harness needs no network.
-KWOK_SRC=$("$GO" env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION
+# `go mod download -json` fetches the module when the cache lacks it (a partial earlier build) and names its dir.
+KWOK_SRC=$(cd / && "$GO" mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 mkdir -p "$BIN.tmp/kwok-stages"
 cp "$KWOK_SRC"/kustomize/stage/node/fast/node-initialize.yaml "$KWOK_SRC"/kustomize/stage/node/heartbeat/node-heartbeat.yaml "$BIN.tmp/kwok-stages/"
 chmod -R u+w "$BIN.tmp/kwok-stages"

@@ -3,7 +3,9 @@
 # Exits non-zero on any failure; prints each runner's summary lines.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+t_boot=$SECONDS
 scripts/bootstrap.sh --tests || exit 1
+TIMES=("bootstrap $((SECONDS - t_boot))s")
 CACHE=${HANZO_ML_CACHE:-$HOME/.cache/hanzo-ml}
 PY=$(node -e 'console.log(require("./.bootstrap.json").python)')
 export CARGO_TARGET_DIR="$CACHE/cargo-target"
@@ -12,7 +14,9 @@ failed=()
 step() {
   local name=$1; shift
   printf '\n=== %s ===\n' "$name"
+  local t0=$SECONDS
   "$@" || failed+=("$name")
+  TIMES+=("$name $((SECONDS - t0))s")
 }
 
 step lint npx eslint .
@@ -24,6 +28,7 @@ step "typescript tests (vitest)" npx vitest run --reporter=default --reporter=js
 # vitest's own summary is not a line CI runners read: print the plain "N passed, N failed" one too.
 [ -f .vitest-results.json ] && npx tsx scripts/vitest-summary.ts .vitest-results.json
 
+printf '\nphase times: %s\n' "$(IFS=,; echo "${TIMES[*]}" | sed 's/,/, /g')"
 printf '\n'
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'FAILED: %s\n' "${failed[@]}"
