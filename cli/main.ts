@@ -11,6 +11,7 @@ import { runDev } from './dev.js';
 import { runRelay, runServe, runWorker, setupTemporal } from './serve.js';
 import { runDemo } from './demo.js';
 import { runClusterApply } from './cluster.js';
+import { runAdminBootstrap } from './admin.js';
 import { compareRuns } from './compare.js';
 import { pullModel } from './pull.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
@@ -52,6 +53,14 @@ export function buildCli(): Command {
   program.command('serve').description('run the API only (stateless; any number of replicas), against the Temporal cluster of temporal.address').action(runServe);
   program.command('relay').description('run only the outbox relay to Kafka (stream.brokers), against the shared catalogue').action(runRelay);
   program.command('worker').description('run the Temporal worker only: workflows, and jobs through scheduler.executor').action(runWorker);
+  program
+    .command('admin')
+    .description('catalogue administration, directly against database.url (no API token needed)')
+    .command('bootstrap')
+    .description("create the operator organization (auth.dev_organization) and its first ml-admin token; once per catalogue, a second call refuses")
+    .option('--subject <subject>', 'who the admin token is for', 'admin')
+    .option('--token-file <path>', 'write the token to this new file (mode 0600) instead of printing it')
+    .action((o: { subject: string; tokenFile?: string }) => runAdminBootstrap({ subject: o.subject, ...(o.tokenFile ? { tokenFile: o.tokenFile } : {}) }));
   program
     .command('temporal')
     .description('Temporal cluster administration')

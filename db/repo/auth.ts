@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { and, desc, eq, isNull, lt, ne, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
-import { apiTokens, auditLog, organizations, outbox } from '../schema/index.js';
+import { apiTokens, auditLog, catalogueBootstrap, organizations, outbox } from '../schema/index.js';
 import { sha256Text } from '../../lib/hash.js';
 import { emitEvent, TOPICS, type Tx } from './outbox.js';
 
@@ -54,11 +54,38 @@ export async function ensureOrganization(db: Db, name: string): Promise<void> {
 }
 
 /** A new random API token: returned once, only its SHA-256 is stored. */
-export async function createApiToken(tx: Tx, p: { organizationId: string; subject: string; role: Role; expiresAt: Date | null }): Promise<{ id: string; token: string }> {
-  const id = randomUUID();
+export async function createApiToken(tx: Tx, p: { id?: string; organizationId: string; subject: string; role: Role; expiresAt: Date | null }): Promise<{ id: string; token: string }> {
+  const id = p.id ?? randomUUID();
   const token = `hml_${randomBytes(32).toString('base64url')}`;
   await tx.insert(apiTokens).values({ id, organizationId: p.organizationId, subject: p.subject, role: p.role, tokenSha256: sha256Text(token), expiresAt: p.expiresAt });
   return { id, token };
+}
+
+/** The catalogue already has its first administrator: who and when, for the refusal's message. */
+export class AlreadyBootstrappedError extends IdentityError {
+  constructor(readonly claim: { organizationId: string; subject: string; createdAt: Date }) {
+    super(`this catalogue was bootstrapped on ${claim.createdAt.toISOString()} (admin "${claim.subject}" of organization "${claim.organizationId}"); an admin creates further tokens with \`hanzo-ml token create\``);
+  }
+}
+
+/**
+ * The operator organization and its first admin token, once per catalogue. The claim row is written first, in
+ * the same transaction as the organization, the token and the audit row: a second call (or a concurrent one)
+ * conflicts on the claim and changes nothing.
+ */
+export async function bootstrapOperator(db: Db, p: { organizationId: string; subject: string }): Promise<{ id: string; token: string }> {
+  return db.transaction(async (tx) => {
+    const tokenId = randomUUID();
+    const [claimed] = await tx.insert(catalogueBootstrap).values({ organizationId: p.organizationId, subject: p.subject, tokenId }).onConflictDoNothing().returning();
+    if (!claimed) {
+      const [existing] = await tx.select().from(catalogueBootstrap).limit(1);
+      throw new AlreadyBootstrappedError(existing!);
+    }
+    await tx.insert(organizations).values({ id: p.organizationId, name: p.organizationId }).onConflictDoNothing();
+    const created = await createApiToken(tx, { id: tokenId, organizationId: p.organizationId, subject: p.subject, role: 'admin', expiresAt: null });
+    await audit(tx, { organizationId: p.organizationId, actor: p.subject, action: 'admin.bootstrap', target: tokenId, detail: { subject: p.subject } });
+    return created;
+  });
 }
 
 export interface TokenView {

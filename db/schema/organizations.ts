@@ -1,4 +1,5 @@
-import { integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
+import { check, integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 // Tenancy from the first table: every other row names its organization.
 export const organizations = pgTable('organizations', {
@@ -45,3 +46,19 @@ export const auditLog = pgTable('audit_log', {
   repeatCount: integer('repeat_count').notNull().default(1),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 }, (t) => [uniqueIndex('audit_log_aggregate_key_idx').on(t.aggregateKey)]);
+
+/**
+ * The catalogue's first administrator (`hanzo-ml admin bootstrap`). One row at most (the primary key is a
+ * constant), so a second bootstrap of the same catalogue finds the claim and refuses, even when two run at once.
+ */
+export const catalogueBootstrap = pgTable(
+  'catalogue_bootstrap',
+  {
+    id: integer('id').primaryKey().default(1),
+    organizationId: text('organization_id').notNull(),
+    subject: text('subject').notNull(),
+    tokenId: text('token_id').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [check('catalogue_bootstrap_one_row', sql`${t.id} = 1`)],
+);

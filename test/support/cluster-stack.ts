@@ -2,14 +2,12 @@
 // Postgres for the catalogue they share, a real S3 server (moto_server), a Temporal dev server, and the test
 // Kubernetes cluster (real API server, scheduler, controller-manager; KWOK nodes; the kubelet stand-in runs the
 // pods as local processes). Jobs are batch/v1 Jobs that read and write only through S3.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { stringify } from 'yaml';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { openCatalogue } from '../../db/client.js';
-import { createApiToken, ensureOrganization } from '../../db/repo/auth.js';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
 import { loadConfig, repoRoot, type LoadedConfig } from '../../lib/config.js';
 import { startTestCluster, type TestCluster, type TestNodeSpec } from './cluster/control-plane.js';
@@ -118,11 +116,8 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     const pg: TestPostgres = await startPostgres();
     stops.push(() => pg.stop());
     const dbUrl = await pg.createDatabase('hanzo_ml_cluster');
-    // An operator's admin token for the dev organization (the development token exists only for `hanzo-ml dev`).
-    const catalogue = await openCatalogue({ url: dbUrl });
-    await ensureOrganization(catalogue.db, 'dev');
-    const { token: adminToken } = await createApiToken(catalogue.db, { organizationId: 'dev', subject: 'cluster-test-admin', role: 'admin', expiresAt: null });
-    await catalogue.close();
+    // The operator's first admin, as an operator makes it (the development token exists only for `hanzo-ml dev`).
+    const adminToken = adminBootstrap(dbUrl, home);
     const temporal: DevServer = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: await freePort(), uiPort: null, namespace: 'default' });
     stops.push(() => temporal.stop());
     const apiPort = await freePort();
@@ -226,4 +221,15 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     await stopAll();
     throw err;
   }
+}
+
+/** `hanzo-ml admin bootstrap` against the stack's catalogue: the operator's first admin token. */
+function adminBootstrap(dbUrl: string, home: string): string {
+  const res = spawnSync(join(repoRoot, 'bin', 'hanzo-ml'), ['admin', 'bootstrap', '--subject', 'cluster-test-admin'], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? home, HANZO_ML_HOME: home, HANZO_ML_DATABASE_URL: dbUrl, HANZO_ML_LOGGING_LEVEL: 'warn' },
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  if (res.status !== 0) throw new Error(`hanzo-ml admin bootstrap failed (${res.status}):\n${res.stderr}`);
+  return (JSON.parse(res.stdout) as { token: string }).token;
 }
