@@ -16,27 +16,37 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'error',
     },
   },
-  {
-    // Workflow code runs in Temporal's deterministic sandbox: no Node built-ins, no activity/client/worker SDK.
-    files: ['workflows/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: [...nodeBuiltins, ...nodeBuiltins.map((m) => `node:${m}`)].map((name) => ({ name, message: 'workflows may not use Node built-ins (Temporal sandbox)' })),
-          patterns: [
-            { group: ['@temporalio/activity', '@temporalio/client', '@temporalio/worker'], message: 'workflows import only @temporalio/workflow (and activity types)' },
-            { group: ['../activities/*', '../activities/**'], allowTypeImports: true, message: 'workflows import activity TYPES only' },
-            { group: ['../db/**', '../lib/**', '../api/**'], message: 'workflows do no I/O: go through an activity' },
-          ],
-        },
-      ],
-    },
-  },
-  {
-    files: ['contracts/**/*.ts'],
-    rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['node:*'], message: 'contracts/ holds schemas only (no Node built-ins)' }] }],
-    },
-  },
+  ...layerRules(),
 );
+
+/**
+ * Imports run one way (STYLE.md): a layer imports only from the layers before it. Rule options do not merge
+ * across config objects, so each directory's one no-restricted-imports entry holds its layer patterns and its own
+ * (the workflow sandbox, the schema-only contracts). structure.test.ts checks the same order at any depth.
+ */
+function layerRules() {
+  const layers = [['contracts'], ['lib'], ['db'], ['datasets', 'events', 'scheduling'], ['activities'], ['workflows', 'workers'], ['api'], ['runtime'], ['cli']];
+  const own = {
+    // Workflow code runs in Temporal's deterministic sandbox: no Node built-ins, no activity/client/worker SDK.
+    workflows: (up) => ({
+      paths: [...nodeBuiltins, ...nodeBuiltins.map((m) => `node:${m}`)].map((name) => ({ name, message: 'workflows may not use Node built-ins (Temporal sandbox)' })),
+      patterns: [
+        { group: ['@temporalio/activity', '@temporalio/client', '@temporalio/worker'], message: 'workflows import only @temporalio/workflow (and activity types)' },
+        { group: [`${up}activities/*`, `${up}activities/**`], allowTypeImports: true, message: 'workflows import activity TYPES only' },
+        { group: [`${up}db/**`, `${up}lib/**`, `${up}api/**`], message: 'workflows do no I/O: go through an activity' },
+      ],
+    }),
+    contracts: () => ({ paths: [], patterns: [{ group: ['node:*'], message: 'contracts/ holds schemas only (no Node built-ins)' }] }),
+  };
+  return layers.flatMap((dirs, i) => {
+    const later = layers.slice(i + 1).flat();
+    return dirs.flatMap((dir) =>
+      [1, 2, 3].map((depth) => {
+        const up = '../'.repeat(depth);
+        const base = own[dir]?.(up) ?? { paths: [], patterns: [] };
+        const layer = later.length ? [{ group: later.map((d) => `${up}${d}/**`), message: `${dir}/ may import only from earlier layers (${layers.slice(0, i).flat().join(', ') || 'none'}): see STYLE.md` }] : [];
+        return { files: [`${dir}/${'*/'.repeat(depth - 1)}*.ts`], rules: { 'no-restricted-imports': ['error', { paths: base.paths, patterns: [...base.patterns, ...layer] }] } };
+      }),
+    );
+  });
+}

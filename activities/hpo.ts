@@ -42,7 +42,7 @@ import { currentAttempt, readProgress, runJobToCompletion, stopJobKeepingHeartbe
 import { baseModelInput, fileInput } from './job-inputs.js';
 import { syntheticTrialSlot } from './hpo-slots.js';
 import { datasetRef } from './datasets.js';
-import { trialReportUpdate } from '../workflows/hpo-messages.js';
+import { trialReportUpdate } from '../contracts/hpo-messages.js';
 import { logMetrics } from '../db/repo/metrics.js';
 
 const WARM_START_LIMIT = 500;

@@ -17,7 +17,7 @@ import { durationMs } from '../lib/config.js';
 import { sha256Stream, sha256Text } from '../lib/hash.js';
 import { JobFiles, checkpointsUri, jobNameOf } from '../lib/job-files.js';
 import { copyPrefix } from '../lib/object-store.js';
-import { trainingProgressSignal } from '../workflows/pipeline-messages.js';
+import { trainingProgressSignal } from '../contracts/pipeline-messages.js';
 import { pipelineWorkflowId } from '../contracts/pipeline.js';
 import type { DatasetRef } from './datasets.js';
 

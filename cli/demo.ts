@@ -9,7 +9,7 @@ import { orderFormats } from '../lib/model-artifacts.js';
 import { describeComparison } from '../lib/eval-gate.js';
 import { createApiClient, type ApiClient } from './api-client.js';
 import { describeReload, followPipeline, type PipelineStatus } from './progress.js';
-import { startDevStack, type DevStack } from './dev.js';
+import { startDevStack, type DevStack } from '../runtime/dev.js';
 import { repoRoot } from '../lib/config.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import type { PipelineRequest } from '../contracts/pipeline.js';

@@ -6,7 +6,7 @@ import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import type { Config, OrganizationQuota } from '../contracts/config.js';
 import type { Db } from '../db/client.js';
 import { listAdmissions } from '../db/repo/admissions.js';
-import { isAdmitted, isPending, listWorkloads, queueOrder, type Workload } from '../activities/executor/kueue-status.js';
+import { isAdmitted, isPending, listWorkloads, queueOrder, type Workload } from './kueue-status.js';
 import { clusterQueueName, GPU_RESOURCE } from './kueue-objects.js';
 
 export interface QueuedJob {

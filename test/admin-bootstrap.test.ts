@@ -11,7 +11,7 @@ import { openCatalogue } from '../db/client.js';
 import { AlreadyBootstrappedError, bootstrapOperator, principalForToken } from '../db/repo/auth.js';
 import { apiTokens, auditLog } from '../db/schema/index.js';
 import { startTemporalDevServer } from '../lib/temporal-dev-server.js';
-import { startRuntime } from '../lib/stack.js';
+import { startRuntime } from '../runtime/embedded.js';
 import { testConfig } from './support/config.js';
 import { freePort } from './support/ports.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';

@@ -11,7 +11,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
-import { startRuntime, type Runtime } from '../lib/stack.js';
+import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import { auth, testConfig } from './support/config.js';
 import { freePort } from './support/ports.js';
 import { artifactObjects, auditLog, datasets, experiments, metrics, pipelines, registeredModels, schedules } from '../db/schema/index.js';

@@ -92,7 +92,7 @@ describe('token-less loopback access', () => {
 
 describe('the development token', () => {
   it('is refused on a stack reachable from other machines, and revoked by a production server start', async () => {
-    const { startRuntime } = await import('../lib/stack.js');
+    const { startRuntime } = await import('../runtime/embedded.js');
     const { openCatalogue } = await import('../db/client.js');
     const { principalForToken } = await import('../db/repo/auth.js');
     const { testConfig } = await import('./support/config.js');

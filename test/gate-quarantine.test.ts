@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
-import { startRuntime, type Runtime } from '../lib/stack.js';
+import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import { auth, testConfig } from './support/config.js';
 import { freePort } from './support/ports.js';
 import { apiTokens, auditLog } from '../db/schema/index.js';

@@ -11,9 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NativeConnection } from '@temporalio/worker';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { HPO_TASK_QUEUE, hpoWorkflowId, hpoTrialWorkflowId, type SweepProgress, type SweepRequest, type SweepResult, type SweepWorkflowInput } from '../contracts/hpo.js';
-import { sweepProgressQuery } from '../workflows/hpo-messages.js';
+import { sweepProgressQuery } from '../contracts/hpo-messages.js';
 import { createPipelineWorker, bundleWorkflows, type PipelineWorker } from '../workers/worker.js';
-import { createExecutor } from '../lib/stack.js';
+import { createExecutor } from '../activities/executor/factory.js';
 import { jobTokenSecrets } from '../activities/deps.js';
 import { SweepConfigSchema } from '../contracts/hpo.js';
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
-import { startRuntime, type Runtime } from '../lib/stack.js';
+import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import type { LoadedConfig } from '../lib/config.js';
 import { testConfig } from './support/config.js';
 import { freePort } from './support/ports.js';

@@ -11,7 +11,7 @@ import { and, eq } from 'drizzle-orm';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
-import { startRuntime, type Runtime } from '../lib/stack.js';
+import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import { auth, DEV_TOKEN, testConfig } from './support/config.js';
 import { freePort } from './support/ports.js';
 import { offlineActivityDeps } from './support/deps.js';

@@ -12,7 +12,7 @@ import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-serv
 import { bundleWorkflows } from '../workers/worker.js';
 import { loadConfig } from '../lib/config.js';
 import { jobsTaskQueueOf, pipelineWorkflowId, type PipelineWorkflowInput, type PipelineResult } from '../contracts/pipeline.js';
-import { promotionDecisionUpdate, pipelineProgressQuery } from '../workflows/pipeline-messages.js';
+import { promotionDecisionUpdate, pipelineProgressQuery } from '../contracts/pipeline-messages.js';
 import type { createActivities } from '../activities/index.js';
 import { DataOptionsSchema, HardwareSchema, RecoveryPolicySchema } from '../contracts/trainer-job.js';
 import { freePort } from './support/ports.js';

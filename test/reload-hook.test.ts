@@ -15,7 +15,7 @@ import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
-import { startRuntime, type Runtime } from '../lib/stack.js';
+import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import { bundleWorkflows } from '../workers/worker.js';
 import { verifyReloadRequest } from '../lib/reload-hook.js';
 import { RELOAD_HEADERS, ReloadHookBodySchema } from '../contracts/reload-hook.js';

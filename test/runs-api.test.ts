@@ -5,7 +5,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
-import { startRuntime, type Runtime } from '../lib/stack.js';
+import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import { auth, testConfig } from './support/config.js';
 import { freePort } from './support/ports.js';
 import { seedDevOrganization } from '../db/repo/auth.js';

@@ -1,19 +1,50 @@
-// The layering the code relies on: the store (db/) and the shared libraries it uses (lib/search-filter.ts) import
-// nothing from the API (api/), so the API can change its routes without touching how data is kept.
+// The layering the code relies on (STYLE.md): contracts < lib < db < domain wings < activities < workflows/workers
+// < api < runtime < cli. A file imports only from its own layer or earlier ones, so the store never reaches for
+// the API and activities never for workflows. Lint (eslint.config.js) says the same per file; this test reads
+// every import at any depth, type imports included, and names each one that points the wrong way.
 import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
+
+const LAYERS: string[][] = [['contracts'], ['lib'], ['db'], ['datasets', 'events', 'scheduling'], ['activities'], ['workflows', 'workers'], ['api'], ['runtime'], ['cli']];
+const layerOf = (path: string): number => LAYERS.findIndex((dirs) => dirs.includes(path.split('/')[0]!));
 
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
 }
 const importsOf = (file: string): string[] => [...readFileSync(file, 'utf8').matchAll(/^(?:import|export)[^;]*?from '([^']+)'/gms)].map((m) => m[1]!);
 
+/** `from -> to` for every relative import of a layered file that points to a later layer. */
+function upwardImports(): string[] {
+  return LAYERS.flat().flatMap((dir) =>
+    sources(dir).flatMap((file) =>
+      importsOf(file)
+        .filter((spec) => spec.startsWith('.'))
+        .map((spec) => normalize(join(dirname(file), spec)))
+        .filter((target) => layerOf(target) > layerOf(file))
+        .map((target) => `${file} -> ${target}`),
+    ),
+  );
+}
+
 describe('layering', () => {
-  it('keeps db/ and the search grammar free of api/ imports', () => {
-    const offenders = [...sources('db'), 'lib/search-filter.ts'].flatMap((f) => importsOf(f).filter((i) => /(^|\/)api\//.test(i)).map((i) => `${f} -> ${i}`));
-    expect(offenders).toEqual([]);
-    // The check reads real imports: the store does import its schema.
+  it('has no import from an earlier layer to a later one', () => {
+    expect(upwardImports()).toEqual([]);
+  });
+
+  it('reads real imports, so an upward one would be caught', () => {
+    // The store imports its schema (same layer) and the object store imports nothing layered above lib.
     expect(importsOf('db/repo/metrics.ts')).toContain('../schema/index.js');
+    expect(layerOf('api/app.ts')).toBeGreaterThan(layerOf('db/client.ts'));
+    expect(layerOf('runtime/serve.ts')).toBeGreaterThan(layerOf('api/app.ts'));
+  });
+
+  it('gives each process shape its own entry point, and the worker shape builds no API', () => {
+    const worker = importsOf('runtime/worker.ts');
+    expect(worker.some((i) => /api\/app/.test(i))).toBe(false);
+    expect(readFileSync('runtime/worker.ts', 'utf8')).not.toMatch(/buildApp|createApp|listen\(/);
+    expect(readFileSync('runtime/serve.ts', 'utf8')).not.toMatch(/startWorkerPart|createPipelineWorker|createExecutor/);
+    const lib = sources('lib').flatMap((f) => importsOf(f).filter((i) => i.startsWith('.') && !i.startsWith('./') && !i.includes('/contracts/')).map((i) => `${f} -> ${i}`));
+    expect(lib).toEqual([]);
   });
 });

@@ -35,7 +35,7 @@ import {
   type TrialState,
 } from '../contracts/hpo.js';
 import { bestIndex, decideStop, emptyRuleState, paretoFront, trialInputOf, type Curve, type RuleState } from './hpo-rules.js';
-import { sweepProgressQuery, trialReportUpdate } from './hpo-messages.js';
+import { sweepProgressQuery, trialReportUpdate } from '../contracts/hpo-messages.js';
 
 type Activities = ReturnType<typeof createActivities>;
 

@@ -17,7 +17,7 @@ import {
   type SweepWorkflowInput,
 } from '../contracts/hpo.js';
 import { bestIndex, exploitExplore, seededRandom, trialInputOf, type PbtMemberState, type PbtNext } from './hpo-rules.js';
-import { sweepProgressQuery } from './hpo-messages.js';
+import { sweepProgressQuery } from '../contracts/hpo-messages.js';
 
 type Activities = ReturnType<typeof createActivities>;
 

@@ -29,7 +29,7 @@ import {
   type ReloadStatus,
 } from '../contracts/pipeline.js';
 import { STAGE_KEY } from '../contracts/search-attributes.js';
-import { pipelineProgressQuery, promotionDecisionUpdate, trainingProgressSignal } from './pipeline-messages.js';
+import { pipelineProgressQuery, promotionDecisionUpdate, trainingProgressSignal } from '../contracts/pipeline-messages.js';
 
 type Activities = ReturnType<typeof createActivities>;
 

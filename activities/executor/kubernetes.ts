@@ -6,7 +6,7 @@
 import { BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1Job, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { JOB_PRIORITIES, type Config, type JobPriority, type OrganizationQuota } from '../../contracts/config.js';
 import { localQueueName, priorityClassName, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL } from '../../scheduling/kueue-objects.js';
-import { evictionOf, listWorkloads, queuePlace, workloadOfJob, type Workload } from './kueue-status.js';
+import { evictionOf, listWorkloads, queuePlace, workloadOfJob, type Workload } from '../../scheduling/kueue-status.js';
 import { sharedRead } from '../../lib/shared-read.js';
 import { durationMs } from '../../lib/config.js';
 import type { Logger } from '../../lib/log.js';

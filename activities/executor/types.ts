@@ -3,24 +3,8 @@
 // it, never starts a second copy, so an activity retried after a worker crash finds the job its first attempt
 // started. A job reads and writes only through the object store (contracts/job-io.ts), so it can run anywhere.
 import type { JobPriority } from '../../contracts/config.js';
-
-/** Where a queued job stands in its organization's queue (Kueue). */
-export interface QueuePlace {
-  /** the organization's queue */
-  queue: string;
-  /** 1 = next to be admitted among the queue's pending jobs (priority, then age); null once admitted */
-  position: number | null;
-  /** why it waits: quota, no capacity, the rest of its gang */
-  reason: string;
-}
-
-/** The queue took a running job back (preempted to reclaim quota or for a higher priority): it will run again. */
-export interface Eviction {
-  reason: string;
-  message: string;
-  /** when the queue evicted it (ISO time): one eviction, however often it is read */
-  at: string;
-}
+import type { Eviction, QueuePlace } from '../../scheduling/kueue-status.js';
+export type { Eviction, QueuePlace };
 
 export type JobState =
   /** Created but not running yet: waiting for a node, pulling its image, queued. `reason` says why when known. */

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { EVENT_TOPICS } from '../../contracts/events.js';
 import { eventsAfter } from '../../db/repo/outbox.js';
-import { envelopeOf } from '../../lib/event-relay.js';
+import { envelopeOf } from '../../events/relay.js';
 import { queryParams } from '../validate.js';
 import { requireRole } from '../auth.js';
 import { ApiError } from '../errors.js';

@@ -16,7 +16,7 @@ import {
 } from '../../contracts/hpo.js';
 import { ORGANIZATION_KEY } from '../../contracts/search-attributes.js';
 import type { hpoSweepWorkflow } from '../../workflows/hpo.js';
-import { sweepProgressQuery } from '../../workflows/hpo-messages.js';
+import { sweepProgressQuery } from '../../contracts/hpo-messages.js';
 import { findDatasetVersion } from '../../db/repo/datasets.js';
 import { createSweep, getSweep, lineageOf, listSweeps, sweepTotals, trialsOf, type TrialRow } from '../../db/repo/hpo.js';
 import { artifactRootUri } from '../../lib/object-store.js';

@@ -18,7 +18,7 @@ import {
 } from '../../contracts/pipeline.js';
 import { MODEL_NAME_KEY, ORGANIZATION_KEY, STAGE_KEY } from '../../contracts/search-attributes.js';
 import type { fineTunePipelineWorkflow } from '../../workflows/pipeline.js';
-import { pipelineProgressQuery, promotionDecisionUpdate } from '../../workflows/pipeline-messages.js';
+import { pipelineProgressQuery, promotionDecisionUpdate } from '../../contracts/pipeline-messages.js';
 import { findDatasetVersion } from '../../db/repo/datasets.js';
 import { getPipelineRow, listPipelines, upsertPipeline } from '../../db/repo/pipelines.js';
 import type { Principal } from '../../db/repo/auth.js';

@@ -20,7 +20,7 @@ import { openCatalogue } from '../../db/client.js';
 import { seedDevOrganization } from '../../db/repo/auth.js';
 import { logMetrics } from '../../db/repo/metrics.js';
 import { experiments, outbox, runs } from '../../db/schema/index.js';
-import { startEventRelay } from '../../lib/event-relay.js';
+import { startEventRelay } from '../../events/relay.js';
 import { createLogger } from '../../lib/log.js';
 import { startKafka } from '../../test/support/kafka.js';
 import { startPostgres } from '../../test/support/postgres.js';

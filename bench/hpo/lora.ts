@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../lib/config.js';
 import { startTemporalDevServer } from '../../lib/temporal-dev-server.js';
-import { startRuntime } from '../../lib/stack.js';
+import { startRuntime } from '../../runtime/embedded.js';
 import { hpoWorkflowId, type SweepRequest, type SweepResult } from '../../contracts/hpo.js';
 import { freePort } from '../../test/support/ports.js';
 import { mergeResults } from './report.js';

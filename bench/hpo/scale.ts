@@ -8,7 +8,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../lib/config.js';
 import { startTemporalDevServer } from '../../lib/temporal-dev-server.js';
-import { startRuntime } from '../../lib/stack.js';
+import { startRuntime } from '../../runtime/embedded.js';
 import { hpoWorkflowId, type SweepRequest } from '../../contracts/hpo.js';
 import { trialsOf } from '../../db/repo/hpo.js';
 import { freePort } from '../../test/support/ports.js';

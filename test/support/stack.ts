@@ -3,7 +3,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
-import { startRuntime, type Runtime } from '../../lib/stack.js';
+import { startRuntime, type Runtime } from '../../runtime/embedded.js';
 import { bundleWorkflows } from '../../workers/worker.js';
 import { testConfig, auth } from './config.js';
 import { freePort } from './ports.js';

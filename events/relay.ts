@@ -8,8 +8,8 @@ import type { Config } from '../contracts/config.js';
 import { EVENT_TOPICS, kafkaTopic, type EventEnvelope, type EventTopic } from '../contracts/events.js';
 import type { Db } from '../db/client.js';
 import { pruneOutbox, relayBatch, releaseRelayLease, type OutboxRow } from '../db/repo/outbox.js';
-import { durationMs } from './config.js';
-import type { Logger } from './log.js';
+import { durationMs } from '../lib/config.js';
+import type { Logger } from '../lib/log.js';
 
 export function envelopeOf(row: OutboxRow): EventEnvelope {
   return {

@@ -1,6 +1,7 @@
-// Signals, queries and updates of the fine-tuning pipeline, beside their workflow.
+// Signals, queries and updates of the fine-tuning pipeline: the messages its callers (API, activities) and the
+// workflow share, so neither imports the other.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { PipelineProgress, PromotionDecision, TrainingProgressSignal } from '../contracts/pipeline.js';
+import type { PipelineProgress, PromotionDecision, TrainingProgressSignal } from './pipeline.js';
 
 export const pipelineProgressQuery = defineQuery<PipelineProgress>('pipelineProgress');
 export const trainingProgressSignal = defineSignal<[TrainingProgressSignal]>('trainingProgress');

@@ -1,6 +1,6 @@
-// Updates and queries of the sweep workflow, beside it.
+// Updates and queries of the sweep workflow: the messages its callers (API, activities) and the workflow share.
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
-import type { SweepProgress, TrialReport } from '../contracts/hpo.js';
+import type { SweepProgress, TrialReport } from './hpo.js';
 
 /**
  * A trial's activity reports the objective at each eval and learns at once whether to go on: the sweep applies

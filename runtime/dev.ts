@@ -5,7 +5,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig, requireBootstrapped } from '../lib/config.js';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
-import { startRuntime, type Runtime } from '../lib/stack.js';
+import { startRuntime, type Runtime } from './embedded.js';
 
 export interface DevStack {
   runtime: Runtime;

@@ -2,7 +2,24 @@
 // but waiting for the rest of its gang, or evicted (preempted) and back in the queue. Kueue names the Workload after
 // the Job and labels it with the Job's uid (JOB_UID_LABEL).
 import type { CustomObjectsApi } from '@kubernetes/client-node';
-import type { Eviction, QueuePlace } from './types.js';
+
+/** Where a queued job stands in its organization's queue (Kueue). */
+export interface QueuePlace {
+  /** the organization's queue */
+  queue: string;
+  /** 1 = next to be admitted among the queue's pending jobs (priority, then age); null once admitted */
+  position: number | null;
+  /** why it waits: quota, no capacity, the rest of its gang */
+  reason: string;
+}
+
+/** The queue took a running job back (preempted to reclaim quota or for a higher priority): it will run again. */
+export interface Eviction {
+  reason: string;
+  message: string;
+  /** when the queue evicted it (ISO time): one eviction, however often it is read */
+  at: string;
+}
 
 const GROUP = 'kueue.x-k8s.io';
 const VERSION = 'v1beta2';

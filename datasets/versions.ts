@@ -13,9 +13,9 @@ import { TokenCountReportSchema, type TokenCountReport } from '../contracts/trai
 import type { Db } from '../db/client.js';
 import { insertDatasetVersion, type DatasetRow } from '../db/repo/datasets.js';
 import { getDataset } from '../db/repo/datasets.js';
-import { preprocessDataset } from './datasets/preprocess.js';
-import type { ObjectStore } from './object-store.js';
-import { repoRoot, type Bootstrap } from './config.js';
+import { preprocessDataset } from '../lib/datasets/preprocess.js';
+import type { ObjectStore } from '../lib/object-store.js';
+import { repoRoot, type Bootstrap } from '../lib/config.js';
 
 const execFileAsync = promisify(execFile);
 
