@@ -107,6 +107,21 @@ base_model() {
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=trainer "$VENV/bin/python" -m hanzo_ml build-base --out "$BASE_MODEL" --seed 0 >&2
 }
 
+# The MLflow UI (served read-only at /mlflow/) is the static build inside the pinned mlflow wheel: extracted once,
+# offline afterwards, for `hanzo-ml dev` and the control-plane image alike, without installing mlflow itself.
+mlflow_ui() {
+  local version tmp
+  version=$(sed -n 's/^mlflow==//p' test/mlflow-client.lock)
+  MLFLOW_UI="$CACHE/mlflow-ui-$version"
+  [ -f "$MLFLOW_UI/index.html" ] && return
+  say "extracting the MLflow UI build from the mlflow $version wheel"
+  tmp=$(mktemp -d)
+  "$VENV/bin/pip" download -q --disable-pip-version-check --no-deps -d "$tmp" "mlflow==$version" >&2
+  unzip -q "$tmp"/mlflow-*.whl 'mlflow/server/js/build/*' -d "$tmp/x"
+  rm -rf "$MLFLOW_UI.tmp" && mv "$tmp/x/mlflow/server/js/build" "$MLFLOW_UI.tmp" && mv "$MLFLOW_UI.tmp" "$MLFLOW_UI"
+  rm -rf "$tmp"
+}
+
 test_server_paths() {
   SERVERS_VENV="$CACHE/servers-venv-$(hash_of test/servers.lock <(python3 --version))"
   MLFLOW_VENV="$CACHE/mlflow-venv-$(hash_of test/mlflow-client.lock <(python3 --version))"
@@ -217,6 +232,7 @@ phase s3-client storage_layer
 phase temporal temporal_bin
 phase candle candle_tool
 phase base-model base_model
+phase mlflow-ui mlflow_ui
 # Without --tests, still name the test servers an earlier --tests run installed, so running the demo between
 # two test runs leaves them usable.
 if [ "$want_tests" = 1 ]; then phase test-servers test_servers; else test_server_paths; fi
@@ -234,6 +250,7 @@ cat > .bootstrap.json.tmp <<JSON
   "pg_bin": "$PG_BIN",
   "moto_server": "$MOTO_SERVER",
   "mlflow_python": "$MLFLOW_PYTHON",
+  "mlflow_ui": "$MLFLOW_UI",
   "mlflow_suite_pythonpath": "$MLFLOW_SUITE_PYTHONPATH",
   "cluster_tools": "$CLUSTER_TOOLS",
   "kueue": "$KUEUE",

@@ -1,5 +1,5 @@
 // The MLflow UI as a read-only frontend at /mlflow/ (spec 000): the static build that ships in the pinned `mlflow`
-// package (mlflow/server/js/build, found next to the bootstrap's mlflow client), never a copy in this repository.
+// package (mlflow/server/js/build, extracted from its wheel by the bootstrap), never a copy in this repository.
 // The UI calls its API relative to the page (`ajax-api/2.0/mlflow/...`, `get-artifact`, `graphql`), so those calls arrive under
 // /mlflow/ and are answered by the API itself, with the caller's credentials, when they only read: GETs and the
 // search RPCs the UI posts. Anything that writes is refused, so the UI cannot change what it shows.
@@ -10,8 +10,12 @@ import type { Hono } from 'hono';
 import type { AppEnv } from '../deps.js';
 import { errorResponse } from '../errors.js';
 
-/** The UI build of the mlflow package installed beside `python` (a venv's bin/python), or null. */
-export function mlflowUiBuildDir(python: string | undefined): string | null {
+/**
+ * The UI build the bootstrap extracted from the pinned mlflow wheel (`uiDir`), else the one of the mlflow package
+ * installed beside `python` (a venv's bin/python), or null.
+ */
+export function mlflowUiBuildDir(uiDir: string | undefined, python: string | undefined): string | null {
+  if (uiDir && existsSync(join(uiDir, 'index.html'))) return uiDir;
   if (!python) return null;
   const lib = join(dirname(dirname(python)), 'lib');
   if (!existsSync(lib)) return null;
