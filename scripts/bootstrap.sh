@@ -236,6 +236,27 @@ phase mlflow-ui mlflow_ui
 # Without --tests, still name the test servers an earlier --tests run installed, so running the demo between
 # two test runs leaves them usable.
 if [ "$want_tests" = 1 ]; then phase test-servers test_servers; else test_server_paths; fi
+# Old keys go: every keyed entry this bootstrap uses is stamped as used now, and a sibling of the same kind (another
+# lock hash) unused for HANZO_ML_CACHE_KEEP_DAYS (default 7) is deleted, so another checkout's entry survives while
+# it is in use and a changed lock does not leave gigabytes behind.
+evict_stale() {
+  local keep_days=${HANZO_ML_CACHE_KEEP_DAYS:-7} used entry kind
+  used=("$VENV" "$BASE_MODEL" "${SERVERS_VENV:-}" "${MLFLOW_VENV:-}" "${MLFLOW_SUITE_DEPS:-}" "${KAFKA_DIR:-}" "${MLFLOW_UI:-}" "${CLUSTER_TOOLS:-}" "${KUEUE:-}")
+  for entry in "${used[@]}"; do [ -n "$entry" ] && [ -d "$entry" ] && touch "$entry/.last-used"; done
+  for entry in "${used[@]}"; do
+    [ -n "$entry" ] || continue
+    kind=${entry%-*}
+    for sibling in "$kind"-*; do
+      [ "$sibling" = "$entry" ] || [ ! -d "$sibling" ] && continue
+      [ "${sibling%-*}" = "$kind" ] || continue
+      if [ -z "$(find "$sibling" -maxdepth 1 -name .last-used -mtime "-$keep_days" 2>/dev/null)" ] && [ -z "$(find "$sibling" -maxdepth 0 -mtime "-$keep_days" 2>/dev/null)" ]; then
+        say "evicting the stale cache entry $sibling (unused for $keep_days days)"
+        chmod -R u+w "$sibling" 2>/dev/null; rm -rf "$sibling"
+      fi
+    done
+  done
+}
+evict_stale
 printf '%s\n' "${TIMES[@]}" "total $((SECONDS - t_start))s" > "$CACHE/bootstrap-times.txt"
 [ $((SECONDS - t_start)) -lt 2 ] || say "phase times: ${TIMES[*]} (total $((SECONDS - t_start))s)"
 
