@@ -2,7 +2,7 @@
 // operator would run it (a process, against the PGlite of HANZO_ML_HOME); the token it prints then drives an API
 // of the `serve` shape (no development token). A concurrent pair on a real Postgres proves the once is atomic.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -50,6 +50,7 @@ describe('hanzo-ml admin bootstrap', () => {
     expect(third.status).toBe(1);
     expect(existsSync(tokenFile)).toBe(false);
 
+    mkdirSync(join(loaded.home, 'logs'), { recursive: true });
     const temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
     const runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, worker: false, devToken: false, listen: false });
     try {
