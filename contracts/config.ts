@@ -141,6 +141,11 @@ export const ConfigSchema = z.strictObject({
       port: z.coerce.number().int().default(7233),
       ui_port: z.coerce.number().int().min(0).default(8233).describe('0 runs the dev server headless'),
       heartbeat_timeout: duration.default('30s'),
+      tls: bool.default(false).describe('connect to temporal.address over TLS (the embedded dev server is plaintext)'),
+      tls_cert: z.string().optional().describe('PEM client certificate for mTLS; with tls_key'),
+      tls_key: z.string().optional().describe('PEM private key of tls_cert'),
+      tls_ca: z.string().optional().describe('PEM CA certificate(s) that verify the server; unset: the system\'s roots'),
+      tls_server_name: z.string().optional().describe('the name the server\'s certificate carries, when not the host of temporal.address'),
     })
     .prefault({}),
   trainer: z

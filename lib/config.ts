@@ -63,8 +63,20 @@ export function checkCombinations(config: Config): void {
     throw new ConfigError('invalid configuration:\n  promotion.webhook_secret (HANZO_ML_PROMOTION_WEBHOOK_SECRET): required with promotion.webhook_url; the hook\'s body is signed with it');
   if (config.promotion.webhook_secret && !config.promotion.webhook_url)
     throw new ConfigError('invalid configuration:\n  promotion.webhook_secret (HANZO_ML_PROMOTION_WEBHOOK_SECRET): set without promotion.webhook_url (HANZO_ML_PROMOTION_WEBHOOK_URL), so nothing would be signed with it');
+  checkTemporalTls(config.temporal);
   if (config.auth.jwks_url && !config.auth.iam_url)
     throw new ConfigError('invalid configuration:\n  auth.jwks_url (HANZO_ML_AUTH_JWKS_URL): needs auth.iam_url, the issuer its keys sign for');
+}
+
+/** TLS to Temporal: a client certificate comes with its key, TLS files only with tls: true, and a cluster to use them on. */
+function checkTemporalTls(t: Config['temporal']): void {
+  const refuse = (key: string, why: string): never => {
+    throw new ConfigError(`invalid configuration:\n  temporal.${key} (HANZO_ML_TEMPORAL_${key.toUpperCase()}): ${why}`);
+  };
+  if (Boolean(t.tls_cert) !== Boolean(t.tls_key)) refuse(t.tls_cert ? 'tls_key' : 'tls_cert', 'a client certificate needs both tls_cert and tls_key');
+  const files = (['tls_cert', 'tls_key', 'tls_ca', 'tls_server_name'] as const).filter((k) => t[k]);
+  if (!t.tls && files.length) refuse(files[0]!, 'set without temporal.tls: true, so the connection would not use it');
+  if (t.tls && !t.address) refuse('tls', 'needs temporal.address: the embedded dev server speaks plaintext');
 }
 
 function readYaml(file: string, required: boolean): Record<string, unknown> {

@@ -9,6 +9,7 @@ import type { ObjectStore } from '../lib/object-store.js';
 import type { Logger } from '../lib/log.js';
 import { stopLocalJobs } from '../activities/executor/factory.js';
 import type { PipelineWorker } from '../workers/worker.js';
+import { temporalConnectionOptions } from '../lib/temporal-tls.js';
 import { apiUrlOf, buildApp, closeServer, listen, openCore, startEventsPart, startMetricsPart, startWorkerPart, type App, type ProcessOptions, type WorkerPart } from './parts.js';
 
 export interface Runtime {
@@ -43,7 +44,7 @@ export interface RuntimeOptions extends ProcessOptions {
 
 export async function startRuntime(o: RuntimeOptions): Promise<Runtime> {
   const core = await openCore(o, o.devToken === false ? 'revoke' : 'seed');
-  const connection = await Connection.connect({ address: o.temporalAddress });
+  const connection = await Connection.connect(temporalConnectionOptions(o.temporalAddress, o.config.temporal));
   const client = new Client({ connection, namespace: o.config.temporal.namespace });
   const worker: WorkerPart | null =
     o.worker === false ? null : await startWorkerPart(core, { temporalAddress: o.temporalAddress, ...(o.workflowBundle ? { workflowBundle: o.workflowBundle } : {}), ...(o.taskQueue ? { taskQueue: o.taskQueue } : {}) });

@@ -12,6 +12,7 @@ import { revokeDevTokens, seedDevOrganization } from '../db/repo/auth.js';
 import { ConfigError, type Bootstrap } from '../lib/config.js';
 import { createObjectStore, type ObjectStore } from '../lib/object-store.js';
 import { createLogger, type Logger } from '../lib/log.js';
+import { temporalConnectionOptions } from '../lib/temporal-tls.js';
 import { startEventRelay, startOutboxPruner } from '../events/relay.js';
 import { jobTokenSecrets } from '../activities/deps.js';
 import { createExecutor } from '../activities/executor/factory.js';
@@ -92,7 +93,7 @@ export interface WorkerPart {
 }
 
 export async function startWorkerPart(core: Core, o: { temporalAddress: string; workflowBundle?: WorkflowBundleWithSourceMap; taskQueue?: string }): Promise<WorkerPart> {
-  const connection = await NativeConnection.connect({ address: o.temporalAddress });
+  const connection = await NativeConnection.connect(temporalConnectionOptions(o.temporalAddress, core.config.temporal));
   const deps = { db: core.catalogue.db, store: core.store, config: core.config, home: core.home, bootstrap: core.bootstrap, log: core.log };
   const worker = await createPipelineWorker({
     connection,

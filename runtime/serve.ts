@@ -4,12 +4,13 @@ import { Client, Connection } from '@temporalio/client';
 import { loadConfig } from '../lib/config.js';
 import { buildApp, closeServer, listen, openCore, startEventsPart, startMetricsPart, untilSignalled, apiUrlOf } from './parts.js';
 import { clusterTemporalAddress } from './temporal.js';
+import { temporalConnectionOptions } from '../lib/temporal-tls.js';
 
 export async function runServe(): Promise<void> {
   const loaded = loadConfig();
   const address = clusterTemporalAddress(loaded.config, 'serve');
   const core = await openCore(loaded, 'revoke');
-  const connection = await Connection.connect({ address });
+  const connection = await Connection.connect(temporalConnectionOptions(address, loaded.config.temporal));
   const client = new Client({ connection, namespace: loaded.config.temporal.namespace });
   const events = await startEventsPart(core);
   const metrics = await startMetricsPart(core, true);

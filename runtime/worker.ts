@@ -7,7 +7,7 @@ import { clusterTemporalAddress, setupTemporal } from './temporal.js';
 export async function runWorker(): Promise<void> {
   const loaded = loadConfig();
   const address = clusterTemporalAddress(loaded.config, 'worker');
-  await setupTemporal(address, loaded.config.temporal.namespace);
+  await setupTemporal(address, loaded.config.temporal);
   const core = await openCore(loaded, 'revoke');
   const worker = await startWorkerPart(core, { temporalAddress: address });
   const events = await startEventsPart(core);
