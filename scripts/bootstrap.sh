@@ -2,7 +2,8 @@
 # Bootstrap everything the README's two commands need, idempotently and quietly when nothing changed.
 #   scripts/bootstrap.sh          node deps, Python venv, temporal binary, Candle tool, base model
 #   scripts/bootstrap.sh --tests  the same, plus the test servers (PostgreSQL, moto_server, mlflow, and a
-#                                 Kubernetes control plane with KWOK built from Go modules: scripts/cluster-tools.sh)
+#                                 Kubernetes control plane with KWOK, Kueue and Helm built from Go modules:
+#                                 scripts/cluster-tools.sh)
 # Heavy environments live in $HANZO_ML_CACHE (default ~/.cache/hanzo-ml), keyed by the hash of their lock
 # file, so a fresh clone reuses them and a changed lock file rebuilds them. The resolved paths are written to
 # .bootstrap.json in the checkout, which the TypeScript side reads as configuration defaults.
@@ -133,6 +134,7 @@ test_server_paths() {
   MLFLOW_SUITE_PYTHONPATH=""; [ -f "$MLFLOW_SUITE_DEPS/.complete" ] && MLFLOW_SUITE_PYTHONPATH="$MLFLOW_SUITE_DEPS"
   CLUSTER_TOOLS=$(scripts/cluster-tools.sh --installed 2>/dev/null || true)
   KUEUE=$(scripts/cluster-tools.sh kueue --installed 2>/dev/null || true)
+  HELM=$(scripts/cluster-tools.sh helm --installed 2>/dev/null || true)
   KAFKA_DIR="$CACHE/kafka-$(hash_of test/kafka/pom.xml)"
   KAFKA_LIBS=""; [ -f "$KAFKA_DIR/.complete" ] && KAFKA_LIBS="$KAFKA_DIR/libs"
   return 0
@@ -185,11 +187,12 @@ test_servers() {
     "$MLFLOW_VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$MLFLOW_SUITE_DEPS" -r test/mlflow-suite.lock >&2
     touch "$MLFLOW_SUITE_DEPS/.complete"
   fi
-  # The Kubernetes control plane, KWOK and Kueue for the cluster tests, built from Go modules (30-45 min cold),
-  # started in the background at the beginning of the bootstrap.
+  # The Kubernetes control plane, KWOK, Kueue and Helm for the cluster tests, built from Go modules (30-45 min
+  # cold), started in the background at the beginning of the bootstrap.
   local t0=$SECONDS
   cluster_tools_wait
   scripts/cluster-tools.sh >/dev/null
+  scripts/cluster-tools.sh helm >/dev/null
   TIMES+=("cluster-tools(wait) $((SECONDS - t0))s")
   test_server_paths
   kafka_jars
@@ -210,9 +213,11 @@ phase() {  # phase <name> <function>
 CLUSTER_TOOLS_PID=""
 cluster_tools_background() {
   [ "$want_tests" = 1 ] || return 0
-  scripts/cluster-tools.sh --installed >/dev/null 2>&1 && scripts/cluster-tools.sh kueue --installed >/dev/null 2>&1 && return 0
+  scripts/cluster-tools.sh --installed >/dev/null 2>&1 && scripts/cluster-tools.sh kueue --installed >/dev/null 2>&1 \
+    && scripts/cluster-tools.sh helm --installed >/dev/null 2>&1 && return 0
   say "building the cluster tools in the background (log: $CACHE/cluster-tools.log)"
-  scripts/cluster-tools.sh >"$CACHE/cluster-tools.log" 2>&1 &
+  # Helm first: minutes, where the control plane takes half an hour (each is a no-op when already built).
+  { scripts/cluster-tools.sh helm && scripts/cluster-tools.sh; } >"$CACHE/cluster-tools.log" 2>&1 &
   CLUSTER_TOOLS_PID=$!
 }
 cluster_tools_wait() {
@@ -275,6 +280,7 @@ cat > .bootstrap.json.tmp <<JSON
   "mlflow_suite_pythonpath": "$MLFLOW_SUITE_PYTHONPATH",
   "cluster_tools": "$CLUSTER_TOOLS",
   "kueue": "$KUEUE",
+  "helm": "$HELM",
   "kafka_libs": "$KAFKA_LIBS"
 }
 JSON

@@ -8,8 +8,10 @@
 #   scripts/cluster-tools.sh                    prints the bin directory (building first when needed)
 #   scripts/cluster-tools.sh --installed        prints it only if it is already built (exit 1 otherwise)
 #   scripts/cluster-tools.sh kueue [--installed] the same for Kueue's directory (kueue, crds/, webhooks.yaml)
-# Cold on 2 cores this takes 20-30 minutes (about 2,000 CPU-seconds, ~6 GB of Go build cache) plus ~10 for Kueue;
-# warm, a second.
+#   scripts/cluster-tools.sh helm [--installed]  the same for Helm's directory (helm), which lints, renders and
+#                                                dry-runs deploy/helm/hanzo-ml in the tests
+# Cold on 2 cores this takes 20-30 minutes (about 2,000 CPU-seconds, ~6 GB of Go build cache) plus ~10 for Kueue
+# and a few for Helm; warm, a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${HANZO_ML_CACHE:-$HOME/.cache/hanzo-ml}
@@ -32,14 +34,50 @@ KUEUE_PATCH='s|metricsCertPath := "/etc/kueue/metrics/certs"|metricsCertPath := 
 kueue_key=$(cat "$KUEUE_MOD/go.mod" "$KUEUE_MOD/go.sum" <(echo "$KUEUE_VERSION $KUEUE_PATCH") <("$GO" version) | sha256sum | cut -c1-16)
 KUEUE_BIN="$CACHE/kueue-$kueue_key"
 
+# Helm, cached apart like Kueue. `go install module@version` builds it as released (no replace directives), with
+# the version stamps its Makefile sets: the release version, and the Kubernetes version `helm template` and
+# `helm lint` assume (1.<minor of the client-go it builds with>, instead of the 1.20 compiled in).
+HELM_VERSION=v3.22.0
+build_helm() {
+  [ -f "$HELM_BIN/.complete" ] && return
+  local t0=$SECONDS gomod minor stamps
+  # The Kubernetes minor version comes from the client-go Helm's go.mod requires (its Makefile does the same).
+  # `go mod download` fetches the module on a cold cache and names its go.mod.
+  gomod=$(cd / && "$GO" mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  minor=$(sed -n 's/^\tk8s.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$gomod")
+  [ -n "$minor" ] || { say "helm: no k8s.io/client-go requirement in '$gomod'"; exit 1; }
+  stamps="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  for pkg in chartutil lint/rules; do
+    stamps="$stamps -X helm.sh/helm/v3/pkg/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/$pkg.k8sVersionMinor=$minor"
+  done
+  say "building helm $HELM_VERSION"
+  rm -rf "$HELM_BIN.tmp" && mkdir -p "$HELM_BIN.tmp"
+  (cd / && GOBIN="$HELM_BIN.tmp" nice "$GO" install -trimpath -ldflags "-s -w $stamps" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")
+  touch "$HELM_BIN.tmp/.complete"
+  rm -rf "$HELM_BIN" && mv "$HELM_BIN.tmp" "$HELM_BIN"
+  say "built helm in $((SECONDS - t0)) s"
+}
+# Keyed by the version, the build recipe above and the Go version: changing any of them builds a new one.
+helm_key=$(cat <(echo "$HELM_VERSION") <(declare -f build_helm) <("$GO" version) | sha256sum | cut -c1-16)
+HELM_BIN="$CACHE/helm-$helm_key"
+
 component=control-plane
-if [ "${1:-}" = "kueue" ]; then component=kueue; shift; fi
+case "${1:-}" in kueue|helm) component=$1; shift ;; esac
 if [ "${1:-}" = "--installed" ]; then
-  dir=$BIN; [ "$component" = kueue ] && dir=$KUEUE_BIN
+  case $component in kueue) dir=$KUEUE_BIN ;; helm) dir=$HELM_BIN ;; *) dir=$BIN ;; esac
   [ -f "$dir/.complete" ] && echo "$dir" && exit 0
   exit 1
 fi
 mkdir -p "$CACHE"
+# Helm shares nothing with the control plane's build but the Go caches (safe to share): its own lock, so it never
+# waits for a half-hour control-plane build.
+if [ "$component" = helm ]; then
+  exec 7>"$CACHE/.cluster-tools-helm.lock"
+  flock 7
+  build_helm
+  echo "$HELM_BIN"
+  exit 0
+fi
 exec 8>"$CACHE/.cluster-tools.lock"
 flock 8
 

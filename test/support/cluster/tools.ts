@@ -57,14 +57,30 @@ export const CLUSTER_TOOLS_MISSING =
  * order: HANZO_ML_KUEUE, `kueue` in .bootstrap.json, then the newest complete kueue-<key> in the cache.
  */
 export function findKueue(): string | null {
-  const ok = (d: string) => existsSync(join(d, '.complete')) && existsSync(join(d, 'kueue'));
-  if (process.env.HANZO_ML_KUEUE) return ok(process.env.HANZO_ML_KUEUE) ? process.env.HANZO_ML_KUEUE : null;
+  return findCachedTool('kueue', process.env.HANZO_ML_KUEUE);
+}
+
+/** A tool cached apart as <name>-<key>/<name>: the directory `fromEnv` names, the bootstrap's, else the newest. */
+function findCachedTool(name: 'kueue' | 'helm', fromEnv: string | undefined): string | null {
+  const ok = (d: string) => existsSync(join(d, '.complete')) && existsSync(join(d, name));
+  if (fromEnv) return ok(fromEnv) ? fromEnv : null;
   const bootstrap = bootstrapJson();
-  if (typeof bootstrap.kueue === 'string' && ok(bootstrap.kueue)) return bootstrap.kueue;
+  const named = bootstrap[name];
+  if (typeof named === 'string' && ok(named)) return named;
   const cache = process.env.HANZO_ML_CACHE ?? (typeof bootstrap.cache === 'string' ? bootstrap.cache : join(homedir(), '.cache/hanzo-ml'));
   if (!existsSync(cache)) return null;
-  const builds = readdirSync(cache).filter((n) => /^kueue-[0-9a-f]+$/.test(n)).map((n) => join(cache, n)).filter(ok);
+  const builds = readdirSync(cache).filter((n) => new RegExp(`^${name}-[0-9a-f]+$`).test(n)).map((n) => join(cache, n)).filter(ok);
   return builds.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0] ?? null;
 }
 
 export const KUEUE_MISSING = 'Kueue is not built: run scripts/cluster-tools.sh kueue (a few minutes cold) or set HANZO_ML_KUEUE to its output';
+
+/**
+ * Helm's directory as scripts/cluster-tools.sh builds it (the `helm` binary), or null. In order: HANZO_ML_HELM,
+ * `helm` in .bootstrap.json, then the newest complete helm-<key> in the cache.
+ */
+export function findHelm(): string | null {
+  return findCachedTool('helm', process.env.HANZO_ML_HELM);
+}
+
+export const HELM_MISSING = 'Helm is not built: run scripts/cluster-tools.sh helm (a few minutes cold) or set HANZO_ML_HELM to its output';
