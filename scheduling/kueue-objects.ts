@@ -1,7 +1,7 @@
 // scheduler.quotas and scheduler.preemption as Kueue objects (v1beta2): a ResourceFlavor per gpu_type, a
 // WorkloadPriorityClass per priority, a ClusterQueue per organization with its nominal GPU quota in one cohort
 // (idle quota is lent and reclaimed), and a LocalQueue per organization in the jobs namespace. Pure: rendering
-// here, applying in kueue-apply.ts. The Kueue manager itself runs with deploy/kueue/kueue-manager-config.yaml
+// here, applying in kueue-apply.ts. The Kueue manager itself runs with the Helm chart's kueue.manager settings
 // (all-or-nothing gangs, fair sharing, GPUs the only quota resource).
 import type { Config, JobPriority, OrganizationQuota } from '../contracts/config.js';
 import { JOB_PRIORITIES } from '../contracts/config.js';

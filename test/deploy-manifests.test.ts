@@ -1,113 +1,243 @@
-// The production manifests under deploy/ are accepted by a real API server: every YAML document is applied with a
-// server-side dry run (schema, field and reference typos fail here, not at a rollout), the ConfigMap's config file
-// passes the product's own config schema, and the worker's RBAC grants what it needs in the jobs namespace only.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+// The cluster install is the Helm chart deploy/helm/hanzo-ml: it lints, it renders what its values say (with its
+// defaults and with a values file that sets every group), its config file passes the product's own schema, and
+// everything it renders, hooks included, is accepted by a real API server (server-side dry run). Its RBAC grants
+// the worker what it needs in the jobs namespace only, and the queue hook's ServiceAccount can run
+// `hanzo-ml cluster apply` itself against real Kueue.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments, parse as parseYaml, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigSchema } from '../contracts/config.js';
+import { ConfigSchema, type Config } from '../contracts/config.js';
 import { checkCombinations } from '../lib/config.js';
+import { applyKueueObjects } from '../scheduling/kueue-apply.js';
 import { startTestCluster, type TestCluster } from './support/cluster/control-plane.js';
-import { CLUSTER_TOOLS_MISSING, findClusterTools, findKueue, repoRoot } from './support/cluster/tools.js';
+import { chartKueueConfiguration } from './support/cluster/kueue.js';
+import { CLUSTER_TOOLS_MISSING, HELM_MISSING, findClusterTools, findHelm, findKueue, repoRoot } from './support/cluster/tools.js';
 
-interface Manifest {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; namespace?: string };
-  data?: Record<string, string>;
+type Doc = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const chart = join(repoRoot, 'deploy/helm/hanzo-ml');
+const fullValues = join(repoRoot, 'test/fixtures/helm-values-full.yaml');
+const NAMESPACE = 'hanzo-ml';
+const helmDir = findHelm();
+const helmHome = mkdtempSync(join(tmpdir(), 'hanzo-ml-helm-'));
+
+/** Runs the helm binary of scripts/cluster-tools.sh helm, its caches and config in a directory of its own. */
+function helm(args: string[]): string {
+  const env = { ...process.env, HELM_CACHE_HOME: join(helmHome, 'cache'), HELM_CONFIG_HOME: join(helmHome, 'config'), HELM_DATA_HOME: join(helmHome, 'data') };
+  try {
+    return execFileSync(join(helmDir!, 'helm'), args, { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (err) {
+    throw new Error(`helm ${args.join(' ')}: ${(err as { stderr?: string }).stderr ?? (err as Error).message}`);
+  }
 }
 
-function yamlFiles(dir: string): string[] {
-  return readdirSync(dir)
-    .sort()
-    .flatMap((name) => {
-      const path = join(dir, name);
-      if (statSync(path).isDirectory()) return yamlFiles(path);
-      return /\.ya?ml$/.test(name) ? [path] : [];
-    });
+interface Rendered {
+  text: string;
+  docs: Doc[];
+  find(kind: string, name: string): Doc;
+  /** The product's config file from the ConfigMap, parsed by its schema (the database URL comes from a Secret). */
+  config(): Config;
 }
 
-const deployDir = join(repoRoot, 'deploy');
-const files = yamlFiles(deployDir);
-const manifests = files.flatMap((f) => parseAllDocuments(readFileSync(f, 'utf8')).map((d) => ({ file: relative(repoRoot, f), doc: d.toJS() as Manifest | null })));
-const docs = manifests.map((m) => m.doc).filter((d): d is Manifest => d !== null);
-const find = (kind: string, name: string) => docs.find((d) => d.kind === kind && d.metadata.name === name);
+function render(args: string[] = []): Rendered {
+  const text = helm(['template', 'hanzo-ml', chart, '--namespace', NAMESPACE, ...args]);
+  const docs = parseAllDocuments(text).map((d) => d.toJS() as Doc | null).filter((d): d is Doc => d !== null);
+  const find = (kind: string, name: string) => {
+    const doc = docs.find((d) => d.kind === kind && d.metadata.name === name);
+    if (!doc) throw new Error(`no ${kind}/${name} rendered`);
+    return doc;
+  };
+  const config = () => ConfigSchema.parse({ ...parseYaml(find('ConfigMap', 'hanzo-ml-config').data['config.yaml']), database: { url: 'postgres://from-the-secret' } });
+  return { text, docs, find, config };
+}
 
-describe('deploy manifests', () => {
-  it('hold the product in production shape: API and worker apart, jobs in their own namespace', () => {
-    const kinds = docs.map((d) => `${d.kind}/${d.metadata.name}`);
-    expect(kinds).toEqual(
+const podSpec = (r: Rendered, kind: string, name: string): Doc => r.find(kind, name).spec.template.spec;
+const container = (r: Rendered, kind: string, name: string): Doc => podSpec(r, kind, name).containers[0];
+const envFrom = (c: Doc, name: string): Doc => (c.env as Doc[]).find((e) => e.name === name)!.valueFrom.secretKeyRef;
+
+const defaults = helmDir ? render() : null;
+const full = helmDir ? render(['--values', fullValues]) : null;
+
+describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MISSING})`}`, () => {
+  it('lints strictly with its defaults and with every value group set', () => {
+    expect(helm(['lint', '--strict', chart])).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
+    expect(helm(['lint', '--strict', chart, '--values', fullValues])).toMatch(/0 chart\(s\) failed/);
+  });
+
+  it('refuses a value it does not know and TLS without its Secret, naming them', () => {
+    expect(() => render(['--set', 'api.replica=3'])).toThrow(/additional properties 'replica' not allowed/);
+    expect(() => render(['--set', 'temporal.tls.enabled=true'])).toThrow(/temporal\.tls\.secretName/);
+  });
+
+  it('holds the product in production shape: API and worker apart, jobs in their own namespace, queues by the hook', () => {
+    const r = defaults!;
+    expect(r.docs.map((d) => `${d.kind}/${d.metadata.name}`)).toEqual(
       expect.arrayContaining([
-        'Namespace/hanzo-ml',
         'Namespace/hanzo-ml-jobs',
         'ConfigMap/hanzo-ml-config',
-        'Secret/hanzo-ml-secrets',
-        'Secret/hanzo-ml-storage',
         'Deployment/hanzo-ml-api',
         'Service/hanzo-ml-api',
+        'PodDisruptionBudget/hanzo-ml-api',
         'Deployment/hanzo-ml-worker',
+        'ServiceAccount/hanzo-ml-api',
         'ServiceAccount/hanzo-ml-worker',
         'Role/hanzo-ml-job-runner',
         'RoleBinding/hanzo-ml-worker',
         'ClusterRole/hanzo-ml-node-reader',
         'ClusterRoleBinding/hanzo-ml-worker-node-reader',
+        'ServiceAccount/hanzo-ml-queue-admin',
+        'ClusterRole/hanzo-ml-queue-admin',
+        'Job/hanzo-ml-queues',
         'ConfigMap/kueue-manager-config',
       ]),
     );
-    const container = (name: string) => (find('Deployment', name) as unknown as { spec: { template: { spec: { containers: { args: string[] }[] } } } }).spec.template.spec.containers[0]!;
-    expect(container('hanzo-ml-api').args).toEqual(['serve']);
-    expect(container('hanzo-ml-worker').args).toEqual(['worker']);
+    expect(container(r, 'Deployment', 'hanzo-ml-api').args).toEqual(['serve']);
+    expect(container(r, 'Deployment', 'hanzo-ml-worker').args).toEqual(['worker']);
+    const api = container(r, 'Deployment', 'hanzo-ml-api');
+    expect(api.readinessProbe.httpGet).toEqual({ path: '/ready', port: 'http' });
+    expect(api.livenessProbe.httpGet).toEqual({ path: '/alive', port: 'http' });
+    // Kueue's queue objects have one owner, `hanzo-ml cluster apply`, run by the post-install/upgrade hook.
+    expect(r.docs.filter((d) => String(d.apiVersion).startsWith('kueue.x-k8s.io'))).toEqual([]);
+    const hook = r.find('Job', 'hanzo-ml-queues');
+    expect(hook.metadata.annotations['helm.sh/hook']).toBe('post-install,post-upgrade');
+    expect(container(r, 'Job', 'hanzo-ml-queues')).toMatchObject({ image: api.image, args: ['cluster', 'apply'] });
+    expect(podSpec(r, 'Job', 'hanzo-ml-queues').serviceAccountName).toBe('hanzo-ml-queue-admin');
+    expect(podSpec(r, 'Job', 'hanzo-ml-queues').volumes).toContainEqual({ name: 'config', configMap: { name: 'hanzo-ml-config' } });
+    expect(helm(['template', 'hanzo-ml', chart, '--set', 'queues.apply=false'])).not.toMatch(/hanzo-ml-queue-admin|kind: Job/);
   });
 
-  it('configure the product with a config file its own schema accepts, for the Kubernetes executor', () => {
-    const text = find('ConfigMap', 'hanzo-ml-config')!.data!['config.yaml']!;
-    // The Secret supplies these through the environment; the loader merges them before validating.
-    const raw = { ...parseYaml(text), database: { url: 'postgres://from-the-secret' } };
-    const config = ConfigSchema.parse(raw);
+  it('configures the product with a config file its own schema accepts, for the Kubernetes executor', () => {
+    const r = defaults!;
+    const config = r.config();
     expect(() => checkCombinations(config)).not.toThrow();
-    expect(config.scheduler).toMatchObject({ executor: 'kubernetes', namespace: 'hanzo-ml-jobs' });
-    expect(find('Namespace', config.scheduler.namespace)).toBeDefined();
-    expect(find('Role', 'hanzo-ml-job-runner')!.metadata.namespace).toBe(config.scheduler.namespace);
-    expect(find('Secret', config.scheduler.storage_secret)!.metadata.namespace).toBe(config.scheduler.namespace);
+    expect(config.scheduler).toMatchObject({ executor: 'kubernetes', namespace: 'hanzo-ml-jobs', default_image: 'hanzoai/ml-trainer:0.1.0' });
+    expect(config.server.public_url).toBe('http://hanzo-ml-api.hanzo-ml.svc:8057');
+    expect(config.temporal).toMatchObject({ address: 'temporal-frontend.temporal.svc:7233', tls: false });
+    expect(r.find('Role', 'hanzo-ml-job-runner').metadata.namespace).toBe(config.scheduler.namespace);
+    expect(r.find('Namespace', config.scheduler.namespace)).toBeDefined();
+    // The test cluster's Kueue runs with exactly what the chart renders for Kueue's manager.
+    const kueue = parseYaml(r.find('ConfigMap', 'kueue-manager-config').data['controller_manager_config.yaml']);
+    expect(kueue).toEqual(chartKueueConfiguration());
+  });
+
+  it('carries every value group of a full values file into the rendered objects', () => {
+    const r = full!;
+    const config = r.config();
+    expect(() => checkCombinations(config)).not.toThrow();
+    // images and replicas
+    const api = container(r, 'Deployment', 'hanzo-ml-api');
+    const worker = container(r, 'Deployment', 'hanzo-ml-worker');
+    for (const c of [api, worker, container(r, 'Job', 'hanzo-ml-queues')]) expect(c).toMatchObject({ image: 'registry.example.com/hanzo/ml:1.2.3', imagePullPolicy: 'Always' });
+    expect(config.scheduler).toMatchObject({ default_image: 'registry.example.com/hanzo/ml-trainer:1.2.3-cuda', image_pull_policy: 'Always' });
+    expect(r.find('Deployment', 'hanzo-ml-api').spec.replicas).toBe(3);
+    expect(r.find('Deployment', 'hanzo-ml-worker').spec.replicas).toBe(5);
+    expect(podSpec(r, 'Deployment', 'hanzo-ml-worker').terminationGracePeriodSeconds).toBe(120);
+    expect(api.resources).toEqual({ requests: { cpu: '500m', memory: '1Gi' }, limits: { memory: '3Gi' } });
+    expect(config.server.public_url).toBe('https://ml.example.com');
+    // Temporal, and its TLS Secret mounted where the config's tls_* keys point
+    expect(config.temporal).toMatchObject({
+      address: 'temporal.prod.example.com:7233',
+      namespace: 'ml-prod',
+      tls: true,
+      tls_cert: '/etc/hanzo-ml-temporal-tls/tls.crt',
+      tls_key: '/etc/hanzo-ml-temporal-tls/tls.key',
+      tls_ca: '/etc/hanzo-ml-temporal-tls/ca.crt',
+      tls_server_name: 'temporal.internal',
+    });
+    for (const name of ['hanzo-ml-api', 'hanzo-ml-worker']) {
+      const spec = podSpec(r, 'Deployment', name);
+      expect(spec.volumes).toContainEqual({
+        name: 'temporal-tls',
+        secret: { secretName: 'temporal-client-tls', items: [{ key: 'client.pem', path: 'tls.crt' }, { key: 'client-key.pem', path: 'tls.key' }, { key: 'ca.pem', path: 'ca.crt' }] },
+      });
+      expect(spec.containers[0].volumeMounts).toContainEqual({ name: 'temporal-tls', mountPath: '/etc/hanzo-ml-temporal-tls', readOnly: true });
+    }
+    expect(podSpec(defaults!, 'Deployment', 'hanzo-ml-api').volumes.map((v: Doc) => v.name)).not.toContain('temporal-tls');
+    // database and object store: credentials from the named Secrets, addresses in the config
+    for (const c of [api, worker]) {
+      expect(envFrom(c, 'HANZO_ML_DATABASE_URL')).toEqual({ name: 'prod-db', key: 'url' });
+      expect(envFrom(c, 'HANZO_ML_STORAGE_ACCESS_KEY')).toEqual({ name: 'prod-s3', key: 'access' });
+      expect(envFrom(c, 'HANZO_ML_STORAGE_SECRET_KEY')).toEqual({ name: 'prod-s3', key: 'secret' });
+    }
+    expect(config.storage).toMatchObject({ endpoint: 'https://minio.example.com:9000', region: 'eu-west-1', buckets: { datasets: 'prod-datasets', checkpoints: 'prod-checkpoints', models: 'prod-models' } });
+    expect(config.scheduler).toMatchObject({ storage_secret: 'prod-job-s3', checkpoint_bucket: 'prod-checkpoints' });
+    // Kafka, IAM
+    expect(config.stream.brokers).toBe('kafka-0.example.com:9092,kafka-1.example.com:9092');
+    expect(config.auth).toMatchObject({ iam_url: 'https://iam.example.com', jwks_url: 'https://iam.example.com/keys', audience: 'hanzo-ml' });
+    // scheduler: jobs namespace (and the RBAC granted there), quotas, preemption, job sizes
+    expect(config.scheduler).toMatchObject({ namespace: 'ml-jobs', cohort: 'prod', gpu_types: ['nvidia-h200'], max_concurrent_jobs: 8, cpu_per_job: '4', memory_per_job: '32Gi' });
+    expect(config.scheduler.preemption).toEqual({ enabled: false, grace_period: '600s', policy: 'lowest_priority_first' });
+    expect(config.scheduler.quotas).toEqual({
+      acme: { max_gpus: { 'nvidia-h200': 16 }, max_concurrent_jobs: 3, priority: 'high', preemptible: false, weight: 2 },
+      labs: { max_gpus: 8, max_concurrent_jobs: 1, priority: 'low', preemptible: true, weight: 1 },
+    });
+    for (const [kind, name] of [['Role', 'hanzo-ml-job-runner'], ['Role', 'hanzo-ml-queue-reader'], ['RoleBinding', 'hanzo-ml-worker']]) expect(r.find(kind!, name!).metadata.namespace).toBe('ml-jobs');
+    expect(r.find('Namespace', 'ml-jobs')).toBeDefined();
+    // metrics and logging
+    expect(config.metrics.enabled).toBe(false);
+    expect(r.find('Deployment', 'hanzo-ml-api').spec.template.metadata.annotations).not.toHaveProperty('prometheus.io/scrape');
+    expect(config.logging).toEqual({ level: 'debug', format: 'text' });
+    // Kueue's manager settings
+    const kueue = parseYaml(r.find('ConfigMap', 'kueue-manager-config').data['controller_manager_config.yaml']);
+    expect(kueue).toMatchObject({ kind: 'Configuration', waitForPodsReady: { timeout: '10m', requeuingStrategy: { backoffBaseSeconds: 30, backoffMaxSeconds: 600 } }, fairSharing: { preemptionStrategies: ['LessThanOrEqualToFinalShare'] } });
+    expect(r.find('ConfigMap', 'kueue-manager-config').metadata.namespace).toBe('kueue-system');
   });
 });
 
-describe.skipIf(!findClusterTools() || !findKueue())(`deploy manifests on a real API server${findClusterTools() && findKueue() ? '' : ` (skipped: ${CLUSTER_TOOLS_MISSING})`}`, () => {
+const canRunCluster = Boolean(helmDir && findClusterTools() && findKueue());
+describe.skipIf(!canRunCluster)(`the Helm chart on a real API server${canRunCluster ? '' : ` (skipped: ${helmDir ? CLUSTER_TOOLS_MISSING : HELM_MISSING})`}`, () => {
   let cluster: TestCluster;
+  const apply = (docs: Doc[]) => cluster.kubectl(['apply', '--server-side', '--field-manager=hanzo-ml-deploy-test', '-f', '-'], docs.map((d) => stringify(d)).join('---\n'));
+  const rbacOf = (r: Rendered) => r.docs.filter((d) => ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(d.kind));
 
   beforeAll(async () => {
-    // With Kueue, so its resources exist for the RBAC checks below.
+    // With Kueue, so its resources exist for the RBAC checks and the queue hook below.
     cluster = await startTestCluster({ nodes: [], kueue: true });
-    // Namespaced dry runs resolve their namespace: the namespaces are created for real first.
-    await cluster.kubectl(['apply', '--server-side', '-f', '-'], docs.filter((d) => d.kind === 'Namespace').map((d) => stringify(d)).join('---\n'));
+    // Namespaced dry runs resolve their namespace: the release's and the jobs namespaces are created for real first.
+    await cluster.createNamespace(NAMESPACE);
+    await apply([...defaults!.docs, ...full!.docs].filter((d) => d.kind === 'Namespace'));
   }, 300_000);
 
   afterAll(async () => {
     await cluster?.stop();
   });
 
-  it.each(files.map((f) => relative(repoRoot, f)))('%s applies with a server-side dry run', async (file) => {
-    const out = await cluster.kubectl(['apply', '--server-side', '--dry-run=server', '--field-manager=hanzo-ml-deploy-test', '-f', join(repoRoot, file)]);
-    const expected = manifests.filter((m) => m.file === file && m.doc).length;
-    expect(out.trim().split('\n')).toHaveLength(expected);
+  it.each([
+    ['its defaults', () => defaults!],
+    ['every value group set', () => full!],
+  ])('accepts every object the chart renders with %s, hooks included (server-side dry run)', async (_name, rendered) => {
+    const r = rendered();
+    const out = await cluster.kubectl(['apply', '--server-side', '--dry-run=server', '--field-manager=hanzo-ml-deploy-test', '-f', '-'], r.text);
+    expect(out.trim().split('\n')).toHaveLength(r.docs.length);
+    expect(out).toMatch(/job\.batch\/hanzo-ml-queues serverside-applied \(server dry run\)/);
+  });
+
+  it('accepts the Secrets template the chart reads (server-side dry run)', async () => {
+    const file = join(repoRoot, 'deploy/secrets.example.yaml');
+    const out = await cluster.kubectl(['apply', '--server-side', '--dry-run=server', '-f', file]);
+    expect(out.trim().split('\n')).toHaveLength(parseAllDocuments(readFileSync(file, 'utf8')).length);
   });
 
   it('lets the worker run Jobs in the jobs namespace and read nodes, and nothing beyond it', async () => {
-    const rbac = docs.filter((d) => ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(d.kind));
-    await cluster.kubectl(['apply', '--server-side', '-f', '-'], rbac.map((d) => stringify(d)).join('---\n'));
-    const can = async (verb: string, resource: string, namespace: string) =>
-      (await cluster.kubectl(['auth', 'can-i', verb, resource, '-n', namespace, '--as=system:serviceaccount:hanzo-ml:hanzo-ml-worker']).catch((e: Error) => e.message)).trim().endsWith('yes');
+    await apply(rbacOf(defaults!));
+    const as = (sa: string) => async (verb: string, resource: string, namespace: string) =>
+      (await cluster.kubectl(['auth', 'can-i', verb, resource, '-n', namespace, `--as=system:serviceaccount:${NAMESPACE}:${sa}`]).catch((e: Error) => e.message)).trim().endsWith('yes');
+    const can = as('hanzo-ml-worker');
+    const api = as('hanzo-ml-api');
+    const hook = as('hanzo-ml-queue-admin');
     const needed = [['create', 'jobs.batch'], ['get', 'jobs.batch'], ['delete', 'jobs.batch'], ['list', 'pods'], ['delete', 'pods'], ['get', 'pods/log'], ['create', 'services'], ['patch', 'services'], ['create', 'secrets'], ['patch', 'secrets']];
     for (const [verb, resource] of needed) expect(await can(verb!, resource!, 'hanzo-ml-jobs'), `${verb} ${resource}`).toBe(true);
     expect(await can('list', 'nodes', 'default')).toBe(true);
     expect(await can('get', 'secrets', 'hanzo-ml-jobs')).toBe(false);
     expect(await can('list', 'secrets', 'hanzo-ml-jobs')).toBe(false);
     expect(await can('patch', 'nodes', 'default')).toBe(false);
-    expect(await can('create', 'jobs.batch', 'hanzo-ml')).toBe(false);
+    expect(await can('create', 'jobs.batch', NAMESPACE)).toBe(false);
     expect(await can('create', 'jobs.batch', 'default')).toBe(false);
-    // Kueue: the worker and the API read queues; neither may change them (`hanzo-ml cluster apply` is an admin's).
-    const api = async (verb: string, resource: string, namespace: string) =>
-      (await cluster.kubectl(['auth', 'can-i', verb, resource, '-n', namespace, '--as=system:serviceaccount:hanzo-ml:hanzo-ml-api']).catch((e: Error) => e.message)).trim().endsWith('yes');
+    // Kueue: the worker and the API read queues; neither may change them (that is the queue hook's).
     for (const ask of [can, api]) {
       expect(await ask('list', 'workloads.kueue.x-k8s.io', 'hanzo-ml-jobs')).toBe(true);
       expect(await ask('get', 'clusterqueues.kueue.x-k8s.io', 'default')).toBe(true);
@@ -115,5 +245,32 @@ describe.skipIf(!findClusterTools() || !findKueue())(`deploy manifests on a real
       expect(await ask('delete', 'workloads.kueue.x-k8s.io', 'hanzo-ml-jobs')).toBe(false);
     }
     expect(await api('create', 'jobs.batch', 'hanzo-ml-jobs')).toBe(false);
+    // The hook changes queue objects and nothing else: no Jobs, no Secrets, no Workloads.
+    expect(await hook('create', 'clusterqueues.kueue.x-k8s.io', 'default')).toBe(true);
+    expect(await hook('create', 'jobs.batch', 'hanzo-ml-jobs')).toBe(false);
+    expect(await hook('get', 'secrets', NAMESPACE)).toBe(false);
+    expect(await hook('delete', 'workloads.kueue.x-k8s.io', 'hanzo-ml-jobs')).toBe(false);
+  });
+
+  it("runs the queue hook's `hanzo-ml cluster apply` under its own ServiceAccount, creating every organization's queue", async () => {
+    const r = full!;
+    await apply(rbacOf(r));
+    // A token of the hook's ServiceAccount, as its pod would mount it, in a kubeconfig of its own.
+    const token = (await cluster.kubectl(['create', 'token', 'hanzo-ml-queue-admin', '-n', NAMESPACE, '--duration=10m'])).trim();
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromOptions({
+      clusters: [{ ...cluster.kubeConfig.getCurrentCluster()!, name: 'test' }],
+      users: [{ name: 'queue-hook', token }],
+      contexts: [{ name: 'queue-hook', cluster: 'test', user: 'queue-hook' }],
+      currentContext: 'queue-hook',
+    });
+    const applied = await applyKueueObjects(r.config(), kubeConfig);
+    expect(applied.map((o) => `${o.kind}/${o.name} ${o.outcome}`)).toEqual(
+      expect.arrayContaining(['ResourceFlavor/hanzo-ml-nvidia-h200 created', 'ClusterQueue/hanzo-ml-acme created', 'ClusterQueue/hanzo-ml-labs created', 'LocalQueue/acme created', 'LocalQueue/labs created']),
+    );
+    const queue = JSON.parse(await cluster.kubectl(['get', 'clusterqueue', 'hanzo-ml-acme', '-o', 'json'])) as Doc;
+    expect(queue.spec.cohortName).toBe('prod');
+    // A second run (the next upgrade) changes nothing.
+    expect((await applyKueueObjects(r.config(), kubeConfig)).every((o) => o.outcome === 'unchanged')).toBe(true);
   });
 });

@@ -1,6 +1,6 @@
 // Kueue, out of cluster, on the test control plane: its CRDs and webhook registrations from the module (built by
-// scripts/cluster-tools.sh kueue), and the manager with deploy/kueue/kueue-manager-config.yaml, changing only where it
-// listens. Its webhooks are reached at https://127.0.0.1:<port> (a loopback URL with our CA), never through a
+// scripts/cluster-tools.sh kueue), and the manager with the Helm chart's Kueue settings (kueue.manager in
+// deploy/helm/hanzo-ml/values.yaml), changing only where it listens. Its webhooks are reached at https://127.0.0.1:<port> (a loopback URL with our CA), never through a
 // Service's ClusterIP. Only the batch/Job and kueue.x-k8s.io webhooks are registered: the pod, deployment and
 // other framework webhooks are `failurePolicy: Fail` for integrations not enabled here, and would block pods.
 import { readdirSync, readFileSync, mkdirSync, copyFileSync, writeFileSync } from 'node:fs';
@@ -55,6 +55,12 @@ function webhooksFor(kueueDir: string, url: string, caBundle: string): string {
     .join('---\n');
 }
 
+/** Kueue's manager Configuration as the chart renders it with its default values (templates/kueue-manager-config.yaml). */
+export function chartKueueConfiguration(): Doc {
+  const values = parse(readFileSync(join(repoRoot, 'deploy/helm/hanzo-ml/values.yaml'), 'utf8')) as Doc;
+  return { apiVersion: 'config.kueue.x-k8s.io/v1beta2', kind: 'Configuration', ...structuredClone(values.kueue.manager as Doc) };
+}
+
 export async function startKueue(o: KueueStart): Promise<ClusterProcess> {
   const [webhookPort, healthPort, metricsPort] = [await freePort(), await freePort(), await freePort()];
   const certDir = join(o.dir, 'kueue-certs');
@@ -71,9 +77,7 @@ export async function startKueue(o: KueueStart): Promise<ClusterProcess> {
   await waitUntil('Kueue CRDs established', established, { timeoutMs: 60_000, watched: o.watched, intervalMs: 500 });
   await o.kubectl(['apply', '--server-side', '-f', '-'], webhooksFor(o.kueueDir, url, caBundle));
 
-  const manifests = parseAllDocuments(readFileSync(join(repoRoot, 'deploy/kueue/kueue-manager-config.yaml'), 'utf8')).map((d) => d.toJSON() as Doc);
-  const configMap = manifests.find((m) => m.kind === 'ConfigMap')!;
-  const config = parse(configMap.data['controller_manager_config.yaml'] as string) as Doc;
+  const config = chartKueueConfiguration();
   config.namespace = 'kueue-system';
   config.webhook = { host: '127.0.0.1', port: webhookPort, certDir };
   config.health = { healthProbeBindAddress: `127.0.0.1:${healthPort}` };
