@@ -246,7 +246,7 @@ if [ "$want_tests" = 1 ]; then phase test-servers test_servers; else test_server
 # it is in use and a changed lock does not leave gigabytes behind.
 evict_stale() {
   local keep_days=${HANZO_ML_CACHE_KEEP_DAYS:-7} used entry kind
-  used=("$VENV" "$BASE_MODEL" "${SERVERS_VENV:-}" "${MLFLOW_VENV:-}" "${MLFLOW_SUITE_DEPS:-}" "${KAFKA_DIR:-}" "${MLFLOW_UI:-}" "${CLUSTER_TOOLS:-}" "${KUEUE:-}")
+  used=("$VENV" "$BASE_MODEL" "${SERVERS_VENV:-}" "${MLFLOW_VENV:-}" "${MLFLOW_SUITE_DEPS:-}" "${KAFKA_DIR:-}" "${MLFLOW_UI:-}" "${CLUSTER_TOOLS:-}" "${KUEUE:-}" "${HELM:-}")
   for entry in "${used[@]}"; do [ -n "$entry" ] && [ -d "$entry" ] && touch "$entry/.last-used"; done
   for entry in "${used[@]}"; do
     [ -n "$entry" ] || continue
