@@ -36,9 +36,12 @@ python_venv() {
   VENV="$CACHE/venv-$(hash_of trainer/requirements.lock <(python3 --version))"
   [ -f "$VENV/.complete" ] && return
   say "creating the Python venv $VENV (torch is large: this takes a while once)"
+  # The lock's wheels are downloaded once into the cache (scripts/wheels.sh) and installed offline from there, as
+  # the images (scripts/images.sh) install them.
+  local wheels; wheels=$(scripts/wheels.sh trainer/requirements.lock)
   rm -rf "$VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check -r trainer/requirements.lock >&2
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-index --find-links "$wheels" -r trainer/requirements.lock >&2
   touch "$VENV/.complete"
 }
 
