@@ -8,7 +8,7 @@ import { DefaultLogger, NativeConnection, Runtime as TemporalRuntime, type Workf
 import type { Config } from '../contracts/config.js';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { revokeDevTokens, seedDevOrganization } from '../db/repo/auth.js';
-import { ConfigError } from './config.js';
+import { ConfigError, trainerPython } from './config.js';
 import { createApp } from '../api/app.js';
 import { createMetrics, serveMetrics } from '../api/metrics.js';
 import { startEventRelay, startOutboxPruner, type EventRelay } from './event-relay.js';
@@ -175,7 +175,7 @@ function listen(app: ReturnType<typeof createApp>, hostname: string, port: numbe
 export function createExecutor(o: Pick<RuntimeOptions, 'config' | 'home' | 'bootstrap'>, log: Logger): JobExecutor {
   if (o.config.scheduler.executor === 'kubernetes') return kubernetesExecutorFromConfig(o.config, log);
   const gpus = detectLocalGpus(o.config.scheduler.local_gpus);
-  return new LocalExecutor({ workRoot: localJobsRoot(o.home), python: o.config.trainer.python ?? o.bootstrap.python, env: localJobEnvironment(o), gpus });
+  return new LocalExecutor({ workRoot: localJobsRoot(o.home), python: trainerPython(o), env: localJobEnvironment(o), gpus });
 }
 
 export const localJobsRoot = (home: string): string => join(home, 'work', 'jobs');
