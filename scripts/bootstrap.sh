@@ -3,6 +3,7 @@
 #   scripts/bootstrap.sh          node deps, Python venv, temporal binary, Candle tool, base model
 #   scripts/bootstrap.sh --tests  the same, plus the test servers (PostgreSQL, moto_server, mlflow, and a
 #                                 Kubernetes control plane with KWOK built from Go modules: scripts/cluster-tools.sh)
+#                                 and the two container images (podman; scripts/images.sh)
 # Heavy environments live in $HANZO_ML_CACHE (default ~/.cache/hanzo-ml), keyed by the hash of their lock
 # file, so a fresh clone reuses them and a changed lock file rebuilds them. The resolved paths are written to
 # .bootstrap.json in the checkout, which the TypeScript side reads as configuration defaults.
@@ -184,6 +185,16 @@ test_servers() {
   test_server_paths
 }
 
+# The two shipped images (deploy/Dockerfile, deploy/trainer.Dockerfile), built with Debian's podman tools from a
+# Debian root, the cached wheels and the Candle binary above, for test/images.test.ts (scripts/images.sh).
+container_images() {
+  if ! command -v podman >/dev/null || ! command -v buildah >/dev/null || ! command -v runc >/dev/null || ! command -v mmdebstrap >/dev/null; then
+    say "installing podman, buildah, runc and mmdebstrap from Debian (the image builds)"
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc mmdebstrap >&2
+  fi
+  scripts/images.sh >/dev/null
+}
+
 # Per-phase wall times, printed at the end (and kept in $CACHE/bootstrap-times.txt) so a cold run says where its
 # minutes went.
 TIMES=()
@@ -222,7 +233,8 @@ phase candle candle_tool
 phase base-model base_model
 # Without --tests, still name the test servers an earlier --tests run installed, so running the demo between
 # two test runs leaves them usable.
-if [ "$want_tests" = 1 ]; then phase test-servers test_servers; else test_server_paths; fi
+# The images build while the cluster tools still build in the background (test_servers waits for those).
+if [ "$want_tests" = 1 ]; then phase images container_images; phase test-servers test_servers; else test_server_paths; fi
 printf '%s\n' "${TIMES[@]}" "total $((SECONDS - t_start))s" > "$CACHE/bootstrap-times.txt"
 [ $((SECONDS - t_start)) -lt 2 ] || say "phase times: ${TIMES[*]} (total $((SECONDS - t_start))s)"
 
