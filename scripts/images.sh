@@ -12,8 +12,8 @@
 #   scripts/images.sh              builds what changed, then prints the images as JSON
 #   scripts/images.sh --installed  prints the JSON only if both images are built from the current sources
 #   scripts/images.sh --podman     prints the podman arguments (storage, runtime) that run these images
-# Cold on 2 cores: the base root ~1.5 min, the trainer ~10 min (its lock layer, torch with CUDA, is most of it),
-# the control plane ~2 min; a source change rebuilds only the layers after the lock's, in seconds.
+# Cold on 2 cores (README): the base root 40-90 s, the control plane ~1 min, the trainer ~2.5 min (its lock layer,
+# torch with CUDA, 6.4 GB, is 2 min of it); a source change rebuilds only the layers after the locks', in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${HANZO_ML_CACHE:-$HOME/.cache/hanzo-ml}
