@@ -35,7 +35,7 @@ import { findDatasetVersion } from '../db/repo/datasets.js';
 import { deterministicUuid } from '../lib/ids.js';
 import { artifactRootUri } from '../lib/object-store.js';
 import { checkpointsUri } from '../lib/job-files.js';
-import { repoRoot } from '../lib/config.js';
+import { repoRoot, trainerPython } from '../lib/config.js';
 import { BaseModelError } from '../lib/base-models.js';
 import { learningCurve, learningCurveStep, syntheticMetrics } from './hpo-objectives.js';
 import { currentAttempt, readProgress, runJobToCompletion, stopJobKeepingHeartbeat, type JobDefinition } from './jobs.js';
@@ -73,7 +73,8 @@ class SuggestServer {
   }
 
   private start(): ChildProcessWithoutNullStreams {
-    const proc = spawn(this.deps.bootstrap.python, ['-m', 'hanzo_ml', 'hpo-suggest', '--serve'], {
+    const python = trainerPython(this.deps);
+    const proc = spawn(python, ['-m', 'hanzo_ml', 'hpo-suggest', '--serve'], {
       env: { ...process.env, PYTHONPATH: join(repoRoot, 'trainer'), OMP_NUM_THREADS: '1', PYTHONUNBUFFERED: '1' },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
@@ -82,7 +83,7 @@ class SuggestServer {
     createInterface({ input: proc.stdout }).on('line', (line) => this.waiting.shift()?.(line));
     const fail = (why: string) => this.failWaiting(proc, `${why}: ${stderr.trim().split('\n').slice(-3).join(' ')}`);
     proc.on('exit', (code, signal) => fail(`hpo-suggest exited with ${signal ?? `code ${code}`}`));
-    proc.on('error', (err) => fail(`hpo-suggest could not run (${this.deps.bootstrap.python}): ${err.message}`));
+    proc.on('error', (err) => fail(`hpo-suggest could not run (${python}): ${err.message}`));
     // Writing to a process that just died fails with EPIPE; its 'exit' reports why, so the write error is moot.
     proc.stdin.on('error', () => undefined);
     // The worker's own work keeps the process alive; an idle suggestion process must not.

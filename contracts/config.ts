@@ -4,6 +4,13 @@ import { z } from 'zod';
 
 // Environment overrides arrive as strings: "false" must mean false (z.coerce.boolean would say true).
 const bool = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
+/**
+ * The image names scripts/images.sh builds and tags (podman stores them as localhost/hanzoai/...), and the
+ * deployment manifests run: the repository, then the product version (package.json).
+ */
+export const CONTROL_PLANE_IMAGE = 'hanzoai/ml:0.1.0';
+export const TRAINER_IMAGE = 'hanzoai/ml-trainer:0.1.0';
+
 const duration = z.string().regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration such as "90s", "10m", "72h"');
 
 /** Job priorities, highest first: each is a Kueue WorkloadPriorityClass (scheduling/kueue-objects.ts). */
@@ -42,6 +49,10 @@ export const ConfigSchema = z.strictObject({
       port: z.coerce.number().int().min(1).max(65535).default(8057),
       workers: z.coerce.number().int().positive().default(4),
       public_url: z.string().url().optional().describe('URL trainers use to reach this API; default http://host:port'),
+      mlflow_ui_dir: z
+        .string()
+        .optional()
+        .describe('the MLflow UI\'s static build, served at /mlflow/; unset: the build in the mlflow package beside the bootstrap\'s mlflow client (the control-plane image sets it)'),
     })
     .prefault({}),
   database: z
@@ -104,7 +115,7 @@ export const ConfigSchema = z.strictObject({
     .strictObject({
       executor: z.enum(['local', 'kubernetes']).default('local').describe('local: jobs are processes on the worker\'s machine; kubernetes: batch/v1 Jobs'),
       namespace: z.string().default('hanzo-ml').describe('kubernetes: the namespace jobs run in'),
-      default_image: z.string().default('hanzoai/ml-pytorch:2.3-cuda12.4').describe('kubernetes: the trainer image (deploy/trainer.Dockerfile)'),
+      default_image: z.string().default(TRAINER_IMAGE).describe('kubernetes: the trainer image (deploy/trainer.Dockerfile, built by scripts/images.sh)'),
       gpu_types: z.array(z.string()).default([]),
       max_concurrent_jobs: z.coerce.number().int().positive().default(32).describe('job activities one worker runs at once (its job task queue slots); per-organization limits are scheduler.quotas'),
       checkpoint_bucket: z.string().default('hanzo-ml-checkpoints'),

@@ -15,7 +15,7 @@ import { insertDatasetVersion, type DatasetRow } from '../db/repo/datasets.js';
 import { getDataset } from '../db/repo/datasets.js';
 import { preprocessDataset } from '../lib/datasets/preprocess.js';
 import type { ObjectStore } from '../lib/object-store.js';
-import { repoRoot, type Bootstrap } from '../lib/config.js';
+import { repoRoot, trainerPython, type Bootstrap } from '../lib/config.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -124,7 +124,7 @@ async function countTokens(deps: DatasetDeps, tokenizerDir: string, splitsDir: s
   const inputs = Object.fromEntries(['train', 'validation', 'test'].map((s) => [s, join(splitsDir, `${s}.jsonl`)]));
   await writeFile(specPath, JSON.stringify({ kind: 'count-tokens', job_name: `count-tokens-${basename(staging)}`, tokenizer_path: tokenizerDir, inputs, output_path: output }));
   try {
-    await execFileAsync(deps.bootstrap.python, ['-m', 'hanzo_ml', 'count-tokens', '--spec', specPath], {
+    await execFileAsync(trainerPython(deps), ['-m', 'hanzo_ml', 'count-tokens', '--spec', specPath], {
       // Not this process's environment: the tokenizer needs none of the API's secrets.
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? staging, PYTHONPATH: join(repoRoot, 'trainer'), HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' },
       maxBuffer: 4 << 20,

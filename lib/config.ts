@@ -161,6 +161,11 @@ function readBootstrap(): Bootstrap {
   return JSON.parse(readFileSync(file, 'utf8')) as Bootstrap;
 }
 
+/** The Python that runs the trainer's modules here: trainer.python (the control-plane image sets it), else the bootstrap's venv. */
+export function trainerPython(deps: { config: Pick<Config, 'trainer'>; bootstrap: Pick<Bootstrap, 'python'> }): string {
+  return deps.config.trainer.python ?? deps.bootstrap.python;
+}
+
 export function requireBootstrapped(bootstrap: Bootstrap, what: string): void {
   if (!bootstrap.python) throw new ConfigError(`${resolve(repoRoot, '.bootstrap.json')} is missing: ${what} needs scripts/bootstrap.sh to have run`);
 }

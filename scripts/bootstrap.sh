@@ -3,7 +3,7 @@
 #   scripts/bootstrap.sh          node deps, Python venv, temporal binary, Candle tool, base model
 #   scripts/bootstrap.sh --tests  the same, plus the test servers (PostgreSQL, moto_server, mlflow, and a
 #                                 Kubernetes control plane with KWOK, Kueue and Helm built from Go modules:
-#                                 scripts/cluster-tools.sh)
+#                                 scripts/cluster-tools.sh) and the two container images (podman; scripts/images.sh)
 # Heavy environments live in $HANZO_ML_CACHE (default ~/.cache/hanzo-ml), keyed by the hash of their lock
 # file, so a fresh clone reuses them and a changed lock file rebuilds them. The resolved paths are written to
 # .bootstrap.json in the checkout, which the TypeScript side reads as configuration defaults.
@@ -37,9 +37,12 @@ python_venv() {
   VENV="$CACHE/venv-$(hash_of trainer/requirements.lock <(python3 --version))"
   [ -f "$VENV/.complete" ] && return
   say "creating the Python venv $VENV (torch is large: this takes a while once)"
+  # The lock's wheels are downloaded once into the cache (scripts/wheels.sh) and installed offline from there, as
+  # the images (scripts/images.sh) install them.
+  local wheels; wheels=$(scripts/wheels.sh trainer/requirements.lock)
   rm -rf "$VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check -r trainer/requirements.lock >&2
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-index --find-links "$wheels" -r trainer/requirements.lock >&2
   touch "$VENV/.complete"
 }
 
@@ -199,6 +202,16 @@ test_servers() {
   test_server_paths
 }
 
+# The two shipped images (deploy/Dockerfile, deploy/trainer.Dockerfile), built with Debian's podman tools from a
+# Debian root, the cached wheels and the Candle binary above, for test/images.test.ts (scripts/images.sh).
+container_images() {
+  if ! command -v podman >/dev/null || ! command -v buildah >/dev/null || ! command -v runc >/dev/null || ! command -v mmdebstrap >/dev/null; then
+    say "installing podman, buildah, runc and mmdebstrap from Debian (the image builds)"
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc mmdebstrap >&2
+  fi
+  scripts/images.sh >/dev/null
+}
+
 # Per-phase wall times, printed at the end (and kept in $CACHE/bootstrap-times.txt) so a cold run says where its
 # minutes went.
 TIMES=()
@@ -240,13 +253,15 @@ phase base-model base_model
 phase mlflow-ui mlflow_ui
 # Without --tests, still name the test servers an earlier --tests run installed, so running the demo between
 # two test runs leaves them usable.
-if [ "$want_tests" = 1 ]; then phase test-servers test_servers; else test_server_paths; fi
+# The images build while the cluster tools still build in the background (test_servers waits for those).
+if [ "$want_tests" = 1 ]; then phase images container_images; phase test-servers test_servers; else test_server_paths; fi
 # Old keys go: every keyed entry this bootstrap uses is stamped as used now, and a sibling of the same kind (another
 # lock hash) unused for HANZO_ML_CACHE_KEEP_DAYS (default 7) is deleted, so another checkout's entry survives while
 # it is in use and a changed lock does not leave gigabytes behind.
 evict_stale() {
   local keep_days=${HANZO_ML_CACHE_KEEP_DAYS:-7} used entry kind
-  used=("$VENV" "$BASE_MODEL" "${SERVERS_VENV:-}" "${MLFLOW_VENV:-}" "${MLFLOW_SUITE_DEPS:-}" "${KAFKA_DIR:-}" "${MLFLOW_UI:-}" "${CLUSTER_TOOLS:-}" "${KUEUE:-}" "${HELM:-}")
+  used=("$VENV" "$BASE_MODEL" "${SERVERS_VENV:-}" "${MLFLOW_VENV:-}" "${MLFLOW_SUITE_DEPS:-}" "${KAFKA_DIR:-}" "${MLFLOW_UI:-}" "${CLUSTER_TOOLS:-}" "${KUEUE:-}" "${HELM:-}" \
+    "$(scripts/wheels.sh trainer/requirements.lock --installed 2>/dev/null || true)" "$(scripts/wheels.sh deploy/control-plane-python.lock --installed 2>/dev/null || true)")
   for entry in "${used[@]}"; do [ -n "$entry" ] && [ -d "$entry" ] && touch "$entry/.last-used"; done
   for entry in "${used[@]}"; do
     [ -n "$entry" ] || continue

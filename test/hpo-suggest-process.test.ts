@@ -7,7 +7,7 @@ import { createHpoActivities } from '../activities/hpo.js';
 import type { SuggestRequest } from '../contracts/hpo.js';
 
 const request = { strategy: 'random', seed: 1, directions: ['minimize'], space: {}, history: [], numbers: [0] } as unknown as SuggestRequest;
-const activitiesWith = (python: string) => createHpoActivities({ bootstrap: { python } } as unknown as ActivityDeps);
+const activitiesWith = (python: string) => createHpoActivities({ bootstrap: { python }, config: { trainer: {} } } as unknown as ActivityDeps);
 
 async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
   const err = await promise.then(

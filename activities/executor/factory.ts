@@ -2,7 +2,7 @@
 // jobs when it stops.
 import { join } from 'node:path';
 import type { Config } from '../../contracts/config.js';
-import type { Bootstrap } from '../../lib/config.js';
+import { trainerPython, type Bootstrap } from '../../lib/config.js';
 import type { Logger } from '../../lib/log.js';
 import { detectLocalGpus } from '../../scheduling/admission.js';
 import { localJobEnvironment } from '../jobs.js';
@@ -13,7 +13,7 @@ import type { JobExecutor } from './types.js';
 export function createExecutor(o: { config: Config; home: string; bootstrap: Bootstrap }, log: Logger): JobExecutor {
   if (o.config.scheduler.executor === 'kubernetes') return kubernetesExecutorFromConfig(o.config, log);
   const gpus = detectLocalGpus(o.config.scheduler.local_gpus);
-  return new LocalExecutor({ workRoot: localJobsRoot(o.home), python: o.config.trainer.python ?? o.bootstrap.python, env: localJobEnvironment(o), gpus });
+  return new LocalExecutor({ workRoot: localJobsRoot(o.home), python: trainerPython(o), env: localJobEnvironment(o), gpus });
 }
 
 export const localJobsRoot = (home: string): string => join(home, 'work', 'jobs');
