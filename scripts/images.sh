@@ -12,6 +12,8 @@
 #   scripts/images.sh              builds what changed, then prints the images as JSON
 #   scripts/images.sh --installed  prints the JSON only if both images are built from the current sources
 #   scripts/images.sh --podman     prints the podman arguments (storage, runtime) that run these images
+# It also builds localhost/busybox (tags latest and the Debian version), FROM scratch out of Debian's busybox-static
+# package, for the test cluster's pods that name `busybox`.
 # Cold on 2 cores (README): the base root 40-90 s, the control plane ~1 min, the trainer ~2.5 min (its lock layer,
 # torch with CUDA, 6.4 GB, is 2 min of it); a source change rebuilds only the layers after the locks', in seconds.
 set -euo pipefail
@@ -29,6 +31,7 @@ DPKG_OPTS=(--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/us
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*'
   --dpkgopt='path-exclude=/usr/share/locale/*')
 CONTROL_PLANE=localhost/hanzoai/ml
+BUSYBOX=localhost/busybox
 TRAINER=localhost/hanzoai/ml-trainer
 
 STORAGE=(--root "$STORE/storage" --runroot "$STORE/run" --storage-driver overlay)
@@ -41,8 +44,8 @@ hash_of() { cat "$@" | sha256sum | cut -c1-16; }
 stamped() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }  # each log line with its time
 
 print_json() {
-  printf '{\n  "version": "%s",\n  "control_plane": "%s",\n  "trainer": "%s",\n  "podman_args": [%s]\n}\n' \
-    "$VERSION" "$CONTROL_PLANE:src-$1" "$TRAINER:src-$2" "$(printf '"%s",' "${RUN_ARGS[@]}" | sed 's/,$//')"
+  printf '{\n  "version": "%s",\n  "control_plane": "%s",\n  "trainer": "%s",\n  "busybox": "%s",\n  "podman_args": [%s]\n}\n' \
+    "$VERSION" "$CONTROL_PLANE:src-$1" "$TRAINER:src-$2" "$BUSYBOX:latest" "$(printf '"%s",' "${RUN_ARGS[@]}" | sed 's/,$//')"
 }
 
 if [ "${1:-}" = "--podman" ]; then printf '%s\n' "${RUN_ARGS[@]}"; exit 0; fi
@@ -129,6 +132,41 @@ image_key() {  # image_key DOCKERFILE EXTRA
 trainer_key() { image_key deploy/trainer.Dockerfile "$(base_key) $(hash_of "$CACHE/cargo-target/release/hanzo-ml-candle")"; }
 control_plane_key() { image_key deploy/Dockerfile "$(base_key) $NODE_VERSION"; }
 
+# busybox FROM scratch: the static binary of Debian's busybox-static, a link per applet in /bin, /tmp and a minimal
+# /etc/passwd. Keyed by the package's version; the .deb is cached.
+BUSYBOX_RECIPE=1  # bump when busybox_image changes what it builds
+busybox_image() {
+  local version key dir deb
+  version=$(apt-cache policy busybox-static 2>/dev/null | sed -n 's/^  Candidate: //p')
+  [ -n "$version" ] && [ "$version" != "(none)" ] || { say "busybox-static is not known to apt (apt-get update)"; exit 1; }
+  key=$(hash_of <(echo "$version $BUSYBOX_RECIPE"))
+  if podman_ image exists "$BUSYBOX:src-$key"; then return; fi
+  local t0=$SECONDS upstream=${version#*:}
+  upstream=${upstream%%-*}
+  say "building $BUSYBOX ($upstream) from Debian's busybox-static $version"
+  dir="$CACHE/images/busybox-$key"
+  rm -rf "$dir" && mkdir -p "$dir/deb" "$dir/root"
+  (cd "$dir/deb" && apt-get download -q "busybox-static=$version" >/dev/null 2>&1)
+  deb=$(ls "$dir"/deb/*.deb)
+  dpkg-deb -x "$deb" "$dir/extract"
+  mkdir -p "$dir/root/bin" "$dir/root/etc" "$dir/root/tmp" "$dir/root/root" "$dir/root/proc" "$dir/root/sys" "$dir/root/dev"
+  chmod 1777 "$dir/root/tmp"
+  cp "$dir/extract/bin/busybox" "$dir/root/bin/busybox"
+  local applet
+  for applet in $("$dir/root/bin/busybox" --list); do [ "$applet" = busybox ] || ln -sf busybox "$dir/root/bin/$applet"; done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$dir/root/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$dir/root/etc/group"
+  tar -C "$dir/root" --numeric-owner --owner=0 --group=0 -cf "$dir/rootfs.tar" .
+  local ctr; ctr=$(buildah "${STORAGE[@]}" from scratch)
+  buildah "${STORAGE[@]}" add "$ctr" "$dir/rootfs.tar" / >/dev/null
+  buildah "${STORAGE[@]}" config --env PATH=/bin --cmd sh --label "org.debian.package=busybox-static $version" "$ctr"
+  buildah "${STORAGE[@]}" commit -q "$ctr" "$BUSYBOX:src-$key" >/dev/null
+  buildah "${STORAGE[@]}" rm "$ctr" >/dev/null
+  podman_ tag "$BUSYBOX:src-$key" "$BUSYBOX:latest" "$BUSYBOX:$upstream"
+  rm -rf "$dir/extract" "$dir/root"
+  TIMES+=("busybox $((SECONDS - t0))s")
+}
+
 # ---- builds ------------------------------------------------------------------------------------------
 
 build() {  # build NAME KEY DOCKERFILE --build-context ...
@@ -153,7 +191,7 @@ build() {  # build NAME KEY DOCKERFILE --build-context ...
 if [ "${1:-}" = "--installed" ]; then
   [ -x "$CACHE/cargo-target/release/hanzo-ml-candle" ] || exit 1
   cp_key=$(control_plane_key) trainer_key=$(trainer_key)
-  podman_ image exists "$CONTROL_PLANE:src-$cp_key" && podman_ image exists "$TRAINER:src-$trainer_key" || exit 1
+  podman_ image exists "$CONTROL_PLANE:src-$cp_key" && podman_ image exists "$TRAINER:src-$trainer_key" && podman_ image exists "$BUSYBOX:latest" || exit 1
   print_json "$cp_key" "$trainer_key"
   exit 0
 fi
@@ -169,6 +207,7 @@ lock_wheels() {
   STORAGE_WHEELS=$(scripts/wheels.sh trainer/requirements-storage.lock)
 }
 t_start=$SECONDS
+busybox_image
 base_image
 timed node-deps node_deps
 timed mlflow-wheel mlflow_wheel

@@ -2,7 +2,7 @@
 // Service's pod names, trains the tiny model to the same loss as one process on the same global batch. Real
 // control plane and S3 (moto_server); the kubelet stand-in runs the pods as local processes (its pods all share
 // 127.0.0.1, and it resolves the cluster's *.svc names there, as cluster DNS would resolve them to pod IPs).
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,12 +20,17 @@ import type { ActivityDeps } from '../activities/deps.js';
 import type { JobExecutor } from '../activities/executor/types.js';
 import { HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainResult } from '../contracts/trainer-job.js';
 import { findClusterTools } from './support/cluster/tools.js';
+import { detectContainerRuntime } from './support/cluster/container-runtime.js';
+import { TRAINER_IMAGE } from '../contracts/config.js';
 import { trainJobDefinition } from './support/deps.js';
 import { startTestCluster, type TestCluster } from './support/cluster/control-plane.js';
 import { freePort } from './support/ports.js';
 
 const tools = findClusterTools();
-const IMAGE = 'hanzoai/ml-trainer:multinode';
+const FAKE_IMAGE = 'hanzoai/ml-trainer:multinode';
+const runtime = detectContainerRuntime();
+// With podman, the pods run the shipped trainer image.
+const IMAGE = runtime.kind === 'podman' ? TRAINER_IMAGE : FAKE_IMAGE;
 const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-multinode-'));
 const loaded = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'error' });
 const log = createLogger({ level: 'error', format: 'text' });
@@ -67,14 +72,17 @@ describe.skipIf(!tools)('a two-node Indexed Job', () => {
   beforeAll(async () => {
     const port = await freePort();
     moto = spawn(loaded.bootstrap.moto_server!, ['-H', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
+    // Built from the current sources (a second or two when it is).
+    if (runtime.kind === 'podman') execFileSync(join(repoRoot, 'scripts/images.sh'), { cwd: repoRoot, stdio: ['ignore', 'ignore', 'inherit'] });
     cluster = await startTestCluster({
       nodes: [
         { name: 'node-a', gpus: 1 },
         { name: 'node-b', gpus: 1 },
       ],
-      images: [IMAGE],
-      // The trainer image's environment: its python runs our trainer package.
-      imageEnv: { [IMAGE]: { PATH: `${join(loaded.bootstrap.python, '..')}:${process.env.PATH}`, PYTHONPATH: join(repoRoot, 'trainer') } },
+      images: [FAKE_IMAGE],
+      containerRuntime: runtime,
+      // The process fallback's trainer "image": its python runs our trainer package.
+      imageEnv: runtime.kind === 'podman' ? {} : { [FAKE_IMAGE]: { PATH: `${join(loaded.bootstrap.python, '..')}:${process.env.PATH}`, PYTHONPATH: join(repoRoot, 'trainer') } },
     });
     await cluster.createNamespace('jobs');
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);

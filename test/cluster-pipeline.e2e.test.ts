@@ -1,7 +1,8 @@
 // Cluster execution end to end: `hanzo-ml serve` and `hanzo-ml worker` as separate processes, every job a
 // batch/v1 Job on a real Kubernetes control plane (API server, scheduler, controller-manager; KWOK GPU nodes),
 // job I/O only through S3 (moto_server). The one stand-in is the kubelet's (test/support/cluster/): it runs each
-// pod's command as a local process with the pod's environment and reports its phase and exit code.
+// pod from the trainer image with podman (scripts/images.sh builds it; a local process where podman is missing) with
+// the pod's environment and reports its phase and exit code.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { S3Client, GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { demoPipelineRequest } from '../cli/demo.js';

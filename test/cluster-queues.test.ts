@@ -51,7 +51,7 @@ function request(name: string, org: string, gpus: number, o: { nodes?: number; g
     organizationId: org,
     kind: 'test',
     priority: null,
-    resources: { nodes: o.nodes ?? 1, processes: 1, gpus_per_node: gpus, gpu_type: o.gpuType ?? 'a100', image: 'busybox:1.36', cpu: '100m', memory: '64Mi' },
+    resources: { nodes: o.nodes ?? 1, processes: 1, gpus_per_node: gpus, gpu_type: o.gpuType ?? 'a100', image: 'busybox', cpu: '100m', memory: '64Mi' },
     env: {},
     secretEnv: {},
   };
@@ -103,7 +103,7 @@ describe.skipIf(!ready)(`fair-share GPU queues on Kueue${ready ? '' : ` (skipped
     config = ConfigSchema.parse(settings);
     const log = createLogger({ level: 'warn', format: 'text' });
     executor = new KubernetesExecutor({
-      kubeConfig: cluster.kubeConfig, namespace: NS, image: 'busybox:1.36', imagePullPolicy: 'IfNotPresent', storageSecret: 'storage',
+      kubeConfig: cluster.kubeConfig, namespace: NS, image: 'busybox', imagePullPolicy: 'IfNotPresent', storageSecret: 'storage',
       gracePeriodSeconds: 5, cpu: '100m', memory: '64Mi', gpuTypes: ['a100', 't4'], quotas: config.scheduler.quotas, command: () => SLEEPER, log,
     });
   }, 300_000);

@@ -1,8 +1,9 @@
 // The product in its production shape for a test: `hanzo-ml serve` and `hanzo-ml worker` as separate processes,
 // Postgres for the catalogue they share, a real S3 server (moto_server), a Temporal dev server, and the test
-// Kubernetes cluster (real API server, scheduler, controller-manager; KWOK nodes; the kubelet stand-in runs the
-// pods as local processes). Jobs are batch/v1 Jobs that read and write only through S3.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+// Kubernetes cluster (real API server, scheduler, controller-manager; KWOK nodes; the kubelet stand-in runs every
+// job pod from the trainer image with podman, or as a local process in the fallback without podman). Jobs are
+// batch/v1 Jobs that read and write only through S3.
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { stringify } from 'yaml';
 import { tmpdir } from 'node:os';
@@ -10,12 +11,14 @@ import { join } from 'node:path';
 import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
 import { loadConfig, repoRoot, type LoadedConfig } from '../../lib/config.js';
+import { TRAINER_IMAGE } from '../../contracts/config.js';
+import { detectContainerRuntime } from './cluster/container-runtime.js';
 import { startTestCluster, type TestCluster, type TestNodeSpec } from './cluster/control-plane.js';
 import { startPostgres, type TestPostgres } from './postgres.js';
 import { freePort } from './ports.js';
 
-/** The trainer image as the cluster's pods see it (the stand-in gives them this image's environment). */
-export const TRAINER_IMAGE = 'hanzoai/ml-trainer:test';
+/** The trainer image of the process fallback (the stand-in gives its processes this image's environment). */
+const FAKE_TRAINER_IMAGE = 'hanzoai/ml-trainer:test';
 export const JOBS_NAMESPACE = 'hanzo-ml-jobs';
 
 /** What GET /v1/pipelines/:id answers, as far as the helpers below read it. */
@@ -83,21 +86,31 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
   };
   try {
-    // The image's environment: its python runs our trainer package, its PATH has the Candle tool.
+    const runtime = detectContainerRuntime();
+    let trainerImage = FAKE_TRAINER_IMAGE;
+    let imageEnv: Record<string, Record<string, string>> = {
+      // The fallback's "image": its python runs our trainer package, its PATH has the Candle tool.
+      [FAKE_TRAINER_IMAGE]: {
+        PATH: `${join(bootstrap.python, '..')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+        PYTHONPATH: join(repoRoot, 'trainer'),
+        HANZO_ML_CANDLE: bootstrap.candle,
+      },
+    };
+    if (runtime.kind === 'podman') {
+      // The shipped trainer image, built from the current sources (a second or two when it is).
+      execFileSync(join(repoRoot, 'scripts/images.sh'), { cwd: repoRoot, stdio: ['ignore', 'ignore', 'inherit'] });
+      trainerImage = TRAINER_IMAGE;
+      imageEnv = {};
+    }
     const cluster = await startTestCluster({
       nodes: opts.nodes ?? [
         { name: 'gpu-node-a', gpus: 8, gpuType: 'a100' },
         { name: 'gpu-node-b', gpus: 8, gpuType: 'a100' },
       ],
-      images: [TRAINER_IMAGE, 'busybox'],
+      images: [FAKE_TRAINER_IMAGE, 'busybox'],
       ...(opts.kueue ? { kueue: true } : {}),
-      imageEnv: {
-        [TRAINER_IMAGE]: {
-          PATH: `${join(bootstrap.python, '..')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
-          PYTHONPATH: join(repoRoot, 'trainer'),
-          HANZO_ML_CANDLE: bootstrap.candle,
-        },
-      },
+      containerRuntime: runtime,
+      imageEnv,
     });
     stops.push(() => cluster.stop());
     await cluster.createNamespace(JOBS_NAMESPACE);
@@ -137,7 +150,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes',
       HANZO_ML_SCHEDULER_KUBECONFIG: cluster.kubeconfigPath,
       HANZO_ML_SCHEDULER_NAMESPACE: JOBS_NAMESPACE,
-      HANZO_ML_SCHEDULER_DEFAULT_IMAGE: TRAINER_IMAGE,
+      HANZO_ML_SCHEDULER_DEFAULT_IMAGE: trainerImage,
       HANZO_ML_SCHEDULER_PREEMPTION_GRACE_PERIOD: '60s',
       HANZO_ML_SCHEDULER_CPU_PER_JOB: '1',
       HANZO_ML_SCHEDULER_MEMORY_PER_JOB: '2Gi',

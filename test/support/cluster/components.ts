@@ -6,6 +6,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import type { ClusterPki } from './pki.js';
 import { signalGroup, startClusterProcess, type ClusterProcess } from './processes.js';
 import type { StandinConfig } from './standin/config.js';
+import { reapPodmanContainers, type ContainerRuntime } from './container-runtime.js';
 import { repoRoot } from './tools.js';
 import { freePort } from '../ports.js';
 
@@ -162,7 +163,7 @@ export function kwokConfig(tools: string, ports: Ports, podStages: Record<string
   return [options, ...nodeStages, ...(podStages.length ? podStages : [noPodStage])].map((d) => stringify(d)).join('---\n');
 }
 
-export function startStandin(dir: string, kubeconfig: string, pki: ClusterPki, ports: Ports, nodes: string[], images: Pick<StandinConfig, 'images' | 'imageEnv'>, pgidFile: string) {
+export function startStandin(dir: string, kubeconfig: string, pki: ClusterPki, ports: Ports, nodes: string[], images: Pick<StandinConfig, 'images' | 'imageEnv' | 'runtime'>, pgidFile: string) {
   const standinDir = join(dir, 'kubelet');
   mkdirSync(standinDir, { recursive: true });
   const config: StandinConfig = {
@@ -176,6 +177,7 @@ export function startStandin(dir: string, kubeconfig: string, pki: ClusterPki, p
     dir: join(standinDir, 'pods'),
     readyFile: join(standinDir, 'ready'),
     pgidFile,
+    containersFile: standinContainersFile(dir),
   };
   mkdirSync(config.dir, { recursive: true });
   const configPath = join(standinDir, 'config.json');
@@ -187,8 +189,14 @@ export function startStandin(dir: string, kubeconfig: string, pki: ClusterPki, p
   return { process: proc, readyFile: config.readyFile };
 }
 
-/** SIGKILLs container process groups a stand-in left behind (it was killed before it could stop them). */
-export function reapContainers(pgidFile: string): void {
+export const standinContainersFile = (dir: string) => join(dir, 'kubelet', 'containers');
+
+/**
+ * SIGKILLs container process groups and removes podman containers a stand-in left behind (it was killed before it
+ * could stop them).
+ */
+export function reapContainers(pgidFile: string, runtime: ContainerRuntime, containersFile: string): void {
+  if (runtime.kind === 'podman') reapPodmanContainers(runtime.podmanArgs, containersFile);
   if (!existsSync(pgidFile)) return;
   for (const line of readFileSync(pgidFile, 'utf8').split('\n')) {
     const pgid = Number(line);

@@ -20,6 +20,7 @@ import {
   KWOK_NODE_ANNOTATION,
   kwokConfig,
   reapContainers,
+  standinContainersFile,
   startApiserver,
   startControllerManager,
   startEtcd,
@@ -31,6 +32,7 @@ import {
 import { makeClusterPki, type ClusterPki } from './pki.js';
 import { logTail, signalGroup, startClusterProcess, waitUntil, type ClusterProcess } from './processes.js';
 import { DEFAULT_PULLABLE_IMAGES } from './standin/config.js';
+import { detectContainerRuntime, type ContainerRuntime } from './container-runtime.js';
 import { CLUSTER_TOOLS_MISSING, findClusterTools, findKueue, KUEUE_MISSING } from './tools.js';
 import { startKueue } from './kueue.js';
 
@@ -58,6 +60,11 @@ export interface TestClusterOptions {
    */
   imageEnv?: Record<string, Record<string, string>>;
   /**
+   * How the stand-in runs containers. Default detectContainerRuntime(): podman with the locally built images, or the
+   * process fallback where podman or those images are missing.
+   */
+  containerRuntime?: ContainerRuntime;
+  /**
    * KWOK plays the nodes' pods with these Stages instead of the kubelet stand-in running them (a simulation: pods
    * run no process). For benchmarks of scheduling at a scale no machine could run.
    */
@@ -74,6 +81,8 @@ export interface TestCluster {
   server: string;
   /** Certificates, etcd data and one log per component (etcd.log, kube-apiserver.log, kubelet-standin.log, ...). */
   dir: string;
+  /** How the kubelet stand-in runs the pods' containers. */
+  containerRuntime: ContainerRuntime;
   nodes: string[];
   /** Creates a namespace and waits for its default ServiceAccount (pods are refused until it exists). */
   createNamespace(name: string): Promise<string>;
@@ -155,10 +164,14 @@ class ClusterProcesses {
   private stopping: Promise<void> | null = null;
   private readonly killAllNow = () => {
     for (const p of this.list) signalGroup(p.pid, 'SIGKILL');
-    reapContainers(this.pgidFile);
+    reapContainers(this.pgidFile, this.runtime, standinContainersFile(this.dir));
   };
 
-  constructor(private readonly pgidFile: string) {
+  constructor(
+    private readonly dir: string,
+    private readonly pgidFile: string,
+    private readonly runtime: ContainerRuntime,
+  ) {
     // A test process that exits without stop() leaves nothing running.
     process.once('exit', this.killAllNow);
   }
@@ -173,7 +186,7 @@ class ClusterProcesses {
       process.off('exit', this.killAllNow);
       const named = (name: string) => this.list.find((p) => p.name === name);
       await named('kubelet-standin')?.stop(8000);
-      reapContainers(this.pgidFile);
+      reapContainers(this.pgidFile, this.runtime, standinContainersFile(this.dir));
       await Promise.all(this.list.filter((p) => !['kubelet-standin', 'kube-apiserver', 'etcd'].includes(p.name)).map((p) => p.stop(5000)));
       await named('kube-apiserver')?.stop(10_000);
       await named('etcd')?.stop(5000);
@@ -192,6 +205,7 @@ interface Layout {
   ports: Ports;
   kubeconfigPath: string;
   server: string;
+  runtime: ContainerRuntime;
 }
 
 /** etcd, then the API server once etcd answers; resolves when /readyz says 200. */
@@ -213,7 +227,7 @@ async function startNodesAndControllers(l: Layout, pki: ClusterPki, procs: Clust
   procs.add(startScheduler(l.tools, l.dir, l.ports, l.kubeconfigPath));
   writeFileSync(join(l.dir, 'kwok.yaml'), kwokConfig(l.tools, l.ports, opts.simulatedPodStages));
   procs.add(startClusterProcess('kwok', join(l.tools, 'kwok'), [`--kubeconfig=${l.kubeconfigPath}`, `--config=${join(l.dir, 'kwok.yaml')}`], { dir: l.dir, env: componentEnv() }));
-  const images = { images: opts.images ?? DEFAULT_PULLABLE_IMAGES, imageEnv: opts.imageEnv ?? {} };
+  const images = { images: opts.images ?? DEFAULT_PULLABLE_IMAGES, imageEnv: opts.imageEnv ?? {}, runtime: l.runtime };
   const standin = startStandin(l.dir, l.kubeconfigPath, pki, l.ports, opts.simulatedPodStages ? [] : nodes.map((n) => n.name), images, standinPgidFile(l.dir));
   procs.add(standin.process);
   for (const n of nodes) await core.createNode({ body: nodeObject(n, l.ports.kubelet) });
@@ -241,8 +255,9 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
   // A directory the caller named is theirs; ours goes on stop(), unless a start failed or HANZO_ML_KEEP_TEST_CLUSTER.
   let removeDir = !opts.dir && !process.env.HANZO_ML_KEEP_TEST_CLUSTER;
   const ports = await allocatePorts();
-  const layout: Layout = { tools, dir, ports, kubeconfigPath: join(dir, 'kubeconfig'), server: `https://127.0.0.1:${ports.apiserver}` };
-  const procs = new ClusterProcesses(standinPgidFile(dir));
+  const runtime = opts.containerRuntime ?? detectContainerRuntime();
+  const layout: Layout = { tools, dir, ports, kubeconfigPath: join(dir, 'kubeconfig'), server: `https://127.0.0.1:${ports.apiserver}`, runtime };
+  const procs = new ClusterProcesses(dir, standinPgidFile(dir), runtime);
   const stop = async () => {
     await procs.stop();
     if (removeDir) rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
@@ -265,6 +280,7 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
       kubeConfig,
       server: layout.server,
       dir,
+      containerRuntime: runtime,
       nodes: (opts.nodes ?? DEFAULT_NODES).map((n) => n.name),
       async createNamespace(name) {
         await core.createNamespace({ body: { metadata: { name } } });

@@ -1,9 +1,11 @@
 // The kubelet stand-in: the only component of the test cluster that is not the real thing.
 //
 // KWOK keeps the fake nodes Ready but runs no process for their pods. This process plays the kubelet of those
-// nodes: it watches the pods bound to them, "pulls" images from a fixed list (an image not on it fails as
-// ErrImagePull, then ImagePullBackOff), runs each container's command as a local process group with the
-// environment a kubelet would give it, reports status through pods/status (Running, then Succeeded or Failed with
+// nodes: it watches the pods bound to them and runs each container from its image with podman (an image not in local
+// storage fails as ErrImagePull, then ImagePullBackOff; nothing is pulled) with the environment, volumes and security
+// context a kubelet would give it; where podman or the images are missing, the harness selects the process fallback:
+// images "pull" from a fixed list and each container's command runs as a local process group. It
+//  reports status through pods/status (Running, then Succeeded or Failed with
 // the exit code), finalises deletions (SIGTERM, SIGKILL after the grace period, removal with grace period 0) and
 // serves the kubelet's /containerLogs endpoint so that `kubectl logs` and the API's pods/log work through the real
 // API server. Started by startTestCluster (control-plane.ts):
@@ -21,8 +23,18 @@ async function main(configPath: string): Promise<void> {
   const kc = new KubeConfig();
   kc.loadFromFile(config.kubeconfig);
   const core = kc.makeApiClient(CoreV1Api);
-  const runner = new PodRunner(core, { nodes: new Set(config.nodes), images: config.images, imageEnv: config.imageEnv, dir: config.dir, pgidFile: config.pgidFile, log });
+  const runner = new PodRunner(core, {
+    nodes: new Set(config.nodes),
+    images: config.images,
+    imageEnv: config.imageEnv,
+    dir: config.dir,
+    pgidFile: config.pgidFile,
+    runtime: config.runtime,
+    containersFile: config.containersFile,
+    log,
+  });
   writeFileSync(config.pgidFile, '');
+  writeFileSync(config.containersFile, '');
 
   const server = await startLogServer({
     port: config.port,
@@ -53,7 +65,8 @@ async function main(configPath: string): Promise<void> {
   });
   await informer.start();
   writeFileSync(config.readyFile, String(process.pid));
-  log(`serving nodes ${config.nodes.join(', ')} on https://127.0.0.1:${config.port}`);
+  const how = config.runtime.kind === 'podman' ? 'running containers with podman' : `running containers as processes (${config.runtime.reason})`;
+  log(`serving nodes ${config.nodes.join(', ')} on https://127.0.0.1:${config.port}, ${how}`);
 
   const stop = async () => {
     stopping = true;

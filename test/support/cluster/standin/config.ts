@@ -1,5 +1,6 @@
 // What the test cluster tells its kubelet stand-in (as a JSON file named on its command line), and which images
 // the stand-in can "pull".
+import type { ContainerRuntime } from '../container-runtime.js';
 
 export interface StandinConfig {
   kubeconfig: string;
@@ -21,6 +22,10 @@ export interface StandinConfig {
   readyFile: string;
   /** The process groups of running containers, one per line, so a harness can reap them if the stand-in dies. */
   pgidFile: string;
+  /** podman: containers run from their images; process: as local processes (the fallback). */
+  runtime: ContainerRuntime;
+  /** The podman containers running, one name per line, so a harness can remove them if the stand-in dies. */
+  containersFile: string;
 }
 
 /**

@@ -1,14 +1,15 @@
-// The kubelet stand-in's pod lifecycle: "pull" images, run each container's command as a local process group,
-// report status through pods/status as a kubelet does, and finalise deletions (SIGTERM, SIGKILL after the grace
-// period, terminal status, then removal with grace period 0).
+// The kubelet stand-in's pod lifecycle: "pull" images, run each container from its image with podman (or, in the
+// process fallback, its command as a local process group), report status through pods/status as a kubelet does, and
+// finalise deletions (SIGTERM, SIGKILL after the grace period, terminal status, then removal with grace period 0).
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { join } from 'node:path';
-import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, V1Container, V1Pod } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { ContainerRuntime } from '../container-runtime.js';
 import { imageEnvFor, imagePullable, qualifiedImage } from './config.js';
-import { containerMounts, prepareVolumes, translate } from './container-view.js';
+import { containerMounts, prepareVolumes, translate, type Mount } from './container-view.js';
 import { ContainerConfigError, containerEnv, expandVars } from './env.js';
 import type { LogTarget } from './log-server.js';
 import { now, podStatus, type ContainerRun, type ContainerState, type PodRun } from './pod-status.js';
@@ -20,11 +21,53 @@ export class PodRunner {
   private runs = new Map<string, PodRun>();
   private byName = new Map<string, string>();
   private pgids = new Set<number>();
+  private containerNames = new Set<string>();
 
   constructor(
     private core: CoreV1Api,
-    private opts: { nodes: Set<string>; images: string[]; imageEnv: Record<string, Record<string, string>>; dir: string; pgidFile: string; log: Log },
+    private opts: {
+      nodes: Set<string>;
+      images: string[];
+      imageEnv: Record<string, Record<string, string>>;
+      dir: string;
+      pgidFile: string;
+      runtime: ContainerRuntime;
+      containersFile: string;
+      log: Log;
+    },
   ) {}
+
+  private get podmanArgs(): string[] | null {
+    return this.opts.runtime.kind === 'podman' ? this.opts.runtime.podmanArgs : null;
+  }
+
+  /** One podman command to completion; resolves to its exit code (its output goes to the stand-in's log on failure). */
+  private podman(args: string[]): Promise<number> {
+    return new Promise((resolve) => {
+      const child = spawn('podman', [...this.podmanArgs!, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => void (err += d.toString()));
+      child.once('error', (e) => {
+        this.opts.log(`podman ${args[0]}: ${e.message}`);
+        resolve(127);
+      });
+      child.once('close', (code) => {
+        if (code !== 0 && args[0] !== 'image') this.opts.log(`podman ${args.join(' ')} exited ${code}: ${err.trim()}`);
+        resolve(code ?? 128);
+      });
+    });
+  }
+
+  /** Stops a container as a kubelet does: SIGTERM, SIGKILL after `graceSeconds`; removes it. */
+  private stopContainer(c: ContainerRun, graceSeconds: number): void {
+    if (c.containerName) void this.podman(['stop', '--ignore', '-t', String(Math.max(0, Math.ceil(graceSeconds))), c.containerName]);
+    else if (c.pgid) this.signal(c.pgid, 'SIGTERM');
+  }
+
+  private killContainer(c: ContainerRun): void {
+    if (c.containerName) void this.podman(['rm', '-f', '--ignore', '-t', '0', c.containerName]);
+    else if (c.pgid) this.signal(c.pgid, 'SIGKILL');
+  }
 
   /** Called with every pod the watch reports added or changed. */
   sync(pod: V1Pod): void {
@@ -53,7 +96,7 @@ export class PodRunner {
     clearTimeout(run.retry);
     for (const c of run.containers) {
       clearTimeout(c.timer);
-      if (c.pgid) this.signal(c.pgid, 'SIGKILL');
+      this.killContainer(c);
     }
     this.runs.delete(run.uid);
     if (this.byName.get(`${run.namespace}/${run.name}`) === run.uid) this.byName.delete(`${run.namespace}/${run.name}`);
@@ -62,9 +105,13 @@ export class PodRunner {
   /** Stops every container at once (the stand-in is exiting). */
   async shutdown(graceMs: number): Promise<void> {
     const all = [...this.runs.values()].flatMap((r) => r.containers);
-    for (const c of all) if (c.pgid) this.signal(c.pgid, 'SIGTERM');
-    await Promise.race([Promise.all(all.map((c) => c.exited)), new Promise((r) => setTimeout(r, graceMs))]);
+    const names = [...this.containerNames];
+    // One podman command for every container: stop them together, within the grace period, then remove them.
+    const stopped = names.length ? this.podman(['stop', '--ignore', '-t', String(Math.ceil(graceMs / 1000)), ...names]) : Promise.resolve(0);
+    for (const c of all) if (c.pgid && !c.containerName) this.signal(c.pgid, 'SIGTERM');
+    await Promise.race([Promise.all([stopped, ...all.map((c) => c.exited)]), new Promise((r) => setTimeout(r, graceMs + 2000))]);
     for (const pgid of this.pgids) this.signal(pgid, 'SIGKILL');
+    if (this.containerNames.size) await this.podman(['rm', '-f', '--ignore', '-t', '0', ...this.containerNames]);
   }
 
   logTarget(namespace: string, pod: string, container: string, previous: boolean): LogTarget {
@@ -93,7 +140,7 @@ export class PodRunner {
       pod,
       dir,
       startTime: now(),
-      containers: (pod.spec?.containers ?? []).map((spec) => ({ spec, state: { kind: 'waiting', reason: 'ContainerCreating' }, restartCount: 0, pgid: null, exited: null })),
+      containers: (pod.spec?.containers ?? []).map((spec) => ({ spec, state: { kind: 'waiting', reason: 'ContainerCreating' }, restartCount: 0, pgid: null, containerName: null, exited: null })),
       deleting: false,
       gone: false,
       conditionTimes: new Map(),
@@ -110,7 +157,9 @@ export class PodRunner {
   }
 
   private async start(run: PodRun): Promise<void> {
-    const unpullable = run.containers.filter((c) => !imagePullable(c.spec.image, this.opts.images));
+    const pullable = await Promise.all(run.containers.map((c) => this.imagePresent(c.spec.image)));
+    if (run.deleting || run.gone) return;
+    const unpullable = run.containers.filter((_c, i) => !pullable[i]);
     if (unpullable.length) return this.failPull(run, unpullable);
     const envs: Record<string, string>[] = [];
     try {
@@ -131,6 +180,12 @@ export class PodRunner {
     if (run.deleting || run.gone) return;
     run.containers.forEach((c, i) => this.spawnContainer(run, c, envs[i]!));
     this.publish(run);
+  }
+
+  /** podman: the image is in local storage (nothing is pulled); process fallback: it is on the pullable list. */
+  private async imagePresent(image: string | undefined): Promise<boolean> {
+    if (!this.podmanArgs) return imagePullable(image, this.opts.images);
+    return Boolean(image) && (await this.podman(['image', 'exists', image!])) === 0;
   }
 
   private failPull(run: PodRun, unpullable: ContainerRun[]): void {
@@ -155,6 +210,7 @@ export class PodRunner {
   }
 
   private spawnContainer(run: PodRun, c: ContainerRun, env: Record<string, string>): void {
+    if (this.podmanArgs) return this.runPodman(run, c, env);
     if (!c.spec.command?.length) {
       c.state = { kind: 'waiting', reason: 'CreateContainerError', message: 'the kubelet stand-in runs only containers with a command (it cannot read an image entrypoint)' };
       return;
@@ -175,10 +231,52 @@ export class PodRunner {
       env: { ...base, ...imageEnvFor(c.spec.image, this.opts.imageEnv), ...podEnv },
     });
     closeSync(log);
-    const startedAt = now();
-    c.state = { kind: 'running', startedAt };
     c.pgid = child.pid ?? null;
     if (c.pgid) this.trackGroup(c.pgid, true);
+    this.watchExit(run, c, child);
+  }
+
+  /**
+   * `podman run` of the container's image, in the foreground: its output is the container log and its exit code is
+   * the container's. Volumes are bind mounts of their host directories; the network is the machine's loopback.
+   */
+  private runPodman(run: PodRun, c: ContainerRun, env: Record<string, string>): void {
+    const name = podmanName(run.uid, c.spec.name, c.restartCount);
+    const mounts = containerMounts(c.spec, run.volumes);
+    const readOnly = new Set((c.spec.volumeMounts ?? []).filter((m) => m.readOnly || this.alwaysReadOnly(run.pod, m.name)).map((m) => m.mountPath.replace(/\/+$/, '')));
+    // Cluster DNS names still resolve to 127.0.0.1, every pod's address here.
+    const dns = (v: string) => translate(v, []);
+    const podEnv = { ...imageEnvFor(c.spec.image, this.opts.imageEnv), HOSTNAME: run.pod.spec?.hostname ?? run.name, ...env };
+    const args = [
+      'run', '--rm', '--name', name, '--pull=never', '--network=host', '--hostname', run.pod.spec?.hostname ?? run.name,
+      // The defaults ask for more than some machines allow.
+      '--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=1024:1024',
+      ...securityArgs(run.pod, c.spec),
+      ...mounts.flatMap((m) => ['-v', `${m.hostPath}:${m.mountPath}${readOnly.has(m.mountPath) ? ':ro' : ''}`]),
+      ...Object.entries(podEnv).flatMap(([k, v]) => ['-e', `${k}=${dns(v)}`]),
+      ...(c.spec.workingDir ? ['-w', c.spec.workingDir] : []),
+      ...(c.spec.command?.length ? ['--entrypoint', JSON.stringify(c.spec.command.map((a) => dns(expandVars(a, env))))] : []),
+      c.spec.image!,
+      ...(c.spec.args ?? []).map((a) => dns(expandVars(a, env))),
+    ];
+    for (const m of mounts) if (!readOnly.has(m.mountPath)) ensureWritable(m);
+    const log = openSync(this.logPath(run, c), 'a');
+    const child = spawn('podman', [...this.podmanArgs!, ...args], { detached: true, stdio: ['ignore', log, log] });
+    closeSync(log);
+    c.containerName = name;
+    this.trackContainer(name, true);
+    this.watchExit(run, c, child);
+  }
+
+  /** Secret, configMap and downwardAPI volumes are read-only in a pod whatever the mount says. */
+  private alwaysReadOnly(pod: V1Pod, volume: string): boolean {
+    const v = pod.spec?.volumes?.find((x) => x.name === volume);
+    return Boolean(v?.secret || v?.configMap || v?.downwardAPI || v?.projected);
+  }
+
+  private watchExit(run: PodRun, c: ContainerRun, child: ReturnType<typeof spawn>): void {
+    const startedAt = now();
+    c.state = { kind: 'running', startedAt };
     this.event(run, 'Normal', 'Started', `Started container ${c.spec.name}`);
     c.exited = new Promise((resolve) => {
       let done = false;
@@ -197,7 +295,12 @@ export class PodRunner {
   }
 
   private containerExited(run: PodRun, c: ContainerRun, state: ContainerState & { kind: 'terminated' }): void {
-    if (c.pgid) {
+    if (c.containerName) {
+      // `podman run --rm` removed it (a podman failure to start may leave it: remove it anyway).
+      if (state.exitCode >= 125 && state.exitCode <= 127) void this.podman(['rm', '-f', '--ignore', '-t', '0', c.containerName]);
+      this.trackContainer(c.containerName, false);
+      c.containerName = null;
+    } else if (c.pgid) {
       // When a container's main process ends, the runtime kills everything else in it.
       this.signal(c.pgid, 'SIGKILL');
       this.trackGroup(c.pgid, false);
@@ -235,12 +338,12 @@ export class PodRunner {
     clearTimeout(run.retry);
     for (const c of run.containers) clearTimeout(c.timer);
     const grace = pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30;
-    const running = run.containers.filter((c) => c.state.kind === 'running' && c.pgid);
+    const running = run.containers.filter((c) => c.state.kind === 'running' && (c.pgid || c.containerName));
     for (const c of running) {
       this.event(run, 'Normal', 'Killing', `Stopping container ${c.spec.name}`);
-      this.signal(c.pgid!, 'SIGTERM');
+      this.stopContainer(c, grace);
     }
-    const kill = setTimeout(() => running.forEach((c) => c.pgid && this.signal(c.pgid, 'SIGKILL')), grace * 1000);
+    const kill = setTimeout(() => running.forEach((c) => this.killContainer(c)), grace * 1000 + 2000);
     await Promise.all(running.map((c) => c.exited));
     clearTimeout(kill);
     const wasTerminal = ['Succeeded', 'Failed'].includes(pod.status?.phase ?? '');
@@ -284,6 +387,12 @@ export class PodRunner {
     writeFileSync(this.opts.pgidFile, [...this.pgids].map((p) => `${p}\n`).join(''));
   }
 
+  private trackContainer(name: string, alive: boolean): void {
+    if (alive) this.containerNames.add(name);
+    else this.containerNames.delete(name);
+    writeFileSync(this.opts.containersFile, [...this.containerNames].map((n) => `${n}\n`).join(''));
+  }
+
   private event(run: PodRun, type: 'Normal' | 'Warning', reason: string, message: string): void {
     const t = new Date();
     this.core
@@ -323,6 +432,39 @@ export class PodRunner {
         await new Promise((r) => setTimeout(r, 500 * (attempt + 1)));
       }
     }
+  }
+}
+
+/** The podman container of one instance of a pod's container: unique per pod uid, container and restart. */
+export function podmanName(uid: string, container: string, restart: number): string {
+  return `k8s_${container}_${uid}_${restart}`;
+}
+
+/** The kubelet's mapping of a pod's security context to the runtime's options. */
+function securityArgs(pod: V1Pod, c: V1Container): string[] {
+  const podSc = pod.spec?.securityContext;
+  const sc = c.securityContext;
+  const user = sc?.runAsUser ?? podSc?.runAsUser;
+  const group = sc?.runAsGroup ?? podSc?.runAsGroup;
+  const args: string[] = [];
+  if (user !== undefined) args.push('--user', group !== undefined ? `${user}:${group}` : String(user));
+  else if (group !== undefined) args.push('--group-add', String(group));
+  for (const g of podSc?.supplementalGroups ?? []) args.push('--group-add', String(g));
+  // As on a cluster: a read-only root is read-only everywhere but the pod's volumes.
+  if (sc?.readOnlyRootFilesystem) args.push('--read-only', '--read-only-tmpfs=false');
+  if (sc?.allowPrivilegeEscalation === false) args.push('--security-opt', 'no-new-privileges');
+  for (const cap of sc?.capabilities?.drop ?? []) args.push('--cap-drop', cap);
+  for (const cap of sc?.capabilities?.add ?? []) args.push('--cap-add', cap);
+  if (sc?.privileged) args.push('--privileged');
+  return args;
+}
+
+/** An emptyDir is writable by whatever user the container runs as. */
+function ensureWritable(m: Mount): void {
+  try {
+    chmodSync(m.hostPath, 0o777);
+  } catch {
+    // a subPath that does not exist yet: podman creates it
   }
 }
 

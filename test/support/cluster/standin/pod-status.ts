@@ -17,6 +17,8 @@ export interface ContainerRun {
   restartCount: number;
   /** Process group of the running instance. */
   pgid: number | null;
+  /** The podman container of the running instance (podman runtime). */
+  containerName?: string | null;
   exited: Promise<void> | null;
   timer?: NodeJS.Timeout;
 }
