@@ -1,5 +1,6 @@
 // Base models are directories in the Hugging Face layout (config.json, model.safetensors, tokenizer.json).
-// A name resolves in the base-models directory; the bundled "hanzo-tiny-llama" is the one the bootstrap built.
+// A name resolves in the base-models directory (trainer.base_models_dir, where a deployment mounts them); without
+// that setting, the bundled "hanzo-tiny-llama" is the one the bootstrap built.
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { Config } from '../contracts/config.js';
@@ -12,7 +13,7 @@ export class BaseModelError extends Error {}
 export function resolveBaseModel(name: string, config: Config, bootstrap: Bootstrap): string {
   const dir = isAbsolute(name)
     ? name
-    : name === DEFAULT_BASE_MODEL
+    : name === DEFAULT_BASE_MODEL && bootstrap.base_model && !config.trainer.base_models_dir
       ? bootstrap.base_model
       : join(config.trainer.base_models_dir ?? bootstrap.base_models_dir, name);
   if (!existsSync(join(dir, 'config.json')) || !existsSync(join(dir, 'tokenizer.json')))

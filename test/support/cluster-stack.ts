@@ -4,14 +4,14 @@
 // job pod from the trainer image with podman, or as a local process in the fallback without podman). Jobs are
 // batch/v1 Jobs that read and write only through S3.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { stringify } from 'yaml';
+import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { parse, stringify } from 'yaml';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
 import { loadConfig, repoRoot, type LoadedConfig } from '../../lib/config.js';
-import { TRAINER_IMAGE } from '../../contracts/config.js';
+import { CONTROL_PLANE_IMAGE, TRAINER_IMAGE } from '../../contracts/config.js';
 import { detectContainerRuntime } from './cluster/container-runtime.js';
 import { startTestCluster, type TestCluster, type TestNodeSpec } from './cluster/control-plane.js';
 import { startPostgres, type TestPostgres } from './postgres.js';
@@ -41,9 +41,9 @@ export interface ClusterStack {
   startPipeline(req: unknown): Promise<string>;
   /** Polls GET /v1/pipelines/:id until `pred` holds; throws if the pipeline ends first or after timeoutMs. */
   untilPipeline<S extends PipelineStatus>(id: string, pred: (s: S) => boolean, what: string, timeoutMs?: number): Promise<S>;
-  /** kill -9 the worker process (its jobs keep running in the cluster). */
+  /** kill -9 the worker (its container, or its process in the fallback); its jobs keep running in the cluster. */
   killWorker(): void;
-  /** Starts a new worker process (after killWorker). */
+  /** Starts a new worker (after killWorker). */
   startWorker(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -148,7 +148,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       HANZO_ML_TEMPORAL_ADDRESS: temporal.address,
       HANZO_ML_TEMPORAL_HEARTBEAT_TIMEOUT: '10s',
       HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes',
-      HANZO_ML_SCHEDULER_KUBECONFIG: cluster.kubeconfigPath,
+      HANZO_ML_SCHEDULER_KUBECONFIG: runtime.kind === 'podman' ? selfContainedKubeconfig(cluster.kubeconfigPath, home) : cluster.kubeconfigPath,
       HANZO_ML_SCHEDULER_NAMESPACE: JOBS_NAMESPACE,
       HANZO_ML_SCHEDULER_DEFAULT_IMAGE: trainerImage,
       HANZO_ML_SCHEDULER_PREEMPTION_GRACE_PERIOD: '60s',
@@ -164,14 +164,25 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     }
     const metricsPorts = { serve: await freePort(), worker: await freePort() };
     const processes: { serve?: ChildProcess; worker?: ChildProcess } = {};
+    const containers: { serve?: string; worker?: string } = {};
     const launch = (shape: 'serve' | 'worker'): ChildProcess => {
       const log = openSync(join(home, 'logs', `${shape}.log`), 'a');
+      // Each process serves its own /metrics: two processes on one machine need two ports.
+      const shapeEnv = { ...env, HANZO_ML_METRICS_PORT: String(metricsPorts[shape]) };
       try {
-        // Each process serves its own /metrics: two processes on one machine need two ports.
-        return spawn(join(repoRoot, 'bin', 'hanzo-ml'), [shape], { env: { ...env, HANZO_ML_METRICS_PORT: String(metricsPorts[shape]) }, stdio: ['ignore', log, log] });
+        if (runtime.kind === 'process') return spawn(join(repoRoot, 'bin', 'hanzo-ml'), [shape], { env: shapeEnv, stdio: ['ignore', log, log] });
+        const name = `hanzo-ml-${shape}-${basename(home)}-${Date.now()}`;
+        containers[shape] = name;
+        return spawn('podman', [...runtime.podmanArgs, ...controlPlaneRun(name, shapeEnv, home, bootstrap.base_model), CONTROL_PLANE_IMAGE, shape], { stdio: ['ignore', log, log] });
       } finally {
         closeSync(log);
       }
+    };
+    /** kill -9 of a shape: its container (podman kill) or its process. */
+    const kill = (shape: 'serve' | 'worker', signal: 'SIGKILL' | 'SIGTERM'): void => {
+      const name = containers[shape];
+      if (runtime.kind === 'podman' && name) spawnSync('podman', [...runtime.podmanArgs, signal === 'SIGKILL' ? 'kill' : 'stop', ...(signal === 'SIGKILL' ? [] : ['-t', '20']), name], { stdio: 'ignore', timeout: 60_000 });
+      else processes[shape]?.kill(signal);
     };
     const readies = (log: string): number => (existsSync(log) ? readFileSync(log, 'utf8').split('hanzo-ml worker: ready').length - 1 : 0);
     const startWorker = async (): Promise<void> => {
@@ -184,9 +195,16 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
         await new Promise((r) => setTimeout(r, 300));
       }
     };
+    if (runtime.kind === 'podman') {
+      // The image runs as uid 1000, as deployed: its data directory must be writable by that user.
+      for (const dir of ['', 'logs', 'work', 'tmp', 'objects']) {
+        mkdirSync(join(home, dir), { recursive: true });
+        chmodSync(join(home, dir), 0o777);
+      }
+    }
     processes.serve = launch('serve');
-    stops.push(async () => void processes.serve?.kill('SIGTERM'));
-    stops.push(async () => void processes.worker?.kill('SIGKILL'));
+    stops.push(async () => kill('serve', 'SIGTERM'));
+    stops.push(async () => kill('worker', 'SIGKILL'));
     await waitHttp(`${apiUrl}/ready`, 90_000, 'hanzo-ml serve', join(home, 'logs', 'serve.log'));
     await startWorker();
     const loaded = loadConfig(env);
@@ -224,7 +242,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
         }
       },
       killWorker() {
-        processes.worker?.kill('SIGKILL');
+        kill('worker', 'SIGKILL');
       },
       startWorker,
       stop: stopAll,
@@ -245,4 +263,44 @@ function adminBootstrap(dbUrl: string, home: string): string {
   });
   if (res.status !== 0) throw new Error(`hanzo-ml admin bootstrap failed (${res.status}):\n${res.stderr}`);
   return (JSON.parse(res.stdout) as { token: string }).token;
+}
+
+/**
+ * `podman run` of the control-plane image as a cluster runs it: uid 1000, a read-only root with a /tmp, the
+ * machine's loopback network. Configuration comes through the environment; the data directory (with the kubeconfig)
+ * is mounted at its own path, and the bundled base model where `trainer.base_models_dir` names it.
+ */
+function controlPlaneRun(name: string, env: Record<string, string>, home: string, baseModel: string): string[] {
+  // The image's own PATH; HOME is the mounted data directory (the root is read-only).
+  const config = Object.fromEntries(Object.entries(env).filter(([k]) => k !== 'PATH' && k !== 'HOME'));
+  return [
+    'run', '--rm', '--pull=never', '--name', name, '--network=host',
+    '--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=1024:1024',
+    '--user', '1000:1000', '--read-only', '--tmpfs', '/tmp:rw,mode=1777',
+    '-v', `${home}:${home}`,
+    '-v', `${baseModel}:/models/hanzo-tiny-llama:ro`,
+    ...Object.entries({ ...config, HOME: env.HANZO_ML_HOME!, HANZO_ML_TRAINER_BASE_MODELS_DIR: '/models' }).flatMap(([k, v]) => ['-e', `${k}=${v}`]),
+  ];
+}
+
+/**
+ * The admin kubeconfig with its certificates inlined, owned by the image's uid 1000, in the data directory: the
+ * worker's view of the API server (a pod's would be its ServiceAccount token), readable inside the container.
+ */
+function selfContainedKubeconfig(path: string, home: string): string {
+  const kc = parse(readFileSync(path, 'utf8')) as {
+    clusters: { cluster: Record<string, string> }[];
+    users: { user: Record<string, string> }[];
+  };
+  const inline = (o: Record<string, string>, key: string) => {
+    if (!o[key]) return;
+    o[`${key}-data`] = readFileSync(o[key]!).toString('base64');
+    delete o[key];
+  };
+  for (const c of kc.clusters) inline(c.cluster, 'certificate-authority');
+  for (const u of kc.users) for (const key of ['client-certificate', 'client-key']) inline(u.user, key);
+  const out = join(home, 'kubeconfig');
+  writeFileSync(out, stringify(kc), { mode: 0o600 });
+  chownSync(out, 1000, 1000);
+  return out;
 }
