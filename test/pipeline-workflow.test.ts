@@ -31,7 +31,16 @@ function standInActivities(tunedExactMatch: number, stages: string[]): Partial<R
     evaluateModels: async () => ({ base: scores(0), tuned: scores(tunedExactMatch), samples: [] }),
     mergeAdapter: async () => ({ merged_dir: '/m', heldout_tokens_path: '/h', reference_perplexity: 3, num_tokens: 10, general_tokens_path: null, general_reference_perplexity: null, general_num_tokens: null, base_general_perplexity: null, files: [] }),
     validateAndQuantize: async () => ({ validate: {}, quantize: {}, gguf: { path: '/g.gguf', size_bytes: 1, sha256: 'g'.repeat(64), dtype: 'q8_0' } }),
-    registerModelVersion: async () => ({ version: 1, stage: tunedExactMatch > 0 ? 'staging' : 'none', gateReason: `exact_match tuned ${tunedExactMatch} vs base 0`, artifacts: {} }),
+    prepareModelRegistration: async () => ({
+      version: 1,
+      stage: tunedExactMatch > 0 ? 'staging' : 'none',
+      gateReason: `exact_match tuned ${tunedExactMatch} vs base 0`,
+      artifacts: {},
+      status: 'pending_registration',
+      message: null,
+      registration: { version_id: 'v', organization_id: 'org', model_name: 'm', version: 1, formats: [], description: null, total_bytes: 0 },
+    }),
+    publishModelVersion: async () => ({ status: 'ready', message: null, artifacts: {}, checksum: null }),
     promoteModelVersion: async () => ({ archived: [] }),
     finishRun: async () => undefined,
   };

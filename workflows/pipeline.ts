@@ -13,9 +13,11 @@ import {
   uuid4,
   workflowInfo,
   log,
+  patched,
   TimeoutFailure,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
+import type { RegisteredVersion } from '../activities/registry.js';
 import {
   PipelineWorkflowInputSchema,
   PromotionDecisionSchema,
@@ -30,6 +32,10 @@ import {
 } from '../contracts/pipeline.js';
 import { STAGE_KEY } from '../contracts/search-attributes.js';
 import { pipelineProgressQuery, promotionDecisionUpdate, trainingProgressSignal } from './pipeline-messages.js';
+import { registrationActivities, registrationFailure } from './model-registration.js';
+
+/** The register stage copies its files in an activity of their own (workflow patch; see registerVersion). */
+const REGISTRATION_ACTIVITY_PATCH = 'register-copy-activity';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -116,7 +122,7 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
     const candle = await jobs.validateAndQuantize({ pipelineId, input, merge: merged });
 
     await enter('register');
-    const registered = await quick.registerModelVersion({ pipelineId, runId, input, dataset, train, evalReport, merge: merged, candle });
+    const registered = await registerVersion({ pipelineId, runId, input, dataset, train, evalReport, merge: merged, candle });
     progress.model_version = { name: input.model_name, version: registered.version, stage: registered.stage };
     await quick.finishRun({ runId, status: 'completed' });
 
@@ -154,6 +160,34 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
         await enter('failed', 'cancelled');
       });
     }
+    throw err;
+  }
+}
+
+type RegisterArgs = Parameters<Activities['prepareModelRegistration']>[0];
+
+/**
+ * The register stage: the pending version first (a quick activity), then the copy of its files as an activity of
+ * its own with heartbeats and a deadline sized to their bytes. Pipelines that started before this ran both in one
+ * quick activity, and replay that way.
+ */
+async function registerVersion(args: RegisterArgs): Promise<RegisteredVersion> {
+  if (!patched(REGISTRATION_ACTIVITY_PATCH)) return quick.registerModelVersion(args);
+  const prepared = await quick.prepareModelRegistration(args);
+  const registered = { version: prepared.version, stage: prepared.stage, gateReason: prepared.gateReason };
+  if (!prepared.registration) {
+    if (prepared.status === 'failed_registration') throw ApplicationFailure.nonRetryable(prepared.message ?? `model version ${prepared.version} failed registration`, 'BadArtifacts');
+    return { ...registered, artifacts: prepared.artifacts };
+  }
+  try {
+    const done = await registrationActivities(prepared.registration.total_bytes).publishModelVersion(prepared.registration);
+    if (done.status !== 'ready') throw ApplicationFailure.nonRetryable(done.message ?? `model version ${prepared.version} was not registered`, 'BadArtifacts');
+    return { ...registered, artifacts: done.artifacts as RegisteredVersion['artifacts'] };
+  } catch (err) {
+    if (err instanceof ApplicationFailure) throw err;
+    // Retries spent, or cancelled: the version says why it has no files, and nothing partial is kept.
+    const message = isCancellation(err) ? 'the registration was cancelled' : registrationFailure(err);
+    await CancellationScope.nonCancellable(() => quick.failModelRegistration({ input: prepared.registration!, message }));
     throw err;
   }
 }

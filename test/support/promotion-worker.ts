@@ -37,6 +37,11 @@ function earlyStages(deps: ActivityDeps) {
       const row = await registerModelVersion(deps.db, { organizationId: a.input.organization_id, modelName: a.input.model_name, stage: 'staging', artifacts: ARTIFACTS, createdBy: 'pipeline', sourcePipeline: a.pipelineId });
       return { version: row.version, stage: row.stage, gateReason: 'passed', artifacts: ARTIFACTS };
     },
+    // The version is ready at once: nothing is left for the copy activity.
+    prepareModelRegistration: async (a: { pipelineId: string; input: { organization_id: string; model_name: string } }) => {
+      const row = await registerModelVersion(deps.db, { organizationId: a.input.organization_id, modelName: a.input.model_name, stage: 'staging', artifacts: ARTIFACTS, createdBy: 'pipeline', sourcePipeline: a.pipelineId });
+      return { version: row.version, stage: row.stage, gateReason: 'passed', artifacts: ARTIFACTS, registration: null, status: row.status, message: null };
+    },
     finishRun: async () => undefined,
   };
 }
