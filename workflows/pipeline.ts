@@ -6,7 +6,9 @@ import {
   ApplicationFailure,
   CancellationScope,
   condition,
+  executeChild,
   isCancellation,
+  ParentClosePolicy,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -21,6 +23,7 @@ import type { RegisteredVersion } from '../activities/registry.js';
 import {
   PipelineWorkflowInputSchema,
   PromotionDecisionSchema,
+  checkpointWatchWorkflowId,
   jobsTaskQueueOf,
   pipelineIdFromWorkflowId,
   type PipelineProgress,
@@ -33,9 +36,12 @@ import {
 import { STAGE_KEY } from '../contracts/search-attributes.js';
 import { pipelineProgressQuery, promotionDecisionUpdate, trainingProgressSignal } from './pipeline-messages.js';
 import { registrationActivities, registrationFailure } from './model-registration.js';
+import { checkpointWatchWorkflow } from './checkpoint-watch.js';
 
 /** The register stage copies its files in an activity of their own (workflow patch; see registerVersion). */
 const REGISTRATION_ACTIVITY_PATCH = 'register-copy-activity';
+/** The checkpoint watcher is a child workflow on timers, not a slot-holding activity (see trainWithCheckpointWatch). */
+const CHECKPOINT_WATCH_WORKFLOW_PATCH = 'checkpoint-watch-workflow';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -258,11 +264,20 @@ function reloadFailure(err: unknown, deadline: string): string {
 
 type TrainArgs = Parameters<Activities['trainModel']>[0];
 
-/** Train, with the checkpoint watcher running beside it until training ends; then one final sweep. */
+/**
+ * Train, with the checkpoint watcher running beside it until training ends; then one final sweep. The watcher is
+ * a child workflow that waits on timers between short passes, so it holds no activity slot while training runs;
+ * pipelines that started before it was one watch with a long activity on the control queue, and replay that way.
+ */
 async function trainWithCheckpointWatch(jobs: ReturnType<typeof longRunning>, watcher: ReturnType<typeof longRunning>, args: TrainArgs, progress: PipelineProgress) {
   const watchScope = new CancellationScope();
+  const watch = { pipelineId: args.pipelineId, runId: args.runId, organizationId: args.input.organization_id };
   const watching = watchScope
-    .run(() => watcher.watchCheckpoints({ pipelineId: args.pipelineId, runId: args.runId, organizationId: args.input.organization_id, once: false }))
+    .run<unknown>(() =>
+      patched(CHECKPOINT_WATCH_WORKFLOW_PATCH)
+        ? executeChild(checkpointWatchWorkflow, { workflowId: checkpointWatchWorkflowId(workflowInfo().workflowId), args: [watch], parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL })
+        : watcher.watchCheckpoints({ ...watch, once: false }),
+    )
     .catch((err: unknown) => {
       if (!isCancellation(err)) log.warn('checkpoint watcher failed; the final sweep records what it missed', { error: String(err) });
     });
