@@ -45,6 +45,8 @@ export function filesPlan(files: SourceFile[]): CopyPlan | null {
  * our store) passes on what it has: its status and description, no files (plan null, fields for the row).
  */
 export async function versionCopyPlan(deps: ApiDeps, from: ModelVersionRow): Promise<{ plan: CopyPlan | null; fields: Partial<NewModelVersion> }> {
+  // Its files are not all there yet: a copy now would have nothing to copy, and nothing would ever finish it.
+  if (from.status === 'pending_registration') throw new ApiError('INVALID_STATE', `version ${from.version} is still being registered (PENDING_REGISTRATION): copy it once it is READY`);
   const formats = from.status === 'ready' ? recordedFormats(from.artifacts as Record<string, unknown>) : {};
   const described = { architecture: from.architecture, baseModel: from.baseModel, method: from.method };
   if (!Object.keys(formats).length) return { plan: null, fields: { ...described, artifacts: from.artifacts, checksum: from.checksum, status: from.status, statusMessage: from.statusMessage } };
