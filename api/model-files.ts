@@ -73,11 +73,12 @@ export async function registerVersion(
   const totalBytes = plan ? plan.formats.flatMap((f) => f.files).reduce((n, f) => n + (f.size_bytes ?? 0), 0) : 0;
   const row = await deps.db.transaction(async (tx) => {
     const created = await registerModelVersion(tx as unknown as Db, { ...v, ...(plan ? { status: 'pending_registration' as const } : {}) });
+    // The row a request transaction would have written for this request, with what it registered.
     await audit(tx, {
       ...auditContext(c, principal),
-      action: 'model.version.create',
-      target: `${v.modelName}/${created.version}`,
-      detail: { source: v.source ?? null, files: plan ? plan.formats.reduce((n, f) => n + f.files.length, 0) : 0, bytes: totalBytes },
+      action: `${c.req.method} ${c.req.path}`,
+      target: c.req.path,
+      detail: { model: v.modelName, version: created.version, source: v.source ?? null, files: plan ? plan.formats.reduce((n, f) => n + f.files.length, 0) : 0, bytes: totalBytes },
     });
     await inTransaction?.(tx, created);
     return created;
