@@ -103,6 +103,9 @@ export function createModelRegistrationActivities(deps: ActivityDeps) {
         copied = await copyAll(input);
       } catch (err) {
         if (!(err instanceof ModelArtifactError)) throw err;
+        // An attempt presumed lost may still run beside its retry: never remove the files of a finished version.
+        const now = await versionById(deps.db, input.version_id);
+        if (now && now.status !== 'pending_registration') return resultOf(now);
         const message = `version ${input.version} of model "${input.model_name}" not registered: ${err.message}`;
         await discard(input);
         await completeRegistration(deps.db, input.version_id, { artifacts: {}, checksum: null, failed: true, message });

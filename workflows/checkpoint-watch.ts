@@ -8,7 +8,8 @@ import type { CheckpointWatchState } from '../contracts/pipeline.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
-const { sweepCheckpoints } = proxyActivities<Activities>({ startToCloseTimeout: '5 minutes', retry: { maximumAttempts: 5, initialInterval: '2 seconds' } });
+// A pass verifies each new checkpoint's files against its manifest (a large checkpoint takes a while to read).
+const { sweepCheckpoints } = proxyActivities<Activities>({ startToCloseTimeout: '1 hour', retry: { maximumAttempts: 5, initialInterval: '2 seconds' } });
 
 /** Passes per run before it continues as new: about 10 events each keeps a run's history near 5,000 events. */
 const PASSES_PER_RUN = 500;
