@@ -12,8 +12,11 @@ export const PIPELINE_TASK_QUEUE = 'hanzo-ml-pipelines';
  */
 export const jobsTaskQueueOf = (workflowTaskQueue: string): string => `${workflowTaskQueue}.jobs`;
 export const pipelineWorkflowId = (id: string): string => `pipeline:${id}`;
-/** The checkpoint watcher beside a pipeline's training: a child workflow of its own. */
-export const checkpointWatchWorkflowId = (pipelineWorkflowId: string): string => `${pipelineWorkflowId}:checkpoint-watch`;
+/**
+ * The checkpoint watcher beside a pipeline's training: a child workflow of its own, named after the tracking run it
+ * watches (an activity's result, so a replay under any workflow id derives the same child id).
+ */
+export const checkpointWatchWorkflowId = (runId: string): string => `checkpoint-watch:${runId}`;
 
 /** What the checkpoint watcher carries from one pass to the next (and across continue-as-new). */
 export interface CheckpointWatchState {

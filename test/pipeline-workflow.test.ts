@@ -157,8 +157,10 @@ describe('fineTunePipelineWorkflow orchestration', () => {
     let finishTraining!: () => void;
     const training = new Promise<void>((r) => (finishTraining = r));
     let passes = 0;
+    const runId = randomUUID();
     const trained = { steps: 10, resumed_from_step: null, steps_trained_this_process: 10, adapter_path: '/a', final_metrics: { 'train/loss': 0.5 }, tokens_seen: 100, job_uri: 'file:///jobs/w' };
     const overrides = {
+      createTrackingRun: async () => ({ runId }),
       trainModel: async () => training.then(() => trained),
       sweepCheckpoints: async () => {
         passes++;
@@ -169,7 +171,7 @@ describe('fineTunePipelineWorkflow orchestration', () => {
       0.9,
       async (id) => {
         const pipeline = client.workflow.getHandle(pipelineWorkflowId(id));
-        const watcher = client.workflow.getHandle(checkpointWatchWorkflowId(pipelineWorkflowId(id)));
+        const watcher = client.workflow.getHandle(checkpointWatchWorkflowId(runId));
         for (let i = 0; passes < 3; i++) {
           if (i > 200) throw new Error(`the watcher made ${passes} passes`);
           await new Promise((r) => setTimeout(r, 100));
@@ -177,7 +179,7 @@ describe('fineTunePipelineWorkflow orchestration', () => {
         // Between passes the watcher waits on a timer: the only activity in flight is the training job itself.
         const described = await pipeline.describe();
         expect(described.raw.pendingActivities!.map((a) => a.activityType!.name)).toEqual(['trainModel']);
-        expect(described.raw.pendingChildren!.map((c) => c.workflowId)).toEqual([checkpointWatchWorkflowId(pipelineWorkflowId(id))]);
+        expect(described.raw.pendingChildren!.map((c) => c.workflowId)).toEqual([checkpointWatchWorkflowId(runId)]);
         expect((await watcher.describe()).status.name).toBe('RUNNING');
         finishTraining();
         const r = (await pipeline.result()) as PipelineResult;

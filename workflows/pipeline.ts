@@ -275,7 +275,7 @@ async function trainWithCheckpointWatch(jobs: ReturnType<typeof longRunning>, wa
   const watching = watchScope
     .run<unknown>(() =>
       patched(CHECKPOINT_WATCH_WORKFLOW_PATCH)
-        ? executeChild(checkpointWatchWorkflow, { workflowId: checkpointWatchWorkflowId(workflowInfo().workflowId), args: [watch], parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL })
+        ? executeChild(checkpointWatchWorkflow, { workflowId: checkpointWatchWorkflowId(args.runId), args: [watch], parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL })
         : watcher.watchCheckpoints({ ...watch, once: false }),
     )
     .catch((err: unknown) => {
