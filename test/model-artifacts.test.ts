@@ -20,6 +20,7 @@ import { objectUri, type ObjectStore } from '../lib/object-store.js';
 import { sha256Text } from '../lib/hash.js';
 import { createApiClient, type ApiClient } from '../cli/api-client.js';
 import { pullModel, VerificationError } from '../cli/pull.js';
+import { registerModelVersion } from '../cli/register.js';
 import { auditLog } from '../db/schema/index.js';
 import { repoRoot, type LoadedConfig } from '../lib/config.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
@@ -242,6 +243,24 @@ describe.each(['file', 's3'] as const)('model artifacts of record on the %s stor
     expect(await whenRegistered(name, '1')).toMatchObject({ status: 'READY' });
     return { original, overwrite: () => upload('model.safetensors', randomBytes(50_000)) };
   }
+
+  it("registers a run's artifact through the CLI's client, which waits while the files are copied", async () => {
+    const run = (await call('POST', '/api/2.0/mlflow/runs/create', { experiment_id: '0', run_name: 'cli-register' })).body.run.info as Json;
+    const weights = randomBytes(30_000);
+    const res = await runtime.app.request(`/api/2.0/mlflow-artifacts/artifacts/${String(run.artifact_uri).replace(/^mlflow-artifacts:\/+/, '')}/model/model.safetensors`, {
+      method: 'PUT',
+      headers: auth,
+      body: new Uint8Array(weights),
+    });
+    expect(res.status).toBe(200);
+    const pending = await registerModelVersion(api, { name: 'cli-registered', run_id: run.run_id, artifact_path: 'model', wait: false });
+    expect(pending).toMatchObject({ version: 1, status: 'pending_registration', checksum: null });
+    const ready = await registerModelVersion(api, { name: 'cli-registered', run_id: run.run_id, artifact_path: 'model', pollMs: 100 });
+    expect(ready).toMatchObject({ version: 2, status: 'ready', formats: ['safetensors'], checksum: expect.stringMatching(/^sha256:/) });
+    const dest = join(work, `${kind}-cli-registered`);
+    await pullModel(api, { name: 'cli-registered', version: 2, dest });
+    expect(readFileSync(join(dest, 'model.safetensors')).equals(weights)).toBe(true);
+  });
 
   it('copies a runs:/ source on MLflow registration, so overwriting the run artifact later changes nothing', async () => {
     const { original, overwrite } = await registeredFromRun('from-mlflow');
