@@ -1,15 +1,12 @@
 // Sweep activities: the catalogue side of sweeps and trials, the stateless suggestion call, and the two
 // trial kinds (synthetic objectives evaluated step by step; LoRA training jobs of the tiny model).
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { copyFile, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { z } from 'zod';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { CancelledFailure, Context, getClient, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import {
-  PbtRoundResultSchema,
   SuggestResponseSchema,
   objectivesOf,
   type PbtMemberRoundInput,
@@ -44,6 +41,7 @@ import { syntheticTrialSlot } from './hpo-slots.js';
 import { datasetRef } from './datasets.js';
 import { trialReportUpdate } from '../contracts/hpo-messages.js';
 import { logMetrics } from '../db/repo/metrics.js';
+import { pbtCheckpointUri, readPbtCheckpoint, writePbtCheckpoint, WRITER, type PbtState } from './pbt-checkpoints.js';
 
 const WARM_START_LIMIT = 500;
 
@@ -315,28 +313,33 @@ export function createHpoActivities(deps: ActivityDeps) {
 
     /**
      * One round of a population-based training member (synthetic learning-curve kind): start from its own
-     * checkpoint of the previous round, or from a copy of another member's (exploit), train to the round's end
-     * step with this round's hyperparameters, and write this round's checkpoint. A retried round whose
-     * checkpoint exists returns it; one interrupted mid-way starts the round again from the same checkpoint.
+     * checkpoint of the previous round, or from another member's (exploit), train to the round's end step with
+     * this round's hyperparameters, and write this round's checkpoint to the object store
+     * (`checkpoints/{member run}/{end step}/`, manifest last), where a member on any worker finds it. A retried
+     * round whose checkpoint exists returns it; one interrupted mid-way starts the round again from the same
+     * checkpoint, which no round overwrites.
      */
     async trainPbtRound(a: { input: PbtMemberRoundInput; runId: string }): Promise<PbtRoundResult> {
       const { input, runId } = a;
       const { order } = input;
       const base = input.config.base_config as SyntheticBaseConfig;
-      const dir = pbtMemberDir(deps, input.sweep_id, input.member);
-      const done = join(dir, `round-${order.round}.json`);
-      const finished = await readFile(done, 'utf8').then((t) => PbtRoundResultSchema.parse(JSON.parse(t)), () => null);
-      if (finished) return finished;
-      await mkdir(dir, { recursive: true });
-      let state = { step: 0, loss: learningCurve(num(order.params.learning_rate), Math.round(num(order.params.width)), 0) };
+      const out = pbtCheckpointUri(deps, runId, order.end_step);
+      const result = (state: PbtState, gpuSeconds: number): PbtRoundResult => ({ member: input.member, round: order.round, step: state.step, value: state.loss, checkpoint: out, gpu_seconds: gpuSeconds });
+      const finished = await readPbtCheckpoint(deps, out);
+      if (finished?.record.round === order.round) return result(finished.state, finished.record.gpu_seconds);
+      let state: PbtState = { step: 0, loss: learningCurve(num(order.params.learning_rate), Math.round(num(order.params.width)), 0) };
+      let startedFrom: string | null = null;
       if (order.round > 0) {
+        // The previous round's checkpoint of the member it continues (its own, or the one it exploits): immutable,
+        // since that member writes its next round under another step.
         const from = order.exploit_from ?? input.member;
-        const source = join(pbtMemberDir(deps, input.sweep_id, from), `round-${order.round - 1}.json`);
-        // Exploit copies the file: the source goes on writing its own next checkpoint meanwhile.
-        await copyFile(source, join(dir, `start-${order.round}.json`));
-        const ckpt = PbtCheckpointSchema.parse(JSON.parse(await readFile(join(dir, `start-${order.round}.json`), 'utf8')));
-        state = { step: ckpt.step, loss: ckpt.loss };
+        const startStep = Math.min(order.round * input.config.pbt!.interval_steps, input.config.base_config.max_steps);
+        startedFrom = pbtCheckpointUri(deps, trialRunId(input.sweep_id, from), startStep);
+        const start = await readPbtCheckpoint(deps, startedFrom);
+        if (!start || start.record.round !== order.round - 1) throw new Error(`member ${from}'s checkpoint of round ${order.round - 1} is not at ${startedFrom}`);
+        state = start.state;
       }
+      const start = state;
       const gpus = input.config.resources_per_trial.gpus;
       const started = Date.now();
       const ctx = Context.current();
@@ -346,10 +349,9 @@ export function createHpoActivities(deps: ActivityDeps) {
         if (state.step % base.eval_steps === 0) await logMetrics(deps.db, runId, [{ key: 'eval/loss', value: state.loss, step: state.step, timestamp: Date.now() }]);
         ctx.heartbeat({ step: state.step });
       }
-      const result: PbtRoundResult = { member: input.member, round: order.round, step: state.step, value: state.loss, checkpoint: done, gpu_seconds: ((Date.now() - started) / 1000) * gpus };
-      await writeFile(`${done}.tmp`, JSON.stringify({ ...result, loss: state.loss, params: order.params }));
-      await rename(`${done}.tmp`, done);
-      return result;
+      const gpuSeconds = ((Date.now() - started) / 1000) * gpus;
+      await writePbtCheckpoint(deps, out, state, { sweep_id: input.sweep_id, member: input.member, round: order.round, params: order.params, started_from: startedFrom, start, gpu_seconds: gpuSeconds, writer: WRITER });
+      return result(state, gpuSeconds);
     },
 
     async recordPbtRound(a: { sweepId: string; member: number; order: PbtRoundOrder; result: PbtRoundResult }): Promise<void> {
@@ -378,11 +380,6 @@ export function createHpoActivities(deps: ActivityDeps) {
     },
   };
 }
-
-export const pbtMemberDir = (deps: ActivityDeps, sweepId: string, member: number): string => join(deps.home, 'work', `hpo-${sweepId}-member-${member}`);
-
-/** A synthetic member's checkpoint: where it is on its learning curve. */
-const PbtCheckpointSchema = z.object({ step: z.number().int().nonnegative(), loss: z.number() });
 
 const num = (v: unknown): number => {
   if (typeof v !== 'number' || !Number.isFinite(v)) throw ApplicationFailure.nonRetryable(`expected a number, got ${JSON.stringify(v)}`, 'BadInput');

@@ -6,6 +6,7 @@ import { createTrainingActivities } from './training.js';
 import { createEvaluationActivities } from './evaluation.js';
 import { createConversionActivities } from './conversion.js';
 import { createRegistryActivities } from './registry.js';
+import { createModelRegistrationActivities } from './model-registration.js';
 import { createHpoActivities } from './hpo.js';
 import { createReloadActivities } from './reload.js';
 
@@ -17,6 +18,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createEvaluationActivities(deps),
     ...createConversionActivities(deps),
     ...createRegistryActivities(deps),
+    ...createModelRegistrationActivities(deps),
     ...createHpoActivities(deps),
     ...createReloadActivities(deps),
   };

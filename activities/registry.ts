@@ -10,23 +10,13 @@ import type { Artifact, PipelineWorkflowInput, PromotionDecision } from '../cont
 import type { EvalReport, MergeReport } from '../contracts/trainer-job.js';
 import { QUARANTINE_REASON_TAG, QUARANTINE_TAG, type GateDecision } from '../contracts/eval-suite.js';
 import type { EvalOutcome } from './evaluation.js';
-import { completeRegistration, registerModelVersion as insertVersion, transitionStage, type ModelStage, type ModelVersionRow } from '../db/repo/models.js';
+import { completeRegistration, registerModelVersion as insertVersion, transitionStage, type ModelStage, type ModelVersionRow, type NewModelVersion } from '../db/repo/models.js';
+import type { ModelRegistrationInput } from '../contracts/model-registration.js';
+import { createModelRegistrationActivities } from './model-registration.js';
 import { baseModelRecord, resolveBaseModel } from '../lib/base-models.js';
 import { repoRoot } from '../lib/config.js';
 import { sha256Text } from '../lib/hash.js';
-import {
-  adapterFamilyOf,
-  describeModel,
-  filesUnder,
-  ModelArtifactError,
-  publishFormat,
-  readSourceJson,
-  versionChecksum,
-  versionPrefix,
-  type ModelDescription,
-  type SourceFile,
-} from '../lib/model-artifacts.js';
-import type { FormatArtifact } from '../contracts/models.js';
+import { adapterFamilyOf, describeModel, filesUnder, ModelArtifactError, readSourceJson, type ModelDescription, type SourceFile } from '../lib/model-artifacts.js';
 import type { CandleResults } from './conversion.js';
 import type { DatasetRef } from './datasets.js';
 import type { TrainOutput } from './training.js';
@@ -36,6 +26,13 @@ export interface RegisteredVersion {
   stage: ModelStage;
   gateReason: string;
   artifacts: Record<string, Artifact>;
+}
+
+/** A registered version before its copy: the copy's plan (null when nothing is left to copy) and its status now. */
+export interface PreparedRegistration extends RegisteredVersion {
+  registration: ModelRegistrationInput | null;
+  status: ModelVersionRow['status'];
+  message: string | null;
 }
 
 /** Tags a quarantined version carries: the gate failed, and why (shown to whoever would promote it). */
@@ -75,6 +72,7 @@ function codeVersion(): Record<string, string> {
 }
 
 export function createRegistryActivities(deps: ActivityDeps) {
+  const publisher = createModelRegistrationActivities(deps);
   type RegisterInput = { pipelineId: string; input: PipelineWorkflowInput; train: TrainOutput; merge: MergeReport; candle: CandleResults };
 
   /**
@@ -92,101 +90,121 @@ export function createRegistryActivities(deps: ActivityDeps) {
     return { architecture: fromMerged.architecture, base_model: a.input.base_model, method: a.input.method };
   }
 
-  /** Copies every format under the version's own prefix with its manifest: merged weights, adapter, GGUF. */
-  async function publish(a: RegisterInput, version: number): Promise<{ artifacts: Record<string, FormatArtifact>; description: ModelDescription }> {
+  /**
+   * What the version's copy takes: merged weights, the adapter (for adapter methods) and the GGUF, all job outputs
+   * in the object store (copied store to store, never through a worker's disk), described by their manifests. The
+   * GGUF must keep the digest the Candle tool measured.
+   */
+  async function plan(a: RegisterInput, row: ModelVersionRow): Promise<ModelRegistrationInput> {
     const [merged, adapter] = await Promise.all([filesUnder(deps.store, a.merge.merged_dir), filesUnder(deps.store, a.train.adapter_path)]);
     const description = await describe(a, merged, adapter);
-    const common = { bucket: deps.config.storage.buckets.models, prefix: versionPrefix(a.input.organization_id, a.input.model_name, version), model: a.input.model_name, version, description };
-    // The merged model, adapter and GGUF are job outputs in the object store: copied, never through a worker's disk.
-    const artifacts: Record<string, FormatArtifact> = {};
-    artifacts.safetensors = (await publishFormat(deps.store, { ...common, format: 'safetensors', files: merged })).artifact;
-    if (adapterFamilyOf(a.input.method)) artifacts.lora = (await publishFormat(deps.store, { ...common, format: 'lora', files: adapter })).artifact;
-    const ggufFormat = `gguf-${a.candle.gguf.dtype.toLowerCase()}`;
-    const gguf = await publishFormat(deps.store, { ...common, format: ggufFormat, files: [{ uri: a.candle.gguf.path, path: basename(a.candle.gguf.path) }] });
-    const copied = gguf.manifest.files[0]!.sha256;
-    if (copied !== a.candle.gguf.sha256) throw ApplicationFailure.nonRetryable(`GGUF changed between quantization and upload (${copied} != ${a.candle.gguf.sha256})`, 'ValidationFailed');
-    artifacts[ggufFormat] = gguf.artifact;
-    return { artifacts, description };
+    const gguf = { uri: a.candle.gguf.path, path: basename(a.candle.gguf.path), size_bytes: a.candle.gguf.size_bytes };
+    const formats: ModelRegistrationInput['formats'] = [{ format: 'safetensors', files: merged }];
+    if (adapterFamilyOf(a.input.method)) formats.push({ format: 'lora', files: adapter });
+    formats.push({ format: `gguf-${a.candle.gguf.dtype.toLowerCase()}`, files: [gguf], expect_sha256: { [gguf.path]: a.candle.gguf.sha256 } });
+    for (const f of formats) if (!f.files.length) throw new ModelArtifactError(`format ${f.format}: no files to register`);
+    return {
+      version_id: row.id,
+      organization_id: a.input.organization_id,
+      model_name: a.input.model_name,
+      version: row.version,
+      formats,
+      description,
+      source_format: 'safetensors',
+      total_bytes: formats.flatMap((f) => f.files).reduce((n, f) => n + (f.size_bytes ?? 0), 0),
+    };
   }
 
-  /** Publishes a pending version's files and marks it ready; bad artifacts fail the registration for good. */
-  async function completeVersion(a: RegisterInput, row: ModelVersionRow): Promise<ModelVersionRow> {
+  type RegisterArgs = RegisterInput & { runId: string; dataset: DatasetRef; evalReport: EvalOutcome };
+
+  /**
+   * Inserts the pending version (or finds the one a retried call made) and plans its copy; bad artifacts found
+   * while planning fail the registration for good. registration: null when there is nothing left to copy.
+   */
+  async function prepare(a: RegisterArgs): Promise<PreparedRegistration> {
+    const gate = a.evalReport.gate;
+    const row = await insertVersion(deps.db, pendingVersion(a));
+    const prepared = { version: row.version, stage: row.stage, gateReason: gate.reason, artifacts: row.artifacts as Record<string, Artifact> };
+    if (row.status !== 'pending_registration') return { ...prepared, registration: null, status: row.status, message: row.statusMessage };
     try {
-      const { artifacts, description } = await publish(a, row.version);
-      return await completeRegistration(deps.db, row.id, {
-        artifacts,
-        checksum: versionChecksum(artifacts),
-        source: artifacts.safetensors!.path,
-        architecture: description.architecture,
-        baseModel: description.base_model,
-        method: description.method,
-      });
+      return { ...prepared, registration: await plan(a, row), status: row.status, message: null };
     } catch (err) {
       if (!(err instanceof ModelArtifactError)) throw err;
-      await completeRegistration(deps.db, row.id, { artifacts: {}, checksum: null, failed: true });
-      throw ApplicationFailure.nonRetryable(`model version ${row.version} of "${a.input.model_name}" not registered: ${err.message}`, 'BadArtifacts');
+      const message = `model version ${row.version} of "${a.input.model_name}" not registered: ${err.message}`;
+      await completeRegistration(deps.db, row.id, { artifacts: {}, checksum: null, failed: true, message });
+      throw ApplicationFailure.nonRetryable(message, 'BadArtifacts');
     }
   }
 
+  /** The version row of a pipeline's registration: lineage, eval numbers and config of record, pending its files. */
+  function pendingVersion(a: RegisterArgs): NewModelVersion {
+    // The gate's decision of record: candidate vs base and vs production on the suite (activities/evaluation.ts).
+    const gate = a.evalReport.gate;
+    const baseDir = resolveBaseModel(a.input.base_model, deps.config, deps.bootstrap);
+    const scores = (s: EvalReport['base'] | null) => (s ? { loss: s.loss, perplexity: s.perplexity, exact_match: s.exact_match } : null);
+    return {
+      organizationId: a.input.organization_id,
+      modelName: a.input.model_name,
+      stage: gate.passed ? 'staging' : 'none',
+      runId: a.runId,
+      datasetId: a.dataset.id,
+      // The version's number names its prefix, so the row comes first (pending) and its files follow.
+      status: 'pending_registration',
+      metrics: {
+        exact_match: a.evalReport.tuned?.exact_match,
+        perplexity: a.evalReport.tuned?.perplexity,
+        base: scores(a.evalReport.base),
+        tuned: scores(a.evalReport.tuned),
+        production: scores(a.evalReport.production),
+        general_perplexity_eval: a.evalReport.tuned?.general_perplexity ?? null,
+        gate,
+        candle_perplexity: a.candle.validate.perplexity?.candle,
+        pytorch_perplexity: a.merge.reference_perplexity,
+        quantized_perplexity: a.candle.quantize.quantization?.perplexity ?? null,
+        validation: validationNumbers(a.input, a.merge, a.candle),
+        final_train_loss: a.train.final_metrics['train/loss'],
+      },
+      trainingConfig: {
+        dataset: a.dataset.name,
+        dataset_version: a.dataset.version,
+        dataset_sha256: a.dataset.sha256,
+        base_model: a.input.base_model,
+        base_model_record: baseModelRecord(baseDir),
+        method: a.input.method,
+        hyperparameters: a.input.hyperparameters,
+        checkpoint: a.input.checkpoint,
+        total_steps: a.train.steps,
+        tokens_seen: a.train.tokens_seen,
+        resumed_from_step: a.train.resumed_from_step,
+        code: codeVersion(),
+      },
+      lineage: { run_id: a.runId, dataset_id: a.dataset.id, pipeline_id: a.pipelineId, eval_gate: gate.reason },
+      tags: { method: a.input.method, eval_suite: gate.suite, ...gateTags(gate) },
+      createdBy: a.input.requested_by,
+      sourcePipeline: a.pipelineId,
+    };
+  }
+
   return {
-    async registerModelVersion(a: {
-      pipelineId: string;
-      runId: string;
-      input: PipelineWorkflowInput;
-      dataset: DatasetRef;
-      train: TrainOutput;
-      evalReport: EvalOutcome;
-      merge: MergeReport;
-      candle: CandleResults;
-    }): Promise<RegisteredVersion> {
-      // The gate's decision of record: candidate vs base and vs production on the suite (activities/evaluation.ts).
-      const gate = a.evalReport.gate;
-      const baseDir = resolveBaseModel(a.input.base_model, deps.config, deps.bootstrap);
-      const scores = (s: EvalReport['base'] | null) => (s ? { loss: s.loss, perplexity: s.perplexity, exact_match: s.exact_match } : null);
-      const row = await insertVersion(deps.db, {
-        organizationId: a.input.organization_id,
-        modelName: a.input.model_name,
-        stage: gate.passed ? 'staging' : 'none',
-        runId: a.runId,
-        datasetId: a.dataset.id,
-        // The version's number names its prefix, so the row comes first (pending) and its files follow.
-        status: 'pending_registration',
-        metrics: {
-          exact_match: a.evalReport.tuned?.exact_match,
-          perplexity: a.evalReport.tuned?.perplexity,
-          base: scores(a.evalReport.base),
-          tuned: scores(a.evalReport.tuned),
-          production: scores(a.evalReport.production),
-          general_perplexity_eval: a.evalReport.tuned?.general_perplexity ?? null,
-          gate,
-          candle_perplexity: a.candle.validate.perplexity?.candle,
-          pytorch_perplexity: a.merge.reference_perplexity,
-          quantized_perplexity: a.candle.quantize.quantization?.perplexity ?? null,
-          validation: validationNumbers(a.input, a.merge, a.candle),
-          final_train_loss: a.train.final_metrics['train/loss'],
-        },
-        trainingConfig: {
-          dataset: a.dataset.name,
-          dataset_version: a.dataset.version,
-          dataset_sha256: a.dataset.sha256,
-          base_model: a.input.base_model,
-          base_model_record: baseModelRecord(baseDir),
-          method: a.input.method,
-          hyperparameters: a.input.hyperparameters,
-          checkpoint: a.input.checkpoint,
-          total_steps: a.train.steps,
-          tokens_seen: a.train.tokens_seen,
-          resumed_from_step: a.train.resumed_from_step,
-          code: codeVersion(),
-        },
-        lineage: { run_id: a.runId, dataset_id: a.dataset.id, pipeline_id: a.pipelineId, eval_gate: gate.reason },
-        tags: { method: a.input.method, eval_suite: gate.suite, ...gateTags(gate) },
-        createdBy: a.input.requested_by,
-        sourcePipeline: a.pipelineId,
-      });
-      // A retried activity finds its version (by pipeline) and finishes what the first attempt started.
-      const done = row.status === 'ready' ? row : await completeVersion(a, row);
-      return { version: done.version, stage: done.stage, gateReason: gate.reason, artifacts: done.artifacts as Record<string, Artifact> };
+    /**
+     * The register stage's first step: the pending version with its lineage (idempotent per pipeline) and the plan
+     * of its copy, which the pipeline then runs as `publishModelVersion` with a deadline sized to its bytes.
+     */
+    prepareModelRegistration: prepare,
+
+    /**
+     * The register stage in one activity, as pipelines started before the copy became an activity of its own call
+     * it: prepare, then copy in place (heartbeating when it runs as an activity).
+     */
+    async registerModelVersion(a: RegisterArgs): Promise<RegisteredVersion> {
+      const prepared = await prepare(a);
+      if (!prepared.registration) {
+        if (prepared.status === 'failed_registration') throw ApplicationFailure.nonRetryable(prepared.message ?? `model version ${prepared.version} failed registration`, 'BadArtifacts');
+        return { version: prepared.version, stage: prepared.stage, gateReason: prepared.gateReason, artifacts: prepared.artifacts };
+      }
+      const done = await publisher.publishModelVersion(prepared.registration);
+      if (done.status !== 'ready') throw ApplicationFailure.nonRetryable(done.message ?? `model version ${prepared.version} was not registered`, 'BadArtifacts');
+      return { version: prepared.version, stage: prepared.stage, gateReason: prepared.gateReason, artifacts: done.artifacts as Record<string, Artifact> };
     },
 
     /**

@@ -20,6 +20,7 @@ import { copyPrefix } from '../lib/object-store.js';
 import { trainingProgressSignal } from '../contracts/pipeline-messages.js';
 import { pipelineWorkflowId } from '../contracts/pipeline.js';
 import type { DatasetRef } from './datasets.js';
+import type { CheckpointWatchState } from '../contracts/pipeline.js';
 
 const PROGRESS_SIGNAL_EVERY_MS = 5000;
 
@@ -133,6 +134,36 @@ export function createTrainingActivities(deps: ActivityDeps) {
       await recordJobTotals(deps, { ...a, organizationId }, { seconds: (Date.now() - startedAt) / 1000, deviceHours: result.totals?.device_hours ?? 0, gpuType: hardware.gpus_per_node > 0 ? (hardware.gpu_type ?? 'gpu') : 'cpu' });
       if (result.adapter_path === null) throw ApplicationFailure.nonRetryable(`${spec.method} training wrote no adapter (${files.file('result.json')})`, 'BadInput');
       return { ...result, adapter_path: result.adapter_path, job_uri: files.uri };
+    },
+
+    /**
+     * One pass of the checkpoint watcher workflow (workflows/checkpoint-watch.ts), which waits between passes on a
+     * timer and so holds no activity slot while training runs: records each new complete checkpoint, and emits a
+     * `checkpoint.stale` event once when none appeared within trainer.checkpoint_alert_after. The watch's state
+     * travels in and out; poll_ms is how long the workflow waits before the next pass.
+     */
+    async sweepCheckpoints(a: { pipelineId: string; runId: string; organizationId: string; state: CheckpointWatchState | null }): Promise<CheckpointWatchState> {
+      const root = checkpointsUri(deps.store, deps.config, a.runId);
+      const recorded = new Set((await artifactsOf(deps.db, a.runId)).map((r) => r.path));
+      const alertAfter = durationMs(deps.config.trainer.checkpoint_alert_after);
+      const now = Date.now();
+      let { last_new_at: lastNew, alerted } = a.state ?? { last_new_at: now, alerted: false };
+      if ((await recordNewCheckpoints(deps, a, root, recorded)) > 0) {
+        lastNew = now;
+        alerted = false;
+      }
+      if (!alerted && now - lastNew > alertAfter) {
+        alerted = true;
+        deps.log.warn('no checkpoint within the alert interval', { pipeline: a.pipelineId, after: deps.config.trainer.checkpoint_alert_after });
+        await emitEvent(deps.db, a.organizationId, 'jobs', a.pipelineId, {
+          event: 'checkpoint.stale',
+          job_id: a.pipelineId,
+          run_id: a.runId,
+          seconds_since_last_checkpoint: Math.round((now - lastNew) / 1000),
+        });
+      }
+      // Often enough to raise the alert on time and list checkpoints soon after they appear, and no more.
+      return { last_new_at: lastNew, alerted, poll_ms: Math.min(30_000, Math.max(1000, Math.floor(alertAfter / 4))) };
     },
 
     /**

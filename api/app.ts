@@ -78,7 +78,11 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   // row. Uploads stream their bodies first and audit with the catalogue row they write (api/audit.ts); a logged
   // batch, training's hot path, writes its points and audit row in one statement (mlflow/runs.ts).
   const requests = requestTransactions(deps.db);
-  const writesOwnAudit = (path: string): boolean => isUploadPath(path) || path.endsWith('/upload-artifact') || /\/2\.0\/mlflow\/runs\/log-batch$/.test(path);
+  // A model version's registration commits its row and audit row in a short transaction of its own and then starts
+  // the workflow that copies its files (api/model-files.ts): a request transaction would still be open at the start.
+  const registersVersion = (path: string): boolean => /^\/v1\/models\/[^/]+\/versions$|\/2\.0\/mlflow\/model-versions\/create$/.test(path);
+  const writesOwnAudit = (path: string): boolean =>
+    isUploadPath(path) || path.endsWith('/upload-artifact') || /\/2\.0\/mlflow\/runs\/log-batch$/.test(path) || registersVersion(path);
   const atomic: MiddlewareHandler<AppEnv> = (c, next) => (writesOwnAudit(c.req.path) ? next() : requests.atomic(c, next));
   for (const prefix of ['/v1/experiments', '/v1/runs', '/v1/models', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow']) app.use(`${prefix}/*`, atomic);
   deps = { ...deps, db: requests.db };

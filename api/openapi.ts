@@ -83,7 +83,8 @@ const OPERATIONS: Operation[] = [
   {
     method: 'post',
     path: '/v1/models/{name}/versions',
-    summary: "Register a version from a run's artifact (creates the model if absent): its files are copied under the version's own prefix with a manifest; its source is the run's artifact location + artifact_path",
+    summary:
+      "Register a version from a run's artifact (creates the model if absent): answers 202 with the version pending_registration and a Location; its files are then copied under the version's own prefix with a manifest, and GET shows it ready (or failed_registration with a status_message); its source is the run's artifact location + artifact_path",
     body: ModelVersionCreateSchema,
     response: ModelVersionSchema,
   },

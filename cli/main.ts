@@ -17,6 +17,7 @@ import { runClusterApply } from './cluster.js';
 import { runAdminBootstrap } from './admin.js';
 import { compareRuns } from './compare.js';
 import { pullModel } from './pull.js';
+import { registerModelVersion } from './register.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 
 const api = (): ApiClient =>
@@ -151,8 +152,19 @@ export function buildCli(): Command {
   model.command('list').action(async () => table((await api().get<{ models: Record<string, unknown>[] }>('/v1/models')).models));
   model.command('versions <name>').action(async (name: string) => {
     const { versions } = await api().get<{ versions: Record<string, unknown>[] }>(`/v1/models/${encodeURIComponent(name)}/versions`);
-    table(versions.map((v) => ({ version: v.version, stage: v.stage, run_id: v.run_id, exact_match: (v.metrics as Record<string, unknown>).exact_match, created_at: v.created_at })));
+    table(versions.map((v) => ({ version: v.version, stage: v.stage, status: v.status, run_id: v.run_id, exact_match: (v.metrics as Record<string, unknown>).exact_match, created_at: v.created_at })));
   });
+  model
+    .command('register <name>')
+    .description("register a run's artifact (a file or a directory) as a new version; its files are copied under the version's own prefix, and the command waits until they are")
+    .requiredOption('--run <id>', 'the run whose artifact it is')
+    .requiredOption('--path <artifact_path>', "the artifact's path in the run (e.g. checkpoint/final)")
+    .option('--description <text>')
+    .option('--no-wait', 'answer once the version is pending_registration, without waiting for its files')
+    .action(async (name: string, o: { run: string; path: string; description?: string; wait: boolean }) => {
+      const v = await registerModelVersion(api(), { name, run_id: o.run, artifact_path: o.path, description: o.description, wait: o.wait });
+      process.stdout.write(`${name} version ${v.version}: ${v.status}${v.checksum ? ` (${v.checksum})` : ''}\n`);
+    });
   model
     .command('pull <name>')
     .description('download one format of a version, verifying every file against its manifest and the manifest against the registry; refuses on any mismatch')

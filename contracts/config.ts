@@ -12,6 +12,9 @@ export const CONTROL_PLANE_IMAGE = 'hanzoai/ml:0.1.0';
 export const TRAINER_IMAGE = 'hanzoai/ml-trainer:0.1.0';
 
 const duration = z.string().regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration such as "90s", "10m", "72h"');
+/** S3's bounds on a part of a multipart upload or copy (the last part may be smaller). */
+export const MIN_PART_BYTES = 5 * 1024 * 1024;
+export const MAX_PART_BYTES = 5 * 1024 * 1024 * 1024;
 
 /** Job priorities, highest first: each is a Kueue WorkloadPriorityClass (scheduling/kueue-objects.ts). */
 export const JOB_PRIORITIES = ['high', 'medium', 'low'] as const;
@@ -66,6 +69,13 @@ export const ConfigSchema = z.strictObject({
       access_key: z.string().optional(),
       secret_key: z.string().optional(),
       region: z.string().default('us-east-1'),
+      multipart_threshold: z.coerce
+        .number()
+        .int()
+        .min(MIN_PART_BYTES, 'at least 5 MiB (5242880): S3 refuses smaller parts')
+        .max(MAX_PART_BYTES, 'at most 5 GiB (5368709120): the largest object S3 copies in one request')
+        .default(64 * 1024 * 1024)
+        .describe('s3: an object larger than this (bytes) is copied server-side in parts of this size (UploadPartCopy), a smaller one in one CopyObject; file:// always streams'),
       buckets: z
         .strictObject({
           datasets: z.string().default('hanzo-ml-datasets'),

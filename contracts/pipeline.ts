@@ -12,6 +12,21 @@ export const PIPELINE_TASK_QUEUE = 'hanzo-ml-pipelines';
  */
 export const jobsTaskQueueOf = (workflowTaskQueue: string): string => `${workflowTaskQueue}.jobs`;
 export const pipelineWorkflowId = (id: string): string => `pipeline:${id}`;
+/**
+ * The checkpoint watcher beside a pipeline's training: a child workflow of its own, named after the tracking run it
+ * watches (an activity's result, so a replay under any workflow id derives the same child id).
+ */
+export const checkpointWatchWorkflowId = (runId: string): string => `checkpoint-watch:${runId}`;
+
+/** What the checkpoint watcher carries from one pass to the next (and across continue-as-new). */
+export interface CheckpointWatchState {
+  /** epoch ms of the last new checkpoint (or of the watch's start) */
+  last_new_at: number;
+  /** whether the stale alert for the current gap was raised */
+  alerted: boolean;
+  /** how long to wait before the next pass */
+  poll_ms: number;
+}
 export const pipelineIdFromWorkflowId = (workflowId: string): string => workflowId.replace(/^pipeline:/, '');
 export const scheduleId = (id: string): string => `schedule:${id}`;
 

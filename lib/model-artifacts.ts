@@ -6,7 +6,7 @@
 import { relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sha256Text } from './hash.js';
-import { objectUri, type ObjectStore } from './object-store.js';
+import { ObjectNotFoundError, objectUri, type ObjectStore } from './object-store.js';
 import {
   FormatArtifactSchema,
   FormatNameSchema,
@@ -22,10 +22,11 @@ export const MANIFEST_FILE = 'manifest.json';
 /** Bad artifacts (a missing file, an unreadable config): the message names the file and what was expected. */
 export class ModelArtifactError extends Error {}
 
-/** One file to publish: where it is now (an object URI) and its path inside the format. */
+/** One file to publish: where it is now (an object URI), its path inside the format and its size when known. */
 export interface SourceFile {
   uri: string;
   path: string;
+  size_bytes?: number;
 }
 
 /** What the manifest says about the model, read from its config.json and adapter_config.json. */
@@ -52,7 +53,7 @@ export async function filesUnder(store: ObjectStore, prefixUri: string): Promise
   // file:// URIs may be percent-encoded or not: paths are taken relative on disk, not by slicing text.
   const relativePath = (uri: string) => (root.startsWith('file:') ? relative(fileURLToPath(root), fileURLToPath(uri)).split(sep).join('/') : uri.slice(root.length + 1));
   const listed = await store.list(root);
-  if (listed.length) return listed.map((o) => ({ uri: o.uri, path: relativePath(o.uri) }));
+  if (listed.length) return listed.map((o) => ({ uri: o.uri, path: relativePath(o.uri), size_bytes: o.size_bytes }));
   if (await store.exists(root)) return [{ uri: root, path: (root.startsWith('file:') ? fileURLToPath(root) : root).split('/').pop()! }];
   return [];
 }
@@ -120,15 +121,30 @@ function checkSources(format: string, files: SourceFile[]): void {
  */
 export async function publishFormat(
   store: ObjectStore,
-  p: { bucket: string; prefix: string; format: string; files: SourceFile[]; model: string; version: number; description: ModelDescription },
+  p: {
+    bucket: string;
+    prefix: string;
+    format: string;
+    files: SourceFile[];
+    model: string;
+    version: number;
+    description: ModelDescription;
+    /** bytes done in this format so far (each file counts its copy and its hash), as the copy advances */
+    onProgress?: (bytesDone: number) => void;
+  },
 ): Promise<{ artifact: FormatArtifact; manifest: ModelManifest }> {
   checkSources(p.format, p.files);
   const base = `${p.prefix}/${p.format}`;
   const entries: ModelManifest['files'] = [];
+  let before = 0;
   for (const f of [...p.files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))) {
-    const copied = await store.copy(f.uri, p.bucket, `${base}/${f.path}`).catch((err: Error) => {
-      throw new ModelArtifactError(`format ${p.format}: cannot copy ${f.uri} (${err.message})`);
+    const done = before;
+    // A missing source is bad input for good; a store that failed is retried by the caller.
+    const copied = await store.copy(f.uri, p.bucket, `${base}/${f.path}`, { onProgress: (n) => p.onProgress?.(done + n) }).catch((err: Error) => {
+      if (err instanceof ObjectNotFoundError) throw new ModelArtifactError(`format ${p.format}: source file ${f.path} (${f.uri}) does not exist`);
+      throw err;
     });
+    before += 2 * copied.size_bytes;
     entries.push({ path: f.path, size_bytes: copied.size_bytes, sha256: copied.sha256 });
   }
   const manifest: ModelManifest = { schema: MODEL_MANIFEST_SCHEMA, model: p.model, version: p.version, format: p.format, ...p.description, files: entries };
@@ -151,24 +167,6 @@ export function versionChecksum(artifacts: Record<string, FormatArtifact>): stri
   return primary ? artifacts[primary]!.checksum : null;
 }
 
-/**
- * Copies files registered from elsewhere (an MLflow run's or logged model's artifacts) as one format of the
- * version, named by what they hold, and describes the model from their config.json and adapter_config.json.
- */
-export async function publishCopy(
-  store: ObjectStore,
-  p: { bucket: string; organizationId: string; model: string; version: number; files: SourceFile[] },
-): Promise<{ artifacts: Record<string, FormatArtifact>; checksum: string | null; description: ModelDescription }> {
-  const config = await readSourceJson(store, p.files, 'config.json');
-  const adapterConfig = await readSourceJson(store, p.files, 'adapter_config.json');
-  const description = describeModel(config, adapterConfig);
-  const format = formatOfFiles(p.files.map((f) => f.path));
-  const prefix = versionPrefix(p.organizationId, p.model, p.version);
-  const { artifact } = await publishFormat(store, { bucket: p.bucket, prefix, format, files: p.files, model: p.model, version: p.version, description });
-  const artifacts = { [format]: artifact };
-  return { artifacts, checksum: versionChecksum(artifacts), description };
-}
-
 /** The formats of a version's artifacts map that are files of record (the map may hold other entries). */
 export function recordedFormats(artifacts: Record<string, unknown>): Record<string, FormatArtifact> {
   const formats: Record<string, FormatArtifact> = {};
@@ -185,25 +183,7 @@ export async function formatSources(store: ObjectStore, format: string, artifact
   if (text === null) throw new ModelArtifactError(`format ${format}: its manifest ${artifact.manifest} is missing`);
   const parsed = ModelManifestSchema.safeParse(JSON.parse(text));
   if (!parsed.success) throw new ModelArtifactError(`format ${format}: ${artifact.manifest} is not a model manifest (${parsed.error.issues[0]!.message})`);
-  return parsed.data.files.map((f) => ({ uri: fileUriIn(artifact.path, f.path), path: f.path }));
-}
-
-/**
- * Copies every format of a registered version under another version's prefix (a `models:/<name>/<version>`
- * copy): the new version owns its files and manifests (which name it), so deleting or re-registering the source
- * version never reaches into the copy.
- */
-export async function publishVersionCopy(
-  store: ObjectStore,
-  p: { bucket: string; organizationId: string; model: string; version: number; formats: Record<string, FormatArtifact>; description: ModelDescription },
-): Promise<{ artifacts: Record<string, FormatArtifact>; checksum: string | null; description: ModelDescription }> {
-  const prefix = versionPrefix(p.organizationId, p.model, p.version);
-  const artifacts: Record<string, FormatArtifact> = {};
-  for (const format of orderFormats(Object.keys(p.formats))) {
-    const files = await formatSources(store, format, p.formats[format]!);
-    artifacts[format] = (await publishFormat(store, { bucket: p.bucket, prefix, format, files, model: p.model, version: p.version, description: p.description })).artifact;
-  }
-  return { artifacts, checksum: versionChecksum(artifacts), description: p.description };
+  return parsed.data.files.map((f) => ({ uri: fileUriIn(artifact.path, f.path), path: f.path, size_bytes: f.size_bytes }));
 }
 
 /** The URI of a file inside a format, from the format's prefix URI (file:// paths are URL-encoded, s3:// keys raw). */

@@ -10,12 +10,20 @@ import type { Readable } from 'node:stream';
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { sha256File } from './hash.js';
-import type { Config } from '../contracts/config.js';
+import { MIN_PART_BYTES, MAX_PART_BYTES, type Config } from '../contracts/config.js';
 
 export interface StoredObject {
   uri: string;
   size_bytes: number;
   sha256: string;
+}
+
+/** A copy's source that does not exist (as opposed to a store that failed): retrying will not make it appear. */
+export class ObjectNotFoundError extends Error {}
+
+export interface CopyOptions {
+  /** Called as the copy advances, with the bytes done so far (copied, then hashed); a long copy heartbeats from it. */
+  onProgress?: (bytesDone: number) => void;
 }
 
 export interface ObjectStore {
@@ -39,8 +47,11 @@ export interface ObjectStore {
   list(prefix: string): Promise<StoredObjectEntry[]>;
   /** Removes one object by URI; an absent object is not an error. */
   deleteObject(uri: string): Promise<void>;
-  /** Copies one object (by URI, of this store) to bucket/key; returns the copy's size and SHA-256 as stored. */
-  copy(srcUri: string, bucket: string, key: string): Promise<StoredObject>;
+  /**
+   * Copies one object (by URI, of this store) to bucket/key; returns the copy's size and SHA-256 as stored. A
+   * source that does not exist rejects with ObjectNotFoundError.
+   */
+  copy(srcUri: string, bucket: string, key: string, opts?: CopyOptions): Promise<StoredObject>;
 }
 
 /** Copies every object under a URI prefix to bucket/prefix/<relative key>. */
@@ -120,8 +131,39 @@ export class FileObjectStore implements ObjectStore {
     await rm(fileURLToPath(uri), { force: true });
   }
 
-  async copy(srcUri: string, bucket: string, key: string): Promise<StoredObject> {
-    return this.putFile(bucket, key, fileURLToPath(srcUri));
+  /** Streams the source to a temporary name, hashing it on the way (one read), then fsyncs and renames. */
+  async copy(srcUri: string, bucket: string, key: string, opts: CopyOptions = {}): Promise<StoredObject> {
+    const src = fileURLToPath(srcUri);
+    const found = await stat(src).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null;
+      throw err;
+    });
+    if (!found?.isFile()) throw new ObjectNotFoundError(`${srcUri}: no such object`);
+    const dest = this.path(bucket, key);
+    await mkdir(dirname(dest), { recursive: true });
+    const tmp = `${dest}.tmp-${process.pid}-${Date.now()}`;
+    const hash = createHash('sha256');
+    let done = 0;
+    try {
+      await pipeline(
+        createReadStream(src),
+        async function* (chunks: AsyncIterable<Buffer>) {
+          for await (const chunk of chunks) {
+            hash.update(chunk);
+            done += chunk.length;
+            opts.onProgress?.(done);
+            yield chunk;
+          }
+        },
+        createWriteStream(tmp),
+      );
+      await fsyncFile(tmp);
+      await rename(tmp, dest);
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw err;
+    }
+    return { uri: pathToFileURL(dest).href, size_bytes: done, sha256: hash.digest('hex') };
   }
 
   async putFile(bucket: string, key: string, localPath: string, sha256?: string): Promise<StoredObject> {
@@ -162,14 +204,31 @@ export class FileObjectStore implements ObjectStore {
   }
 }
 
+/** The storage settings an S3 store is built from; the multipart threshold has its default when left out. */
+export type S3StoreConfig = Omit<Config['storage'], 'multipart_threshold'> & { multipart_threshold?: number };
+
+/** Parts at most: S3 numbers them 1..10,000. */
+const MAX_PARTS = 10_000;
+/** Parts copied at once by one multipart copy. */
+const PART_CONCURRENCY = 4;
+
+/**
+ * The part size of a multipart copy: the threshold, grown when the object would need more than 10,000 parts,
+ * within S3's 5 MiB..5 GiB.
+ */
+export function partSizeFor(sizeBytes: number, threshold: number): number {
+  return Math.min(MAX_PART_BYTES, Math.max(MIN_PART_BYTES, threshold, Math.ceil(sizeBytes / MAX_PARTS)));
+}
+
 export class S3ObjectStore implements ObjectStore {
   private readonly ensured = new Set<string>();
   constructor(
-    private readonly client: S3Client,
+    readonly client: S3Client,
     private readonly s3: typeof import('@aws-sdk/client-s3'),
+    private readonly multipartThreshold = 64 * 1024 * 1024,
   ) {}
 
-  static async create(config: Config['storage']): Promise<S3ObjectStore> {
+  static async create(config: S3StoreConfig): Promise<S3ObjectStore> {
     const s3 = await import('@aws-sdk/client-s3');
     const client = new s3.S3Client({
       endpoint: config.endpoint,
@@ -180,7 +239,7 @@ export class S3ObjectStore implements ObjectStore {
           ? { accessKeyId: config.access_key, secretAccessKey: config.secret_key }
           : undefined,
     });
-    return new S3ObjectStore(client, s3);
+    return new S3ObjectStore(client, s3, config.multipart_threshold);
   }
 
   private async ensureBucket(bucket: string): Promise<void> {
@@ -280,15 +339,62 @@ export class S3ObjectStore implements ObjectStore {
     await this.client.send(new this.s3.DeleteObjectCommand(this.parse(uri)));
   }
 
-  async copy(srcUri: string, bucket: string, key: string): Promise<StoredObject> {
+  /**
+   * Server-side copy, then hashed as stored: the checksum of record describes the copy, not the source. Above the
+   * multipart threshold the copy goes in parts (UploadPartCopy), which lifts CopyObject's 5 GB limit and reports
+   * progress per part; a failed multipart copy is aborted, leaving no parts behind.
+   */
+  async copy(srcUri: string, bucket: string, key: string, opts: CopyOptions = {}): Promise<StoredObject> {
     await this.ensureBucket(bucket);
     const src = this.parse(srcUri);
-    // Server-side copy, then hashed as stored: the checksum of record describes the copy, not the source.
-    await this.client.send(new this.s3.CopyObjectCommand({ Bucket: bucket, Key: key, CopySource: `${src.Bucket}/${encodeURIComponent(src.Key).replace(/%2F/g, '/')}` }));
-    const head = await this.client.send(new this.s3.HeadObjectCommand({ Bucket: bucket, Key: key }));
+    const head = await this.client.send(new this.s3.HeadObjectCommand(src)).catch((err: { name?: string; $metadata?: { httpStatusCode?: number } }) => {
+      if (err.name === 'NotFound' || err.name === 'NoSuchKey' || err.name === 'NoSuchBucket' || err.$metadata?.httpStatusCode === 404) throw new ObjectNotFoundError(`${srcUri}: no such object`);
+      throw err;
+    });
+    const size = head.ContentLength ?? 0;
+    const copySource = `${src.Bucket}/${encodeURIComponent(src.Key).replace(/%2F/g, '/')}`;
+    if (size > this.multipartThreshold) await this.copyInParts(copySource, bucket, key, size, opts);
+    else {
+      await this.client.send(new this.s3.CopyObjectCommand({ Bucket: bucket, Key: key, CopySource: copySource }));
+      opts.onProgress?.(size);
+    }
     const hash = createHash('sha256');
-    for await (const chunk of await this.read(`s3://${bucket}/${key}`)) hash.update(chunk as Buffer);
-    return { uri: `s3://${bucket}/${key}`, size_bytes: head.ContentLength ?? 0, sha256: hash.digest('hex') };
+    let hashed = 0;
+    for await (const chunk of await this.read(`s3://${bucket}/${key}`)) {
+      hash.update(chunk as Buffer);
+      hashed += (chunk as Buffer).length;
+      opts.onProgress?.(size + hashed);
+    }
+    return { uri: `s3://${bucket}/${key}`, size_bytes: hashed, sha256: hash.digest('hex') };
+  }
+
+  private async copyInParts(copySource: string, bucket: string, key: string, size: number, opts: CopyOptions): Promise<void> {
+    const partSize = partSizeFor(size, this.multipartThreshold);
+    const count = Math.ceil(size / partSize);
+    const { UploadId } = await this.client.send(new this.s3.CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+    const parts: { ETag: string; PartNumber: number }[] = [];
+    let copied = 0;
+    let next = 1;
+    const copyPart = async (): Promise<void> => {
+      for (let n = next++; n <= count; n = next++) {
+        const first = (n - 1) * partSize;
+        const last = Math.min(size, first + partSize) - 1;
+        const res = await this.client.send(
+          new this.s3.UploadPartCopyCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: n, CopySource: copySource, CopySourceRange: `bytes=${first}-${last}` }),
+        );
+        parts.push({ ETag: res.CopyPartResult!.ETag!, PartNumber: n });
+        copied += last - first + 1;
+        opts.onProgress?.(copied);
+      }
+    };
+    try {
+      await Promise.all(Array.from({ length: Math.min(PART_CONCURRENCY, count) }, copyPart));
+      parts.sort((a, b) => a.PartNumber - b.PartNumber);
+      await this.client.send(new this.s3.CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: parts } }));
+    } catch (err) {
+      await this.client.send(new this.s3.AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId })).catch(() => undefined);
+      throw err;
+    }
   }
 
   async deletePrefix(bucket: string, prefix: string): Promise<void> {
@@ -310,7 +416,7 @@ export function artifactRootUri(deps: { config: Pick<Config, 'storage'>; home: s
   return deps.config.storage.endpoint ? `s3://${bucket}` : `file://${join(deps.home, 'objects', bucket)}`;
 }
 
-export async function createObjectStore(config: Config['storage'], home: string): Promise<ObjectStore> {
+export async function createObjectStore(config: S3StoreConfig, home: string): Promise<ObjectStore> {
   return config.endpoint ? S3ObjectStore.create(config) : new FileObjectStore(join(home, 'objects'));
 }
 

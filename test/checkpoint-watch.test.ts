@@ -1,5 +1,6 @@
 // The checkpoint watcher: records each complete checkpoint (manifest verified against the stored copy) as a
-// run artifact, ignores one without a manifest or whose files do not match it, and raises a stale event.
+// run artifact, ignores one without a manifest or whose files do not match it, and raises a stale event; the same
+// as one pass per call (sweepCheckpoints) for the watcher workflow that waits between passes on timers.
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +16,7 @@ import { outbox } from '../db/schema/index.js';
 import { createTrainingActivities } from '../activities/training.js';
 import { loadConfig } from '../lib/config.js';
 import { offlineActivityDeps } from './support/deps.js';
+import type { CheckpointWatchState } from '../contracts/pipeline.js';
 
 const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-watch-'));
 let cat: Catalogue;
@@ -23,8 +25,8 @@ const pipelineId = randomUUID();
 // Where the job runner puts a run's checkpoints in the (file://) object store: checkpoints/{run_id}/{step}/.
 const ckptRoot = join(home, 'objects', 'hanzo-ml-checkpoints', 'checkpoints', runId);
 
-function writeCheckpoint(step: number, opts: { manifest?: boolean; corrupt?: boolean; best?: number } = {}): void {
-  const dir = join(ckptRoot, opts.best !== undefined ? 'best' : String(step));
+function writeCheckpoint(step: number, opts: { manifest?: boolean; corrupt?: boolean; best?: number; root?: string } = {}): void {
+  const dir = join(opts.root ?? ckptRoot, opts.best !== undefined ? 'best' : String(step));
   mkdirSync(dir, { recursive: true });
   const content = `weights of step ${step}`;
   writeFileSync(join(dir, 'adapter_model.safetensors'), content);
@@ -105,5 +107,28 @@ describe('watchCheckpoints activity', () => {
     const stale = events.filter((e) => (e.payload as { event: string }).event === 'checkpoint.stale');
     expect(stale).toHaveLength(1);
     expect(stale[0]!.payload).toMatchObject({ run_id: runId, job_id: pipelineId });
+  });
+
+  it('makes one pass per call for the watcher workflow, carrying its state: a stale gap alerts once, a new checkpoint ends it', async () => {
+    const other = { pipelineId: randomUUID(), runId: randomUUID(), organizationId: 'dev' };
+    const exp = await getOrCreateExperiment(cat.db, 'dev', 'e', 'file:///x');
+    await createRun(cat.db, { id: other.runId, organizationId: 'dev', experimentId: exp, name: 'r2', userId: 'dev', artifactRoot: 'file:///x', config: {}, params: {} });
+    const env = new MockActivityEnvironment();
+    const pass = (state: CheckpointWatchState | null): Promise<CheckpointWatchState> => env.run(activities.sweepCheckpoints, { ...other, state });
+    const first = await pass(null);
+    // checkpoint_alert_after is 1s here: a pass every second at most (never more often).
+    expect(first).toMatchObject({ alerted: false, poll_ms: 1000 });
+    await new Promise((r) => setTimeout(r, 1200));
+    const second = await pass(first);
+    const third = await pass(second);
+    expect([second.alerted, third.alerted]).toEqual([true, true]);
+    const staleOf = async () => (await cat.db.select().from(outbox)).filter((e) => (e.payload as { event: string; job_id: string }).event === 'checkpoint.stale' && (e.payload as { job_id: string }).job_id === other.pipelineId);
+    expect(await staleOf()).toHaveLength(1);
+    writeCheckpoint(7, { root: join(home, 'objects', 'hanzo-ml-checkpoints', 'checkpoints', other.runId) });
+    const fourth = await pass(third);
+    expect(fourth.alerted).toBe(false);
+    expect(fourth.last_new_at).toBeGreaterThan(third.last_new_at);
+    expect((await artifactsOf(cat.db, other.runId)).map((r) => r.path)).toEqual(['checkpoints/step-00000007']);
+    expect(await staleOf()).toHaveLength(1);
   });
 });

@@ -48,6 +48,13 @@ describe('configuration', () => {
     expect(loadConfig({ HANZO_ML_HOME: home() }).config.promotion.webhook_url).toBeUndefined();
   });
 
+  it('takes storage.multipart_threshold in bytes within the part sizes S3 accepts (5 MiB to 5 GiB)', () => {
+    expect(loadConfig({ HANZO_ML_HOME: home() }).config.storage.multipart_threshold).toBe(64 * 1024 * 1024);
+    expect(loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_STORAGE_MULTIPART_THRESHOLD: '5242880' }).config.storage.multipart_threshold).toBe(5 * 1024 * 1024);
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_STORAGE_MULTIPART_THRESHOLD: '1048576' })).toThrow(/storage\.multipart_threshold \(HANZO_ML_STORAGE_MULTIPART_THRESHOLD\): at least 5 MiB/);
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_STORAGE_MULTIPART_THRESHOLD: String(6 * 1024 ** 3) })).toThrow(/storage\.multipart_threshold.*at most 5 GiB/);
+  });
+
   it('rejects an unknown environment key, naming it', () => {
     expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_SERVER_PROT: '1' })).toThrow(/HANZO_ML_SERVER_PROT: unknown configuration key/);
   });

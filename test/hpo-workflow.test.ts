@@ -2,7 +2,7 @@
 // activities, the suggestion process): synthetic trials, so the tests are about the scheduler, fast.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -278,7 +278,7 @@ describe('hyperparameter sweeps on Temporal', () => {
     const worker = await replacementWorker(stack);
     const result = (await worker.runUntil(handle.result())) as SweepResult;
     expect(result.status).toBe('completed');
-    const { body } = await stack.api<{ lineage: { member: number; round: number; action: string; parent_member: number | null; params: Record<string, number>; step: number; value: number }[] }>('GET', `/v1/hpo/${id}/lineage`);
+    const { body } = await stack.api<{ lineage: { member: number; round: number; action: string; parent_member: number | null; params: Record<string, number>; step: number; value: number; checkpoint: string }[] }>('GET', `/v1/hpo/${id}/lineage`);
     expect(body.lineage).toHaveLength(4 * 3);
     const at = (m: number, r: number) => body.lineage.find((l) => l.member === m && l.round === r)!;
     for (const l of body.lineage) expect(l.step).toBe(Math.min(60, (l.round + 1) * 20));
@@ -289,9 +289,12 @@ describe('hyperparameter sweeps on Temporal', () => {
       const before = at(e.member, e.round - 1);
       expect(source.value).toBeLessThan(before.value); // copied from a better member
       expect(e.params.learning_rate).not.toBe(source.params.learning_rate); // explored
-      // Its round started from the source's checkpoint: the learning curve continues from the source's loss.
-      const start = JSON.parse(readFileSync(join(stack.home, 'work', `hpo-${id}-member-${e.member}`, `start-${e.round}.json`), 'utf8')) as { loss: number; step: number };
-      expect(start).toMatchObject({ step: source.step, loss: source.value });
+      // Its round started from the source's checkpoint (in the object store, checkpoints/{run}/{step}/ with a
+      // manifest): the learning curve continues from the source's loss.
+      const manifest = JSON.parse((await stack.runtime.store.readText(`${e.checkpoint}/manifest.json`))!) as { step: number; pbt: { started_from: string; start: { loss: number; step: number } } };
+      expect(manifest.step).toBe(e.step);
+      expect(manifest.pbt.started_from).toBe(source.checkpoint);
+      expect(manifest.pbt.start).toEqual({ step: source.step, loss: source.value });
     }
     const sweep = await finished(id);
     expect(sweep.best_trial!.objective_values[0]).toBe(Math.min(...[0, 1, 2, 3].map((m) => at(m, 2).value)));

@@ -12,7 +12,8 @@ async function servesArtifactProxy(url: string): Promise<boolean> {
 }
 
 describe('the stock mlflow client on the model registry', () => {
-  const servers = useCompatServers();
+  // A worker copies the files of registered versions (the logged model the scenario registers at its end).
+  const servers = useCompatServers({ worker: true });
 
   it('sees the same registry transcript from our API as from the reference mlflow server', async () => {
     const script = 'test/mlflow-compat/registry.py';

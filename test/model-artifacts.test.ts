@@ -20,16 +20,19 @@ import { objectUri, type ObjectStore } from '../lib/object-store.js';
 import { sha256Text } from '../lib/hash.js';
 import { createApiClient, type ApiClient } from '../cli/api-client.js';
 import { pullModel, VerificationError } from '../cli/pull.js';
+import { registerModelVersion } from '../cli/register.js';
 import { auditLog } from '../db/schema/index.js';
 import { repoRoot, type LoadedConfig } from '../lib/config.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import { ModelManifestSchema } from '../contracts/models.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
+import { bundleWorkflows } from '../workers/worker.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 let temporal: DevServer;
+let bundle: Awaited<ReturnType<typeof bundleWorkflows>> | undefined;
 let moto: ChildProcess | null = null;
 let motoEndpoint = '';
 const work = mkdtempSync(join(tmpdir(), 'hanzo-ml-model-artifacts-'));
@@ -64,6 +67,16 @@ describe.each(['file', 's3'] as const)('model artifacts of record on the %s stor
   async function call(method: string, path: string, body?: unknown) {
     const res = await runtime.app.request(path, { method, headers: { ...auth, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
     return { status: res.status, body: (await res.json()) as Json };
+  }
+
+  /** MLflow's model-versions/get until the version is no longer PENDING_REGISTRATION, as the stock client polls. */
+  async function whenRegistered(name: string, version: string): Promise<Json> {
+    for (let i = 0; ; i++) {
+      const got = await call('GET', `/api/2.0/mlflow/model-versions/get?name=${name}&version=${version}`);
+      if (got.body.model_version.status !== 'PENDING_REGISTRATION') return got.body.model_version as Json;
+      if (i > 300) throw new Error(`version ${version} of ${name} is still PENDING_REGISTRATION`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
 
   /** Job outputs as the trainer and the Candle tool leave them in the object store. */
@@ -106,7 +119,8 @@ describe.each(['file', 's3'] as const)('model artifacts of record on the %s stor
     const s3: Record<string, string> = kind === 's3' ? { HANZO_ML_STORAGE_ENDPOINT: motoEndpoint, HANZO_ML_STORAGE_ACCESS_KEY: 'test', HANZO_ML_STORAGE_SECRET_KEY: 'test' } : {};
     loaded = testConfig({ HANZO_ML_SERVER_PORT: String(port), ...s3 });
     mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-    runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, worker: false });
+    // The worker copies the files of MLflow registrations (modelRegistrationWorkflow) after the API answers.
+    runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, workflowBundle: (bundle ??= await bundleWorkflows()) });
     store = runtime.store;
     api = createApiClient(runtime.apiUrl, DEV_TOKEN);
   }, 120_000);
@@ -225,9 +239,28 @@ describe.each(['file', 's3'] as const)('model artifacts of record on the %s stor
     expect((await call('POST', '/api/2.0/mlflow/registered-models/create', { name })).status).toBe(200);
     const created = await call('POST', '/api/2.0/mlflow/model-versions/create', { name, source: `runs:/${run.run_id}/model`, run_id: run.run_id });
     expect(created.status, JSON.stringify(created.body)).toBe(200);
-    expect(created.body.model_version.status).toBe('READY');
+    expect(created.body.model_version.status).toBe('PENDING_REGISTRATION');
+    expect(await whenRegistered(name, '1')).toMatchObject({ status: 'READY' });
     return { original, overwrite: () => upload('model.safetensors', randomBytes(50_000)) };
   }
+
+  it("registers a run's artifact through the CLI's client, which waits while the files are copied", async () => {
+    const run = (await call('POST', '/api/2.0/mlflow/runs/create', { experiment_id: '0', run_name: 'cli-register' })).body.run.info as Json;
+    const weights = randomBytes(30_000);
+    const res = await runtime.app.request(`/api/2.0/mlflow-artifacts/artifacts/${String(run.artifact_uri).replace(/^mlflow-artifacts:\/+/, '')}/model/model.safetensors`, {
+      method: 'PUT',
+      headers: auth,
+      body: new Uint8Array(weights),
+    });
+    expect(res.status).toBe(200);
+    const pending = await registerModelVersion(api, { name: 'cli-registered', run_id: run.run_id, artifact_path: 'model', wait: false });
+    expect(pending).toMatchObject({ version: 1, status: 'pending_registration', checksum: null });
+    const ready = await registerModelVersion(api, { name: 'cli-registered', run_id: run.run_id, artifact_path: 'model', pollMs: 100 });
+    expect(ready).toMatchObject({ version: 2, status: 'ready', formats: ['safetensors'], checksum: expect.stringMatching(/^sha256:/) });
+    const dest = join(work, `${kind}-cli-registered`);
+    await pullModel(api, { name: 'cli-registered', version: 2, dest });
+    expect(readFileSync(join(dest, 'model.safetensors')).equals(weights)).toBe(true);
+  });
 
   it('copies a runs:/ source on MLflow registration, so overwriting the run artifact later changes nothing', async () => {
     const { original, overwrite } = await registeredFromRun('from-mlflow');
@@ -281,7 +314,8 @@ describe.each(['file', 's3'] as const)('model artifacts of record on the %s stor
     const { original } = await registeredFromRun('copied');
     const copy = await call('POST', '/api/2.0/mlflow/model-versions/create', { name: 'copied', source: 'models:/copied/1' });
     expect(copy.status, JSON.stringify(copy.body)).toBe(200);
-    expect(copy.body.model_version).toMatchObject({ version: '2', status: 'READY', source: 'models:/copied/1' });
+    expect(copy.body.model_version).toMatchObject({ version: '2', status: 'PENDING_REGISTRATION', source: 'models:/copied/1' });
+    expect(await whenRegistered('copied', '2')).toMatchObject({ version: '2', status: 'READY', source: 'models:/copied/1' });
     const [v1, v2] = [(await call('GET', '/v1/models/copied/versions/1')).body, (await call('GET', '/v1/models/copied/versions/2')).body];
     expect(v2).toMatchObject({ status: 'ready', formats: ['safetensors'], architecture: 'LlamaForCausalLM' });
     expect(v2.artifacts.safetensors.path).toMatch(/\/dev\/copied\/v2\/safetensors\/$/);

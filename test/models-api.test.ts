@@ -16,6 +16,7 @@ import { seedDevOrganization } from '../db/repo/auth.js';
 import { recordArtifact } from '../db/repo/run-artifacts.js';
 import { apiTokens, auditLog } from '../db/schema/index.js';
 import { sha256Text } from '../lib/hash.js';
+import { bundleWorkflows } from '../workers/worker.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 const as = (token: string) => ({ authorization: `Bearer ${token}` });
@@ -26,6 +27,7 @@ const OTHER_ORG = as('token-of-another-org');
 const WEIGHTS = Buffer.from('weights of record');
 
 let temporal: DevServer;
+let bundle: Awaited<ReturnType<typeof bundleWorkflows>> | undefined;
 
 describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (engine) => {
   let runtime: Runtime;
@@ -52,6 +54,16 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
     return info;
   }
 
+  /** The version once its files are copied (the registration answered pending_registration). */
+  async function whenRegistered(name: string, version: number): Promise<Json> {
+    for (let i = 0; ; i++) {
+      const v = await call('GET', `/v1/models/${name}/versions/${version}`);
+      if (v.body.status !== 'pending_registration') return v.body;
+      if (i > 300) throw new Error(`version ${version} of ${name} is still pending_registration`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
   async function auditRows(target: string) {
     return runtime.catalogue.db.select().from(auditLog).where(and(eq(auditLog.organizationId, 'dev'), eq(auditLog.target, target)));
   }
@@ -65,7 +77,8 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
     const loaded = testConfig(env);
     mkdirSync(join(loaded.home, 'logs'), { recursive: true });
     temporal ??= await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
-    runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, worker: false, listen: false });
+    // The worker copies registered files (modelRegistrationWorkflow); the API answers before it does.
+    runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, workflowBundle: (bundle ??= await bundleWorkflows()), listen: false });
     const db = runtime.catalogue.db;
     await seedDevOrganization(db, 'other-org', 'token-of-another-org');
     for (const [subject, role] of [
@@ -102,14 +115,16 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
 
   it("creates a version from a run's artifact, creating the model, with the run's metrics and the artifacts' checksums", async () => {
     const run = await newRun();
-    const res = await call('POST', '/v1/models/reg-b/versions', { run_id: run.run_id, artifact_path: 'checkpoint/final', tags: { task: 'qa' }, description: 'first cut' }, DEVELOPER);
-    expect(res.status, JSON.stringify(res.body)).toBe(201);
-    expect(res.body).toMatchObject({ name: 'reg-b', version: 1, stage: 'none', run_id: run.run_id, description: 'first cut', tags: { task: 'qa' }, created_by: 'builder' });
+    const created = await call('POST', '/v1/models/reg-b/versions', { run_id: run.run_id, artifact_path: 'checkpoint/final', tags: { task: 'qa' }, description: 'first cut' }, DEVELOPER);
+    // Accepted at once: the files are copied after the answer, by a workflow.
+    expect(created.status, JSON.stringify(created.body)).toBe(202);
+    expect(created.body).toMatchObject({ name: 'reg-b', version: 1, stage: 'none', run_id: run.run_id, description: 'first cut', tags: { task: 'qa' }, created_by: 'builder', status: 'pending_registration' });
+    const res = { body: await whenRegistered('reg-b', 1) };
     expect(res.body.source).toBe(`${run.artifact_uri}/checkpoint/final`);
     expect(res.body.metrics).toEqual({ 'eval/loss': 0.25 });
     expect(res.body.training_config).toEqual({ params: { lr: '2e-5' } });
     // The run's file is copied under the version's own prefix, with a manifest whose SHA-256 is the checksum.
-    expect(res.body).toMatchObject({ status: 'ready', formats: ['safetensors'] });
+    expect(res.body).toMatchObject({ status: 'ready', status_message: null, formats: ['safetensors'] });
     const copy = res.body.artifacts.safetensors as Json;
     expect(copy).toMatchObject({ size_bytes: WEIGHTS.length, files: 1 });
     expect(copy.path).toMatch(/\/dev\/reg-b\/v1\/safetensors\/$/);
@@ -142,6 +157,8 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
   it('promotes through the stages: production needs an approver, archives the previous one and is audited', async () => {
     const run = await newRun();
     for (let i = 0; i < 2; i++) await call('POST', '/v1/models/reg-d/versions', { run_id: run.run_id, artifact_path: 'checkpoint/final' }, DEVELOPER);
+    // A version still being registered has nothing complete to serve: no stage toward serving yet.
+    for (const v of [1, 2]) expect(await whenRegistered('reg-d', v)).toMatchObject({ status: 'ready' });
     const staged = await call('PATCH', '/v1/models/reg-d/versions/1/stage', { stage: 'staging' }, DEVELOPER);
     expect(staged.body).toMatchObject({ version: { version: 1, stage: 'staging' }, archived: [] });
     const refused = await call('PATCH', '/v1/models/reg-d/versions/1/stage', { stage: 'production' }, DEVELOPER);

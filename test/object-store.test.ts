@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync, readFileSync, mkdirSync, existsSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FileObjectStore, S3ObjectStore, type ObjectStore } from '../lib/object-store.js';
+import { FileObjectStore, S3ObjectStore, partSizeFor, type ObjectStore } from '../lib/object-store.js';
 import { sha256File } from '../lib/hash.js';
 import { loadConfig } from '../lib/config.js';
 import { freePort } from './support/ports.js';
@@ -58,6 +58,17 @@ describe.each(['file', 's3'])('%s object store', (kind) => {
     // A single file, by its own key.
     await store.deletePrefix('models', 'm/v1/a.bin');
     expect(await store.exists(one.uri)).toBe(false);
+  });
+});
+
+describe('multipart copies', () => {
+  it('copy in parts of the threshold, grown only when an object would need more than 10,000 parts', () => {
+    const MiB = 1024 * 1024;
+    expect(partSizeFor(12 * MiB, 5 * MiB)).toBe(5 * MiB);
+    expect(partSizeFor(10 * 1024 * MiB, 64 * MiB)).toBe(64 * MiB);
+    const huge = 1024 * 1024 * MiB; // 1 TiB in 5 MiB parts would be 209,716 parts
+    expect(partSizeFor(huge, 5 * MiB)).toBe(Math.ceil(huge / 10_000));
+    expect(Math.ceil(huge / partSizeFor(huge, 5 * MiB))).toBeLessThanOrEqual(10_000);
   });
 });
 

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
 import { bundleWorkflows } from '../workers/worker.js';
 import { loadConfig } from '../lib/config.js';
-import { jobsTaskQueueOf, pipelineWorkflowId, type PipelineWorkflowInput, type PipelineResult } from '../contracts/pipeline.js';
+import { checkpointWatchWorkflowId, jobsTaskQueueOf, pipelineWorkflowId, type PipelineWorkflowInput, type PipelineResult } from '../contracts/pipeline.js';
 import { promotionDecisionUpdate, pipelineProgressQuery } from '../contracts/pipeline-messages.js';
 import type { createActivities } from '../activities/index.js';
 import { DataOptionsSchema, HardwareSchema, RecoveryPolicySchema } from '../contracts/trainer-job.js';
@@ -27,11 +27,21 @@ function standInActivities(tunedExactMatch: number, stages: string[]): Partial<R
     prepareDataset: async () => ({ id: 'd', name: 'ds', version: 1, sha256: 'x', splits: { train: 't', validation: 'v', test: 's' } }),
     createTrackingRun: async () => ({ runId: 'run-1' }),
     watchCheckpoints: async () => ({ checkpoints: [{ step: 5, uri: 'file:///c', sha256: 'c' }] }),
+    sweepCheckpoints: async () => ({ last_new_at: 0, alerted: false, poll_ms: 200 }),
     trainModel: async () => ({ steps: 10, resumed_from_step: null, steps_trained_this_process: 10, adapter_path: '/a', final_metrics: { 'train/loss': 0.5 }, tokens_seen: 100, job_uri: 'file:///jobs/w' }),
     evaluateModels: async () => ({ base: scores(0), tuned: scores(tunedExactMatch), samples: [] }),
     mergeAdapter: async () => ({ merged_dir: '/m', heldout_tokens_path: '/h', reference_perplexity: 3, num_tokens: 10, general_tokens_path: null, general_reference_perplexity: null, general_num_tokens: null, base_general_perplexity: null, files: [] }),
     validateAndQuantize: async () => ({ validate: {}, quantize: {}, gguf: { path: '/g.gguf', size_bytes: 1, sha256: 'g'.repeat(64), dtype: 'q8_0' } }),
-    registerModelVersion: async () => ({ version: 1, stage: tunedExactMatch > 0 ? 'staging' : 'none', gateReason: `exact_match tuned ${tunedExactMatch} vs base 0`, artifacts: {} }),
+    prepareModelRegistration: async () => ({
+      version: 1,
+      stage: tunedExactMatch > 0 ? 'staging' : 'none',
+      gateReason: `exact_match tuned ${tunedExactMatch} vs base 0`,
+      artifacts: {},
+      status: 'pending_registration',
+      message: null,
+      registration: { version_id: 'v', organization_id: 'org', model_name: 'm', version: 1, formats: [], description: null, total_bytes: 0 },
+    }),
+    publishModelVersion: async () => ({ status: 'ready', message: null, artifacts: {}, checksum: null }),
     promoteModelVersion: async () => ({ archived: [] }),
     finishRun: async () => undefined,
   };
@@ -55,11 +65,16 @@ describe('fineTunePipelineWorkflow orchestration', () => {
     await server.stop();
   });
 
-  async function run<T>(tunedExactMatch: number, body: (id: string, stages: string[]) => Promise<T>, promotion: PipelineWorkflowInput['promotion'] = { auto_approve: false }): Promise<T> {
+  async function run<T>(
+    tunedExactMatch: number,
+    body: (id: string, stages: string[]) => Promise<T>,
+    promotion: PipelineWorkflowInput['promotion'] = { auto_approve: false },
+    overrides: ReturnType<typeof standInActivities> = {},
+  ): Promise<T> {
     const stages: string[] = [];
     const taskQueue = `wf-${randomUUID()}`;
     const connection = await NativeConnection.connect({ address: server.address });
-    const activities = standInActivities(tunedExactMatch, stages);
+    const activities = { ...standInActivities(tunedExactMatch, stages), ...overrides };
     const worker = await Worker.create({ connection, taskQueue, workflowBundle: bundle, activities });
     // Job activities run on the job task queue beside the workflow's.
     const jobs = await Worker.create({ connection, taskQueue: jobsTaskQueueOf(taskQueue), activities });
@@ -136,6 +151,47 @@ describe('fineTunePipelineWorkflow orchestration', () => {
   it('ends with approval_timed_out when nobody decides within the timeout', async () => {
     const result = (await run(0.9, async (id) => client.workflow.getHandle(pipelineWorkflowId(id)).result(), { auto_approve: false, approval_timeout: '2s' })) as PipelineResult;
     expect(result.outcome).toBe('approval_timed_out');
+  });
+
+  it('watches checkpoints from a child workflow on timers while training runs, with no activity waiting beside the training job', async () => {
+    let finishTraining!: () => void;
+    const training = new Promise<void>((r) => (finishTraining = r));
+    let passes = 0;
+    const runId = randomUUID();
+    const trained = { steps: 10, resumed_from_step: null, steps_trained_this_process: 10, adapter_path: '/a', final_metrics: { 'train/loss': 0.5 }, tokens_seen: 100, job_uri: 'file:///jobs/w' };
+    const overrides = {
+      createTrackingRun: async () => ({ runId }),
+      trainModel: async () => training.then(() => trained),
+      sweepCheckpoints: async () => {
+        passes++;
+        return { last_new_at: 0, alerted: false, poll_ms: 200 };
+      },
+    };
+    const result = await run(
+      0.9,
+      async (id) => {
+        const pipeline = client.workflow.getHandle(pipelineWorkflowId(id));
+        const watcher = client.workflow.getHandle(checkpointWatchWorkflowId(runId));
+        for (let i = 0; passes < 3; i++) {
+          if (i > 200) throw new Error(`the watcher made ${passes} passes`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        // Between passes the watcher waits on a timer: the only activity in flight is the training job itself.
+        const described = await pipeline.describe();
+        expect(described.raw.pendingActivities!.map((a) => a.activityType!.name)).toEqual(['trainModel']);
+        expect(described.raw.pendingChildren!.map((c) => c.workflowId)).toEqual([checkpointWatchWorkflowId(runId)]);
+        expect((await watcher.describe()).status.name).toBe('RUNNING');
+        finishTraining();
+        const r = (await pipeline.result()) as PipelineResult;
+        // Training over, the watcher was cancelled and stopped; the final sweep's checkpoints are the pipeline's.
+        expect((await watcher.describe()).status.name).not.toBe('RUNNING');
+        return r;
+      },
+      { auto_approve: true },
+      overrides,
+    );
+    expect(result.outcome).toBe('promoted');
+    expect(result.progress.checkpoints).toEqual([{ step: 5, uri: 'file:///c', sha256: 'c' }]);
   });
 
   it('stops after register with the reason when the eval gate fails', async () => {

@@ -107,9 +107,11 @@ describe('fine-tuning pipeline end to end (embedded stack)', () => {
 
   it('replays its recorded history deterministically', async () => {
     const history = await stack.runtime.client.workflow.getHandle(pipelineWorkflowId(id)).fetchHistory();
-    const fixture = fileURLToPath(new URL('./fixtures/pipeline-history.json', import.meta.url));
-    if (process.env.HANZO_ML_RECORD_HISTORY) writeFileSync(fixture, historyToJSON(history));
-    await Worker.runReplayHistory({ workflowBundle: await bundleWorkflows() }, history);
+    // HANZO_ML_RECORD_HISTORY=1 re-records pipeline-history.json; a file name records another fixture beside it.
+    const record = process.env.HANZO_ML_RECORD_HISTORY;
+    const fixture = fileURLToPath(new URL(`./fixtures/${record && record !== '1' ? record : 'pipeline-history.json'}`, import.meta.url));
+    if (record) writeFileSync(fixture, historyToJSON(history));
+    await Worker.runReplayHistory({ workflowBundle: await bundleWorkflows() }, history, pipelineWorkflowId(id));
     expect(JSON.parse(readFileSync(fixture, 'utf8')).events.length).toBeGreaterThan(10);
   });
 });

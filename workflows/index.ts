@@ -2,3 +2,5 @@
 export { fineTunePipelineWorkflow } from './pipeline.js';
 export { hpoSweepWorkflow, hpoTrialWorkflow } from './hpo.js';
 export { pbtWorkflow, pbtMemberRoundWorkflow } from './pbt.js';
+export { modelRegistrationWorkflow } from './model-registration.js';
+export { checkpointWatchWorkflow } from './checkpoint-watch.js';

@@ -2,7 +2,8 @@
 // of each member is a child workflow `hpo:<sweep>:member:<m>:round:<r>`. Between rounds the members in the
 // bottom quantile copy the checkpoint (exploit) and perturbed hyperparameters (explore) of members in the top
 // quantile; every member's round is recorded as lineage. All state lives in this workflow and the member
-// checkpoints, so the whole population survives a worker crash.
+// checkpoints (in the object store, so a member may exploit one written on another worker), so the whole
+// population survives a worker crash.
 import { ApplicationFailure, CancellationScope, ParentClosePolicy, executeChild, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import { jobsTaskQueueOf } from '../contracts/pipeline.js';

@@ -6,19 +6,24 @@ import {
   ApplicationFailure,
   CancellationScope,
   condition,
+  executeChild,
   isCancellation,
+  ParentClosePolicy,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
   uuid4,
   workflowInfo,
   log,
+  patched,
   TimeoutFailure,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
+import type { RegisteredVersion } from '../activities/registry.js';
 import {
   PipelineWorkflowInputSchema,
   PromotionDecisionSchema,
+  checkpointWatchWorkflowId,
   jobsTaskQueueOf,
   pipelineIdFromWorkflowId,
   type PipelineProgress,
@@ -30,6 +35,13 @@ import {
 } from '../contracts/pipeline.js';
 import { STAGE_KEY } from '../contracts/search-attributes.js';
 import { pipelineProgressQuery, promotionDecisionUpdate, trainingProgressSignal } from '../contracts/pipeline-messages.js';
+import { registrationActivities, registrationFailure } from './model-registration.js';
+import { checkpointWatchWorkflow } from './checkpoint-watch.js';
+
+/** The register stage copies its files in an activity of their own (workflow patch; see registerVersion). */
+const REGISTRATION_ACTIVITY_PATCH = 'register-copy-activity';
+/** The checkpoint watcher is a child workflow on timers, not a slot-holding activity (see trainWithCheckpointWatch). */
+const CHECKPOINT_WATCH_WORKFLOW_PATCH = 'checkpoint-watch-workflow';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -116,7 +128,7 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
     const candle = await jobs.validateAndQuantize({ pipelineId, input, merge: merged });
 
     await enter('register');
-    const registered = await quick.registerModelVersion({ pipelineId, runId, input, dataset, train, evalReport, merge: merged, candle });
+    const registered = await registerVersion({ pipelineId, runId, input, dataset, train, evalReport, merge: merged, candle });
     progress.model_version = { name: input.model_name, version: registered.version, stage: registered.stage };
     await quick.finishRun({ runId, status: 'completed' });
 
@@ -154,6 +166,34 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
         await enter('failed', 'cancelled');
       });
     }
+    throw err;
+  }
+}
+
+type RegisterArgs = Parameters<Activities['prepareModelRegistration']>[0];
+
+/**
+ * The register stage: the pending version first (a quick activity), then the copy of its files as an activity of
+ * its own with heartbeats and a deadline sized to their bytes. Pipelines that started before this ran both in one
+ * quick activity, and replay that way.
+ */
+async function registerVersion(args: RegisterArgs): Promise<RegisteredVersion> {
+  if (!patched(REGISTRATION_ACTIVITY_PATCH)) return quick.registerModelVersion(args);
+  const prepared = await quick.prepareModelRegistration(args);
+  const registered = { version: prepared.version, stage: prepared.stage, gateReason: prepared.gateReason };
+  if (!prepared.registration) {
+    if (prepared.status === 'failed_registration') throw ApplicationFailure.nonRetryable(prepared.message ?? `model version ${prepared.version} failed registration`, 'BadArtifacts');
+    return { ...registered, artifacts: prepared.artifacts };
+  }
+  try {
+    const done = await registrationActivities(prepared.registration.total_bytes).publishModelVersion(prepared.registration);
+    if (done.status !== 'ready') throw ApplicationFailure.nonRetryable(done.message ?? `model version ${prepared.version} was not registered`, 'BadArtifacts');
+    return { ...registered, artifacts: done.artifacts as RegisteredVersion['artifacts'] };
+  } catch (err) {
+    if (err instanceof ApplicationFailure) throw err;
+    // Retries spent, or cancelled: the version says why it has no files, and nothing partial is kept.
+    const message = isCancellation(err) ? 'the registration was cancelled' : registrationFailure(err);
+    await CancellationScope.nonCancellable(() => quick.failModelRegistration({ input: prepared.registration!, message }));
     throw err;
   }
 }
@@ -224,11 +264,20 @@ function reloadFailure(err: unknown, deadline: string): string {
 
 type TrainArgs = Parameters<Activities['trainModel']>[0];
 
-/** Train, with the checkpoint watcher running beside it until training ends; then one final sweep. */
+/**
+ * Train, with the checkpoint watcher running beside it until training ends; then one final sweep. The watcher is
+ * a child workflow that waits on timers between short passes, so it holds no activity slot while training runs;
+ * pipelines that started before it was one watch with a long activity on the control queue, and replay that way.
+ */
 async function trainWithCheckpointWatch(jobs: ReturnType<typeof longRunning>, watcher: ReturnType<typeof longRunning>, args: TrainArgs, progress: PipelineProgress) {
   const watchScope = new CancellationScope();
+  const watch = { pipelineId: args.pipelineId, runId: args.runId, organizationId: args.input.organization_id };
   const watching = watchScope
-    .run(() => watcher.watchCheckpoints({ pipelineId: args.pipelineId, runId: args.runId, organizationId: args.input.organization_id, once: false }))
+    .run<unknown>(() =>
+      patched(CHECKPOINT_WATCH_WORKFLOW_PATCH)
+        ? executeChild(checkpointWatchWorkflow, { workflowId: checkpointWatchWorkflowId(args.runId), args: [watch], parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL })
+        : watcher.watchCheckpoints({ ...watch, once: false }),
+    )
     .catch((err: unknown) => {
       if (!isCancellation(err)) log.warn('checkpoint watcher failed; the final sweep records what it missed', { error: String(err) });
     });

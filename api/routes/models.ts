@@ -22,7 +22,7 @@ import { jsonBody } from '../validate.js';
 import { ModelCreateSchema, ModelNameSchema, ModelVersionCreateSchema, StageChangeSchema } from '../../contracts/models.js';
 import { wireExperimentId } from './mlflow/common.js';
 import { keyOfUri, rawPathAfter, wireRunArtifactUri } from './mlflow/artifact-store.js';
-import { downloadFormatFile, registerWithCopy } from '../model-files.js';
+import { downloadFormatFile, filesPlan, registerVersion } from '../model-files.js';
 import { filesUnder, type SourceFile } from '../../lib/model-artifacts.js';
 import { artifactRootUri } from '../../lib/object-store.js';
 import { quarantineOverride, refusingQuarantined } from '../quarantine.js';
@@ -90,8 +90,9 @@ export function modelRoutes(deps: ApiDeps) {
     const path = body.artifact_path.replace(/^\.?\/*/, '').replace(/\/+$/, '');
     const [metrics, params, files] = await Promise.all([latestMetricsOf(deps.db, run.id), paramsOf(deps.db, run.id), artifactsUnder(deps, run, path)]);
     if (!files.length) throw invalid(`run "${run.id}" has no artifacts at or under artifact_path "${path}"`);
-    // The files are copied under the version's own prefix: a later overwrite of the run's artifact changes nothing.
-    const row = await registerWithCopy(deps, {
+    // The files are copied under the version's own prefix (a later overwrite of the run's artifact changes
+    // nothing) by a workflow: the answer is 202 with the version pending_registration; GET it until it is ready.
+    const row = await registerVersion(c, deps, {
       organizationId: p.organizationId,
       modelName: name,
       runId: run.id,
@@ -102,8 +103,9 @@ export function modelRoutes(deps: ApiDeps) {
       trainingConfig: { params },
       lineage: { run_id: run.id, experiment_id: run.experimentId, artifact_path: path },
       createdBy: p.subject,
-    }, files);
-    return c.json(modelVersionView(name, row), 201);
+    }, filesPlan(files));
+    c.header('location', `/v1/models/${encodeURIComponent(name)}/versions/${row.version}`);
+    return c.json(modelVersionView(name, row), row.status === 'pending_registration' ? 202 : 201);
   });
 
   app.get('/:name/versions/:version', async (c) => {

@@ -253,24 +253,47 @@ export async function registerModelVersion(db: Db, v: NewModelVersion): Promise<
 }
 
 /**
- * Records a version's copied artifacts and marks it ready (or, with `failed`, failed_registration). The columns
- * describing the model (architecture, base model, method) come from the artifacts; null leaves them (and source) as they are.
+ * Records a version's copied artifacts and marks it ready (or, with `failed`, failed_registration with its
+ * message). The columns describing the model (architecture, base model, method) come from the artifacts; null leaves
+ * them (and source) as they are. Only a pending version changes: null when the version is gone (deleted while
+ * its files were copied) or no longer pending (another attempt finished it), so a late attempt overwrites nothing.
  */
 export async function completeRegistration(
   db: Db,
   id: string,
-  p: { artifacts: Record<string, unknown>; checksum: string | null; source?: string | null; architecture?: string | null; baseModel?: string | null; method?: string | null; failed?: boolean },
-): Promise<ModelVersionRow> {
+  p: {
+    artifacts: Record<string, unknown>;
+    checksum: string | null;
+    source?: string | null;
+    architecture?: string | null;
+    baseModel?: string | null;
+    method?: string | null;
+    failed?: boolean;
+    message?: string | null;
+  },
+): Promise<ModelVersionRow | null> {
   const described = Object.fromEntries(
     Object.entries({ source: p.source, architecture: p.architecture, baseModel: p.baseModel, method: p.method }).filter(([, v]) => v !== undefined && v !== null),
   );
   const [row] = await db
     .update(modelVersions)
-    .set({ artifacts: p.artifacts, checksum: p.checksum, status: p.failed ? 'failed_registration' : 'ready', lastUpdatedAt: new Date(), ...described })
-    .where(eq(modelVersions.id, id))
+    .set({
+      artifacts: p.artifacts,
+      checksum: p.checksum,
+      status: p.failed ? 'failed_registration' : 'ready',
+      statusMessage: p.failed ? (p.message ?? 'registration failed') : null,
+      lastUpdatedAt: new Date(),
+      ...described,
+    })
+    .where(and(eq(modelVersions.id, id), eq(modelVersions.status, 'pending_registration')))
     .returning();
-  if (!row) throw new NotFoundError(`model version ${id} does not exist`);
-  return row;
+  return row ?? null;
+}
+
+/** A version by its id, whatever its organization (the registration activity holds the id the API issued). */
+export async function versionById(db: Tx, id: string): Promise<ModelVersionRow | null> {
+  const [row] = await db.select().from(modelVersions).where(eq(modelVersions.id, id));
+  return row ?? null;
 }
 
 export async function getVersion(db: Tx, organizationId: string, name: string, version: number): Promise<{ model: RegisteredModelRow; version: ModelVersionRow } | null> {
@@ -501,6 +524,7 @@ export function modelVersionView(name: string, v: ModelVersionRow): Record<strin
     base_model: v.baseModel,
     method: v.method,
     status: v.status,
+    status_message: v.statusMessage,
     checksum: v.checksum,
     formats: orderFormats(Object.keys(v.artifacts as Record<string, unknown>)),
     artifacts: v.artifacts,

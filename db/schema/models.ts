@@ -51,6 +51,8 @@ export const modelVersions = pgTable(
      * prefix, then `ready`; a copy that failed leaves `failed_registration`. Only a ready version is pulled or served.
      */
     status: text('status', { enum: REGISTRATION_STATUSES }).notNull().default('ready'),
+    /** Why a registration failed (MLflow's status_message), naming the file; null otherwise. */
+    statusMessage: text('status_message'),
     /** The version's checksum of record: `sha256:` of its primary format's manifest (null: no files were registered). */
     checksum: text('checksum'),
     metrics: jsonb('metrics').notNull().default({}),

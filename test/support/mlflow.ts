@@ -76,13 +76,14 @@ export interface CompatServers {
 }
 
 /**
- * Registers the hooks of a compatibility suite: our API (no worker) and a reference mlflow server, both up
+ * Registers the hooks of a compatibility suite: our API (with a worker only when asked: registering model files
+ * needs one) and a reference mlflow server, both up
  * before the suite and stopped after it. The returned object is filled in by `beforeAll`.
  */
-export function useCompatServers(): CompatServers {
+export function useCompatServers(o: { worker?: boolean } = {}): CompatServers {
   const servers = {} as CompatServers;
   beforeAll(async () => {
-    servers.stack = await startTestStack({}, { worker: false });
+    servers.stack = await startTestStack({}, { worker: o.worker ?? false });
     servers.python = servers.stack.loaded.bootstrap.mlflow_python ?? '';
     servers.reference = await startReferenceMlflow(servers.python);
   }, 120_000);

@@ -29,6 +29,7 @@ function earlyStages(deps: ActivityDeps) {
     prepareDataset: async () => ({ id: 'd', name: 'ds', version: 1, sha256: 'x', splits: { train: 't', validation: 'v', test: 's' } }),
     createTrackingRun: async () => ({ runId: 'run-1' }),
     watchCheckpoints: async () => ({ checkpoints: [] }),
+    sweepCheckpoints: async () => ({ last_new_at: 0, alerted: false, poll_ms: 1000 }),
     trainModel: async () => ({ steps: 10, resumed_from_step: null, steps_trained_this_process: 10, adapter_path: '/a', final_metrics: {}, tokens_seen: 100, job_uri: 'file:///jobs/w' }),
     evaluateModels: async () => ({ base: scores(0), tuned: scores(0.9), samples: [] }),
     mergeAdapter: async () => ({ merged_dir: '/m', heldout_tokens_path: '/h', reference_perplexity: 3, num_tokens: 10, general_tokens_path: null, general_reference_perplexity: null, general_num_tokens: null, base_general_perplexity: null, files: [] }),
@@ -36,6 +37,11 @@ function earlyStages(deps: ActivityDeps) {
     registerModelVersion: async (a: { pipelineId: string; input: { organization_id: string; model_name: string } }) => {
       const row = await registerModelVersion(deps.db, { organizationId: a.input.organization_id, modelName: a.input.model_name, stage: 'staging', artifacts: ARTIFACTS, createdBy: 'pipeline', sourcePipeline: a.pipelineId });
       return { version: row.version, stage: row.stage, gateReason: 'passed', artifacts: ARTIFACTS };
+    },
+    // The version is ready at once: nothing is left for the copy activity.
+    prepareModelRegistration: async (a: { pipelineId: string; input: { organization_id: string; model_name: string } }) => {
+      const row = await registerModelVersion(deps.db, { organizationId: a.input.organization_id, modelName: a.input.model_name, stage: 'staging', artifacts: ARTIFACTS, createdBy: 'pipeline', sourcePipeline: a.pipelineId });
+      return { version: row.version, stage: row.stage, gateReason: 'passed', artifacts: ARTIFACTS, registration: null, status: row.status, message: null };
     },
     finishRun: async () => undefined,
   };

@@ -136,12 +136,28 @@ class Run:
                                    upload=upload)
 
     def register_model(self, name: str, artifact_path: str, tags: dict[str, str] | None = None,
-                       description: str | None = None) -> dict:
-        """Registers this run's artifact `artifact_path` as a new version of model `name`; the version."""
+                       description: str | None = None, await_registration_for: float = 300.0) -> dict:
+        """Registers this run's artifact `artifact_path` as a new version of model `name`; the version.
+
+        The server copies the files under the version's own prefix after it answers (status
+        `pending_registration`); this waits up to `await_registration_for` seconds until the version is `ready`
+        (0: return at once) and raises TrackingError when the registration failed or did not finish in time."""
         body: dict[str, Any] = {"run_id": self.id, "artifact_path": artifact_path, "tags": dict(tags or {})}
         if description is not None:
             body["description"] = description
-        return self.transport.call("POST", f"/v1/models/{urllib.parse.quote(name, safe='')}/versions", body)
+        path = f"/v1/models/{urllib.parse.quote(name, safe='')}/versions"
+        version = self.transport.call("POST", path, body)
+        deadline = time.monotonic() + await_registration_for
+        while version.get("status") == "pending_registration" and await_registration_for > 0:
+            if time.monotonic() > deadline:
+                raise TrackingError(0, "TIMEOUT", f"version {version['version']} of model {name!r} is still being registered "
+                                    f"after {await_registration_for:g}s", method="GET", url=f"{path}/{version['version']}")
+            time.sleep(0.5)
+            version = self.transport.call("GET", f"{path}/{version['version']}")
+        if version.get("status") == "failed_registration":
+            raise TrackingError(409, "FAILED_REGISTRATION", version.get("status_message") or "registration failed",
+                                method="GET", url=f"{path}/{version['version']}")
+        return version
 
     # ---- status ----
 

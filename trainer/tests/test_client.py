@@ -126,6 +126,8 @@ def test_register_model_creates_a_version_from_a_run_artifact(tracking, tmp_path
     assert version["run_id"] == run.id
     assert version["tags"] == {"task": "qa"}
     assert version["source"].endswith(f"{run.id}/artifacts/checkpoint/step-final")
+    # The client waited while the server copied the files under the version's prefix.
+    assert version["status"] == "ready" and version["formats"] == ["safetensors"]
     versions = get(tracking, "/v1/models/client-model/versions")
     assert run.id in json.dumps(versions)
 

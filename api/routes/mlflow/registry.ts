@@ -62,7 +62,7 @@ import { keyOfUri, PROXY_SCHEME } from './artifact-store.js';
 import { versionDownloadUri } from './version-artifacts.js';
 import { artifactRootUri } from '../../../lib/object-store.js';
 import { filesUnder, type SourceFile } from '../../../lib/model-artifacts.js';
-import { registerCopyOf, registerWithCopy } from '../../model-files.js';
+import { filesPlan, registerVersion, versionCopyPlan } from '../../model-files.js';
 import { quarantineOverride, refuseGateTag, refusingQuarantined } from '../../quarantine.js';
 import { QUARANTINE_OVERRIDE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_TAG } from '../../../contracts/eval-suite.js';
 
@@ -167,6 +167,7 @@ function versionWire(name: string, v: ModelVersionRow, aliases: { alias: string;
     run_id: wireRunId(v),
     ...(v.runLink ? { run_link: v.runLink } : {}),
     status: WIRE_STATUS[v.status],
+    ...(v.statusMessage ? { status_message: v.statusMessage } : {}),
     tags: kv(v.tags),
     aliases: aliases.filter((a) => a.version === v.version).map((a) => a.alias),
   };
@@ -482,8 +483,12 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       lineage: { ...(runId ? { run_id: runId } : {}), ...(loggedModelId ? { logged_model_id: loggedModelId } : {}) },
       createdBy: p.subject,
     };
-    const row = copy ? await registerCopyOf(deps, version, copy.from) : await registerWithCopy(deps, version, await sourceFiles(storageLocation ?? body.source, run, Boolean(body.model_id)));
-    if (loggedModelId) await recordModelVersionOnLoggedModel(db, p.organizationId, loggedModelId, body.name, row.version);
+    // The files are copied by a workflow: the answer says PENDING_REGISTRATION and the client polls
+    // model-versions/get until READY (or FAILED_REGISTRATION with a status_message).
+    const copied = copy ? await versionCopyPlan(deps, copy.from) : { plan: filesPlan(await sourceFiles(storageLocation ?? body.source, run, Boolean(body.model_id))), fields: {} };
+    const row = await registerVersion(c, deps, { ...version, ...copied.fields }, copied.plan, async (tx, created) => {
+      if (loggedModelId) await recordModelVersionOnLoggedModel(tx as unknown as typeof db, p.organizationId, loggedModelId, body.name, created.version);
+    });
     return versionResponse(model.name, model.id, row);
   });
 

@@ -1,0 +1,1 @@
+ALTER TABLE "model_versions" ADD COLUMN "status_message" text;

@@ -1,0 +1,23 @@
+// A real S3-protocol server (moto_server from the test venv) on a free port, for tests of the S3 object store.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { freePort } from './ports.js';
+
+export interface Moto {
+  endpoint: string;
+  /** HANZO_ML_STORAGE_* settings that point the object store at it */
+  env: Record<string, string>;
+  stop(): void;
+}
+
+export async function startMoto(bin: string | undefined): Promise<Moto> {
+  if (!bin || !existsSync(bin)) throw new Error('moto_server is missing: run scripts/bootstrap.sh --tests');
+  const port = await freePort();
+  const child: ChildProcess = spawn(bin, ['-H', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
+  const endpoint = `http://127.0.0.1:${port}`;
+  for (let i = 0; !(await fetch(endpoint).then(() => true, () => false)); i++) {
+    if (i > 150) throw new Error('moto_server did not start');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return { endpoint, env: { HANZO_ML_STORAGE_ENDPOINT: endpoint, HANZO_ML_STORAGE_ACCESS_KEY: 'test', HANZO_ML_STORAGE_SECRET_KEY: 'test' }, stop: () => child.kill() };
+}
