@@ -105,10 +105,13 @@ base_model() {
   local key
   key=$(hash_of trainer/requirements.lock trainer/hanzo_ml/base_model.py $(find examples/corpus -type f | sort))
   BASE_MODEL="$CACHE/models/hanzo-tiny-llama-$key"
-  [ -f "$BASE_MODEL/base-model.json" ] && return
+  # Readable by every user: the images run as uid 1000 and read it from a mount (the writer's temporary files are
+  # owner-only).
+  [ -f "$BASE_MODEL/base-model.json" ] && { chmod -R a+rX "$BASE_MODEL"; return; }
   say "building the base model hanzo-tiny-llama (seeded pre-training on examples/corpus; a few minutes once)"
   mkdir -p "$CACHE/models"
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=trainer "$VENV/bin/python" -m hanzo_ml build-base --out "$BASE_MODEL" --seed 0 >&2
+  chmod -R a+rX "$BASE_MODEL"
 }
 
 # The MLflow UI (served read-only at /mlflow/) is the static build inside the pinned mlflow wheel: extracted once,

@@ -268,7 +268,8 @@ function adminBootstrap(dbUrl: string, home: string): string {
 /**
  * `podman run` of the control-plane image as a cluster runs it: uid 1000, a read-only root with a /tmp, the
  * machine's loopback network. Configuration comes through the environment; the data directory (with the kubeconfig)
- * is mounted at its own path, and the bundled base model where `trainer.base_models_dir` names it.
+ * and the example datasets are mounted at their own paths, the bundled base model where `trainer.base_models_dir`
+ * names it.
  */
 function controlPlaneRun(name: string, env: Record<string, string>, home: string, baseModel: string): string[] {
   // The image's own PATH; HOME is the mounted data directory (the root is read-only).
@@ -278,6 +279,8 @@ function controlPlaneRun(name: string, env: Record<string, string>, home: string
     '--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=1024:1024',
     '--user', '1000:1000', '--read-only', '--tmpfs', '/tmp:rw,mode=1777',
     '-v', `${home}:${home}`,
+    // The demo dataset the tests' pipelines name by its file:// path, as an operator's dataset volume.
+    '-v', `${join(repoRoot, 'examples')}:${join(repoRoot, 'examples')}:ro`,
     '-v', `${baseModel}:/models/hanzo-tiny-llama:ro`,
     ...Object.entries({ ...config, HOME: env.HANZO_ML_HOME!, HANZO_ML_TRAINER_BASE_MODELS_DIR: '/models' }).flatMap(([k, v]) => ['-e', `${k}=${v}`]),
   ];
