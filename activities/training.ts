@@ -154,13 +154,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
       }
       if (!alerted && now - lastNew > alertAfter) {
         alerted = true;
-        deps.log.warn('no checkpoint within the alert interval', { pipeline: a.pipelineId, after: deps.config.trainer.checkpoint_alert_after });
-        await emitEvent(deps.db, a.organizationId, 'jobs', a.pipelineId, {
-          event: 'checkpoint.stale',
-          job_id: a.pipelineId,
-          run_id: a.runId,
-          seconds_since_last_checkpoint: Math.round((now - lastNew) / 1000),
-        });
+        await emitStaleCheckpointAlert(deps, a, now - lastNew);
       }
       // Often enough to raise the alert on time and list checkpoints soon after they appear, and no more.
       return { last_new_at: lastNew, alerted, poll_ms: Math.min(30_000, Math.max(1000, Math.floor(alertAfter / 4))) };
@@ -186,13 +180,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
         if (a.once) break;
         if (!alerted && Date.now() - lastNew > alertAfter) {
           alerted = true;
-          deps.log.warn('no checkpoint within the alert interval', { pipeline: a.pipelineId, after: deps.config.trainer.checkpoint_alert_after });
-          await emitEvent(deps.db, a.organizationId, 'jobs', a.pipelineId, {
-            event: 'checkpoint.stale',
-            job_id: a.pipelineId,
-            run_id: a.runId,
-            seconds_since_last_checkpoint: Math.round((Date.now() - lastNew) / 1000),
-          });
+          await emitStaleCheckpointAlert(deps, a, Date.now() - lastNew);
         }
         Context.current().heartbeat({ recorded: recorded.size });
         await sleep(2000);
@@ -343,4 +331,15 @@ async function recordCheckpoint(
   });
   deps.log.info('checkpoint recorded', { pipeline: a.pipelineId, step: manifest.step, kind });
   return true;
+}
+
+/** No new checkpoint within trainer.checkpoint_alert_after: a warning and a `checkpoint.stale` event. */
+async function emitStaleCheckpointAlert(deps: ActivityDeps, a: { pipelineId: string; runId: string; organizationId: string }, sinceMs: number): Promise<void> {
+  deps.log.warn('no checkpoint within the alert interval', { pipeline: a.pipelineId, after: deps.config.trainer.checkpoint_alert_after });
+  await emitEvent(deps.db, a.organizationId, 'jobs', a.pipelineId, {
+    event: 'checkpoint.stale',
+    job_id: a.pipelineId,
+    run_id: a.runId,
+    seconds_since_last_checkpoint: Math.round(sinceMs / 1000),
+  });
 }

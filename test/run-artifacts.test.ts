@@ -1,9 +1,7 @@
 // Run artifacts through /v1/runs/{id}/artifacts and the MLflow artifact proxy, on PGlite, Postgres and S3 objects: streamed uploads with a
 // SHA-256 checksum, listings, byte-exact downloads, one tree seen by both APIs, unsafe paths refused, tenancy and
 // roles, and the logged-model, dataset-input and sampled-history calls' validation.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
@@ -12,7 +10,7 @@ import { seedDevOrganization } from '../db/repo/auth.js';
 import { apiTokens } from '../db/schema/index.js';
 import { sha256Text } from '../lib/hash.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
-import { freePort } from './support/ports.js';
+import { startMoto } from './support/moto.js';
 
 let stack: TestStack;
 const OTHER = { authorization: 'Bearer token-of-another-org' };
@@ -48,19 +46,6 @@ function rawRequest(method: string, target: string, body: string): Promise<{ sta
     r.on('error', reject);
     r.end(body);
   });
-}
-
-/** A real S3-protocol server (moto_server) for the S3 object store. */
-async function startMoto(bin: string | undefined): Promise<{ env: Record<string, string>; stop(): void }> {
-  if (!bin || !existsSync(bin)) throw new Error('moto_server is missing: run scripts/bootstrap.sh --tests');
-  const port = await freePort();
-  const child: ChildProcess = spawn(bin, ['-H', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
-  const endpoint = `http://127.0.0.1:${port}`;
-  for (let i = 0; !(await fetch(endpoint).then(() => true, () => false)); i++) {
-    if (i > 150) throw new Error('moto_server did not start');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return { env: { HANZO_ML_STORAGE_ENDPOINT: endpoint, HANZO_ML_STORAGE_ACCESS_KEY: 'test', HANZO_ML_STORAGE_SECRET_KEY: 'test' }, stop: () => child.kill() };
 }
 
 describe.each(['pglite', 'postgres', 's3'])('run artifacts on %s', (engine) => {
