@@ -23,6 +23,8 @@ import { findClusterTools } from './support/cluster/tools.js';
 import { detectContainerRuntime } from './support/cluster/container-runtime.js';
 import { TRAINER_IMAGE } from '../contracts/config.js';
 import { trainJobDefinition } from './support/deps.js';
+import { baseModelInput } from '../activities/job-inputs.js';
+import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import { startTestCluster, type TestCluster } from './support/cluster/control-plane.js';
 import { freePort } from './support/ports.js';
 
@@ -35,7 +37,7 @@ const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-multinode-'));
 const loaded = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_LOGGING_LEVEL: 'error' });
 const log = createLogger({ level: 'error', format: 'text' });
 
-function trainJob(name: string, store: ObjectStore, data: string, nodes: number): JobDefinition {
+function trainJob(name: string, store: ObjectStore, data: string, nodes: number, baseModel = loaded.bootstrap.base_model): JobDefinition {
   const spec = {
     kind: 'train',
     job_name: name,
@@ -55,7 +57,7 @@ function trainJob(name: string, store: ObjectStore, data: string, nodes: number)
     hardware: HardwareSchema.parse({ nodes, processes: 1, device: 'cpu', precision: 'fp32' }),
     threads: 1,
   };
-  return trainJobDefinition({ name, spec, baseModel: loaded.bootstrap.base_model, trainUri: data, checkpointsUri: checkpointsUri(store, loaded.config, `run-${name}`), nodes });
+  return trainJobDefinition({ name, spec, baseModel, trainUri: data, checkpointsUri: checkpointsUri(store, loaded.config, `run-${name}`), nodes });
 }
 
 async function train(deps: ActivityDeps, job: JobDefinition): Promise<TrainResult> {
@@ -110,7 +112,9 @@ describe.skipIf(!tools)('a two-node Indexed Job', () => {
 
   it('trains to the loss of one process on the same global batch, one pod per node', { timeout: 15 * 60_000 }, async () => {
     const k8s: JobExecutor = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'jobs', image: IMAGE, imagePullPolicy: 'IfNotPresent', storageSecret: 'hanzo-ml-storage', gracePeriodSeconds: 30, cpu: '1', memory: '1Gi', gpuTypes: [], quotas: {}, log });
-    const two = await train({ ...s3Deps, executor: k8s }, trainJob('two-nodes', s3Deps.store, s3Data, 2));
+    // Pods read the base model from the object store, as the pipeline publishes it (they share no disk with us).
+    const baseModel = await baseModelInput({ ...s3Deps, executor: k8s }, DEFAULT_BASE_MODEL);
+    const two = await train({ ...s3Deps, executor: k8s }, trainJob('two-nodes', s3Deps.store, s3Data, 2, baseModel.uri));
     const pods = await cluster.kubeConfig.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: 'jobs', labelSelector: 'hanzo-ml.dev/job=two-nodes' });
     expect(new Set(pods.items.map((p) => p.spec?.nodeName))).toEqual(new Set(['node-a', 'node-b']));
     const job = await cluster.kubeConfig.makeApiClient(BatchV1Api).readNamespacedJob({ name: 'two-nodes', namespace: 'jobs' });

@@ -33,7 +33,8 @@ export function trainJobDefinition(p: { name: string; spec: Record<string, unkno
     envelope: {
       tool: 'trainer',
       spec: { ...p.spec, job_name: p.name, base_model_path: 'input:base_model_path', train_path: 'input:train_path', output_dir: 'output:output_dir', checkpoint_dir: 'checkpoints:checkpoint_dir' },
-      inputs: { base_model_path: { uri: pathToFileURL(p.baseModel).href, kind: 'dir' }, train_path: { uri: p.trainUri, kind: 'file' } },
+      // A path (pods that share this machine's files) or a URI (the object store, as pods of a cluster read it).
+      inputs: { base_model_path: { uri: p.baseModel.includes('://') ? p.baseModel : pathToFileURL(p.baseModel).href, kind: 'dir' }, train_path: { uri: p.trainUri, kind: 'file' } },
       outputs: { output_dir: 'dir' },
       checkpoints: { field: 'checkpoint_dir', uri: p.checkpointsUri },
       num_nodes: p.nodes ?? 1,
