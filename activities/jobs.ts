@@ -11,7 +11,7 @@ import type { ActivityDeps } from './deps.js';
 import { JobRejected, type JobRequest, type JobResources, type JobState, type QueuePlace } from './executor/types.js';
 import { readPreemptions, recordEviction, recordResumed } from './preemptions.js';
 import { admissionGate, type AdmissionGate } from '../scheduling/admission.js';
-import { repoRoot, durationMs } from '../lib/config.js';
+import { repoRoot, durationMs, storageEncryption } from '../lib/config.js';
 import { JobFiles, jobNameOf } from '../lib/job-files.js';
 import { JOB_FILES, type JobEnvelopeInput } from '../contracts/job-io.js';
 import type { JobPreemption, JobRecovery } from '../contracts/pipeline.js';
@@ -67,6 +67,10 @@ export function jobEnvironment(deps: ActivityDeps): Record<string, string> {
     HANZO_ML_STORAGE_REGION: deps.config.storage.region,
   };
   if (deps.config.storage.endpoint) env.HANZO_ML_STORAGE_ENDPOINT = deps.config.storage.endpoint;
+  // The job's own writes (checkpoints, adapters, logs) are encrypted at rest as the control plane's are.
+  const sse = storageEncryption(deps.config.storage);
+  if (sse.mode !== 'none') env.HANZO_ML_STORAGE_ENCRYPTION = sse.mode;
+  if (sse.kmsKeyId) env.HANZO_ML_STORAGE_KMS_KEY_ID = sse.kmsKeyId;
   return env;
 }
 

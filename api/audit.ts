@@ -1,5 +1,5 @@
-// The audit trail: every change commits with its audit row or not at all; every download and every denial
-// (401 included) is recorded.
+// The audit trail: every change commits with its audit row or not at all; every download, every read of dataset
+// metadata and every denial (401 included) is recorded.
 //
 // Two ways a change gets its row in its own transaction:
 // - `atomicRequests`: for route families whose changes are catalogue writes only, the whole request runs in one
@@ -88,6 +88,12 @@ export function requestTransactions(db: Db): RequestTransactions {
 
 /** Reads that hand out data (artifacts, dataset and model files): audited as downloads. */
 const DOWNLOAD = /\/artifacts\/.+|\/get-artifact$|\/download$/;
+/**
+ * Reads of dataset metadata (spec 000: dataset access is audited): the /v1 dataset list and records, and MLflow's
+ * dataset search. Who looked at which dataset is part of the trail as much as who downloaded it.
+ */
+const isDatasetRead = (method: string, path: string): boolean =>
+  (method === 'GET' && /^\/v1\/datasets(\/|$)/.test(path)) || (method === 'POST' && /\/2\.0\/mlflow\/experiments\/search-datasets$/.test(path));
 
 /**
  * Distinct 401 rows one process writes per minute before it folds every further source address into one row.
@@ -143,13 +149,14 @@ export function auditTrail(deps: Pick<ApiDeps, 'db' | 'log' | 'config'>, anonymo
     }
     const denied = status === 403;
     const download = method === 'GET' && status < 300 && DOWNLOAD.test(c.req.path);
+    const datasetRead = !download && status < 300 && isDatasetRead(method, c.req.path);
     const change = isChange(method, c.req.path) && status < 400;
-    if (!denied && !download && !change) return;
+    if (!denied && !download && !datasetRead && !change) return;
     const principal = c.get('principal') ?? anonymous;
     if (!principal) return;
     await audit(deps.db, {
       ...auditContext(c, principal),
-      action: denied ? `denied ${method} ${c.req.path}` : download ? 'download' : `${method} ${c.req.path}`,
+      action: denied ? `denied ${method} ${c.req.path}` : download ? 'download' : datasetRead ? 'dataset.read' : `${method} ${c.req.path}`,
       target: c.req.path,
       outcome: denied ? 'denied' : 'ok',
       detail: { status },

@@ -76,6 +76,13 @@ export const ConfigSchema = z.strictObject({
         .max(MAX_PART_BYTES, 'at most 5 GiB (5368709120): the largest object S3 copies in one request')
         .default(64 * 1024 * 1024)
         .describe('s3: an object larger than this (bytes) is copied server-side in parts of this size (UploadPartCopy), a smaller one in one CopyObject; file:// always streams'),
+      encryption: z
+        .enum(['sse-s3', 'sse-kms', 'none'])
+        .optional()
+        .describe(
+          's3: server-side encryption of every object written (ServerSideEncryption AES256, or aws:kms with kms_key_id); default sse-s3 with storage.endpoint; the file store cannot encrypt (see README, "Encryption at rest") and refuses sse-*',
+        ),
+      kms_key_id: z.string().min(1).optional().describe('s3: the KMS key (id or ARN) objects are encrypted with; only with encryption: sse-kms'),
       buckets: z
         .strictObject({
           datasets: z.string().default('hanzo-ml-datasets'),

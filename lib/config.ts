@@ -64,6 +64,7 @@ export function checkCombinations(config: Config): void {
   if (config.promotion.webhook_secret && !config.promotion.webhook_url)
     throw new ConfigError('invalid configuration:\n  promotion.webhook_secret (HANZO_ML_PROMOTION_WEBHOOK_SECRET): set without promotion.webhook_url (HANZO_ML_PROMOTION_WEBHOOK_URL), so nothing would be signed with it');
   checkTemporalTls(config.temporal);
+  checkStorageEncryption(config.storage);
   if (config.auth.jwks_url && !config.auth.iam_url)
     throw new ConfigError('invalid configuration:\n  auth.jwks_url (HANZO_ML_AUTH_JWKS_URL): needs auth.iam_url, the issuer its keys sign for');
 }
@@ -77,6 +78,24 @@ function checkTemporalTls(t: Config['temporal']): void {
   const files = (['tls_cert', 'tls_key', 'tls_ca', 'tls_server_name'] as const).filter((k) => t[k]);
   if (!t.tls && files.length) refuse(files[0]!, 'set without temporal.tls: true, so the connection would not use it');
   if (t.tls && !t.address) refuse('tls', 'needs temporal.address: the embedded dev server speaks plaintext');
+}
+
+/** Server-side encryption is a property of an S3 store and its key; the file store has neither. */
+function checkStorageEncryption(s: Config['storage']): void {
+  const refuse = (key: string, why: string): never => {
+    throw new ConfigError(`invalid configuration:\n  storage.${key} (HANZO_ML_STORAGE_${key.toUpperCase()}): ${why}`);
+  };
+  if (!s.endpoint && s.encryption && s.encryption !== 'none')
+    refuse('encryption', `"${s.encryption}" needs an S3 store (storage.endpoint): the file store writes plain files; encrypt the disk under HANZO_ML_HOME instead`);
+  if (s.encryption === 'sse-kms' && !s.kms_key_id) refuse('kms_key_id', 'required with encryption: sse-kms (the key objects are encrypted with)');
+  if (s.kms_key_id && s.encryption !== 'sse-kms') refuse('kms_key_id', 'set without storage.encryption: sse-kms, so no object would use it');
+}
+
+/** The server-side encryption objects are written with: none for the file store, sse-s3 unless configured. */
+export function storageEncryption(s: Pick<Config['storage'], 'endpoint' | 'encryption' | 'kms_key_id'>): { mode: 'sse-s3' | 'sse-kms' | 'none'; kmsKeyId?: string } {
+  if (!s.endpoint) return { mode: 'none' };
+  const mode = s.encryption ?? 'sse-s3';
+  return mode === 'sse-kms' ? { mode, kmsKeyId: s.kms_key_id! } : { mode };
 }
 
 function readYaml(file: string, required: boolean): Record<string, unknown> {

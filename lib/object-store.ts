@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { sha256File } from './hash.js';
 import { MIN_PART_BYTES, MAX_PART_BYTES, type Config } from '../contracts/config.js';
+import { storageEncryption } from './config.js';
 
 export interface StoredObject {
   uri: string;
@@ -220,12 +221,24 @@ export function partSizeFor(sizeBytes: number, threshold: number): number {
   return Math.min(MAX_PART_BYTES, Math.max(MIN_PART_BYTES, threshold, Math.ceil(sizeBytes / MAX_PARTS)));
 }
 
+/** The request fields that make S3 encrypt an object it writes (PutObject, CopyObject, CreateMultipartUpload). */
+export type EncryptionFields = { ServerSideEncryption?: 'AES256' | 'aws:kms'; SSEKMSKeyId?: string };
+
+export function encryptionFields(storage: Pick<Config['storage'], 'endpoint' | 'encryption' | 'kms_key_id'>): EncryptionFields {
+  const e = storageEncryption(storage);
+  if (e.mode === 'sse-s3') return { ServerSideEncryption: 'AES256' };
+  if (e.mode === 'sse-kms') return { ServerSideEncryption: 'aws:kms', SSEKMSKeyId: e.kmsKeyId! };
+  return {};
+}
+
 export class S3ObjectStore implements ObjectStore {
   private readonly ensured = new Set<string>();
   constructor(
     readonly client: S3Client,
     private readonly s3: typeof import('@aws-sdk/client-s3'),
     private readonly multipartThreshold = 64 * 1024 * 1024,
+    /** Every write asks for it: a copy is a new object and is encrypted as one, never inheriting its source's. */
+    private readonly sse: EncryptionFields = {},
   ) {}
 
   static async create(config: S3StoreConfig): Promise<S3ObjectStore> {
@@ -239,7 +252,7 @@ export class S3ObjectStore implements ObjectStore {
           ? { accessKeyId: config.access_key, secretAccessKey: config.secret_key }
           : undefined,
     });
-    return new S3ObjectStore(client, s3, config.multipart_threshold);
+    return new S3ObjectStore(client, s3, config.multipart_threshold, encryptionFields(config));
   }
 
   private async ensureBucket(bucket: string): Promise<void> {
@@ -264,6 +277,7 @@ export class S3ObjectStore implements ObjectStore {
         Body: createReadStream(localPath),
         ContentLength: size,
         Metadata: { sha256 },
+        ...this.sse,
       }),
     );
     return { uri: `s3://${bucket}/${key}`, size_bytes: size, sha256 };
@@ -303,7 +317,7 @@ export class S3ObjectStore implements ObjectStore {
   async putText(uri: string, text: string): Promise<void> {
     const { Bucket, Key } = this.parse(uri);
     await this.ensureBucket(Bucket);
-    await this.client.send(new this.s3.PutObjectCommand({ Bucket, Key, Body: text, ContentType: 'application/json' }));
+    await this.client.send(new this.s3.PutObjectCommand({ Bucket, Key, Body: text, ContentType: 'application/json', ...this.sse }));
   }
 
   async readText(uri: string): Promise<string | null> {
@@ -355,7 +369,7 @@ export class S3ObjectStore implements ObjectStore {
     const copySource = `${src.Bucket}/${encodeURIComponent(src.Key).replace(/%2F/g, '/')}`;
     if (size > this.multipartThreshold) await this.copyInParts(copySource, bucket, key, size, opts);
     else {
-      await this.client.send(new this.s3.CopyObjectCommand({ Bucket: bucket, Key: key, CopySource: copySource }));
+      await this.client.send(new this.s3.CopyObjectCommand({ Bucket: bucket, Key: key, CopySource: copySource, ...this.sse }));
       opts.onProgress?.(size);
     }
     const hash = createHash('sha256');
@@ -371,7 +385,7 @@ export class S3ObjectStore implements ObjectStore {
   private async copyInParts(copySource: string, bucket: string, key: string, size: number, opts: CopyOptions): Promise<void> {
     const partSize = partSizeFor(size, this.multipartThreshold);
     const count = Math.ceil(size / partSize);
-    const { UploadId } = await this.client.send(new this.s3.CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+    const { UploadId } = await this.client.send(new this.s3.CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ...this.sse }));
     const parts: { ETag: string; PartNumber: number }[] = [];
     let copied = 0;
     let next = 1;

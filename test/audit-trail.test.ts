@@ -167,6 +167,25 @@ describe('a change and its audit row', () => {
   });
 });
 
+describe('reads of dataset metadata', () => {
+  it('are audit rows naming the reader and the dataset, from the /v1 list and record and from MLflow\'s dataset search', async () => {
+    const list = await call('GET', '/v1/datasets?name=ds-audit', undefined, { 'x-request-id': 'ds-read-list' });
+    expect(list.status).toBe(200);
+    const id = (list.body.datasets as Json[])[0]!.id as string;
+    expect((await call('GET', `/v1/datasets/${id}`, undefined, { 'x-request-id': 'ds-read-one' })).status).toBe(200);
+    const exp = await call('POST', '/api/2.0/mlflow/experiments/create', { name: `ds-read-${randomUUID()}` });
+    const search = await call('POST', '/api/2.0/mlflow/experiments/search-datasets', { experiment_ids: [exp.body.experiment_id] }, { 'x-request-id': 'ds-read-search' });
+    expect(search.status).toBe(200);
+    for (const [requestId, target] of [['ds-read-list', '/v1/datasets'], ['ds-read-one', `/v1/datasets/${id}`], ['ds-read-search', '/api/2.0/mlflow/experiments/search-datasets']] as const)
+      expect(await auditRows(requestId), requestId).toEqual([expect.objectContaining({ action: 'dataset.read', target, actor: 'dev', organizationId: 'dev', outcome: 'ok' })]);
+  });
+
+  it('that find nothing write no read row (a probe of another id is not a read of anything)', async () => {
+    expect((await call('GET', `/v1/datasets/${randomUUID()}`, undefined, { 'x-request-id': 'ds-read-missing' })).status).toBe(404);
+    expect(await auditRows('ds-read-missing')).toEqual([]);
+  });
+});
+
 describe('401s', () => {
   it('are audited with source address, reason and request id, one row per address, reason and minute', async () => {
     const bad = { authorization: 'Bearer not-a-token' };

@@ -117,6 +117,7 @@ describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MIS
     expect(config.scheduler).toMatchObject({ executor: 'kubernetes', namespace: 'hanzo-ml-jobs', default_image: 'hanzoai/ml-trainer:0.1.0' });
     expect(config.server.public_url).toBe('http://hanzo-ml-api.hanzo-ml.svc:8057');
     expect(config.temporal).toMatchObject({ address: 'temporal-frontend.temporal.svc:7233', tls: false });
+    expect(config.storage.encryption).toBe('sse-s3');
     expect(r.find('Role', 'hanzo-ml-job-runner').metadata.namespace).toBe(config.scheduler.namespace);
     expect(r.find('Namespace', config.scheduler.namespace)).toBeDefined();
     // The test cluster's Kueue runs with exactly what the chart renders for Kueue's manager.
@@ -163,7 +164,7 @@ describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MIS
       expect(envFrom(c, 'HANZO_ML_STORAGE_ACCESS_KEY')).toEqual({ name: 'prod-s3', key: 'access' });
       expect(envFrom(c, 'HANZO_ML_STORAGE_SECRET_KEY')).toEqual({ name: 'prod-s3', key: 'secret' });
     }
-    expect(config.storage).toMatchObject({ endpoint: 'https://minio.example.com:9000', region: 'eu-west-1', buckets: { datasets: 'prod-datasets', checkpoints: 'prod-checkpoints', models: 'prod-models' } });
+    expect(config.storage).toMatchObject({ endpoint: 'https://minio.example.com:9000', region: 'eu-west-1', encryption: 'sse-kms', kms_key_id: 'arn:aws:kms:eu-west-1:111122223333:key/prod-models', buckets: { datasets: 'prod-datasets', checkpoints: 'prod-checkpoints', models: 'prod-models' } });
     expect(config.scheduler).toMatchObject({ storage_secret: 'prod-job-s3', checkpoint_bucket: 'prod-checkpoints' });
     // Kafka, IAM
     expect(config.stream.brokers).toBe('kafka-0.example.com:9092,kafka-1.example.com:9092');

@@ -128,6 +128,29 @@ def test_s3_objects_carry_their_sha256_as_metadata(s3_env, tmp_path):
     assert head["Metadata"]["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
 
 
+
+@pytest.mark.parametrize("env,expected", [
+    ({"HANZO_ML_STORAGE_ENCRYPTION": "sse-s3"}, {"ServerSideEncryption": "AES256"}),
+    ({"HANZO_ML_STORAGE_ENCRYPTION": "sse-kms", "HANZO_ML_STORAGE_KMS_KEY_ID": "alias/hanzo-ml"},
+     {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/hanzo-ml"}),
+])
+def test_a_jobs_s3_writes_ask_for_the_configured_server_side_encryption(s3_env, tmp_path, env, expected):
+    store, name = ObjectStore({**os.environ, **s3_env, **env}), bucket()
+    source = tmp_path / "adapter.bin"
+    source.write_bytes(os.urandom(3000))
+    store.put_file(f"s3://{name}/a/adapter.bin", source)
+    store.write_text(f"s3://{name}/a/result.json", "{}")
+    client = store._backend(f"s3://{name}/x").client
+    for key in ("a/adapter.bin", "a/result.json"):
+        head = client.head_object(Bucket=name, Key=key)
+        assert {k: head.get(k) for k in expected} == expected, key
+
+
+def test_sse_kms_without_a_key_is_refused_before_anything_is_written(s3_env):
+    with pytest.raises(ValueError, match="HANZO_ML_STORAGE_KMS_KEY_ID"):
+        ObjectStore({**os.environ, **s3_env, "HANZO_ML_STORAGE_ENCRYPTION": "sse-kms"})._backend("s3://b/x")
+
+
 # ---- the envelope -------------------------------------------------------------------------------------------
 
 def envelope_doc(job_uri: str, **overrides) -> dict:

@@ -7,7 +7,9 @@ file that looks complete. Files are streamed both ways; nothing reads a whole fi
 read_text, which is for small JSON documents.
 
 S3 settings come from the environment (the same names the control plane uses): HANZO_ML_STORAGE_ENDPOINT,
-HANZO_ML_STORAGE_REGION (default us-east-1), and the standard AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
+HANZO_ML_STORAGE_REGION (default us-east-1), HANZO_ML_STORAGE_ENCRYPTION (sse-s3 or sse-kms, with
+HANZO_ML_STORAGE_KMS_KEY_ID: every object written asks the server to encrypt it), and the standard
+AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN.
 boto3 is imported on the first s3:// call only, so file:// jobs run without it.
 """
 from __future__ import annotations
@@ -176,6 +178,21 @@ class FileBackend:
         return self.path(uri).is_file()
 
 
+def encryption_args(env: Mapping[str, str]) -> dict[str, str]:
+    """The upload arguments that make the server encrypt what this job writes (as the control plane's writes)."""
+    mode = env.get("HANZO_ML_STORAGE_ENCRYPTION") or "none"
+    if mode == "sse-s3":
+        return {"ServerSideEncryption": "AES256"}
+    if mode == "sse-kms":
+        key = env.get("HANZO_ML_STORAGE_KMS_KEY_ID")
+        if not key:
+            raise ValueError("HANZO_ML_STORAGE_ENCRYPTION=sse-kms needs HANZO_ML_STORAGE_KMS_KEY_ID")
+        return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": key}
+    if mode != "none":
+        raise ValueError(f"HANZO_ML_STORAGE_ENCRYPTION={mode!r}: expected sse-s3, sse-kms or none")
+    return {}
+
+
 class S3Backend:
     """s3://bucket/key through boto3, path-style (MinIO, moto and most self-hosted servers need it). A bucket
     is created on the first write to it, as the control plane's store does."""
@@ -199,6 +216,7 @@ class S3Backend:
         self.transfer = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=64 << 20, max_concurrency=4)
         self.ensured: set[str] = set()
         self.lock = threading.Lock()
+        self.sse = encryption_args(env)
 
     @staticmethod
     def location(uri: str) -> tuple[str, str]:
@@ -233,7 +251,7 @@ class S3Backend:
         bucket, key = self.location(uri)
         self.ensure_bucket(bucket)
         digest = sha256_file(local)  # one streamed read; the upload is the second
-        self.client.upload_file(str(local), bucket, key, ExtraArgs={"Metadata": {"sha256": digest}},
+        self.client.upload_file(str(local), bucket, key, ExtraArgs={"Metadata": {"sha256": digest}, **self.sse},
                                 Config=self.transfer)
 
     def get_file(self, uri: str, local: Path) -> None:
@@ -267,7 +285,7 @@ class S3Backend:
         self.ensure_bucket(bucket)
         data = text.encode("utf-8")
         self.client.put_object(Bucket=bucket, Key=key, Body=data, ContentType="application/json",
-                               Metadata={"sha256": hashlib.sha256(data).hexdigest()})
+                               Metadata={"sha256": hashlib.sha256(data).hexdigest()}, **self.sse)
 
     def list(self, uri: str) -> dict[str, int]:
         from botocore.exceptions import ClientError
