@@ -9,6 +9,7 @@ import type { ApiDeps, AppEnv } from '../deps.js';
 import { EVENT_TOPICS } from '../../contracts/events.js';
 import { envelopeOf } from '../../events/relay.js';
 import { createOutboxListener, type OutboxListener } from '../../events/outbox-listener.js';
+import type { OutboxRow } from '../../db/repo/outbox.js';
 import { queryParams } from '../validate.js';
 import { requireRole } from '../auth.js';
 import { ApiError } from '../errors.js';
@@ -45,6 +46,18 @@ function streamSlots(limit: number) {
   };
 }
 
+/**
+ * An event's server-sent-events frame (the envelope as `data`, its outbox id as `id`), made once per row however
+ * many streams send it: the listener hands every stream of an organization the same row object.
+ */
+const frames = new WeakMap<OutboxRow, string>();
+function frameOf(row: OutboxRow): string {
+  let frame = frames.get(row);
+  // JSON.stringify escapes line breaks, so the envelope is one `data:` line.
+  if (frame === undefined) frames.set(row, (frame = `event: ${row.topic}\ndata: ${JSON.stringify(envelopeOf(row))}\nid: ${row.id}\n\n`));
+  return frame;
+}
+
 export function eventRoutes(deps: ApiDeps, listener: OutboxListener = createOutboxListener(deps.db, { onError: (err) => deps.log.warn('event stream poll failed', { error: String(err) }) })) {
   const app = new Hono<AppEnv>();
   const limit = deps.config.limits.event_streams_per_token;
@@ -79,7 +92,7 @@ export function eventRoutes(deps: ApiDeps, listener: OutboxListener = createOutb
         while (!stream.aborted && (q.limit === undefined || sent < q.limit)) {
           const rows = await sub.next(Math.min(500, (q.limit ?? 500) - sent));
           if (rows.length === 0) break; // closed
-          for (const r of rows) await stream.writeSSE({ id: String(r.id), event: r.topic, data: JSON.stringify(envelopeOf(r)) });
+          await stream.write(rows.map(frameOf).join(''));
           sent += rows.length;
         }
       } catch (err) {
