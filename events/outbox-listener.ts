@@ -49,11 +49,8 @@ interface Subscriber {
 }
 
 export interface OutboxListener {
+  /** Subscribes a stream; the poller starts with the first subscription and stops when the last one closes. */
   subscribe(filter: StreamFilter): EventSubscription;
-  /** open subscriptions (for tests and metrics) */
-  readonly subscribers: number;
-  /** whether the poller runs (it stops with the last subscription) */
-  readonly running: boolean;
 }
 
 export function createOutboxListener(db: Db, o: { pollMs?: number; onError?: (err: unknown) => void } = {}): OutboxListener {
@@ -168,12 +165,6 @@ export function createOutboxListener(db: Db, o: { pollMs?: number; onError?: (er
       count++;
       ready ??= start();
       return { next: (max) => next(s, max), close: () => remove(s) };
-    },
-    get subscribers() {
-      return count;
-    },
-    get running() {
-      return ready !== null;
     },
   };
 }
