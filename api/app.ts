@@ -102,7 +102,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.route('/api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
   app.route('/ajax-api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));
   mlflowGetArtifactRoute(app, deps);
-  mlflowGraphqlRoutes(app);
+  mlflowGraphqlRoutes(app, deps.config.limits);
   mlflowUiRoutes(app, deps.config.server.mlflow_ui_dir ?? mlflowUiBuildDir(deps.bootstrap.mlflow_ui, deps.bootstrap.mlflow_python));
 
   app.notFound((c) => errorResponse(c, 'RESOURCE_DOES_NOT_EXIST', `no route for ${c.req.method} ${c.req.path}`));

@@ -126,6 +126,14 @@ export const ConfigSchema = z.strictObject({
         .array(z.string().min(1))
         .default([])
         .describe('URI prefixes (file:///data/, s3://shared-corpora/) any organization may read datasets and base models from, beside its own prefix'),
+      graphql_max_depth: z.coerce.number().int().min(2).default(10).describe('deepest nesting of fields a GraphQL query may ask for (the MLflow UI\'s queries go 5 deep)'),
+      graphql_max_cost: z.coerce
+        .number()
+        .int()
+        .positive()
+        .default(2500)
+        .describe('most internal calls one GraphQL query may make, counted worst case before it runs (the UI\'s largest, SearchRuns over a default page of 1,000 runs, costs 2,001)'),
+      event_streams_per_token: z.coerce.number().int().positive().default(8).describe('GET /v1/events streams one caller (organization and subject) may hold open at once; more answer 429'),
     })
     .prefault({}),
   scheduler: z

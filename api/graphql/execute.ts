@@ -13,6 +13,10 @@ export interface FieldDef<C> {
   /** The value when the property is absent (undefined; an explicit null stays null). */
   absent?: unknown;
   resolve?: (source: Record<string, unknown>, args: Record<string, unknown>, ctx: C) => unknown;
+  /** Internal calls one resolution of this field makes (its share of the query's cost); default 0. */
+  cost?: number;
+  /** At most how many items any list in this field's answer holds: multiplies the cost of every field beneath. */
+  fanOut?: (args: Record<string, unknown>) => number;
 }
 export interface Schema<C> {
   query: string;
@@ -34,12 +38,20 @@ export interface GraphQLResult {
   errors: string[] | null;
 }
 
-// MLflow's limits on a query's shape (graphql_no_batching.py and its environment defaults), checked before anything
-// else: a query cannot fan out into many RPCs or recurse deeply.
-const MAX_DEPTH = 10;
-const MAX_SELECTIONS = 1000;
-const MAX_ROOT_FIELDS = 10;
-const MAX_ALIASES = 10;
+/**
+ * Limits on a query, checked before anything runs. Depth, root fields, aliases and selections are MLflow's
+ * (graphql_no_batching.py and its environment defaults); the cost bounds what the shape alone cannot: one root
+ * field over a page of runs whose every run asks for more internal calls.
+ */
+export interface GraphQLLimits {
+  maxDepth: number;
+  /** the most internal calls the query may make, counted worst case before it runs (see estimateCost) */
+  maxCost: number;
+  maxRootFields: number;
+  maxAliases: number;
+  maxSelections: number;
+}
+export const DEFAULT_GRAPHQL_LIMITS: GraphQLLimits = { maxDepth: 10, maxCost: 2500, maxRootFields: 10, maxAliases: 10, maxSelections: 1000 };
 
 class GraphQLRequestError extends Error {}
 
@@ -76,22 +88,47 @@ function valueOf(v: Value, vars: Record<string, unknown>): unknown {
   }
 }
 
-/** The fields a selection set asks of an object type, fragments and @skip/@include applied, in order. */
-function collectFields(doc: Document, typeName: string, selections: Selection[], vars: Record<string, unknown>, out: Extract<Selection, { kind: 'Field' }>[] = [], seen = new Set<string>()): typeof out {
-  for (const s of selections) {
-    if (!included(s.directives, vars)) continue;
-    if (s.kind === 'Field') out.push(s);
-    else if (s.kind === 'InlineFragment') {
-      if (!s.typeCondition || s.typeCondition === typeName) collectFields(doc, typeName, s.selections, vars, out, seen);
-    } else {
-      const f = doc.fragments.get(s.name);
-      if (!f) throw new GraphQLRequestError(`Unknown fragment "${s.name}".`);
-      if (seen.has(s.name)) throw new GraphQLRequestError(`Cannot spread fragment "${s.name}" within itself.`);
-      if (f.typeCondition === typeName) collectFields(doc, typeName, f.selections, vars, out, new Set([...seen, s.name]));
+type Field = Extract<Selection, { kind: 'Field' }>;
+
+/**
+ * The fields a selection set asks of an object type, fragments and @skip/@include applied, in order, as the spec's
+ * CollectFields: each fragment spread once, and fields of one response key merged into one (their sub-selections
+ * joined), so repeating a field or a spread repeats no work. Fields of one key must agree on name and arguments.
+ */
+function collectFields(doc: Document, typeName: string, selections: Selection[], vars: Record<string, unknown>): Field[] {
+  const byKey = new Map<string, Field>();
+  const visited = new Set<string>();
+  const walk = (list: Selection[], spreading: string[]): void => {
+    for (const s of list) {
+      if (!included(s.directives, vars)) continue;
+      if (s.kind === 'Field') merge(byKey, s);
+      else if (s.kind === 'InlineFragment') {
+        if (!s.typeCondition || s.typeCondition === typeName) walk(s.selections, spreading);
+      } else {
+        const f = doc.fragments.get(s.name);
+        if (!f) throw new GraphQLRequestError(`Unknown fragment "${s.name}".`);
+        if (spreading.includes(s.name)) throw new GraphQLRequestError(`Cannot spread fragment "${s.name}" within itself.`);
+        if (visited.has(s.name)) continue;
+        visited.add(s.name);
+        if (f.typeCondition === typeName) walk(f.selections, [...spreading, s.name]);
+      }
     }
-  }
-  return out;
+  };
+  walk(selections, []);
+  return [...byKey.values()];
 }
+
+function merge(byKey: Map<string, Field>, f: Field): void {
+  const key = f.alias ?? f.name;
+  const prev = byKey.get(key);
+  if (!prev) return void byKey.set(key, f);
+  if (prev.name !== f.name || JSON.stringify(prev.args) !== JSON.stringify(f.args))
+    throw new GraphQLRequestError(`Fields "${key}" conflict because they have differing names or arguments. Use different aliases on the fields to fetch both if this was intentional.`);
+  const selections = prev.selections || f.selections ? [...(prev.selections ?? []), ...(f.selections ?? [])] : undefined;
+  byKey.set(key, { ...prev, ...(selections ? { selections } : {}) });
+}
+
+const argsOf = (f: Field, vars: Record<string, unknown>): Record<string, unknown> => Object.fromEntries(Object.entries(f.args).map(([k, v]) => [k, valueOf(v, vars)]));
 
 /** Checks input object field names against the input type, recursively, before anything runs. */
 function checkInput<C>(schema: Schema<C>, type: string, value: unknown, where: string): void {
@@ -125,7 +162,7 @@ function levelFields(doc: Document, selections: Selection[], visited: Set<string
 }
 
 /** The shape limits, on the document alone (before the schema is consulted), with MLflow's messages. */
-function checkShape(doc: Document): void {
+function checkShape(doc: Document, limits: GraphQLLimits): void {
   let roots = 0;
   let aliases = 0;
   let total = 0;
@@ -133,18 +170,18 @@ function checkShape(doc: Document): void {
     const stack: [Selection[], number, Set<string>][] = [[op.selections, 1, new Set()]];
     for (let top = stack.pop(); top; top = stack.pop()) {
       const [selections, depth, visited] = top;
-      if (depth > MAX_DEPTH) throw new GraphQLRequestError(`Query exceeds maximum depth of ${MAX_DEPTH}`);
+      if (depth > limits.maxDepth) throw new GraphQLRequestError(`Query exceeds maximum depth of ${limits.maxDepth} (limits.graphql_max_depth)`);
       const fields = levelFields(doc, selections, new Set(visited));
       for (const f of fields) {
         if (depth === 1) roots++;
         if (f.selections) stack.push([f.selections, depth + 1, visited]);
-        if (++total > MAX_SELECTIONS) throw new GraphQLRequestError(`Query exceeds maximum total selections of ${MAX_SELECTIONS}`);
+        if (++total > limits.maxSelections) throw new GraphQLRequestError(`Query exceeds maximum total selections of ${limits.maxSelections}`);
       }
       aliases = Math.max(aliases, fields.filter((f) => f.alias).length);
     }
   }
-  if (roots > MAX_ROOT_FIELDS) throw new GraphQLRequestError(`GraphQL queries should have at most ${MAX_ROOT_FIELDS} root fields, got ${roots} root fields.`);
-  if (aliases > MAX_ALIASES) throw new GraphQLRequestError(`GraphQL queries should have at most ${MAX_ALIASES} aliases, got ${aliases} aliases.`);
+  if (roots > limits.maxRootFields) throw new GraphQLRequestError(`GraphQL queries should have at most ${limits.maxRootFields} root fields, got ${roots} root fields.`);
+  if (aliases > limits.maxAliases) throw new GraphQLRequestError(`GraphQL queries should have at most ${limits.maxAliases} aliases, got ${aliases} aliases.`);
 }
 
 /** The static checks graphql-js runs before execution: every field exists, objects have selections, scalars none. */
@@ -166,6 +203,24 @@ function validate<C>(schema: Schema<C>, doc: Document, typeName: string, selecti
   }
 }
 
+/**
+ * The query's cost: the internal calls it can make, worst case, before any is made. A field costs its `cost`
+ * times the items of every list above it, a list's items being its field's `fanOut` (a page of runs: the
+ * maxResults asked, else the RPC's default page). Lists of data already fetched (a run's metrics, params, tags)
+ * cost nothing more to read; the selections limit bounds how many fields a query names.
+ */
+export function estimateCost<C>(schema: Schema<C>, doc: Document, typeName: string, selections: Selection[], vars: Record<string, unknown>, items = 1): number {
+  let cost = 0;
+  for (const f of collectFields(doc, typeName, selections, vars)) {
+    if (f.name === '__typename') continue;
+    const def = schema.objects[typeName]![f.name]!;
+    cost += items * (def.cost ?? 0);
+    const target = named(def.type);
+    if (schema.objects[target] && f.selections) cost += estimateCost(schema, doc, target, f.selections, vars, items * (def.fanOut?.(argsOf(f, vars)) ?? 1));
+  }
+  return cost;
+}
+
 async function complete<C>(schema: Schema<C>, doc: Document, type: string, value: unknown, selections: Selection[] | undefined, vars: Record<string, unknown>, ctx: C): Promise<unknown> {
   if (value === null || value === undefined) return null;
   if (isList(type)) return Promise.all((value as unknown[]).map((v) => complete(schema, doc, itemOf(type), v, selections, vars, ctx)));
@@ -180,8 +235,7 @@ async function executeSelections<C>(schema: Schema<C>, doc: Document, typeName: 
     fields.map(async (f) => {
       if (f.name === '__typename') return typeName;
       const def = schema.objects[typeName]![f.name]!;
-      const args = Object.fromEntries(Object.entries(f.args).map(([k, v]) => [k, valueOf(v, vars)]));
-      const raw = def.resolve ? await def.resolve(source, args, ctx) : (source[def.property ?? f.name] ?? (source[def.property ?? f.name] === null ? null : def.absent));
+      const raw = def.resolve ? await def.resolve(source, argsOf(f, vars), ctx) : (source[def.property ?? f.name] ?? (source[def.property ?? f.name] === null ? null : def.absent));
       return complete(schema, doc, def.type, raw, f.selections, vars, ctx);
     }),
   );
@@ -218,16 +272,19 @@ function variablesOf<C>(schema: Schema<C>, op: Operation, given: unknown): Recor
  * `data: null` with the message, as MLflow's server does; resolvers report their own failures in the data they
  * return.
  */
-export async function executeGraphQL<C>(schema: Schema<C>, request: GraphQLRequest, ctx: C): Promise<GraphQLResult> {
+export async function executeGraphQL<C>(schema: Schema<C>, request: GraphQLRequest, ctx: C, limits: GraphQLLimits = DEFAULT_GRAPHQL_LIMITS): Promise<GraphQLResult> {
   try {
     if (typeof request.query !== 'string' || !request.query.trim()) throw new GraphQLRequestError('Must provide query string.');
     const doc = parseDocument(request.query);
-    checkShape(doc);
+    checkShape(doc, limits);
     const op = pickOperation(doc, request.operationName);
     const root = op.operation === 'query' ? schema.query : op.operation === 'mutation' ? schema.mutation : undefined;
     if (!root) throw new GraphQLRequestError(`Schema is not configured to execute ${op.operation} operation.`);
     const vars = variablesOf(schema, op, request.variables);
     validate(schema, doc, root, op.selections, vars);
+    const cost = estimateCost(schema, doc, root, op.selections, vars);
+    if (cost > limits.maxCost)
+      throw new GraphQLRequestError(`Query exceeds maximum cost of ${limits.maxCost} (limits.graphql_max_cost): it can make ${cost} internal calls. Ask for a smaller maxResults or fewer fields that fetch per item.`);
     return { data: await executeSelections(schema, doc, root, {}, op.selections, vars, ctx), errors: null };
   } catch (e) {
     if (e instanceof GraphQLRequestError || e instanceof GraphQLSyntaxError) return { data: null, errors: [e.message] };

@@ -7,7 +7,8 @@
 // of showing "run not found".
 import type { Context, Hono } from 'hono';
 import type { AppEnv } from '../../deps.js';
-import { executeGraphQL, type FieldDef, type GraphQLRequest, type Schema } from '../../graphql/execute.js';
+import { DEFAULT_GRAPHQL_LIMITS, executeGraphQL, type FieldDef, type GraphQLLimits, type GraphQLRequest, type Schema } from '../../graphql/execute.js';
+import type { Config } from '../../../contracts/config.js';
 import { errorResponse } from '../../errors.js';
 
 type Rpc = (method: 'GET' | 'POST', path: string, input: Record<string, unknown>) => Promise<Record<string, unknown>>;
@@ -40,15 +41,24 @@ function rpcInput(input: unknown): Record<string, unknown> {
   return out;
 }
 
-/** A root field: its RPC's answer, or when the RPC refused, `apiError` and every other field null. */
-function rpcField(type: string, inputType: string, method: 'GET' | 'POST', path: string): FieldDef<Ctx> {
+/** runs/search's page: the maxResults asked (the RPC refuses more than 50,000), else its default of 1,000 runs. */
+const runsPage = (args: Record<string, unknown>): number => {
+  const asked = Number((args.input as { maxResults?: unknown } | null | undefined)?.maxResults);
+  return Number.isInteger(asked) && asked > 0 ? Math.min(asked, 50_000) : 1000;
+};
+
+/**
+ * A root field: its RPC's answer, or when the RPC refused, `apiError` and every other field null. Each costs one
+ * internal call; `fanOut` is the page of items its answer lists (the fields beneath cost that many times over).
+ */
+function rpcField(type: string, inputType: string, method: 'GET' | 'POST', path: string, fanOut?: FieldDef<Ctx>['fanOut']): FieldDef<Ctx> {
   const resolve = async (_s: unknown, args: Record<string, unknown>, ctx: Ctx) => {
     const answer = await ctx.rpc(method, path, rpcInput(args.input));
     if (!answer.apiError) return answer;
     const nulls = Object.values(mlflowGraphqlSchema.objects[type]!).map((f) => [f.property, null]);
     return { ...Object.fromEntries(nulls), apiError: answer.apiError };
   };
-  return { type, args: { input: inputType }, resolve };
+  return { type, args: { input: inputType }, resolve, cost: 1, ...(fanOut ? { fanOut } : {}) };
 }
 
 const keyValue = fields({ key: 'String', value: 'String' });
@@ -77,13 +87,13 @@ export const mlflowGraphqlSchema: Schema<Ctx> = {
       mlflowGetRun: rpcField('MlflowGetRunResponse', 'MlflowGetRunInput', 'GET', 'runs/get'),
       mlflowListArtifacts: rpcField('MlflowListArtifactsResponse', 'MlflowListArtifactsInput', 'GET', 'artifacts/list'),
       mlflowSearchModelVersions: rpcField('MlflowSearchModelVersionsResponse', 'MlflowSearchModelVersionsInput', 'GET', 'model-versions/search'),
-      mlflowSearchRuns: rpcField('MlflowSearchRunsResponse', 'MlflowSearchRunsInput', 'POST', 'runs/search'),
+      mlflowSearchRuns: rpcField('MlflowSearchRunsResponse', 'MlflowSearchRunsInput', 'POST', 'runs/search', runsPage),
       test: { type: 'Test', args: { inputString: 'String' }, resolve: (_s, args) => ({ output: args.inputString }) },
     },
     // MLflow declares these searches as mutations (they are POSTs); they only read.
     Mutation: {
       mlflowSearchDatasets: rpcField('MlflowSearchDatasetsResponse', 'MlflowSearchDatasetsInput', 'POST', 'experiments/search-datasets'),
-      mlflowSearchRuns: rpcField('MlflowSearchRunsResponse', 'MlflowSearchRunsInput', 'POST', 'runs/search'),
+      mlflowSearchRuns: rpcField('MlflowSearchRunsResponse', 'MlflowSearchRunsInput', 'POST', 'runs/search', runsPage),
       testMutation: { type: 'TestMutation', args: { inputString: 'String' }, resolve: (_s, args) => ({ output: args.inputString }) },
     },
     Test: fields({ output: 'String' }),
@@ -107,12 +117,15 @@ export const mlflowGraphqlSchema: Schema<Ctx> = {
     MlflowSearchRunsResponse: { ...fields({ runs: '[MlflowRunExtension!]', nextPageToken: 'String' }), ...apiError },
     MlflowRunExtension: {
       ...fields({ info: 'MlflowRunInfo', data: 'MlflowRunData', inputs: 'MlflowRunInputs', outputs: 'MlflowRunOutputs' }),
+      // One internal call per run each: what a query over a page of runs multiplies.
       experiment: {
         type: 'MlflowExperiment',
+        cost: 1,
         resolve: async (run, _a, ctx) => (await ctx.rpc('GET', 'experiments/get', { experiment_id: (run.info as { experiment_id: string }).experiment_id })).experiment,
       },
       modelVersions: {
         type: '[MlflowModelVersion!]',
+        cost: 1,
         resolve: async (run, _a, ctx) => (await ctx.rpc('GET', 'model-versions/search', { filter: `run_id='${(run.info as { run_id: string }).run_id}'` })).model_versions ?? [],
       },
     },
@@ -180,20 +193,31 @@ export const mlflowGraphqlSchema: Schema<Ctx> = {
   },
 };
 
-/** Calls an MLflow RPC on this app as the GraphQL request's caller; a refusal becomes `{apiError}`. */
+/**
+ * Calls an MLflow RPC on this app as the GraphQL request's caller; a refusal becomes `{apiError}`. Identical
+ * calls within one request are made once (every RPC here reads): the runs of one experiment share its lookup.
+ */
 function rpcFor(app: Hono<AppEnv>, c: Context<AppEnv>): Rpc {
   const headers = new Headers(c.req.raw.headers);
   headers.delete('content-length');
   headers.set('content-type', 'application/json');
-  return async (method, path, input) => {
-    const url = new URL(`/ajax-api/2.0/mlflow/${path}`, c.req.url);
-    if (method === 'GET')
-      for (const [k, v] of Object.entries(input)) for (const item of Array.isArray(v) ? v : [v]) url.searchParams.append(k, String(item));
-    const res = await app.fetch(new Request(url, { method, headers, body: method === 'POST' ? JSON.stringify(input) : undefined }), c.env);
-    const body = (await res.json()) as Record<string, unknown>;
-    if (res.ok) return body;
-    return { apiError: { code: body.error_code, message: body.message } };
+  const made = new Map<string, Promise<Record<string, unknown>>>();
+  return (method, path, input) => {
+    const key = JSON.stringify([method, path, input]);
+    let answer = made.get(key);
+    if (!answer) made.set(key, (answer = callRpc(app, c, headers, method, path, input)));
+    return answer;
   };
+}
+
+async function callRpc(app: Hono<AppEnv>, c: Context<AppEnv>, headers: Headers, method: 'GET' | 'POST', path: string, input: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const url = new URL(`/ajax-api/2.0/mlflow/${path}`, c.req.url);
+  if (method === 'GET')
+    for (const [k, v] of Object.entries(input)) for (const item of Array.isArray(v) ? v : [v]) url.searchParams.append(k, String(item));
+  const res = await app.fetch(new Request(url, { method, headers, body: method === 'POST' ? JSON.stringify(input) : undefined }), c.env);
+  const body = (await res.json()) as Record<string, unknown>;
+  if (res.ok) return body;
+  return { apiError: { code: body.error_code, message: body.message } };
 }
 
 async function graphqlRequest(c: Context<AppEnv>): Promise<GraphQLRequest | Response> {
@@ -210,11 +234,17 @@ async function graphqlRequest(c: Context<AppEnv>): Promise<GraphQLRequest | Resp
   return body as GraphQLRequest;
 }
 
-export function mlflowGraphqlRoutes(app: Hono<AppEnv>): void {
+/** The configured limits (limits.graphql_max_depth, limits.graphql_max_cost) over MLflow's shape limits. */
+export function graphqlLimits(limits: Pick<Config['limits'], 'graphql_max_depth' | 'graphql_max_cost'>): GraphQLLimits {
+  return { ...DEFAULT_GRAPHQL_LIMITS, maxDepth: limits.graphql_max_depth, maxCost: limits.graphql_max_cost };
+}
+
+export function mlflowGraphqlRoutes(app: Hono<AppEnv>, limits: Config['limits']): void {
+  const bounds = graphqlLimits(limits);
   const handle = async (c: Context<AppEnv>) => {
     const request = await graphqlRequest(c);
     if (request instanceof Response) return request;
-    return c.json(await executeGraphQL(mlflowGraphqlSchema, request, { rpc: rpcFor(app, c) }));
+    return c.json(await executeGraphQL(mlflowGraphqlSchema, request, { rpc: rpcFor(app, c) }, bounds));
   };
   app.get('/graphql', handle);
   app.post('/graphql', handle);
