@@ -7,7 +7,8 @@ file that looks complete. Files are streamed both ways; nothing reads a whole fi
 read_text, which is for small JSON documents.
 
 S3 settings come from the environment (the same names the control plane uses): HANZO_ML_STORAGE_ENDPOINT,
-HANZO_ML_STORAGE_REGION (default us-east-1), and the standard AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
+HANZO_ML_STORAGE_REGION (default us-east-1), and the standard AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, with
+AWS_SESSION_TOKEN when they are temporary (a pod's per-job credentials of its organization's role).
 boto3 is imported on the first s3:// call only, so file:// jobs run without it.
 """
 from __future__ import annotations
@@ -220,7 +221,13 @@ class S3Backend:
 
         try:
             self.client.head_bucket(Bucket=bucket)
-        except ClientError:
+        except ClientError as e:
+            # A job's credentials are scoped to its organization's prefixes: HEAD of the bucket may be refused
+            # though the bucket exists (the operator created it). Its writes then answer for themselves.
+            if str(e.response.get("Error", {}).get("Code")) in ("403", "AccessDenied", "Forbidden"):
+                with self.lock:
+                    self.ensured.add(bucket)
+                return
             try:
                 self.client.create_bucket(Bucket=bucket)
             except ClientError as e:
