@@ -123,7 +123,8 @@ export type JobStorageEnv = Record<'AWS_ACCESS_KEY_ID' | 'AWS_SECRET_ACCESS_KEY'
  */
 export function jobStorageAccess(config: Config): (job: JobScope) => Promise<JobStorageEnv> {
   const { access_key, secret_key, endpoint, region, job_access } = config.storage;
-  if (!access_key || !secret_key) throw new Error('storage.access_key and storage.secret_key: the worker needs a key to assume job roles with');
+  // Checked when the worker starts (runtime/parts.ts builds jobSecrets then): keys come from the environment.
+  if (!access_key || !secret_key) throw new Error('storage.job_access.role_arn needs storage.access_key and storage.secret_key (HANZO_ML_STORAGE_ACCESS_KEY / _SECRET_KEY): the worker\'s key that assumes job roles');
   const sts = new STSClient({
     region,
     endpoint: job_access.sts_endpoint ?? endpoint,

@@ -60,8 +60,6 @@ export function checkCombinations(config: Config): void {
     throw new ConfigError(
       'invalid configuration:\n  storage.job_access.role_arn (HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN): "kubernetes" jobs get object-store credentials of their organization\'s role only; set the role ARN with {organization}',
     );
-  if (config.storage.job_access.role_arn && (!config.storage.access_key || !config.storage.secret_key))
-    throw new ConfigError('invalid configuration:\n  storage.job_access.role_arn (HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN): needs storage.access_key and storage.secret_key, the worker\'s key that may assume the role');
   // An IAM token accepted without checking its signature is anyone's claim to be anyone.
   if (!config.auth.verify_tokens)
     throw new ConfigError('invalid configuration:\n  auth.verify_tokens (HANZO_ML_AUTH_VERIFY_TOKENS): false is not supported; IAM tokens are always verified against the issuer\'s JWKS');
