@@ -2,12 +2,15 @@
 // prepares the job (STS AssumeRole), valid for storage.job_access.duration, and narrowed by a session policy to
 // the job's own files. A job pod receives these and no other key.
 //
-// Why STS and a role per organization: the store must refuse another organization's objects itself. The
-// organization's role policy (organizationStoragePolicy, attached by the operator) grants only that organization's
-// prefixes; the session policy (jobStoragePolicy) narrows a job further to its own job files and checkpoints where
-// the store honours session policies (AWS STS does). moto, the enforcing store the tests use, evaluates a role's
+// Why STS and a role per organization: the store must refuse another organization's objects itself. Every object
+// a job touches sits under its organization's prefix (datasets/{org}/, models/{org}/, checkpoints bucket
+// jobs/{org}/ and checkpoints/{org}/; lib/job-files.ts) or is a shared read-only input. The organization's role
+// policy (organizationStoragePolicy, attached by the operator) grants only those prefixes; the session policy
+// (jobStoragePolicy) narrows a job's writes further to its own job files and checkpoints where the store honours
+// session policies (AWS STS does). moto, the enforcing store the tests use, evaluates a role's
 // policies with object-level resource ARNs (arn:aws:s3:::bucket/org/*) but ignores session policies, `Condition`
-// blocks (so `s3:prefix` on ListBucket) and credential expiry: the proof against it rests on the role policy.
+// blocks (so `s3:prefix` on ListBucket: listing is bucket-wide there) and credential expiry: the proof against it
+// rests on the role policy.
 import { AssumeRoleCommand, STSClient } from '@aws-sdk/client-sts';
 import type { Config } from '../contracts/config.js';
 import { durationMs } from '../lib/config.js';
@@ -80,29 +83,29 @@ function sharedReads(config: Config): { bucket: string; prefix: string }[] {
 
 /**
  * The policy of an organization's role, which the operator attaches to the role storage.job_access.role_arn
- * names for it: read its datasets, read and write its models prefix, read shared inputs, and read and write job
- * files and checkpoints. Job files (jobs/{job}) and checkpoints (checkpoints/{run}) are keyed by job and run,
- * not by organization, so the role grants them as a whole; the session policy of each job narrows them to its own.
+ * names for it: read its datasets and shared inputs; read and write its models prefix, its job files and its
+ * checkpoints.
  */
 export function organizationStoragePolicy(config: Config, organizationId: string): PolicyDocument {
   const org = segment('organization', organizationId);
   const { datasets, checkpoints, models } = config.storage.buckets;
   return policyOf(
     [{ bucket: datasets, prefix: `${org}/` }, ...sharedReads(config)],
-    [{ bucket: models, prefix: `${org}/` }, { bucket: checkpoints, prefix: 'jobs/' }, { bucket: checkpoints, prefix: 'checkpoints/' }],
+    [{ bucket: models, prefix: `${org}/` }, { bucket: checkpoints, prefix: `jobs/${org}/` }, { bucket: checkpoints, prefix: `checkpoints/${org}/` }],
   );
 }
 
 /**
- * The session policy of one job: its organization's prefixes, and of job files and checkpoints only its own
- * (jobs/{name} covers its restarts, jobs/{name}-r2 ...; checkpoints/{run}/ the run it trains).
+ * The session policy of one job: its organization's prefixes, writing only its own job files (jobs/{org}/{name}
+ * covers its restarts, {name}-r2 ...) and its run's checkpoints; it reads all its organization's checkpoints (a
+ * population-based member starts from another member's).
  */
 export function jobStoragePolicy(config: Config, job: JobScope): PolicyDocument {
   const org = segment('organization', job.organizationId);
   const { datasets, checkpoints, models } = config.storage.buckets;
-  const write = [{ bucket: models, prefix: `${org}/` }, { bucket: checkpoints, prefix: `jobs/${jobNameOf(job.name)}` }];
-  if (job.runId) write.push({ bucket: checkpoints, prefix: `checkpoints/${segment('run', job.runId)}/` });
-  return policyOf([{ bucket: datasets, prefix: `${org}/` }, ...sharedReads(config)], write);
+  const write = [{ bucket: models, prefix: `${org}/` }, { bucket: checkpoints, prefix: `jobs/${org}/${jobNameOf(job.name)}` }];
+  if (job.runId) write.push({ bucket: checkpoints, prefix: `checkpoints/${org}/${segment('run', job.runId)}/` });
+  return policyOf([{ bucket: datasets, prefix: `${org}/` }, { bucket: checkpoints, prefix: `checkpoints/${org}/` }, ...sharedReads(config)], write);
 }
 
 /** The role a job of `organizationId` assumes. */

@@ -57,7 +57,7 @@ function trainJob(name: string, store: ObjectStore, data: string, nodes: number,
     hardware: HardwareSchema.parse({ nodes, processes: 1, device: 'cpu', precision: 'fp32' }),
     threads: 1,
   };
-  return trainJobDefinition({ name, spec, baseModel, trainUri: data, checkpointsUri: checkpointsUri(store, loaded.config, `run-${name}`), nodes });
+  return trainJobDefinition({ name, spec, baseModel, trainUri: data, checkpointsUri: checkpointsUri(store, loaded.config, 'dev', `run-${name}`), nodes });
 }
 
 async function train(deps: ActivityDeps, job: JobDefinition): Promise<TrainResult> {

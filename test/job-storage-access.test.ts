@@ -66,7 +66,7 @@ const read = (c: S3Client, bucket: string, key: string) => outcome(c.send(new Ge
 const write = (c: S3Client, bucket: string, key: string) => outcome(c.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: 'x' })));
 
 describe('per-job object-store access against an enforcing store', () => {
-  it('gives org A\'s job its own dataset, model prefix, job files and shared base models, and refuses org B\'s dataset and model prefix', async () => {
+  it('gives org A\'s job its own dataset, model prefix, job files, checkpoints and shared base models, and refuses org B\'s dataset, model prefix, job files and checkpoints', async () => {
     const env = await podEnv('orga', 'train-a');
     expect(Object.keys(env).sort()).toEqual(['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN']);
     expect(env.AWS_ACCESS_KEY_ID).not.toBe(config.storage.access_key);
@@ -74,12 +74,15 @@ describe('per-job object-store access against an enforcing store', () => {
     const { datasets, models, checkpoints } = config.storage.buckets;
     expect(await read(c, datasets, 'orga/train.jsonl')).toBe('ok');
     expect(await write(c, models, 'orga/model/v1/weights.bin')).toBe('ok');
-    expect(await write(c, checkpoints, 'jobs/train-a/result.json')).toBe('ok');
+    expect(await write(c, checkpoints, 'jobs/orga/train-a/result.json')).toBe('ok');
+    expect(await write(c, checkpoints, 'checkpoints/orga/run-train-a/10/manifest.json')).toBe('ok');
     expect(await read(c, models, 'base-models/tiny/abc/config.json')).toBe('ok');
     expect(await read(c, datasets, 'orgb/train.jsonl')).toBe('AccessDenied');
     expect(await write(c, models, 'orgb/model/v1/weights.bin')).toBe('AccessDenied');
     expect(await write(c, models, 'base-models/tiny/abc/config.json')).toBe('AccessDenied');
     expect(await write(c, datasets, 'orga/train.jsonl')).toBe('AccessDenied');
+    expect(await write(c, checkpoints, 'jobs/orgb/train-b/result.json')).toBe('AccessDenied');
+    expect(await write(c, checkpoints, 'checkpoints/orgb/run-b/10/manifest.json')).toBe('AccessDenied');
   });
 
   it('refuses org B\'s objects to the trainer\'s own storage code (python, boto3) holding org A\'s job credentials', async () => {
@@ -132,8 +135,8 @@ print(json.dumps({
     const policy = jobStoragePolicy(config, { name: 'Train A', organizationId: 'orga', runId: 'r1' });
     const { datasets, models, checkpoints } = config.storage.buckets;
     const [writes, reads] = policy.Statement;
-    expect(writes!.Resource).toEqual([`arn:aws:s3:::${models}/orga/*`, expect.stringMatching(new RegExp(`^arn:aws:s3:::${checkpoints}/jobs/train-a-[0-9a-f]{8}\\*$`)), `arn:aws:s3:::${checkpoints}/checkpoints/r1/*`]);
-    expect(reads!.Resource).toEqual([`arn:aws:s3:::${datasets}/orga/*`, `arn:aws:s3:::${models}/base-models/*`, `arn:aws:s3:::${models}/eval-data/*`]);
+    expect(writes!.Resource).toEqual([`arn:aws:s3:::${models}/orga/*`, expect.stringMatching(new RegExp(`^arn:aws:s3:::${checkpoints}/jobs/orga/train-a-[0-9a-f]{8}\\*$`)), `arn:aws:s3:::${checkpoints}/checkpoints/orga/r1/*`]);
+    expect(reads!.Resource).toEqual([`arn:aws:s3:::${datasets}/orga/*`, `arn:aws:s3:::${checkpoints}/checkpoints/orga/*`, `arn:aws:s3:::${models}/base-models/*`, `arn:aws:s3:::${models}/eval-data/*`]);
     expect(JSON.stringify(policy).length).toBeLessThan(2048); // STS's limit on a session policy
   });
 });
