@@ -97,15 +97,16 @@ export function organizationStoragePolicy(config: Config, organizationId: string
 
 /**
  * The session policy of one job: its organization's prefixes, writing only its own job files (jobs/{org}/{name}
- * covers its restarts, {name}-r2 ...) and its run's checkpoints; it reads all its organization's checkpoints (a
- * population-based member starts from another member's).
+ * covers its restarts, {name}-r2 ...) and its run's checkpoints; it reads its organization's job files and
+ * checkpoints (a merge or eval job reads a training job's outputs, a population-based member another's checkpoint).
  */
 export function jobStoragePolicy(config: Config, job: JobScope): PolicyDocument {
   const org = segment('organization', job.organizationId);
   const { datasets, checkpoints, models } = config.storage.buckets;
   const write = [{ bucket: models, prefix: `${org}/` }, { bucket: checkpoints, prefix: `jobs/${org}/${jobNameOf(job.name)}` }];
   if (job.runId) write.push({ bucket: checkpoints, prefix: `checkpoints/${org}/${segment('run', job.runId)}/` });
-  return policyOf([{ bucket: datasets, prefix: `${org}/` }, { bucket: checkpoints, prefix: `checkpoints/${org}/` }, ...sharedReads(config)], write);
+  const read = [{ bucket: datasets, prefix: `${org}/` }, { bucket: checkpoints, prefix: `jobs/${org}/` }, { bucket: checkpoints, prefix: `checkpoints/${org}/` }];
+  return policyOf([...read, ...sharedReads(config)], write);
 }
 
 /** The role a job of `organizationId` assumes. */

@@ -42,6 +42,7 @@ describe('configuration', () => {
     expect(() => loadConfig(k8s)).toThrow(/storage\.job_access\.role_arn \(HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN\):.*organization's role/s);
     expect(() => loadConfig({ ...k8s, HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN: 'arn:aws:iam::1:role/one-for-all' })).toThrow(/storage\.job_access\.role_arn.*containing \{organization\}/s);
     expect(() => loadConfig({ ...k8s, HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN: ROLE, HANZO_ML_STORAGE_JOB_ACCESS_DURATION: '7d' })).toThrow(/storage\.job_access\.duration.*between 15m and 12h/s);
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN: ROLE })).toThrow(/storage\.job_access\.role_arn.*without storage\.endpoint/s);
     expect(() => loadConfig({ ...k8s, HANZO_ML_SCHEDULER_STORAGE_SECRET: 'hanzo-ml-storage' })).toThrow(/HANZO_ML_SCHEDULER_STORAGE_SECRET: unknown configuration key/);
   });
 

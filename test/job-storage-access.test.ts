@@ -136,7 +136,7 @@ print(json.dumps({
     const { datasets, models, checkpoints } = config.storage.buckets;
     const [writes, reads] = policy.Statement;
     expect(writes!.Resource).toEqual([`arn:aws:s3:::${models}/orga/*`, expect.stringMatching(new RegExp(`^arn:aws:s3:::${checkpoints}/jobs/orga/train-a-[0-9a-f]{8}\\*$`)), `arn:aws:s3:::${checkpoints}/checkpoints/orga/r1/*`]);
-    expect(reads!.Resource).toEqual([`arn:aws:s3:::${datasets}/orga/*`, `arn:aws:s3:::${checkpoints}/checkpoints/orga/*`, `arn:aws:s3:::${models}/base-models/*`, `arn:aws:s3:::${models}/eval-data/*`]);
+    expect(reads!.Resource).toEqual([`arn:aws:s3:::${datasets}/orga/*`, `arn:aws:s3:::${checkpoints}/jobs/orga/*`, `arn:aws:s3:::${checkpoints}/checkpoints/orga/*`, `arn:aws:s3:::${models}/base-models/*`, `arn:aws:s3:::${models}/eval-data/*`]);
     expect(JSON.stringify(policy).length).toBeLessThan(2048); // STS's limit on a session policy
   });
 });
