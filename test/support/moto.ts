@@ -26,6 +26,9 @@ export async function startMoto(bin: string | undefined): Promise<Moto> {
 /**
  * Turns on moto's IAM enforcement (INITIAL_NO_AUTH_ACTION_COUNT = 0, through its /moto-api/reset-auth): from
  * now on every request is checked against the caller's IAM policies. Before it, requests set the store up freely.
+ * The enforcing store of the tenancy tests is moto (already a test server, Apache-2.0; MinIO's server is AGPL):
+ * it evaluates identity and role policies with object-level ARNs (bucket/org/*) for assumed-role credentials, but
+ * not session policies, Condition blocks (s3:prefix) or credential expiry (moto 5.2.5, moto/iam/access_control.py).
  */
 export async function enforceIam(endpoint: string): Promise<void> {
   const res = await fetch(`${endpoint}/moto-api/reset-auth`, { method: 'POST', body: '0' });
