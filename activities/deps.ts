@@ -5,6 +5,7 @@ import type { Bootstrap } from '../lib/config.js';
 import type { Logger } from '../lib/log.js';
 import type { JobExecutor } from './executor/types.js';
 import { createJobToken } from '../db/repo/auth.js';
+import { jobStorageAccess } from './job-storage-access.js';
 
 /** Everything activities touch, injected (no module-level singletons). */
 export interface ActivityDeps {
@@ -29,4 +30,15 @@ export function jobTokenSecrets(db: Db): ActivityDeps['jobSecrets'] {
   return async (job) => ({
     HANZO_ML_TRACKING_TOKEN: await createJobToken(db, { organizationId: job.organizationId, job: job.name, runId: job.runId ?? null, ttlMs: JOB_TOKEN_TTL_MS }),
   });
+}
+
+/**
+ * A job's secrets with its object-store access added: with storage.job_access.role_arn set (required for
+ * kubernetes jobs), credentials of its organization's role minted for this job; unset (local jobs), nothing, as a
+ * local job reads the store with the configuration's key.
+ */
+export function withStorageAccess(secrets: ActivityDeps['jobSecrets'], config: Config): ActivityDeps['jobSecrets'] {
+  if (!config.storage.job_access.role_arn) return secrets;
+  const mint = jobStorageAccess(config);
+  return async (job) => ({ ...(await secrets(job)), ...(await mint(job)) });
 }

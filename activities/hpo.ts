@@ -289,7 +289,7 @@ export function createHpoActivities(deps: ActivityDeps) {
           spec,
           inputs: { base_model_path: baseModel, train_path: fileInput(ref.splits.train), validation_path: fileInput(ref.splits.validation) },
           outputs: { output_dir: 'dir' },
-          checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, a.runId) },
+          checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, t.organization_id, a.runId) },
         },
         resources: { gpus_per_node: t.config.resources_per_trial.gpus },
       };
@@ -315,7 +315,7 @@ export function createHpoActivities(deps: ActivityDeps) {
      * One round of a population-based training member (synthetic learning-curve kind): start from its own
      * checkpoint of the previous round, or from another member's (exploit), train to the round's end step with
      * this round's hyperparameters, and write this round's checkpoint to the object store
-     * (`checkpoints/{member run}/{end step}/`, manifest last), where a member on any worker finds it. A retried
+     * (`checkpoints/{org}/{member run}/{end step}/`, manifest last), where a member on any worker finds it. A retried
      * round whose checkpoint exists returns it; one interrupted mid-way starts the round again from the same
      * checkpoint, which no round overwrites.
      */
@@ -323,7 +323,7 @@ export function createHpoActivities(deps: ActivityDeps) {
       const { input, runId } = a;
       const { order } = input;
       const base = input.config.base_config as SyntheticBaseConfig;
-      const out = pbtCheckpointUri(deps, runId, order.end_step);
+      const out = pbtCheckpointUri(deps, input.organization_id, runId, order.end_step);
       const result = (state: PbtState, gpuSeconds: number): PbtRoundResult => ({ member: input.member, round: order.round, step: state.step, value: state.loss, checkpoint: out, gpu_seconds: gpuSeconds });
       const finished = await readPbtCheckpoint(deps, out);
       if (finished?.record.round === order.round) return result(finished.state, finished.record.gpu_seconds);
@@ -334,7 +334,7 @@ export function createHpoActivities(deps: ActivityDeps) {
         // since that member writes its next round under another step.
         const from = order.exploit_from ?? input.member;
         const startStep = Math.min(order.round * input.config.pbt!.interval_steps, input.config.base_config.max_steps);
-        startedFrom = pbtCheckpointUri(deps, trialRunId(input.sweep_id, from), startStep);
+        startedFrom = pbtCheckpointUri(deps, input.organization_id, trialRunId(input.sweep_id, from), startStep);
         const start = await readPbtCheckpoint(deps, startedFrom);
         if (!start || start.record.round !== order.round - 1) throw new Error(`member ${from}'s checkpoint of round ${order.round - 1} is not at ${startedFrom}`);
         state = start.state;

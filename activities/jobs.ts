@@ -99,7 +99,7 @@ function resourcesOf(def: JobDefinition): JobResources {
 async function prepareAttempt(deps: ActivityDeps, def: JobDefinition, recoveries: RecoveryLog['recoveries']): Promise<{ request: JobRequest; files: JobFiles }> {
   const attempt = recoveries.length + 1;
   const name = attempt === 1 ? jobNameOf(def.name) : `${jobNameOf(def.name)}-r${attempt}`;
-  const files = JobFiles.of(deps.store, deps.config, name);
+  const files = JobFiles.of(deps.store, deps.config, def.organizationId, name);
   // A restart after out-of-memory or divergence runs the adjusted spec the recovery recorded.
   const spec = recoveries.findLast((r) => r.spec_after)?.spec_after ?? def.envelope.spec;
   if ((await files.readEnvelope().catch(() => null)) === null) await files.writeEnvelope({ ...def.envelope, spec, job_name: name, job_uri: files.uri });
@@ -145,7 +145,7 @@ export async function runJobToCompletion<T>(
   const ctx = Context.current();
   const prior = ctx.info.heartbeatDetails as JobHeartbeat | undefined;
   let restarts = prior?.restarts ?? 0;
-  const logical = JobFiles.of(deps.store, deps.config, jobNameOf(p.job.name));
+  const logical = JobFiles.of(deps.store, deps.config, p.job.organizationId, jobNameOf(p.job.name));
   const recoveries = await readRecoveries(logical);
   const log = deps.log.child({ job: p.job.name, attempt: ctx.info.attempt });
   let { request, files } = await prepareAttempt(deps, p.job, recoveries);
@@ -377,7 +377,7 @@ export async function stopJobKeepingHeartbeat(deps: ActivityDeps, request: JobRe
 
 /** The request of the attempt a job is on now (for stopping it from outside runJobToCompletion). */
 export async function currentAttempt(deps: ActivityDeps, def: JobDefinition): Promise<JobRequest> {
-  const recoveries = await readRecoveries(JobFiles.of(deps.store, deps.config, jobNameOf(def.name)));
+  const recoveries = await readRecoveries(JobFiles.of(deps.store, deps.config, def.organizationId, jobNameOf(def.name)));
   return (await prepareAttempt(deps, def, recoveries)).request;
 }
 

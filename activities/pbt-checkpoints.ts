@@ -1,5 +1,5 @@
 // A population-based training member's checkpoints, in the object store with the layout every job's checkpoints
-// have (contracts/job-io.ts): `checkpoints/{member run id}/{step}/` holding the state and a `manifest.json` written
+// have (contracts/job-io.ts): `checkpoints/{org}/{member run id}/{step}/` holding the state and a `manifest.json` written
 // last (a prefix without it is no checkpoint), which lists each file's SHA-256. So any worker finds any member's
 // checkpoint: a member exploiting another reads the source's round checkpoint wherever that member ran.
 import { hostname } from 'node:os';
@@ -37,9 +37,9 @@ const PbtManifestSchema = CheckpointManifestSchema.extend({ pbt: PbtRoundRecordS
 /** The process that writes a checkpoint, as its manifest names it. */
 export const WRITER = `${hostname()}:${process.pid}`;
 
-/** A member's checkpoint prefix at a step: checkpoints/{run}/{step}. */
-export function pbtCheckpointUri(deps: ActivityDeps, runId: string, step: number): string {
-  return `${checkpointsUri(deps.store, deps.config, runId)}/${step}`;
+/** A member's checkpoint prefix at a step: checkpoints/{org}/{run}/{step}. */
+export function pbtCheckpointUri(deps: ActivityDeps, organizationId: string, runId: string, step: number): string {
+  return `${checkpointsUri(deps.store, deps.config, organizationId, runId)}/${step}`;
 }
 
 /** A member's checkpoint: its state, verified against its manifest, and the round record. Null when absent. */

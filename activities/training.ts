@@ -15,7 +15,7 @@ import { getRunById, runDataOf } from '../db/repo/runs.js';
 import { emitEvent } from '../db/repo/outbox.js';
 import { durationMs } from '../lib/config.js';
 import { sha256Stream, sha256Text } from '../lib/hash.js';
-import { JobFiles, checkpointsUri, jobNameOf } from '../lib/job-files.js';
+import { JobFiles, checkpointsKey, checkpointsUri, jobNameOf } from '../lib/job-files.js';
 import { copyPrefix } from '../lib/object-store.js';
 import { trainingProgressSignal } from '../contracts/pipeline-messages.js';
 import { pipelineWorkflowId } from '../contracts/pipeline.js';
@@ -74,7 +74,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
             validation_path: fileInput(a.dataset.splits.validation),
           },
           outputs: { output_dir: 'dir' },
-          checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, a.runId) },
+          checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, organizationId, a.runId) },
           processes: hardware.processes,
           num_nodes: hardware.nodes,
         },
@@ -82,7 +82,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
       };
       const recordedEvents = new Set<string>();
       const handle = getClient().workflow.getHandle(pipelineWorkflowId(a.pipelineId));
-      const logical = JobFiles.of(deps.store, deps.config, jobNameOf(job.name));
+      const logical = JobFiles.of(deps.store, deps.config, organizationId, jobNameOf(job.name));
       const signalProgress = async (p: TrainProgress | null, waiting: string | null, extra: Partial<Pick<TrainingProgressSignal, 'queue' | 'preemptions'>> = {}): Promise<void> => {
         const recoveries = visibleRecoveries(await readRecoveries(logical));
         const queue = waiting === null ? null : (extra.queue ?? null);
@@ -143,7 +143,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
      * travels in and out; poll_ms is how long the workflow waits before the next pass.
      */
     async sweepCheckpoints(a: { pipelineId: string; runId: string; organizationId: string; state: CheckpointWatchState | null }): Promise<CheckpointWatchState> {
-      const root = checkpointsUri(deps.store, deps.config, a.runId);
+      const root = checkpointsUri(deps.store, deps.config, a.organizationId, a.runId);
       const recorded = new Set((await artifactsOf(deps.db, a.runId)).map((r) => r.path));
       const alertAfter = durationMs(deps.config.trainer.checkpoint_alert_after);
       const now = Date.now();
@@ -166,7 +166,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
      * trainer.checkpoint_alert_after.
      */
     async watchCheckpoints(a: { pipelineId: string; runId: string; organizationId: string; once: boolean }): Promise<{ checkpoints: { step: number; uri: string; sha256: string }[] }> {
-      const root = checkpointsUri(deps.store, deps.config, a.runId);
+      const root = checkpointsUri(deps.store, deps.config, a.organizationId, a.runId);
       const recorded = new Set((await artifactsOf(deps.db, a.runId)).map((r) => r.path));
       const alertAfter = durationMs(deps.config.trainer.checkpoint_alert_after);
       let lastNew = Date.now();
@@ -262,7 +262,7 @@ async function recordNewCheckpoints(
     .catch(() => undefined);
   if (typeof bestOf === 'string' && /^step-\d+$/.test(bestOf) && !recorded.has(`checkpoints/best-${bestOf}`)) {
     // best/ is replaced whenever a better checkpoint comes: the artifact of record is a copy that never changes.
-    const copy = await copyPrefix(deps.store, `${root}/best`, deps.config.storage.buckets.checkpoints, `checkpoints/${a.runId}/best-${bestOf}`).catch(() => null);
+    const copy = await copyPrefix(deps.store, `${root}/best`, deps.config.storage.buckets.checkpoints, `${checkpointsKey(a.organizationId, a.runId)}/best-${bestOf}`).catch(() => null);
     if (copy) entries.push({ prefix: `${root}/best-${bestOf}`, path: `checkpoints/best-${bestOf}`, kind: 'best_checkpoint', name: 'best' });
   }
   if (entries.some((e) => e.kind === 'best_checkpoint')) objects = await deps.store.list(root);

@@ -12,6 +12,9 @@ export const CONTROL_PLANE_IMAGE = 'hanzoai/ml:0.1.0';
 export const TRAINER_IMAGE = 'hanzoai/ml-trainer:0.1.0';
 
 const duration = z.string().regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration such as "90s", "10m", "72h"');
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+/** A duration's milliseconds, for bounds checked in the schema (the duration regex has passed). */
+const msOf = (d: string): number => Number(/^\d+/.exec(d)?.[0] ?? NaN) * UNIT_MS[(/[a-z]+$/.exec(d)?.[0] ?? 'ms') as keyof typeof UNIT_MS];
 /** S3's bounds on a part of a multipart upload or copy (the last part may be smaller). */
 export const MIN_PART_BYTES = 5 * 1024 * 1024;
 export const MAX_PART_BYTES = 5 * 1024 * 1024 * 1024;
@@ -90,6 +93,20 @@ export const ConfigSchema = z.strictObject({
           models: z.string().default('hanzo-models'),
         })
         .prefault({}),
+      job_access: z
+        .strictObject({
+          role_arn: z
+            .string()
+            .regex(/^arn:[^:]+:iam::[^:]*:role\/.*\{organization\}/, 'an IAM role ARN containing {organization}, e.g. arn:aws:iam::123456789012:role/hanzo-ml-jobs-{organization}')
+            .optional()
+            .describe('kubernetes: the role the worker assumes (STS AssumeRole, with storage.access_key) for each job, {organization} replaced by the job\'s organization; its policy grants that organization\'s prefixes only. A job pod gets these temporary credentials and no other key'),
+          sts_endpoint: z.string().url().optional().describe('STS endpoint of the AssumeRole call; unset: storage.endpoint (MinIO, moto), or AWS STS when that is unset too'),
+          duration: duration
+            .refine((d) => msOf(d) >= 900_000 && msOf(d) <= 43_200_000, 'between 15m and 12h: the range STS grants')
+            .default('12h')
+            .describe('how long a job\'s credentials are valid after the job is prepared (STS DurationSeconds; the role\'s maximum session duration must allow it)'),
+        })
+        .prefault({}),
     })
     .prefault({}),
   stream: z
@@ -145,10 +162,6 @@ export const ConfigSchema = z.strictObject({
       max_concurrent_jobs: z.coerce.number().int().positive().default(32).describe('job activities one worker runs at once (its job task queue slots); per-organization limits are scheduler.quotas'),
       checkpoint_bucket: z.string().default('hanzo-ml-checkpoints'),
       kubeconfig: z.string().optional().describe('kubernetes: a kubeconfig file; unset: $KUBECONFIG, else the in-cluster service account'),
-      storage_secret: z
-        .string()
-        .default('hanzo-ml-storage')
-        .describe('kubernetes: Secret (in the jobs namespace) with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY that jobs read the object store with'),
       service_account: z.string().optional().describe('kubernetes: service account of job pods; unset: the namespace default'),
       image_pull_policy: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
       quotas: z

@@ -359,7 +359,7 @@ export const PbtRoundResultSchema = z.object({
   round: z.number().int(),
   step: z.number().int(),
   value: z.number().nullable(),
-  checkpoint: z.string().nullable().describe('URI of the member checkpoint at the end of the round: checkpoints/{member run}/{step}/ in the object store'),
+  checkpoint: z.string().nullable().describe('URI of the member checkpoint at the end of the round: checkpoints/{org}/{member run}/{step}/ in the object store'),
   gpu_seconds: z.number().nonnegative(),
 });
 export type PbtRoundResult = z.infer<typeof PbtRoundResultSchema>;

@@ -39,7 +39,7 @@ export const JobEnvelopeSchema = z.strictObject({
   checkpoints: z
     .strictObject({
       field: z.string().describe('the spec field holding the local checkpoint directory'),
-      uri: objectUri.describe('checkpoints/{run_id}: each complete checkpoint goes to {uri}/{step}/, the best to {uri}/best/'),
+      uri: objectUri.describe('checkpoints/{org}/{run_id}: each complete checkpoint goes to {uri}/{step}/, the best to {uri}/best/'),
     })
     .nullable()
     .default(null),

@@ -55,6 +55,13 @@ export function checkCombinations(config: Config): void {
     throw new ConfigError(
       'invalid configuration:\n  scheduler.executor (HANZO_ML_SCHEDULER_EXECUTOR): "kubernetes" needs an S3 object store that pods can reach; set storage.endpoint (HANZO_ML_STORAGE_ENDPOINT)',
     );
+  // A pod gets no shared storage key: it reads and writes with its organization's role, assumed per job.
+  if (config.scheduler.executor === 'kubernetes' && !config.storage.job_access.role_arn)
+    throw new ConfigError(
+      'invalid configuration:\n  storage.job_access.role_arn (HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN): "kubernetes" jobs get object-store credentials of their organization\'s role only; set the role ARN with {organization}',
+    );
+  if (config.storage.job_access.role_arn && !config.storage.endpoint)
+    throw new ConfigError('invalid configuration:\n  storage.job_access.role_arn (HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN): set without storage.endpoint (HANZO_ML_STORAGE_ENDPOINT); file:// objects have no access to mint');
   // An IAM token accepted without checking its signature is anyone's claim to be anyone.
   if (!config.auth.verify_tokens)
     throw new ConfigError('invalid configuration:\n  auth.verify_tokens (HANZO_ML_AUTH_VERIFY_TOKENS): false is not supported; IAM tokens are always verified against the issuer\'s JWKS');

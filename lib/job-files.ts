@@ -17,13 +17,24 @@ export function jobNameOf(name: string, max = 52): string {
   return `${clean.slice(0, max - 9).replace(/-+$/, '')}-${hash}`;
 }
 
-export function jobsRoot(store: ObjectStore, config: Pick<Config, 'storage'>): string {
-  return objectUri(store, config.storage.buckets.checkpoints, 'jobs');
+/**
+ * Every object a job touches sits under its organization's prefix, so that a job's object-store access can be
+ * limited to its organization (activities/job-storage-access.ts): jobs/{org}/{job}/ and checkpoints/{org}/{run}/.
+ * (Before, jobs/{job}/ and checkpoints/{run}/: objects recorded there keep their URIs; a job running across the
+ * change restarts without its earlier checkpoints.)
+ */
+export function jobsRoot(store: ObjectStore, config: Pick<Config, 'storage'>, organizationId: string): string {
+  return objectUri(store, config.storage.buckets.checkpoints, `jobs/${organizationId}`);
 }
 
-/** Where a run's checkpoints live: {uri}/{step}/ and {uri}/best/ (spec 000: checkpoints/{run_id}/{step}/). */
-export function checkpointsUri(store: ObjectStore, config: Pick<Config, 'storage'>, runId: string): string {
-  return objectUri(store, config.storage.buckets.checkpoints, `checkpoints/${runId}`);
+/** Where a run's checkpoints live: {uri}/{step}/ and {uri}/best/ (spec 000: checkpoints/{run_id}/{step}/, under its organization). */
+export function checkpointsUri(store: ObjectStore, config: Pick<Config, 'storage'>, organizationId: string, runId: string): string {
+  return objectUri(store, config.storage.buckets.checkpoints, checkpointsKey(organizationId, runId));
+}
+
+/** The key prefix of a run's checkpoints in the checkpoints bucket. */
+export function checkpointsKey(organizationId: string, runId: string): string {
+  return `checkpoints/${organizationId}/${runId}`;
 }
 
 export class JobFiles {
@@ -36,8 +47,8 @@ export class JobFiles {
     this.uri = `${root}/${name}`;
   }
 
-  static of(store: ObjectStore, config: Pick<Config, 'storage'>, name: string): JobFiles {
-    return new JobFiles(store, jobsRoot(store, config), name);
+  static of(store: ObjectStore, config: Pick<Config, 'storage'>, organizationId: string, name: string): JobFiles {
+    return new JobFiles(store, jobsRoot(store, config, organizationId), name);
   }
 
   file(name: string): string {

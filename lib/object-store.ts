@@ -206,7 +206,7 @@ export class FileObjectStore implements ObjectStore {
 }
 
 /** The storage settings an S3 store is built from; the multipart threshold has its default when left out. */
-export type S3StoreConfig = Omit<Config['storage'], 'multipart_threshold'> & { multipart_threshold?: number };
+export type S3StoreConfig = Omit<Config['storage'], 'multipart_threshold' | 'job_access'> & { multipart_threshold?: number };
 
 /** Parts at most: S3 numbers them 1..10,000. */
 const MAX_PARTS = 10_000;

@@ -14,7 +14,7 @@ import { createObjectStore, type ObjectStore } from '../lib/object-store.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { temporalConnectionOptions } from '../lib/temporal-tls.js';
 import { startEventRelay, startOutboxPruner } from '../events/relay.js';
-import { jobTokenSecrets } from '../activities/deps.js';
+import { jobTokenSecrets, withStorageAccess } from '../activities/deps.js';
 import { createExecutor } from '../activities/executor/factory.js';
 import { createPipelineWorker, type PipelineWorker } from '../workers/worker.js';
 import { createApp } from '../api/app.js';
@@ -98,7 +98,7 @@ export async function startWorkerPart(core: Core, o: { temporalAddress: string; 
   const worker = await createPipelineWorker({
     connection,
     namespace: core.config.temporal.namespace,
-    deps: { ...deps, executor: createExecutor(core, core.log), trackingUri: apiUrlOf(core.config), jobSecrets: jobTokenSecrets(core.catalogue.db) },
+    deps: { ...deps, executor: createExecutor(core, core.log), trackingUri: apiUrlOf(core.config), jobSecrets: withStorageAccess(jobTokenSecrets(core.catalogue.db), core.config) },
     ...(o.workflowBundle ? { workflowBundle: o.workflowBundle } : {}),
     ...(o.taskQueue ? { taskQueue: o.taskQueue } : {}),
   });

@@ -22,8 +22,8 @@ const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-watch-'));
 let cat: Catalogue;
 const runId = randomUUID();
 const pipelineId = randomUUID();
-// Where the job runner puts a run's checkpoints in the (file://) object store: checkpoints/{run_id}/{step}/.
-const ckptRoot = join(home, 'objects', 'hanzo-ml-checkpoints', 'checkpoints', runId);
+// Where the job runner puts a run's checkpoints in the (file://) object store: checkpoints/{org}/{run_id}/{step}/.
+const ckptRoot = join(home, 'objects', 'hanzo-ml-checkpoints', 'checkpoints', 'dev', runId);
 
 function writeCheckpoint(step: number, opts: { manifest?: boolean; corrupt?: boolean; best?: number; root?: string } = {}): void {
   const dir = join(opts.root ?? ckptRoot, opts.best !== undefined ? 'best' : String(step));
@@ -90,7 +90,7 @@ describe('watchCheckpoints activity', () => {
     expect(watched.checkpoints.map((c) => c.step)).toEqual([10, 20]);
     const best = (await artifactsOf(cat.db, runId)).find((r) => r.path === 'checkpoints/best-step-00000020')!;
     expect(best.metadata).toMatchObject({ kind: 'best_checkpoint', step: 20 });
-    expect(best.uri).toMatch(new RegExp(`/checkpoints/${runId}/best-step-00000020$`));
+    expect(best.uri).toMatch(new RegExp(`/checkpoints/dev/${runId}/best-step-00000020$`));
     // A better checkpoint replacing best/ later does not change what was recorded.
     writeCheckpoint(10, { best: 0.5 });
     await env.run(activities.watchCheckpoints, { pipelineId, runId, organizationId: 'dev', once: true });
@@ -124,7 +124,7 @@ describe('watchCheckpoints activity', () => {
     expect([second.alerted, third.alerted]).toEqual([true, true]);
     const staleOf = async () => (await cat.db.select().from(outbox)).filter((e) => (e.payload as { event: string; job_id: string }).event === 'checkpoint.stale' && (e.payload as { job_id: string }).job_id === other.pipelineId);
     expect(await staleOf()).toHaveLength(1);
-    writeCheckpoint(7, { root: join(home, 'objects', 'hanzo-ml-checkpoints', 'checkpoints', other.runId) });
+    writeCheckpoint(7, { root: join(home, 'objects', 'hanzo-ml-checkpoints', 'checkpoints', 'dev', other.runId) });
     const fourth = await pass(third);
     expect(fourth.alerted).toBe(false);
     expect(fourth.last_new_at).toBeGreaterThan(third.last_new_at);

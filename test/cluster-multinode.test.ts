@@ -57,7 +57,7 @@ function trainJob(name: string, store: ObjectStore, data: string, nodes: number,
     hardware: HardwareSchema.parse({ nodes, processes: 1, device: 'cpu', precision: 'fp32' }),
     threads: 1,
   };
-  return trainJobDefinition({ name, spec, baseModel, trainUri: data, checkpointsUri: checkpointsUri(store, loaded.config, `run-${name}`), nodes });
+  return trainJobDefinition({ name, spec, baseModel, trainUri: data, checkpointsUri: checkpointsUri(store, loaded.config, 'dev', `run-${name}`), nodes });
 }
 
 async function train(deps: ActivityDeps, job: JobDefinition): Promise<TrainResult> {
@@ -87,8 +87,6 @@ describe.skipIf(!tools)('a two-node Indexed Job', () => {
       imageEnv: runtime.kind === 'podman' ? {} : { [FAKE_IMAGE]: { PATH: `${join(loaded.bootstrap.python, '..')}:${process.env.PATH}`, PYTHONPATH: join(repoRoot, 'trainer') } },
     });
     await cluster.createNamespace('jobs');
-    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-    await core.createNamespacedSecret({ namespace: 'jobs', body: { metadata: { name: 'hanzo-ml-storage' }, stringData: { AWS_ACCESS_KEY_ID: 't', AWS_SECRET_ACCESS_KEY: 't' } } });
     const storage = { ...loaded.config.storage, endpoint: `http://127.0.0.1:${port}`, access_key: 't', secret_key: 't' };
     const store = await S3ObjectStore.create(storage);
     const data = join(home, 'train.jsonl');
@@ -102,7 +100,7 @@ describe.skipIf(!tools)('a two-node Indexed Job', () => {
         await new Promise((r) => setTimeout(r, 200));
       }
     }
-    s3Deps = { db: null as never, store, config: { ...loaded.config, storage }, home, bootstrap: loaded.bootstrap, log, trackingUri: 'http://127.0.0.1:1', jobSecrets: async () => ({}) };
+    s3Deps = { db: null as never, store, config: { ...loaded.config, storage }, home, bootstrap: loaded.bootstrap, log, trackingUri: 'http://127.0.0.1:1', jobSecrets: async () => ({ AWS_ACCESS_KEY_ID: 't', AWS_SECRET_ACCESS_KEY: 't' }) };
   }, 300_000);
 
   afterAll(async () => {
@@ -111,7 +109,7 @@ describe.skipIf(!tools)('a two-node Indexed Job', () => {
   });
 
   it('trains to the loss of one process on the same global batch, one pod per node', { timeout: 15 * 60_000 }, async () => {
-    const k8s: JobExecutor = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'jobs', image: IMAGE, imagePullPolicy: 'IfNotPresent', storageSecret: 'hanzo-ml-storage', gracePeriodSeconds: 30, cpu: '1', memory: '1Gi', gpuTypes: [], quotas: {}, log });
+    const k8s: JobExecutor = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'jobs', image: IMAGE, imagePullPolicy: 'IfNotPresent', gracePeriodSeconds: 30, cpu: '1', memory: '1Gi', gpuTypes: [], quotas: {}, log });
     // Pods read the base model from the object store, as the pipeline publishes it (they share no disk with us).
     const baseModel = await baseModelInput({ ...s3Deps, executor: k8s }, DEFAULT_BASE_MODEL);
     const two = await train({ ...s3Deps, executor: k8s }, trainJob('two-nodes', s3Deps.store, s3Data, 2, baseModel.uri));

@@ -72,7 +72,7 @@ describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve 
   }
 
   async function storedSteps(runId: string): Promise<number[]> {
-    const res = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: `checkpoints/${runId}/` }));
+    const res = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: `checkpoints/dev/${runId}/` }));
     return (res.Contents ?? []).map((o) => /\/(\d+)\/manifest\.json$/.exec(o.Key!)?.[1]).filter((x): x is string => x !== undefined).map(Number).sort((a, b) => a - b);
   }
 

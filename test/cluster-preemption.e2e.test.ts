@@ -56,7 +56,7 @@ describe.skipIf(!ready)('preemption by the queue (Kueue) with the real trainer',
   const until = (id: string, pred: (s: Status) => boolean, what: string, timeoutMs?: number): Promise<Status> => stack.untilPipeline(id, pred, what, timeoutMs);
 
   async function storedSteps(runId: string): Promise<number[]> {
-    const res = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: `checkpoints/${runId}/` }));
+    const res = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: `checkpoints/dev/${runId}/` }));
     return (res.Contents ?? []).map((o) => /\/(\d+)\/manifest\.json$/.exec(o.Key!)?.[1]).filter((x): x is string => x !== undefined).map(Number).sort((a, b) => a - b);
   }
 

@@ -103,7 +103,7 @@ describe.skipIf(!ready)(`fair-share GPU queues on Kueue${ready ? '' : ` (skipped
     config = ConfigSchema.parse(settings);
     const log = createLogger({ level: 'warn', format: 'text' });
     executor = new KubernetesExecutor({
-      kubeConfig: cluster.kubeConfig, namespace: NS, image: 'busybox', imagePullPolicy: 'IfNotPresent', storageSecret: 'storage',
+      kubeConfig: cluster.kubeConfig, namespace: NS, image: 'busybox', imagePullPolicy: 'IfNotPresent',
       gracePeriodSeconds: 5, cpu: '100m', memory: '64Mi', gpuTypes: ['a100', 't4'], quotas: config.scheduler.quotas, command: () => SLEEPER, log,
     });
   }, 300_000);

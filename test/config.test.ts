@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig, ConfigError } from '../lib/config.js';
 
 const home = () => mkdtempSync(join(tmpdir(), 'hanzo-ml-config-'));
+const ROLE = 'arn:aws:iam::123456789012:role/hanzo-ml-jobs-{organization}';
 
 describe('configuration', () => {
   it('applies spec defaults: port 8057, embedded catalogue and file:// objects', () => {
@@ -31,8 +32,18 @@ describe('configuration', () => {
 
   it('refuses the kubernetes executor without an S3 store that pods could reach', () => {
     expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes' })).toThrow(/"kubernetes" needs an S3 object store.*storage\.endpoint/s);
-    const { config } = loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes', HANZO_ML_STORAGE_ENDPOINT: 'http://127.0.0.1:9000' });
-    expect(config.scheduler).toMatchObject({ executor: 'kubernetes', preemption: { grace_period: '300s' }, storage_secret: 'hanzo-ml-storage' });
+    const { config } = loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes', HANZO_ML_STORAGE_ENDPOINT: 'http://127.0.0.1:9000', HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN: ROLE });
+    expect(config.scheduler).toMatchObject({ executor: 'kubernetes', preemption: { grace_period: '300s' } });
+    expect(config.storage.job_access).toEqual({ role_arn: ROLE, duration: '12h' });
+  });
+
+  it('refuses kubernetes jobs without a per-organization role to mint their storage access from, and a bad role or duration', () => {
+    const k8s = { HANZO_ML_HOME: home(), HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes', HANZO_ML_STORAGE_ENDPOINT: 'http://127.0.0.1:9000' };
+    expect(() => loadConfig(k8s)).toThrow(/storage\.job_access\.role_arn \(HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN\):.*organization's role/s);
+    expect(() => loadConfig({ ...k8s, HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN: 'arn:aws:iam::1:role/one-for-all' })).toThrow(/storage\.job_access\.role_arn.*containing \{organization\}/s);
+    expect(() => loadConfig({ ...k8s, HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN: ROLE, HANZO_ML_STORAGE_JOB_ACCESS_DURATION: '7d' })).toThrow(/storage\.job_access\.duration.*between 15m and 12h/s);
+    expect(() => loadConfig({ HANZO_ML_HOME: home(), HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN: ROLE })).toThrow(/storage\.job_access\.role_arn.*without storage\.endpoint/s);
+    expect(() => loadConfig({ ...k8s, HANZO_ML_SCHEDULER_STORAGE_SECRET: 'hanzo-ml-storage' })).toThrow(/HANZO_ML_SCHEDULER_STORAGE_SECRET: unknown configuration key/);
   });
 
   it('takes a reload hook only with its signing secret, and an http(s) URL', () => {

@@ -85,11 +85,11 @@ describe('crash and restart of the whole dev process mid-training', () => {
     const jobDir = join(home, 'work', 'jobs', `${id}-train`);
     const storeDir = join(home, 'objects', 'hanzo-ml-checkpoints');
     const durable = (): number[] => {
-      const dir = join(storeDir, 'checkpoints', beforeCrash.progress.run_id!);
+      const dir = join(storeDir, 'checkpoints', 'dev', beforeCrash.progress.run_id!);
       return existsSync(dir) ? readdirSync(dir).filter((n) => /^\d+$/.test(n) && existsSync(join(dir, n, 'manifest.json'))).map(Number) : [];
     };
     const storedProgress = (job: string): { step: number; resumed_from_step: number | null } | null => {
-      const f = join(storeDir, 'jobs', job, 'progress.json');
+      const f = join(storeDir, 'jobs', 'dev', job, 'progress.json');
       return existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as { step: number; resumed_from_step: number | null }) : null;
     };
     await until(async () => {
@@ -127,7 +127,7 @@ describe('crash and restart of the whole dev process mid-training', () => {
     }, 120_000, 'completion');
     expect(done.result!.outcome).toBe('promoted');
 
-    const result = JSON.parse(readFileSync(join(storeDir, 'jobs', `${id}-train-r2`, 'result.json'), 'utf8')) as { resumed_from_step: number; steps: number; steps_trained_this_process: number };
+    const result = JSON.parse(readFileSync(join(storeDir, 'jobs', 'dev', `${id}-train-r2`, 'result.json'), 'utf8')) as { resumed_from_step: number; steps: number; steps_trained_this_process: number };
     expect(result.resumed_from_step).toBeGreaterThanOrEqual(every);
     expect(result.steps).toBe(done.progress.max_steps);
     // It resumed from the newest checkpoint the crash left; the steps trained after it were trained twice,

@@ -165,7 +165,8 @@ describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MIS
       expect(envFrom(c, 'HANZO_ML_STORAGE_SECRET_KEY')).toEqual({ name: 'prod-s3', key: 'secret' });
     }
     expect(config.storage).toMatchObject({ endpoint: 'https://minio.example.com:9000', region: 'eu-west-1', encryption: 'sse-kms', kms_key_id: 'arn:aws:kms:eu-west-1:111122223333:key/prod-models', buckets: { datasets: 'prod-datasets', checkpoints: 'prod-checkpoints', models: 'prod-models' } });
-    expect(config.scheduler).toMatchObject({ storage_secret: 'prod-job-s3', checkpoint_bucket: 'prod-checkpoints' });
+    expect(config.storage.job_access).toEqual({ role_arn: 'arn:aws:iam::123456789012:role/prod-jobs-{organization}', sts_endpoint: 'https://sts.example.com', duration: '6h' });
+    expect(config.scheduler).toMatchObject({ checkpoint_bucket: 'prod-checkpoints' });
     // Kafka, IAM
     expect(config.stream.brokers).toBe('kafka-0.example.com:9092,kafka-1.example.com:9092');
     expect(config.auth).toMatchObject({ iam_url: 'https://iam.example.com', jwks_url: 'https://iam.example.com/keys', audience: 'hanzo-ml' });

@@ -289,7 +289,7 @@ describe('hyperparameter sweeps on Temporal', () => {
       const before = at(e.member, e.round - 1);
       expect(source.value).toBeLessThan(before.value); // copied from a better member
       expect(e.params.learning_rate).not.toBe(source.params.learning_rate); // explored
-      // Its round started from the source's checkpoint (in the object store, checkpoints/{run}/{step}/ with a
+      // Its round started from the source's checkpoint (in the object store, checkpoints/{org}/{run}/{step}/ with a
       // manifest): the learning curve continues from the source's loss.
       const manifest = JSON.parse((await stack.runtime.store.readText(`${e.checkpoint}/manifest.json`))!) as { step: number; pbt: { started_from: string; start: { loss: number; step: number } } };
       expect(manifest.step).toBe(e.step);

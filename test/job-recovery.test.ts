@@ -126,10 +126,10 @@ describe('runJobToCompletion restart records', () => {
     const { deps: quick, store } = scriptDeps(script);
     const run = new MockActivityEnvironment().run(() => runJobToCompletion(quick, { job: scriptJob('j'), resultSchema: z.object({ ok: z.boolean() }), pollMs: 100, recovery: { policy } }));
     await expect(run).rejects.toThrow(/exited with code 1/);
-    const recoveries = await readRecoveries(JobFiles.of(store, quick.config, 'j'));
+    const recoveries = await readRecoveries(JobFiles.of(store, quick.config, 'dev', 'j'));
     expect(recoveries.map((r) => r.kind)).toEqual(['out_of_memory']);
     // The second attempt ran the adjusted spec, from its own envelope in the object store.
-    const second = await JobFiles.of(store, quick.config, 'j-r2').readEnvelope();
+    const second = await JobFiles.of(store, quick.config, 'dev', 'j-r2').readEnvelope();
     expect((second?.spec as TrainJobSpec).hyperparameters.batch_size).toBe(4);
   }, 60_000);
 
@@ -143,13 +143,13 @@ describe('runJobToCompletion restart records', () => {
     const lostDir = (quick.executor as LocalExecutor).workdir('j');
     mkdirSync(lostDir, { recursive: true });
     writeFileSync(join(lostDir, 'child.pid'), '999999\n'); // a job that died with its worker: lost
-    await JobFiles.of(store, quick.config, 'j').writeJson('progress.json', { step: 7 });
+    await JobFiles.of(store, quick.config, 'dev', 'j').writeJson('progress.json', { step: 7 });
     const env = new MockActivityEnvironment();
     const heartbeats: JobHeartbeat[] = [];
     env.on('heartbeat', (d: JobHeartbeat) => heartbeats.push(d));
     const { result } = await env.run(async (): Promise<JobOutcome<{ ok: boolean }>> => runJobToCompletion(quick, { job: scriptJob("j"), resultSchema: z.object({ ok: z.boolean() }), pollMs: 100 }));
     expect(result).toEqual({ ok: true });
-    const kinds = (await readRecoveries(JobFiles.of(store, quick.config, 'j'))).map((r) => [r.kind, r.step, r.restart]);
+    const kinds = (await readRecoveries(JobFiles.of(store, quick.config, 'dev', 'j'))).map((r) => [r.kind, r.step, r.restart]);
     expect(kinds).toEqual([['lost', 7, 1], ['preempted', 9, 2]]);
     expect(heartbeats.at(-1)).toMatchObject({ phase: 'finished', job: 'j-r3', recoveries: [{ kind: 'lost' }, { kind: 'preempted' }] });
   }, 60_000);
@@ -158,7 +158,7 @@ describe('runJobToCompletion restart records', () => {
 /** A train job of the tiny base model reading its data through the object store, with faults injected. */
 function trainJob(name: string, hyperparameters: Partial<TrainJobSpec['hyperparameters']> = {}, recovery = policy): JobDefinition {
   const spec = trainSpec('/unused', 'input:train_path', hyperparameters, recovery);
-  return trainJobDefinition({ name, spec, baseModel: deps.bootstrap.base_model, trainUri: pathToFileURL(data).href, checkpointsUri: checkpointsUri(deps.store, deps.config, `run-${name}`) });
+  return trainJobDefinition({ name, spec, baseModel: deps.bootstrap.base_model, trainUri: pathToFileURL(data).href, checkpointsUri: checkpointsUri(deps.store, deps.config, 'dev', `run-${name}`) });
 }
 
 function withFaults(env: Record<string, string>): ActivityDeps {

@@ -2,7 +2,7 @@
 // HANZO_ML_HOME (no disk shared between them), one catalogue (PostgreSQL), one object store (moto_server) and one
 // Temporal server. The first worker trains round 0 of every member and is killed; the second trains the rounds
 // after it, in which the bottom member exploits a checkpoint the first worker wrote: member checkpoints live in
-// the object store (checkpoints/{member run}/{step}/, manifest last), not on a worker's disk.
+// the object store (checkpoints/{org}/{member run}/{step}/, manifest last), not on a worker's disk.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync } from 'node:fs';
@@ -138,7 +138,7 @@ describe('population-based training on two worker processes', () => {
     const round0 = await Promise.all([0, 1, 2, 3].map((m) => manifestOf(at(m, 0).checkpoint)));
     const firstWriter = round0[0]!.pbt.writer;
     expect(round0.every((m) => m.pbt.writer === firstWriter)).toBe(true);
-    for (const l of rows) expect(l.checkpoint).toMatch(/^s3:\/\/hanzo-ml-checkpoints\/checkpoints\/[0-9a-f-]{36}\/\d+$/);
+    for (const l of rows) expect(l.checkpoint).toMatch(/^s3:\/\/hanzo-ml-checkpoints\/checkpoints\/dev\/[0-9a-f-]{36}\/\d+$/);
 
     const exploit = rows.find((l) => l.action === 'exploit' && l.round === 1)!;
     expect(exploit).toBeDefined();

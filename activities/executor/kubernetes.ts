@@ -28,7 +28,6 @@ export interface KubernetesExecutorOptions {
   namespace: string;
   image: string;
   imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
-  storageSecret: string;
   serviceAccount?: string | undefined;
   gracePeriodSeconds: number;
   cpu: string;
@@ -58,7 +57,6 @@ export function kubernetesExecutorFromConfig(config: Config, log: Logger): Kuber
     namespace: s.namespace,
     image: s.default_image,
     imagePullPolicy: s.image_pull_policy,
-    storageSecret: s.storage_secret,
     serviceAccount: s.service_account,
     gracePeriodSeconds: Math.round(durationMs(s.preemption.grace_period) / 1000),
     cpu: s.cpu_per_job,
@@ -271,7 +269,6 @@ export class KubernetesExecutor implements JobExecutor {
                 imagePullPolicy: this.o.imagePullPolicy,
                 command: this.o.command?.(job) ?? ['python', '-m', 'hanzo_ml', 'job', '--envelope', job.envelopeUri],
                 env,
-                envFrom: [{ secretRef: { name: this.o.storageSecret } }],
                 resources: { requests: { cpu: r.cpu ?? this.o.cpu, memory: r.memory ?? this.o.memory, ...gpus }, limits: gpus },
                 volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }],
               },

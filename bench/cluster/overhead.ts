@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { CoreV1Api, Watch } from '@kubernetes/client-node';
+import { Watch } from '@kubernetes/client-node';
 import { loadConfig, repoRoot } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { FileObjectStore, S3ObjectStore, type ObjectStore } from '../../lib/object-store.js';
@@ -129,8 +129,6 @@ async function main(): Promise<void> {
   });
   try {
     await cluster.createNamespace('bench');
-    const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
-    await core.createNamespacedSecret({ namespace: 'bench', body: { metadata: { name: 'hanzo-ml-storage' }, stringData: { AWS_ACCESS_KEY_ID: 'bench', AWS_SECRET_ACCESS_KEY: 'bench' } } });
     const storage = { ...loaded.config.storage, endpoint: `http://127.0.0.1:${s3Port}`, access_key: 'bench', secret_key: 'bench' };
     const s3Store = await S3ObjectStore.create(storage);
     const podRunningAt = new Map<string, number>();
@@ -138,8 +136,8 @@ async function main(): Promise<void> {
       const job = pod.metadata?.labels?.['hanzo-ml.dev/job'];
       if (job && pod.status?.phase === 'Running' && !podRunningAt.has(job)) podRunningAt.set(job, Date.now());
     }, () => undefined);
-    const k8s = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'bench', image, imagePullPolicy: 'IfNotPresent', storageSecret: 'hanzo-ml-storage', gracePeriodSeconds: 30, cpu: '100m', memory: '128Mi', gpuTypes: [], quotas: {}, log });
-    const k8sSamples = await runJobs('k8s', n, { ...base, config: { ...loaded.config, storage }, store: s3Store }, k8s, tool.endedFile, podRunningAt);
+    const k8s = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'bench', image, imagePullPolicy: 'IfNotPresent', gracePeriodSeconds: 30, cpu: '100m', memory: '128Mi', gpuTypes: [], quotas: {}, log });
+    const k8sSamples = await runJobs('k8s', n, { ...base, config: { ...loaded.config, storage }, store: s3Store, jobSecrets: async () => ({ AWS_ACCESS_KEY_ID: 'bench', AWS_SECRET_ACCESS_KEY: 'bench' }) }, k8s, tool.endedFile, podRunningAt);
     watch.abort();
     const results = { jobs: n, machine: '2 cores, 24 GiB', local: summary(localSamples), kubernetes: summary(k8sSamples) };
     const out = join(repoRoot, 'bench', 'results');

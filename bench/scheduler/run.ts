@@ -132,7 +132,7 @@ async function main(): Promise<void> {
     const config = ConfigSchema.parse({ storage: { endpoint: 'http://127.0.0.1:1' }, scheduler: { executor: 'kubernetes', namespace: NS, gpu_types: ['a100'], quotas } });
     await applyKueueObjects(config, cluster.kubeConfig);
     const executor = new KubernetesExecutor({
-      kubeConfig: cluster.kubeConfig, namespace: NS, image: 'busybox:1.36', imagePullPolicy: 'IfNotPresent', storageSecret: 'storage',
+      kubeConfig: cluster.kubeConfig, namespace: NS, image: 'busybox:1.36', imagePullPolicy: 'IfNotPresent',
       gracePeriodSeconds: 0, cpu: '100m', memory: '64Mi', gpuTypes: ['a100'], quotas: config.scheduler.quotas, command: () => ['true'], log: createLogger({ level: 'error', format: 'text' }),
     });
     const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);

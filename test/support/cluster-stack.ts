@@ -121,11 +121,6 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     await waitHttp(s3Endpoint, 30_000, 'moto_server', join(home, 'logs', 'moto.log'));
     const core = cluster.kubeConfig.makeApiClient(CoreV1Api);
     const batch = cluster.kubeConfig.makeApiClient(BatchV1Api);
-    // What the operator provisions: the object-store credentials jobs read (moto accepts any key).
-    await core.createNamespacedSecret({
-      namespace: JOBS_NAMESPACE,
-      body: { metadata: { name: 'hanzo-ml-storage' }, stringData: { AWS_ACCESS_KEY_ID: 'test-access', AWS_SECRET_ACCESS_KEY: 'test-secret' } },
-    });
     const pg: TestPostgres = await startPostgres();
     stops.push(() => pg.stop());
     const dbUrl = await pg.createDatabase('hanzo_ml_cluster');
@@ -145,6 +140,9 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       HANZO_ML_STORAGE_ENDPOINT: s3Endpoint,
       HANZO_ML_STORAGE_ACCESS_KEY: 'test-access',
       HANZO_ML_STORAGE_SECRET_KEY: 'test-secret',
+      // Each job's pod gets credentials the worker mints by AssumeRole of this role (moto here enforces no policy;
+      // test/job-storage-access.test.ts runs it with IAM enforcement).
+      HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN: 'arn:aws:iam::123456789012:role/hanzo-ml-jobs-{organization}',
       HANZO_ML_TEMPORAL_ADDRESS: temporal.address,
       HANZO_ML_TEMPORAL_HEARTBEAT_TIMEOUT: '10s',
       HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes',

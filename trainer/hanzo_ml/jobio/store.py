@@ -9,7 +9,8 @@ read_text, which is for small JSON documents.
 S3 settings come from the environment (the same names the control plane uses): HANZO_ML_STORAGE_ENDPOINT,
 HANZO_ML_STORAGE_REGION (default us-east-1), HANZO_ML_STORAGE_ENCRYPTION (sse-s3 or sse-kms, with
 HANZO_ML_STORAGE_KMS_KEY_ID: every object written asks the server to encrypt it), and the standard
-AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN.
+AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, with AWS_SESSION_TOKEN when they are temporary (a pod's per-job
+credentials of its organization's role).
 boto3 is imported on the first s3:// call only, so file:// jobs run without it.
 """
 from __future__ import annotations
@@ -238,7 +239,13 @@ class S3Backend:
 
         try:
             self.client.head_bucket(Bucket=bucket)
-        except ClientError:
+        except ClientError as e:
+            # A job's credentials are scoped to its organization's prefixes: HEAD of the bucket may be refused
+            # though the bucket exists (the operator created it). Its writes then answer for themselves.
+            if str(e.response.get("Error", {}).get("Code")) in ("403", "AccessDenied", "Forbidden"):
+                with self.lock:
+                    self.ensured.add(bucket)
+                return
             try:
                 self.client.create_bucket(Bucket=bucket)
             except ClientError as e:
