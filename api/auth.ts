@@ -2,12 +2,13 @@
 // A bearer is either an API token of ours (random, stored hashed, revocable) or a Hanzo IAM JWT verified against
 // the issuer's JWKS; a request without one is accepted only on a loopback-only stack, and only from a local page.
 import type { Context, MiddlewareHandler } from 'hono';
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose';
 import type { Db } from '../db/client.js';
 import { ensureOrganization, principalForToken, type Principal, type Role } from '../db/repo/auth.js';
 import { ApiError } from './errors.js';
 import type { AppEnv } from './deps.js';
 import type { Config } from '../contracts/config.js';
+import { durationMs, isLoopbackHost } from '../lib/config.js';
 
 const RANK: Record<Role, number> = { viewer: 0, developer: 1, approver: 2, admin: 3 };
 
@@ -31,8 +32,6 @@ export function specOfRole(role: Role): { role: SpecRole; approver: boolean } {
   return { role: 'ml-researcher', approver: role === 'approver' };
 }
 
-const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|\[::1\]|localhost)$/;
-
 /**
  * Who a request without a token is. A local stack listening on loopback only accepts such requests as a
  * developer of the dev organization, as a local `mlflow server` does, so scripts switch by changing only the
@@ -40,43 +39,80 @@ const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|\[::1\]|localhost)$/;
  * operator sets `auth.anonymous_role`.
  */
 export function anonymousPrincipal(config: Pick<Config, 'auth' | 'server'>): Principal | null {
-  const loopback = LOOPBACK.test(config.server.host);
+  const loopback = isLoopbackHost(config.server.host);
   const role = config.auth.anonymous_role ?? (loopback ? 'developer' : 'none');
   return role === 'none' ? null : { organizationId: config.auth.dev_organization, subject: 'anonymous', role };
 }
 
-/** Verifies Hanzo IAM tokens: signature against the issuer's JWKS, issuer, expiry and (if set) audience. */
+/**
+ * Verifies Hanzo IAM tokens: the signature against the issuer's JWKS with an algorithm of `auth.algorithms`
+ * (asymmetric only, so `alg: none` and an HS256 token keyed with the public key are refused), the issuer, a
+ * required `exp` and any `nbf` within `auth.clock_skew`, the audience when `auth.audience` is set, and an
+ * organization that `auth.organizations` maps to a tenant.
+ */
 export type JwtVerifier = (token: string) => Promise<Principal>;
 
 export function jwtVerifierFor(config: Pick<Config, 'auth'>): JwtVerifier | null {
-  const { iam_url, jwks_url, audience } = config.auth;
+  const { iam_url, jwks_url, audience, algorithms, clock_skew } = config.auth;
   if (!iam_url) return null;
   const jwks = createRemoteJWKSet(new URL(jwks_url ?? `${iam_url.replace(/\/$/, '')}/.well-known/jwks`), { timeoutDuration: 5000, cooldownDuration: 30_000 });
+  const options: JWTVerifyOptions = {
+    issuer: [iam_url, iam_url.replace(/\/$/, '')],
+    algorithms: [...algorithms],
+    requiredClaims: ['exp'],
+    clockTolerance: durationMs(clock_skew) / 1000,
+    ...(audience ? { audience } : {}),
+  };
   return async (token) => {
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, jwks, { issuer: [iam_url, iam_url.replace(/\/$/, '')], ...(audience ? { audience } : {}) }));
+      ({ payload } = await jwtVerify(token, jwks, options));
     } catch (err) {
-      const why = err instanceof joseErrors.JWTExpired ? 'token expired' : err instanceof joseErrors.JWKSNoMatchingKey ? 'signed by a key the issuer does not publish' : (err as Error).message;
-      throw new ApiError('UNAUTHENTICATED', `IAM token rejected: ${why}`);
+      throw new ApiError('UNAUTHENTICATED', `IAM token rejected: ${whyRejected(err, token, config.auth)}`);
     }
-    return principalFromClaims(payload);
+    return principalFromClaims(payload, config.auth);
   };
 }
 
+/** The reason a token failed verification, in the terms of the settings that refused it. */
+function whyRejected(err: unknown, token: string, auth: Config['auth']): string {
+  if (err instanceof joseErrors.JWTExpired) return 'token expired';
+  if (err instanceof joseErrors.JOSEAlgNotAllowed) return `algorithm "${algOf(token)}" is not one of auth.algorithms (${auth.algorithms.join(', ')})`;
+  if (err instanceof joseErrors.JWKSNoMatchingKey) return 'signed by a key the issuer does not publish';
+  if (err instanceof joseErrors.JWTClaimValidationFailed) {
+    if (err.claim === 'exp') return 'the token has no "exp": IAM tokens must expire';
+    if (err.claim === 'nbf') return `not valid yet ("nbf" is later than now plus auth.clock_skew ${auth.clock_skew})`;
+    if (err.claim === 'aud') return `audience is not "${auth.audience ?? ''}" (auth.audience)`;
+  }
+  return (err as Error).message;
+}
+
+const algOf = (token: string): string => {
+  try {
+    return String(decodeProtectedHeader(token).alg);
+  } catch {
+    return 'unreadable';
+  }
+};
+
 /**
- * IAM claims to a principal: the organization is `org` (or IAM's `owner`), roles come from `roles` (strings or
- * `{name}` objects); the strongest spec role wins, and `ml-approver` adds the approver permission.
+ * IAM claims to a principal: the IAM organization is `org` (or `organization`, or IAM's `owner`), and the tenant is
+ * what `auth.organizations` maps it to; an organization not listed there is refused, so no claim can name a
+ * tenant (the operator organization included) by itself. Roles come from `roles` (strings or `{name}` objects);
+ * the strongest spec role wins, and `ml-approver` adds the approver permission.
  */
-export function principalFromClaims(payload: JWTPayload): Principal {
+export function principalFromClaims(payload: JWTPayload, auth: Pick<Config['auth'], 'organizations'>): Principal {
   const org = [payload.org, payload.organization, payload.owner].find((v): v is string => typeof v === 'string' && v.length > 0);
   if (!org) throw new ApiError('UNAUTHENTICATED', 'IAM token names no organization (claim "org" or "owner")');
+  // Object.hasOwn: a claim such as "constructor" or "__proto__" must not find an inherited property.
+  const tenant = Object.hasOwn(auth.organizations, org) ? auth.organizations[org] : undefined;
+  if (!tenant) throw new ApiError('PERMISSION_DENIED', `IAM organization "${org}" is not mapped to a tenant of this API (auth.organizations)`);
   const raw = Array.isArray(payload.roles) ? payload.roles : typeof payload.role === 'string' ? [payload.role] : [];
   const names = new Set(raw.map((r) => (typeof r === 'string' ? r : typeof r === 'object' && r && 'name' in r ? String((r as { name: unknown }).name) : '')));
   const role = SPEC_ROLES.find((r) => names.has(r));
   if (!role) throw new ApiError('PERMISSION_DENIED', `IAM token has none of the roles ${SPEC_ROLES.join(', ')}`);
   const subject = typeof payload.sub === 'string' ? payload.sub : typeof payload.name === 'string' ? payload.name : 'unknown';
-  return { organizationId: org, subject, role: roleFromSpec(role, role !== 'ml-viewer' && names.has('ml-approver')) };
+  return { organizationId: tenant, subject, role: roleFromSpec(role, role !== 'ml-viewer' && names.has('ml-approver')) };
 }
 
 const looksLikeJwt = (t: string): boolean => /^[\w-]+\.[\w-]+\.[\w-]+$/.test(t);
@@ -117,20 +153,15 @@ export function authenticate(db: Db, o: AuthOptions = {}): MiddlewareHandler<App
  * (the one write a page can send without a CORS preflight) as a non-JSON content type.
  */
 function checkLocalOrigin(c: Context<AppEnv>, port?: number): void {
-  const host = c.req.header('host') ?? new URL(c.req.url).host;
+  const url = new URL(c.req.url);
+  const host = c.req.header('host') ?? url.host;
   const { hostname, port: hostPort } = new URL(`http://${host}`);
-  if (!LOOPBACK.test(hostname) || (port !== undefined && hostPort !== '' && Number(hostPort) !== port))
+  if (!isLoopbackHost(hostname) || (port !== undefined && hostPort !== '' && Number(hostPort) !== port))
     throw new ApiError('PERMISSION_DENIED', `a request without a token must be addressed to this machine (Host "${host}"): use a token`);
   const origin = c.req.header('origin');
-  if (origin !== undefined) {
-    let ok = false;
-    try {
-      ok = LOOPBACK.test(new URL(origin).hostname);
-    } catch {
-      ok = false;
-    }
-    if (!ok) throw new ApiError('PERMISSION_DENIED', `a request without a token from a web page of another site (Origin "${origin}") is refused: use a token`);
-  }
+  const ownPort = port !== undefined ? String(port) : hostPort;
+  if (origin !== undefined && !isOwnOrigin(origin, `${url.protocol}//${hostname}${ownPort ? `:${ownPort}` : ''}`))
+    throw new ApiError('PERMISSION_DENIED', `a request without a token from a web page of another site (Origin "${origin}") is refused: use a token`);
   if (c.req.header('sec-fetch-site') === 'cross-site') throw new ApiError('PERMISSION_DENIED', 'a cross-site request without a token is refused: use a token');
   if (c.req.method === 'POST') {
     const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
@@ -138,6 +169,18 @@ function checkLocalOrigin(c: Context<AppEnv>, port?: number): void {
       throw new ApiError('PERMISSION_DENIED', `a POST without a token must be JSON (Content-Type: application/json, got "${type || 'none'}"): use a token otherwise`);
     if (isUploadPath(c.req.path) && (type === '' || SIMPLE_TYPES.has(type)))
       throw new ApiError('PERMISSION_DENIED', `an upload without a token needs a non-form content type (got "${type || 'none'}"), e.g. application/x-ndjson: use a token otherwise`);
+  }
+}
+
+/**
+ * A page of this very server: the Origin's scheme, host and port are the request's (another program listening on
+ * another loopback port, or on the same port of another loopback address, is another site).
+ */
+function isOwnOrigin(origin: string, own: string): boolean {
+  try {
+    return new URL(origin).origin === new URL(own).origin;
+  } catch {
+    return false;
   }
 }
 

@@ -15,6 +15,25 @@ const duration = z.string().regex(/^\d+(ms|s|m|h|d)$/, 'expected a duration such
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 /** A duration's milliseconds, for bounds checked in the schema (the duration regex has passed). */
 const msOf = (d: string): number => Number(/^\d+/.exec(d)?.[0] ?? NaN) * UNIT_MS[(/[a-z]+$/.exec(d)?.[0] ?? 'ms') as keyof typeof UNIT_MS];
+/** Seconds of a duration. */
+const durationSeconds = (d: string): number => msOf(d) / 1000;
+
+/** The JWS algorithms an IAM token may use: asymmetric ones only (a public JWKS verifies them, nobody shares a secret). */
+export const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const;
+const JWT_ALGORITHM_ERROR = `expected an asymmetric JWS algorithm (${JWT_ALGORITHMS.join(', ')}): HS* would let whoever holds the shared secret, or reads the public key as one, mint tokens, and "none" signs nothing`;
+/** A tenant id, as POST /v1/organizations accepts it. */
+const tenantId = z
+  .string()
+  .max(64)
+  .regex(/^[a-z0-9][a-z0-9-]*$/, 'a tenant id: lower-case letters, digits and "-"');
+/** "a,b" from the environment -> ["a", "b"]; a YAML list passes as is. */
+const commaList = (v: unknown): unknown => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter(Boolean) : v);
+/** "k=v,k2=v2" from the environment -> {k: v, k2: v2}; a YAML mapping passes as is. */
+const commaPairs = (v: unknown): unknown => {
+  if (typeof v !== 'string') return v;
+  const pairs = v.split(',').map((s) => s.trim()).filter(Boolean).map((s) => s.split('=').map((x) => x.trim()));
+  return pairs.every((p) => p.length === 2 && p[0] && p[1]) ? Object.fromEntries(pairs) : v;
+};
 /** S3's bounds on a part of a multipart upload or copy (the last part may be smaller). */
 export const MIN_PART_BYTES = 5 * 1024 * 1024;
 export const MAX_PART_BYTES = 5 * 1024 * 1024 * 1024;
@@ -122,7 +141,25 @@ export const ConfigSchema = z.strictObject({
     .strictObject({
       iam_url: z.string().url().optional().describe('Hanzo IAM issuer: bearer JWTs are verified against its JWKS (iss must equal it)'),
       jwks_url: z.string().url().optional().describe('JWKS of the issuer; default {iam_url}/.well-known/jwks'),
-      audience: z.string().optional().describe('required "aud" of IAM tokens; unset: not checked'),
+      audience: z
+        .string()
+        .min(1)
+        .optional()
+        .describe('required "aud" of IAM tokens; unset: not checked, which only a loopback-only server accepts (lib/config.ts)'),
+      algorithms: z
+        .preprocess(commaList, z.array(z.enum(JWT_ALGORITHMS, { error: JWT_ALGORITHM_ERROR })).min(1))
+        .default(['RS256', 'ES256', 'EdDSA'])
+        .describe('JWS algorithms IAM tokens may be signed with (comma-separated in the environment); asymmetric only, so neither a shared-secret HS* token nor an unsigned "alg: none" one is ever accepted'),
+      clock_skew: duration
+        .refine((d) => durationSeconds(d) <= 300, 'at most 5m: a larger skew keeps expired tokens alive')
+        .default('60s')
+        .describe('tolerance for the clocks of IAM and this server when checking "exp" (required) and "nbf"'),
+      organizations: z
+        .preprocess(commaPairs, z.record(z.string().min(1), tenantId, { error: 'expected a mapping of IAM organization to tenant id ("iam-acme=acme,..." in the environment)' }))
+        .default({})
+        .describe(
+          'IAM organization (the token\'s "org" or "owner" claim) -> tenant id here ("iam-acme=acme,..." in the environment). A token of an organization not listed is refused (403): no claim can name a tenant, the operator organization included, unless the operator mapped it here',
+        ),
       verify_tokens: bool.default(true).describe('false is refused at start-up: an unverified bearer token is no identity'),
       dev_token: z.string().min(8).default('hanzo-ml-dev-token').describe('token of the development organization'),
       dev_organization: z.string().min(1).default('dev'),

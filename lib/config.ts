@@ -72,8 +72,27 @@ export function checkCombinations(config: Config): void {
     throw new ConfigError('invalid configuration:\n  promotion.webhook_secret (HANZO_ML_PROMOTION_WEBHOOK_SECRET): set without promotion.webhook_url (HANZO_ML_PROMOTION_WEBHOOK_URL), so nothing would be signed with it');
   checkTemporalTls(config.temporal);
   checkStorageEncryption(config.storage);
-  if (config.auth.jwks_url && !config.auth.iam_url)
-    throw new ConfigError('invalid configuration:\n  auth.jwks_url (HANZO_ML_AUTH_JWKS_URL): needs auth.iam_url, the issuer its keys sign for');
+  checkIam(config);
+}
+
+/** A loopback address: only this machine's own programs reach a server listening there. */
+export const isLoopbackHost = (host: string): boolean => /^(127\.\d+\.\d+\.\d+|::1|\[::1\]|localhost)$/.test(host);
+
+/** IAM settings do nothing without an issuer; an exposed server must check that tokens were minted for it. */
+function checkIam(config: Config): void {
+  const a = config.auth;
+  const refuse = (key: string, why: string): never => {
+    throw new ConfigError(`invalid configuration:\n  auth.${key} (HANZO_ML_AUTH_${key.toUpperCase()}): ${why}`);
+  };
+  if (!a.iam_url) {
+    if (a.jwks_url) refuse('jwks_url', 'needs auth.iam_url, the issuer its keys sign for');
+    if (a.audience) refuse('audience', 'set without auth.iam_url, so no token would be checked against it');
+    if (Object.keys(a.organizations).length) refuse('organizations', 'set without auth.iam_url, so no IAM organization would be mapped');
+    return;
+  }
+  // Without an audience, a token the same IAM minted for any other application would be accepted here.
+  if (!a.audience && !isLoopbackHost(config.server.host))
+    refuse('audience', `required with auth.iam_url on a server reachable from other machines (server.host ${config.server.host}): the "aud" IAM puts in tokens for this API`);
 }
 
 /** TLS to Temporal: a client certificate comes with its key, TLS files only with tls: true, and a cluster to use them on. */

@@ -29,7 +29,15 @@ export interface OrganizationQueue {
   /** GPUs it holds beyond its nominal quota, lent by idle organizations of the cohort (cluster only) */
   borrowed_gpus: number | null;
   jobs: QueuedJob[];
+  /** true: another organization's queue as its totals only (jobs is empty, whatever runs) */
+  totals_only: boolean;
 }
+
+/**
+ * Another organization's queue as an organization's admin may see it: how much it holds and how much waits, not
+ * what (job names carry its model and run names, reasons its limits).
+ */
+export const totalsOnly = (q: OrganizationQueue): OrganizationQueue => ({ ...q, jobs: [], totals_only: true });
 
 interface ClusterQueueStatus {
   status?: { flavorsUsage?: { resources?: { name: string; total?: string; borrowed?: string }[] }[] };
@@ -64,11 +72,11 @@ export async function queueStatus(db: Db, config: Config, kube: KubeConfig | nul
     if (kube && quota) {
       const k = await kueueView(kube, config, org);
       const jobs = [...k.jobs, ...waiting];
-      out.push({ organization: org, quota, admitted: jobs.filter((j) => j.stage === 'admitted').length, pending: jobs.length - jobs.filter((j) => j.stage === 'admitted').length, gpus_in_use: k.inUse, borrowed_gpus: k.borrowed, jobs });
+      out.push({ organization: org, quota, admitted: jobs.filter((j) => j.stage === 'admitted').length, pending: jobs.length - jobs.filter((j) => j.stage === 'admitted').length, gpus_in_use: k.inUse, borrowed_gpus: k.borrowed, jobs, totals_only: false });
       continue;
     }
     const admitted = rows.filter((r) => r.state === 'admitted').map((r): QueuedJob => ({ job: r.jobName, stage: 'admitted', position: null, gpus: r.gpus, reason: null }));
-    out.push({ organization: org, quota, admitted: admitted.length, pending: waiting.length, gpus_in_use: admitted.reduce((n, j) => n + j.gpus, 0), borrowed_gpus: null, jobs: [...admitted, ...waiting] });
+    out.push({ organization: org, quota, admitted: admitted.length, pending: waiting.length, gpus_in_use: admitted.reduce((n, j) => n + j.gpus, 0), borrowed_gpus: null, jobs: [...admitted, ...waiting], totals_only: false });
   }
   return out;
 }

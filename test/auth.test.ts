@@ -72,7 +72,7 @@ describe('token-less loopback access', () => {
   it('accepts the local CLI and scripts', async () => {
     expect((await req('/v1/models')).status).toBe(200);
     expect((await req('/v1/models', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status).toBe(200);
-    expect((await req('/v1/models', { headers: { origin: 'http://localhost:8057' } })).status).toBe(200);
+    expect((await req('/v1/models', { headers: { origin: 'http://127.0.0.1:8057' } })).status).toBe(200);
     expect((await req('/v1/datasets?name=x', { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body: '{}' })).status).toBe(200);
   });
 
@@ -82,6 +82,16 @@ describe('token-less loopback access', () => {
     expect(((await host.json()) as { message: string }).message).toMatch(/Host "evil\.example:8057"/);
     expect((await req('/v1/models', { headers: { host: '127.0.0.1:9999' } })).status).toBe(403);
     expect((await req('/v1/models', { headers: { origin: 'https://evil.example' } })).status).toBe(403);
+    expect((await req('/v1/models', { headers: { origin: 'null' } })).status).toBe(403);
+  });
+
+  it("refuses an Origin of another loopback port, scheme or address: another program's page is another site", async () => {
+    for (const origin of ['http://127.0.0.1:8058', 'http://127.0.0.1', 'https://127.0.0.1:8057', 'http://localhost:8057', 'http://127.0.0.2:8057']) {
+      const r = await req('/v1/models', { headers: { origin } });
+      expect([origin, r.status, ((await r.json()) as { message: string }).message]).toEqual([origin, 403, expect.stringMatching(/another site \(Origin "[^"]*"\) is refused/)]);
+    }
+    // Addressed as localhost, the page of localhost:8057 is this server's own.
+    expect((await req('/v1/models', { headers: { host: 'localhost:8057', origin: 'http://localhost:8057' } })).status).toBe(200);
     expect((await req('/v1/models', { headers: { 'sec-fetch-site': 'cross-site' } })).status).toBe(403);
     for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
       expect([type, (await req('/v1/pipelines', { method: 'POST', headers: { 'content-type': type }, body: '{}' })).status]).toEqual([type, 403]);

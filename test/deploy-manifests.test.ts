@@ -71,6 +71,9 @@ describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MIS
   it('refuses a value it does not know and TLS without its Secret, naming them', () => {
     expect(() => render(['--set', 'api.replica=3'])).toThrow(/additional properties 'replica' not allowed/);
     expect(() => render(['--set', 'temporal.tls.enabled=true'])).toThrow(/temporal\.tls\.secretName/);
+    // IAM without an audience would accept a token IAM minted for any other application.
+    expect(() => render(['--set', 'auth.iamUrl=https://iam.example.com'])).toThrow(/auth.*audience/);
+    expect(() => render(['--set', 'auth.algorithms={HS256}'])).toThrow(/auth\.algorithms/);
   });
 
   it('holds the product in production shape: API and worker apart, jobs in their own namespace, queues by the hook', () => {
@@ -169,7 +172,16 @@ describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MIS
     expect(config.scheduler).toMatchObject({ checkpoint_bucket: 'prod-checkpoints' });
     // Kafka, IAM
     expect(config.stream.brokers).toBe('kafka-0.example.com:9092,kafka-1.example.com:9092');
-    expect(config.auth).toMatchObject({ iam_url: 'https://iam.example.com', jwks_url: 'https://iam.example.com/keys', audience: 'hanzo-ml' });
+    expect(config.auth).toMatchObject({
+      iam_url: 'https://iam.example.com',
+      jwks_url: 'https://iam.example.com/keys',
+      audience: 'hanzo-ml',
+      algorithms: ['RS256', 'ES256'],
+      clock_skew: '30s',
+      organizations: { 'iam-acme': 'acme', 'iam-labs': 'labs' },
+    });
+    // The rendered configuration passes the start-up checks of a server reachable from other machines.
+    expect(() => checkCombinations(config)).not.toThrow();
     // scheduler: jobs namespace (and the RBAC granted there), quotas, preemption, job sizes
     expect(config.scheduler).toMatchObject({ namespace: 'ml-jobs', cohort: 'prod', gpu_types: ['nvidia-h200'], max_concurrent_jobs: 8, cpu_per_job: '4', memory_per_job: '32Gi' });
     expect(config.scheduler.preemption).toEqual({ enabled: false, grace_period: '600s', policy: 'lowest_priority_first' });

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { freePort } from './support/ports.js';
 import { DEV_TOKEN } from './support/config.js';
-import { apiTokens } from '../db/schema/index.js';
+import { apiTokens, organizations } from '../db/schema/index.js';
 import { sha256Text } from '../lib/hash.js';
 import { shortestCronGapMinutes } from '../lib/cron-gap.js';
 
@@ -57,7 +57,7 @@ beforeAll(async () => {
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: keys.map((k) => k.jwk) }));
   });
   await new Promise<void>((r) => jwks.listen(port, '127.0.0.1', () => r()));
-  stack = await startTestStack({ HANZO_ML_AUTH_IAM_URL: issuer, HANZO_ML_LIMITS_MAX_BODY_BYTES: String(64 * 1024), HANZO_ML_LIMITS_MIN_SCHEDULE_INTERVAL: '1h' }, { worker: false });
+  stack = await startTestStack({ HANZO_ML_AUTH_IAM_URL: issuer, HANZO_ML_AUTH_ORGANIZATIONS: 'iam-org=iam-tenant', HANZO_ML_LIMITS_MAX_BODY_BYTES: String(64 * 1024), HANZO_ML_LIMITS_MIN_SCHEDULE_INTERVAL: '1h' }, { worker: false });
   // Organization B and the principals of organization A, all through the API.
   const orgB = await call('POST', '/v1/organizations', DEV_TOKEN, { name: 'org-b' });
   expect(orgB.status).toBe(201);
@@ -123,6 +123,15 @@ describe('IAM bearer tokens (JWT against the issuer JWKS)', () => {
     const viewer = await jwt({ sub: 'bob', owner: 'iam-org', roles: [{ name: 'ml-viewer' }] });
     expect((await call('GET', '/v1/models', viewer)).body.models).toEqual([expect.objectContaining({ name: 'from-iam' })]);
     expect((await call('POST', '/v1/models', viewer, { name: 'nope' })).status).toBe(403);
+  });
+
+  it('refuses a token whose organization claim names the operator organization, or any organization not mapped', async () => {
+    for (const claims of [{ org: 'dev' }, { owner: 'dev' }, { org: 'iam-tenant' }, { org: 'org-b' }]) {
+      const t = await jwt({ sub: 'mallory', roles: ['ml-admin'], ...claims });
+      const r = await call('POST', '/v1/organizations', t, { name: 'org-evil' });
+      expect([claims, r.status, r.body.message]).toEqual([claims, 403, expect.stringMatching(/is not mapped to a tenant .*auth\.organizations/)]);
+    }
+    expect(await stack.runtime.catalogue.db.select().from(organizations).where(eq(organizations.id, 'org-evil'))).toEqual([]);
   });
 
   it('refuses an expired token, one signed by an unknown key, and one of another issuer with 401', async () => {

@@ -201,10 +201,11 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
     expect(await auditRows('reg-e/2')).toEqual([expect.objectContaining({ actor: 'gatekeeper', action: 'model.stage.production' })]);
     const passive = await mlflow('POST', 'model-versions/transition-stage', { name: 'reg-e', version: '1', stage: 'Archived', archive_existing_versions: true });
     expect(passive).toMatchObject({ status: 400, body: { error_code: 'INVALID_PARAMETER_VALUE' } });
-    // Deleting the production version, or the model holding it, takes an approver.
+    // Deleting a version or a model is ml-admin's (spec 000), the approver permission is not enough.
     expect((await mlflow('DELETE', 'model-versions/delete', { name: 'reg-e', version: '2' }, DEVELOPER)).status).toBe(403);
     expect((await mlflow('DELETE', 'registered-models/delete', { name: 'reg-e' }, DEVELOPER)).status).toBe(403);
-    expect((await mlflow('DELETE', 'registered-models/delete', { name: 'reg-e' }, APPROVER)).status).toBe(200);
+    expect((await mlflow('DELETE', 'registered-models/delete', { name: 'reg-e' }, APPROVER)).status).toBe(403);
+    expect((await mlflow('DELETE', 'registered-models/delete', { name: 'reg-e' })).status).toBe(200);
   });
 
   it('answers replayed MLflow writes the same way (tags and aliases are idempotent)', async () => {

@@ -93,7 +93,8 @@ export function experimentRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     ['/experiments/restore', 'active'],
   ] as const)
     app.post(path, async (c) => {
-      const p = requireRole(c, 'developer');
+      // Spec 000: deleting an experiment is ml-admin's; restoring one undoes no one's work.
+      const p = requireRole(c, stage === 'deleted' ? 'admin' : 'developer');
       const body = await mlflowRequest(c, ExperimentIdSchema);
       if (stage === 'deleted' && body.experiment_id === '0') throw invalid("Cannot delete the default experiment '0'. This is an internally reserved experiment.");
       const exp = await experimentOf(p.organizationId, body.experiment_id);

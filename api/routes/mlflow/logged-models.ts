@@ -156,7 +156,7 @@ export function loggedModelRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   });
 
   app.delete('/logged-models/:id', async (c) => {
-    const p = requireRole(c, 'developer');
+    const p = requireRole(c, 'admin'); // spec 000: deleting a model is ml-admin's
     const row = await modelOf(p.organizationId, c.req.param('id'));
     await updateLoggedModel(db, row.id, { lifecycleStage: 'deleted' });
     return c.json({});

@@ -38,7 +38,6 @@ import {
   getModel,
   getVersion,
   latestVersionsPerStage,
-  productionVersionOf,
   renameModel,
   searchModels,
   searchVersions,
@@ -255,10 +254,10 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     return modelResponse(updated);
   });
 
+  // Spec 000: deleting is ml-admin's (who may also approve, so a model holding the production version is covered).
   route(['delete'], '/registered-models/delete', MlflowModelNameSchema, async (body, c) => {
-    const p = requireRole(c, 'developer');
-    const model = await modelOf(p, body.name);
-    if ((await productionVersionOf(db, model.id)) !== null) requireRole(c, 'approver');
+    const p = requireRole(c, 'admin');
+    await modelOf(p, body.name);
     await deleteModel(db, p.organizationId, body.name, p.subject);
     return {};
   });
@@ -316,7 +315,10 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (body.alias.toLowerCase() === 'latest') throw invalid("'latest' alias name (case insensitive) is reserved.");
     if (/^[vV]\d+$/.test(body.alias)) throw invalid(`Version alias name '${body.alias}' is reserved.`);
     const { model, version } = await versionOf(p, body.name, body.version);
-    // An alias is how a client picks the version it serves: a quarantined one needs the admin override first.
+    // An alias is how a client picks the version it serves: naming a new one is a researcher's, moving one ml-admin's.
+    const current = await aliasTarget(db, model.id, body.alias);
+    if (current !== null && current !== version.version) requireRole(c, 'admin');
+    // A quarantined version needs the admin override first.
     const tags = version.tags as Record<string, string>;
     if (tags[QUARANTINE_TAG] === 'true' && !tags[QUARANTINE_OVERRIDE_TAG])
       throw new ApiError('INVALID_STATE', `version ${version.version} of model "${model.name}" is quarantined by the promotion gate (${tags[QUARANTINE_REASON_TAG] ?? ''}); an admin must override it (transition-stage with a comment) before it can carry an alias`);
@@ -325,7 +327,7 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   });
 
   route(['delete'], '/registered-models/alias', MlflowAliasRefSchema, async (body, c) => {
-    const p = requireRole(c, 'developer');
+    const p = requireRole(c, 'admin');
     validateModelName(body.name);
     validateAlias(body.alias);
     const model = await modelOf(p, body.name);
@@ -505,9 +507,8 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   });
 
   route(['delete'], '/model-versions/delete', MlflowVersionRefSchema, async (body, c) => {
-    const p = requireRole(c, 'developer');
+    const p = requireRole(c, 'admin');
     const { version } = await versionOf(p, body.name, body.version);
-    if (version.stage === 'production') requireRole(c, 'approver');
     await deleteVersion(db, p.organizationId, body.name, version.version, p.subject);
     return {};
   });

@@ -134,7 +134,8 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     ['/runs/restore', 'active'],
   ] as const)
     app.post(path, async (c) => {
-      const p = requireRole(c, 'developer');
+      // Spec 000: deleting a run is ml-admin's; restoring one undoes no one's work.
+      const p = requireRole(c, stage === 'deleted' ? 'admin' : 'developer');
       const body = await mlflowRequest(c, RunIdSchema);
       const run = await runOf(p.organizationId, body.run_id);
       await setRunLifecycle(db, run.id, stage);
