@@ -1,0 +1,140 @@
+// Tenancy probes, generated from the route table: every route the API serves, as org A's viewer, researcher and
+// admin, aimed at org B's resources (test/support/tenancy-cases.ts), answers "not found" (or "permission denied"
+// for a role that may not do it at all), shows nothing of B's, and writes nothing: the catalogue's tables and
+// the object store are compared before and after each probe. The one write allowed is A's own audit trail of a
+// denial (a `denied` audit row of A and its `audit` event). A route with neither a case nor an exemption fails.
+import { inspectRoutes } from 'hono/dev';
+import { and, count, eq, gt, min, ne } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { outbox } from '../db/schema/index.js';
+import { CASES, EXEMPT, GRAPHQL_NOT_FOUND, KNOWN_LEAKS, caseId, staleEntries, uncoveredRoutes, type Need, type RouteEntry, type Targets, type TenancyCase } from './support/tenancy-cases.js';
+import { changes, ORG_A, ORG_B, PROBE_ROLES, snapshot, startTenancyWorld, type ProbeRole, type Snapshot, type TenancyWorld } from './support/tenancy-world.js';
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+let world: TenancyWorld;
+let targets: Targets;
+let last: Snapshot | null = null;
+
+const RANK: Record<Need, number> = { viewer: 0, researcher: 1, approver: 2, admin: 3, operator: 4 };
+
+/** The route table as Hono lists it, handlers only (middleware registered with `use` is not a route). */
+const routeTable = (): RouteEntry[] => inspectRoutes(world.app).filter((r) => !r.isMiddleware);
+
+beforeAll(async () => {
+  world = await startTenancyWorld();
+  const db = world.catalogue.db;
+  const [first] = await db.select({ id: min(outbox.id) }).from(outbox).where(eq(outbox.organizationId, ORG_B));
+  const after = first!.id! - 1;
+  const [ofA] = await db.select({ n: count() }).from(outbox).where(and(eq(outbox.organizationId, ORG_A), gt(outbox.id, after), ne(outbox.topic, 'audit')));
+  targets = { a: world.a, b: world.b, events: { after, limit: ofA!.n } };
+});
+
+afterAll(async () => {
+  await world?.stop();
+});
+
+/** The request as the text a leak check subtracts: B's strings A itself sent are not a leak when echoed. */
+const requestText = (path: string, body: unknown): string => decodeURIComponent(path.replaceAll('+', ' ')) + (body === undefined ? '' : JSON.stringify(body));
+
+const methodOf = (c: TenancyCase, override?: string): string => override ?? c.route.split(' ')[0]!;
+
+/** What is wrong with an answer of A's, or null when it is one the case allows. */
+function verdict(c: TenancyCase, role: ProbeRole, res: { status: number; json: Json | null; text: string }): string | null {
+  const code = res.json?.error_code as string | undefined;
+  const said = `answered ${res.status} ${res.text.slice(0, 300)}`;
+  if (RANK[role] < RANK[c.needs] && res.status === 403 && code === 'PERMISSION_DENIED') return null;
+  const notFound = res.status === 404 && code === 'RESOURCE_DOES_NOT_EXIST' && !/^no route for/.test(String(res.json?.message));
+  switch (c.kind) {
+    case 'refused':
+      return notFound ? null : said;
+    case 'list':
+      return notFound || (res.status >= 200 && res.status < 300) ? null : said;
+    case 'invalid':
+      return notFound || (res.status === 400 && code === 'INVALID_PARAMETER_VALUE' && c.message!.test(String(res.json?.message))) ? null : said;
+    case 'graphql': {
+      if (res.status !== 200 || res.json?.errors) return said;
+      const wrong = GRAPHQL_NOT_FOUND.filter((f) => res.json?.data?.[f]?.apiError?.code !== 'RESOURCE_DOES_NOT_EXIST');
+      return wrong.length ? `fields ${wrong.join(', ')} did not answer RESOURCE_DOES_NOT_EXIST: ${res.text.slice(0, 300)}` : null;
+    }
+  }
+}
+
+async function probe(c: TenancyCase, role: ProbeRole): Promise<void> {
+  last ??= await snapshot(world);
+  const req = c.probe(targets);
+  const res = await world.request(methodOf(c, req.method), req.path, world.tokenOf[role], req.body);
+  const after = await snapshot(world);
+  const written = changes(last, after);
+  last = after;
+  const sent = requestText(req.path, req.body);
+  const leaked = world.secrets.filter((s) => res.text.includes(s) && !sent.includes(s));
+  expect({ answer: verdict(c, role, res), written, leaked }).toEqual({ answer: null, written: [], leaked: [] });
+}
+
+describe('the probe table', () => {
+  it('has a case or an exemption for every route the API serves', () => {
+    expect(uncoveredRoutes(routeTable())).toEqual([]);
+  });
+
+  it('fails for a route added without a case', () => {
+    const table = [...routeTable(), { method: 'GET', path: '/v1/widgets/:id' }, { method: 'POST', path: '/api/2.0/mlflow/widgets/delete' }];
+    expect(uncoveredRoutes(table)).toEqual(['GET /v1/widgets/:id', 'POST /api/2.0/mlflow/widgets/delete']);
+  });
+
+  it('names only routes the API serves', () => {
+    expect(staleEntries(routeTable())).toEqual([]);
+  });
+
+  it('gives every exemption a reason and never both exempts and probes a route', () => {
+    expect(Object.entries(EXEMPT).filter(([, why]) => why.length < 10)).toEqual([]);
+    expect(CASES.map((c) => c.route).filter((r) => r in EXEMPT)).toEqual([]);
+    expect(Object.keys(KNOWN_LEAKS).filter((k) => !CASES.some((c) => PROBE_ROLES.some((r) => `${caseId(c)}|${r}` === k)))).toEqual([]);
+  });
+});
+
+describe("B's own reads of the probed resources (the probes address real resources)", () => {
+  for (const c of CASES.filter((x) => x.control === true))
+    it(`${caseId(c)} answers B's admin with B's data`, async () => {
+      const req = c.probe(targets);
+      const res = await world.request(methodOf(c, req.method), req.path, world.bAdmin, req.body);
+      expect(res.status, res.text.slice(0, 300)).toBeLessThan(300);
+      if (c.shows) expect(res.text).toMatch(c.shows);
+      else if (c.kind === 'list' || c.kind === 'graphql') {
+        const sent = requestText(req.path, req.body);
+        expect(world.secrets.filter((s) => res.text.includes(s) && !sent.includes(s)), res.text.slice(0, 300)).not.toEqual([]);
+      }
+    });
+});
+
+// Before the probes: A's own audit events of its refused probes name B's ids in the paths A sent.
+describe("org A's event stream", () => {
+  it("carries A's events after a cursor placed before B's first event, and none of B's", async () => {
+    expect(targets.events.limit).toBeGreaterThan(0);
+    const db = world.catalogue.db;
+    const [ofA] = await db.select({ n: count() }).from(outbox).where(and(eq(outbox.organizationId, ORG_A), gt(outbox.id, targets.events.after)));
+    const res = await world.request('GET', `/v1/events?after=${targets.events.after}&limit=${ofA!.n}`, world.tokenOf.admin);
+    expect(res.status).toBe(200);
+    const envelopes = res.text
+      .split('\n')
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => JSON.parse(l.slice(5)) as Json);
+    expect(envelopes).toHaveLength(ofA!.n);
+    expect(envelopes.filter((e) => e.organization_id !== ORG_A)).toEqual([]);
+    expect(world.secrets.filter((s) => res.text.includes(s))).toEqual([]);
+    // B's own stream from the same cursor does carry B's events: the cursor is before them.
+    const [ofB] = await db.select({ n: count() }).from(outbox).where(and(eq(outbox.organizationId, ORG_B), gt(outbox.id, targets.events.after)));
+    const own = await world.request('GET', `/v1/events?after=${targets.events.after}&limit=${ofB!.n}`, world.bAdmin);
+    expect(own.text).toContain(world.b.runId);
+  });
+});
+
+describe("org A's roles aimed at org B's resources are refused, see nothing of B's and write nothing", () => {
+  // Known leaks run last: what they write (a version of A's model from B's run, say) must not show up in the
+  // listings that other probes read.
+  const probes = CASES.flatMap((c) => PROBE_ROLES.map((role) => ({ c, role, leak: KNOWN_LEAKS[`${caseId(c)}|${role}`] })));
+  for (const { c, role, leak } of [...probes.filter((p) => !p.leak), ...probes.filter((p) => p.leak)]) {
+    const name = `${caseId(c)} as A's ${role}${leak ? ` (known leak: ${leak})` : ''}`;
+    (leak ? it.fails : it)(name, () => probe(c, role));
+  }
+});
