@@ -93,18 +93,24 @@ describe('the probe table', () => {
   });
 });
 
-describe("B's own reads of the probed resources (the probes address real resources)", () => {
-  for (const c of CASES.filter((x) => x.control === true))
-    it(`${caseId(c)} answers B's admin with B's data`, async () => {
-      const req = c.probe(targets);
-      const res = await world.request(methodOf(c, req.method), req.path, world.bAdmin, req.body);
-      expect(res.status, res.text.slice(0, 300)).toBeLessThan(300);
-      if (c.shows) expect(res.text).toMatch(c.shows);
-      else if (c.kind === 'list' || c.kind === 'graphql') {
-        const sent = requestText(req.path, req.body);
-        expect(world.secrets.filter((s) => res.text.includes(s) && !sent.includes(s)), res.text.slice(0, 300)).not.toEqual([]);
-      }
-    });
+/** A request that only reads (the UI's routes under /mlflow/ forward reads only): B's admin may send it first. */
+const reads = (c: TenancyCase): boolean => c.kind === 'list' || c.kind === 'graphql' || /^(GET|ALL) /.test(c.route);
+
+/** B's admin sends the probe's request: a 2xx (a list: showing B's data) proves it addresses B's resource. */
+async function control(c: TenancyCase): Promise<void> {
+  const req = c.probe(targets);
+  const res = await world.request(methodOf(c, req.method), req.path, world.bAdmin, req.body);
+  if (c.ownerGets) return expect({ status: res.status, code: res.json?.error_code }).toEqual(c.ownerGets);
+  expect(res.status, res.text.slice(0, 300)).toBeLessThan(300);
+  if (c.shows) expect(res.text).toMatch(c.shows);
+  else if (c.kind === 'list' || c.kind === 'graphql') {
+    const sent = requestText(req.path, req.body);
+    expect(world.secrets.filter((s) => res.text.includes(s) && !sent.includes(s)), res.text.slice(0, 300)).not.toEqual([]);
+  }
+}
+
+describe("B's admin reading what the probes address (before them)", () => {
+  for (const c of CASES.filter((x) => !x.control && reads(x))) it(`${caseId(c)} answers B's admin with B's data`, () => control(c));
 });
 
 // Before the probes: A's own audit events of its refused probes name B's ids in the paths A sent.
@@ -137,4 +143,11 @@ describe("org A's roles aimed at org B's resources are refused, see nothing of B
     const name = `${caseId(c)} as A's ${role}${leak ? ` (known leak: ${leak})` : ''}`;
     (leak ? it.fails : it)(name, () => probe(c, role));
   }
+});
+
+// After the probes, in teardown order: these change (and at the end delete) B's resources. An /ajax-api RPC is
+// the same handler as its /api twin, whose control runs.
+describe("B's admin changing what the probes address (after them)", () => {
+  const writes = CASES.filter((x) => !x.control && !reads(x) && !x.route.includes(' /ajax-api/')).sort((x, y) => (x.teardown ?? 0) - (y.teardown ?? 0));
+  for (const c of writes) it(`${caseId(c)} is accepted from B's admin`, () => control(c));
 });

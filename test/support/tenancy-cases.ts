@@ -48,10 +48,15 @@ export interface TenancyCase {
   /** `invalid`: what the 400's message must say */
   message?: RegExp;
   /**
-   * Reads only: B's admin sends the same request and gets a 2xx (a list: showing B's strings), which proves the
-   * probe addresses a real resource of B. A reason instead where B's own request cannot succeed here.
+   * Why B's admin cannot send this request successfully here. Every other case is also sent by B's admin, who
+   * must get a 2xx (a list: showing B's data), which proves that the probe addresses a real resource of B: reads
+   * before the probes, changes after them.
    */
-  control?: true | string;
+  control?: string;
+  /** where no 2xx is possible here: the refusal B's admin gets instead, which still shows the resource was found */
+  ownerGets?: { status: number; code: string };
+  /** changes only: controls with a higher number run later (deletions after the changes that need the resource) */
+  teardown?: number;
   /** a list's control: what B's answer shows (default: any of B's strings that the request did not send) */
   shows?: RegExp;
 }
@@ -65,7 +70,10 @@ const refused = make('refused');
 const list = make('list');
 const invalid = make('invalid');
 const graphql = make('graphql');
-const read = { control: true } as const;
+const CROSS = "aims A's own resource at B's: B's admin cannot reach A's half";
+const AWAITS_NO_APPROVAL = "B's pipeline never reaches its approval step (no worker runs it)";
+/** B's version stays pending_registration: no worker copies its files. */
+const STILL_REGISTERING = { ownerGets: { status: 409, code: 'INVALID_STATE' } };
 const NEEDS_WORKER = "B's answer includes a query of its workflow, which only a worker answers (none runs here)";
 
 const q = (params: Record<string, string | string[]>): string => {
@@ -95,56 +103,58 @@ const graphqlVariables = (t: Targets) => ({ run: t.b.runId, exp: t.b.experimentI
 
 const V1: TenancyCase[] = [
   // identity
-  refused('POST /v1/organizations', 'operator', (t) => ({ path: '/v1/organizations', body: { name: `${t.b.datasetName}-org` } })),
-  list('GET /v1/tokens', 'admin', () => ({ path: '/v1/tokens' }), read),
-  refused('DELETE /v1/tokens/:id', 'admin', (t) => ({ path: `/v1/tokens/${t.b.tokenId}` })),
-  list('GET /v1/audit', 'admin', () => ({ path: '/v1/audit?action=dataset.create' }), read),
+  refused('POST /v1/organizations', 'operator', (t) => ({ path: '/v1/organizations', body: { name: `${t.b.datasetName}-org` } }), {
+    control: "only an admin of the operator's organization creates organizations, and B is not it",
+  }),
+  list('GET /v1/tokens', 'admin', () => ({ path: '/v1/tokens' })),
+  refused('DELETE /v1/tokens/:id', 'admin', (t) => ({ path: `/v1/tokens/${t.b.tokenId}` }), { teardown: 3 }),
+  list('GET /v1/audit', 'admin', () => ({ path: '/v1/audit?action=dataset.create' })),
   list('GET /v1/events', 'viewer', (t) => ({ path: `/v1/events?${q({ after: String(t.events.after), limit: String(t.events.limit), topics: NON_AUDIT_TOPICS })}` }), {
     control: 'B has its own count of events after the cursor; test/tenancy-probes.test.ts reads both streams in full',
   }),
   // datasets
-  list('GET /v1/datasets', 'viewer', (t) => ({ path: `/v1/datasets?name=${t.b.datasetName}` }), read),
-  refused('GET /v1/datasets/:id', 'viewer', (t) => ({ path: `/v1/datasets/${t.b.datasetId}` }), read),
+  list('GET /v1/datasets', 'viewer', (t) => ({ path: `/v1/datasets?name=${t.b.datasetName}` })),
+  refused('GET /v1/datasets/:id', 'viewer', (t) => ({ path: `/v1/datasets/${t.b.datasetId}` })),
   // pipelines
   invalid('POST /v1/pipelines', 'researcher', (t) => ({ path: '/v1/pipelines', body: pipelineOnB(t) }), { message: /dataset: "b-secret-ds" has no version/ }),
-  list('GET /v1/pipelines', 'viewer', () => ({ path: '/v1/pipelines' }), read),
+  list('GET /v1/pipelines', 'viewer', () => ({ path: '/v1/pipelines' })),
   refused('GET /v1/pipelines/:id', 'viewer', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}` }), { control: NEEDS_WORKER }),
-  refused('POST /v1/pipelines/:id/cancel', 'researcher', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}/cancel`, body: {} })),
-  refused('POST /v1/pipelines/:id/approve', 'approver', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}/approve`, body: { reason: 'probe' } })),
-  refused('POST /v1/pipelines/:id/reject', 'approver', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}/reject`, body: { reason: 'probe' } })),
+  refused('POST /v1/pipelines/:id/cancel', 'researcher', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}/cancel`, body: {} }), { teardown: 1 }),
+  refused('POST /v1/pipelines/:id/approve', 'approver', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}/approve`, body: { reason: 'probe' } }), { control: AWAITS_NO_APPROVAL }),
+  refused('POST /v1/pipelines/:id/reject', 'approver', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}/reject`, body: { reason: 'probe' } }), { control: AWAITS_NO_APPROVAL }),
   // experiments and runs
-  list('GET /v1/experiments', 'viewer', () => ({ path: '/v1/experiments' }), read),
-  refused('GET /v1/experiments/:id', 'viewer', (t) => ({ path: `/v1/experiments/${t.b.experimentId}` }), read),
-  refused('GET /v1/experiments/:id/runs', 'viewer', (t) => ({ path: `/v1/experiments/${t.b.experimentId}/runs` }), read),
+  list('GET /v1/experiments', 'viewer', () => ({ path: '/v1/experiments' })),
+  refused('GET /v1/experiments/:id', 'viewer', (t) => ({ path: `/v1/experiments/${t.b.experimentId}` })),
+  refused('GET /v1/experiments/:id/runs', 'viewer', (t) => ({ path: `/v1/experiments/${t.b.experimentId}/runs` })),
   refused('POST /v1/runs', 'researcher', (t) => ({ path: '/v1/runs', body: { experiment_id: t.b.experimentId, run_name: 'probe' } })),
-  refused('GET /v1/runs/:id', 'viewer', (t) => ({ path: `/v1/runs/${t.b.runId}` }), read),
+  refused('GET /v1/runs/:id', 'viewer', (t) => ({ path: `/v1/runs/${t.b.runId}` })),
   refused('POST /v1/runs/:id/params', 'researcher', (t) => ({ path: `/v1/runs/${t.b.runId}/params`, body: { params: { probe: '1' } } })),
   refused('PATCH /v1/runs/:id/status', 'researcher', (t) => ({ path: `/v1/runs/${t.b.runId}/status`, body: { status: 'KILLED' } })),
-  refused('GET /v1/runs/:id/metrics', 'viewer', (t) => ({ path: `/v1/runs/${t.b.runId}/metrics?key=${t.b.metricKey}` }), read),
+  refused('GET /v1/runs/:id/metrics', 'viewer', (t) => ({ path: `/v1/runs/${t.b.runId}/metrics?key=${t.b.metricKey}` })),
   refused('POST /v1/runs/:id/metrics', 'researcher', (t) => ({ path: `/v1/runs/${t.b.runId}/metrics`, body: { metrics: [{ key: 'probe', value: 1 }] } })),
   refused('POST /v1/runs/:id/artifacts', 'researcher', (t) => ({ path: `/v1/runs/${t.b.runId}/artifacts?path=${t.b.artifactPath}`, body: 'overwritten by A' })),
-  refused('GET /v1/runs/:id/artifacts', 'viewer', (t) => ({ path: `/v1/runs/${t.b.runId}/artifacts` }), read),
-  refused('GET /v1/runs/:id/artifacts/*', 'viewer', (t) => ({ path: `/v1/runs/${t.b.runId}/artifacts/${t.b.artifactPath}` }), read),
+  refused('GET /v1/runs/:id/artifacts', 'viewer', (t) => ({ path: `/v1/runs/${t.b.runId}/artifacts` })),
+  refused('GET /v1/runs/:id/artifacts/*', 'viewer', (t) => ({ path: `/v1/runs/${t.b.runId}/artifacts/${t.b.artifactPath}` })),
   // model registry
-  list('GET /v1/models', 'viewer', () => ({ path: '/v1/models' }), read),
-  refused('GET /v1/models/:name/versions', 'viewer', (t) => ({ path: `/v1/models/${t.b.modelName}/versions` }), read),
+  list('GET /v1/models', 'viewer', () => ({ path: '/v1/models' })),
+  refused('GET /v1/models/:name/versions', 'viewer', (t) => ({ path: `/v1/models/${t.b.modelName}/versions` })),
   refused('POST /v1/models/:name/versions', 'researcher', (t) => ({ path: `/v1/models/${t.b.modelName}/versions`, body: { run_id: t.b.runId, artifact_path: 'b-secret-dir' } }), { label: "B's model" }),
-  refused('POST /v1/models/:name/versions', 'researcher', (t) => ({ path: `/v1/models/${t.a.modelName}/versions`, body: { run_id: t.b.runId, artifact_path: 'b-secret-dir' } }), { label: "A's model from B's run" }),
-  refused('GET /v1/models/:name/versions/:version', 'viewer', (t) => ({ path: `/v1/models/${t.b.modelName}/versions/${t.b.version}` }), read),
+  refused('POST /v1/models/:name/versions', 'researcher', (t) => ({ path: `/v1/models/${t.a.modelName}/versions`, body: { run_id: t.b.runId, artifact_path: 'b-secret-dir' } }), { label: "A's model from B's run", control: CROSS }),
+  refused('GET /v1/models/:name/versions/:version', 'viewer', (t) => ({ path: `/v1/models/${t.b.modelName}/versions/${t.b.version}` })),
   refused('GET /v1/models/:name/versions/:version/artifacts/:format/*', 'viewer', (t) => ({ path: `/v1/models/${t.b.modelName}/versions/${t.b.version}/artifacts/hf/manifest.json` }), {
     control: "B's version stays pending_registration (no worker copies its files), so its files cannot be read here",
   }),
-  refused('PATCH /v1/models/:name/versions/:version/stage', 'researcher', (t) => ({ path: `/v1/models/${t.b.modelName}/versions/${t.b.version}/stage`, body: { stage: 'staging' } })),
+  refused('PATCH /v1/models/:name/versions/:version/stage', 'researcher', (t) => ({ path: `/v1/models/${t.b.modelName}/versions/${t.b.version}/stage`, body: { stage: 'staging' } }), STILL_REGISTERING),
   // schedules
   invalid('POST /v1/schedules', 'researcher', (t) => ({ path: '/v1/schedules', body: { name: 'probe-schedule', every: '1d', paused: true, pipeline: pipelineOnB(t) } }), {
     message: /dataset: "b-secret-ds" has no version/,
   }),
-  list('GET /v1/schedules', 'viewer', () => ({ path: '/v1/schedules' }), read),
-  refused('GET /v1/schedules/:id', 'viewer', (t) => ({ path: `/v1/schedules/${t.b.scheduleId}` }), read),
-  refused('GET /v1/schedules/:id', 'viewer', (t) => ({ path: `/v1/schedules/${t.b.scheduleName}` }), { label: 'by name', ...read }),
+  list('GET /v1/schedules', 'viewer', () => ({ path: '/v1/schedules' })),
+  refused('GET /v1/schedules/:id', 'viewer', (t) => ({ path: `/v1/schedules/${t.b.scheduleId}` })),
+  refused('GET /v1/schedules/:id', 'viewer', (t) => ({ path: `/v1/schedules/${t.b.scheduleName}` }), { label: 'by name' }),
   refused('POST /v1/schedules/:id/pause', 'researcher', (t) => ({ path: `/v1/schedules/${t.b.scheduleId}/pause`, body: {} })),
   refused('POST /v1/schedules/:id/unpause', 'researcher', (t) => ({ path: `/v1/schedules/${t.b.scheduleId}/unpause`, body: {} })),
-  refused('DELETE /v1/schedules/:id', 'admin', (t) => ({ path: `/v1/schedules/${t.b.scheduleId}` })),
+  refused('DELETE /v1/schedules/:id', 'admin', (t) => ({ path: `/v1/schedules/${t.b.scheduleId}` }), { teardown: 3 }),
   // HPO
   invalid(
     'POST /v1/hpo',
@@ -161,95 +171,98 @@ const V1: TenancyCase[] = [
     }),
     { message: /b-secret-ds/ },
   ),
-  list('GET /v1/hpo', 'viewer', () => ({ path: '/v1/hpo' }), read),
+  list('GET /v1/hpo', 'viewer', () => ({ path: '/v1/hpo' })),
   refused('GET /v1/hpo/:id', 'viewer', (t) => ({ path: `/v1/hpo/${t.b.sweepId}` }), { control: NEEDS_WORKER }),
-  refused('GET /v1/hpo/:id/trials', 'viewer', (t) => ({ path: `/v1/hpo/${t.b.sweepId}/trials` }), read),
-  refused('GET /v1/hpo/:id/lineage', 'viewer', (t) => ({ path: `/v1/hpo/${t.b.sweepId}/lineage` }), read),
-  refused('POST /v1/hpo/:id/cancel', 'researcher', (t) => ({ path: `/v1/hpo/${t.b.sweepId}/cancel`, body: {} })),
+  refused('GET /v1/hpo/:id/trials', 'viewer', (t) => ({ path: `/v1/hpo/${t.b.sweepId}/trials` })),
+  refused('GET /v1/hpo/:id/lineage', 'viewer', (t) => ({ path: `/v1/hpo/${t.b.sweepId}/lineage` })),
+  refused('POST /v1/hpo/:id/cancel', 'researcher', (t) => ({ path: `/v1/hpo/${t.b.sweepId}/cancel`, body: {} }), { teardown: 1 }),
   // queues
-  list('GET /v1/queues', 'viewer', () => ({ path: '/v1/queues' }), read),
+  list('GET /v1/queues', 'viewer', () => ({ path: '/v1/queues' })),
 ];
 
 /** MLflow RPCs, written without their prefix: each runs under /api/2.0/mlflow and /ajax-api/2.0/mlflow. */
 const MLFLOW: TenancyCase[] = [
   // experiments
-  refused('GET experiments/get-by-name', 'viewer', (t) => ({ path: `experiments/get-by-name?experiment_name=${t.b.experimentName}` }), read),
-  refused('GET experiments/get', 'viewer', (t) => ({ path: `experiments/get?experiment_id=${t.b.experimentId}` }), read),
-  list('GET experiments/search', 'viewer', () => ({ path: `experiments/search?${q({ max_results: '1000', view_type: 'ALL' })}` }), read),
-  list('POST experiments/search', 'viewer', () => ({ path: 'experiments/search', body: { max_results: 1000, view_type: 'ALL' } }), read),
-  refused('POST experiments/delete', 'admin', (t) => ({ path: 'experiments/delete', body: { experiment_id: t.b.experimentId } })),
-  refused('POST experiments/restore', 'admin', (t) => ({ path: 'experiments/restore', body: { experiment_id: t.b.experimentId } })),
+  refused('GET experiments/get-by-name', 'viewer', (t) => ({ path: `experiments/get-by-name?experiment_name=${t.b.experimentName}` })),
+  refused('GET experiments/get', 'viewer', (t) => ({ path: `experiments/get?experiment_id=${t.b.experimentId}` })),
+  list('GET experiments/search', 'viewer', () => ({ path: `experiments/search?${q({ max_results: '1000', view_type: 'ALL' })}` })),
+  list('POST experiments/search', 'viewer', () => ({ path: 'experiments/search', body: { max_results: 1000, view_type: 'ALL' } })),
+  refused('POST experiments/delete', 'admin', (t) => ({ path: 'experiments/delete', body: { experiment_id: t.b.experimentId } }), { teardown: 6 }),
+  refused('POST experiments/restore', 'admin', (t) => ({ path: 'experiments/restore', body: { experiment_id: t.b.experimentId } }), { teardown: 7 }),
   refused('POST experiments/update', 'researcher', (t) => ({ path: 'experiments/update', body: { experiment_id: t.b.experimentId, new_name: 'renamed-by-a' } })),
   refused('POST experiments/set-experiment-tag', 'researcher', (t) => ({ path: 'experiments/set-experiment-tag', body: { experiment_id: t.b.experimentId, key: 'probe', value: 'a' } })),
-  refused('POST experiments/delete-experiment-tag', 'researcher', (t) => ({ path: 'experiments/delete-experiment-tag', body: { experiment_id: t.b.experimentId, key: t.b.tagKey } })),
-  list('POST experiments/search-datasets', 'viewer', (t) => ({ path: 'experiments/search-datasets', body: { experiment_ids: [t.b.experimentId] } }), read),
+  refused('POST experiments/delete-experiment-tag', 'researcher', (t) => ({ path: 'experiments/delete-experiment-tag', body: { experiment_id: t.b.experimentId, key: t.b.tagKey } }), { teardown: 2 }),
+  list('POST experiments/search-datasets', 'viewer', (t) => ({ path: 'experiments/search-datasets', body: { experiment_ids: [t.b.experimentId] } })),
   // runs
   refused('POST runs/create', 'researcher', (t) => ({ path: 'runs/create', body: { experiment_id: t.b.experimentId, run_name: 'probe' } })),
-  refused('GET runs/get', 'viewer', (t) => ({ path: `runs/get?run_id=${t.b.runId}` }), read),
+  refused('GET runs/get', 'viewer', (t) => ({ path: `runs/get?run_id=${t.b.runId}` })),
   refused('POST runs/update', 'researcher', (t) => ({ path: 'runs/update', body: { run_id: t.b.runId, status: 'KILLED' } })),
-  refused('POST runs/delete', 'admin', (t) => ({ path: 'runs/delete', body: { run_id: t.b.runId } })),
-  refused('POST runs/restore', 'admin', (t) => ({ path: 'runs/restore', body: { run_id: t.b.runId } })),
+  refused('POST runs/delete', 'admin', (t) => ({ path: 'runs/delete', body: { run_id: t.b.runId } }), { teardown: 4 }),
+  refused('POST runs/restore', 'admin', (t) => ({ path: 'runs/restore', body: { run_id: t.b.runId } }), { teardown: 5 }),
   refused('POST runs/log-metric', 'researcher', (t) => ({ path: 'runs/log-metric', body: { run_id: t.b.runId, key: 'probe', value: 1, timestamp: 1, step: 0 } })),
   refused('POST runs/log-parameter', 'researcher', (t) => ({ path: 'runs/log-parameter', body: { run_id: t.b.runId, key: 'probe', value: '1' } })),
   refused('POST runs/set-tag', 'researcher', (t) => ({ path: 'runs/set-tag', body: { run_id: t.b.runId, key: 'probe', value: '1' } })),
-  refused('POST runs/delete-tag', 'researcher', (t) => ({ path: 'runs/delete-tag', body: { run_id: t.b.runId, key: t.b.tagKey } })),
+  refused('POST runs/delete-tag', 'researcher', (t) => ({ path: 'runs/delete-tag', body: { run_id: t.b.runId, key: t.b.tagKey } }), { teardown: 2 }),
   refused('POST runs/log-batch', 'researcher', (t) => ({ path: 'runs/log-batch', body: { run_id: t.b.runId, metrics: [{ key: 'probe', value: 1, timestamp: 1, step: 0 }] } })),
-  list('GET runs/search', 'viewer', (t) => ({ path: `runs/search?${q({ experiment_ids: [t.b.experimentId] })}` }), read),
-  list('POST runs/search', 'viewer', (t) => ({ path: 'runs/search', body: { experiment_ids: [t.b.experimentId] } }), read),
+  list('GET runs/search', 'viewer', (t) => ({ path: `runs/search?${q({ experiment_ids: [t.b.experimentId] })}` })),
+  list('POST runs/search', 'viewer', (t) => ({ path: 'runs/search', body: { experiment_ids: [t.b.experimentId] } })),
   refused('POST runs/log-inputs', 'researcher', (t) => ({ path: 'runs/log-inputs', body: { run_id: t.b.runId, datasets: [{ tags: [], dataset: { name: 'probe', digest: 'p', source_type: 'local', source: '{}' } }] } })),
-  refused('POST runs/log-inputs', 'researcher', (t) => ({ path: 'runs/log-inputs', body: { run_id: t.a.runId, models: [{ model_id: t.b.loggedModelId }] } }), { label: "A's run, B's logged model" }),
+  refused('POST runs/log-inputs', 'researcher', (t) => ({ path: 'runs/log-inputs', body: { run_id: t.a.runId, models: [{ model_id: t.b.loggedModelId }] } }), { label: "A's run, B's logged model", control: CROSS }),
   refused('POST runs/outputs', 'researcher', (t) => ({ path: 'runs/outputs', body: { run_id: t.b.runId, models: [{ model_id: t.a.loggedModelId, step: 0 }] } })),
-  refused('POST runs/outputs', 'researcher', (t) => ({ path: 'runs/outputs', body: { run_id: t.a.runId, models: [{ model_id: t.b.loggedModelId, step: 0 }] } }), { label: "A's run, B's logged model" }),
+  refused('POST runs/outputs', 'researcher', (t) => ({ path: 'runs/outputs', body: { run_id: t.a.runId, models: [{ model_id: t.b.loggedModelId, step: 0 }] } }), { label: "A's run, B's logged model", control: CROSS }),
   // metrics
-  refused('GET metrics/get-history', 'viewer', (t) => ({ path: `metrics/get-history?${q({ run_id: t.b.runId, metric_key: t.b.metricKey })}` }), read),
+  refused('GET metrics/get-history', 'viewer', (t) => ({ path: `metrics/get-history?${q({ run_id: t.b.runId, metric_key: t.b.metricKey })}` })),
   // Bulk reads answer the points of the runs among those asked that the caller may read (none of B's).
-  list('GET metrics/get-history-bulk', 'viewer', (t) => ({ path: `metrics/get-history-bulk?${q({ run_id: t.b.runId, metric_key: t.b.metricKey })}` }), { ...read, shows: /"value":0\.5/ }),
-  list('GET metrics/get-history-bulk-interval', 'viewer', (t) => ({ path: `metrics/get-history-bulk-interval?${q({ run_ids: t.b.runId, metric_key: t.b.metricKey })}` }), { ...read, shows: /"value":0\.5/ }),
+  list('GET metrics/get-history-bulk', 'viewer', (t) => ({ path: `metrics/get-history-bulk?${q({ run_id: t.b.runId, metric_key: t.b.metricKey })}` }), { shows: /"value":0\.5/ }),
+  list('GET metrics/get-history-bulk-interval', 'viewer', (t) => ({ path: `metrics/get-history-bulk-interval?${q({ run_ids: t.b.runId, metric_key: t.b.metricKey })}` }), { shows: /"value":0\.5/ }),
   // registered models
-  refused('GET registered-models/get', 'viewer', (t) => ({ path: `registered-models/get?name=${t.b.modelName}` }), read),
-  refused('POST registered-models/rename', 'researcher', (t) => ({ path: 'registered-models/rename', body: { name: t.b.modelName, new_name: 'renamed-by-a' } })),
+  refused('GET registered-models/get', 'viewer', (t) => ({ path: `registered-models/get?name=${t.b.modelName}` })),
+  refused('POST registered-models/rename', 'researcher', (t) => ({ path: 'registered-models/rename', body: { name: t.b.modelName, new_name: 'renamed-by-a' } }), {
+    control: "B's model is gone by then: registered-models/delete's control deletes it, and the other controls need its name",
+  }),
   refused('PATCH registered-models/update', 'researcher', (t) => ({ path: 'registered-models/update', body: { name: t.b.modelName, description: 'a' } })),
   refused('POST registered-models/update', 'researcher', (t) => ({ path: 'registered-models/update', body: { name: t.b.modelName, description: 'a' } })),
-  refused('DELETE registered-models/delete', 'admin', (t) => ({ path: 'registered-models/delete', body: { name: t.b.modelName } })),
-  list('GET registered-models/search', 'viewer', (t) => ({ path: `registered-models/search?${q({ filter: `name='${t.b.modelName}'` })}` }), read),
-  list('POST registered-models/search', 'viewer', () => ({ path: 'registered-models/search', body: { max_results: 1000 } }), read),
-  refused('GET registered-models/get-latest-versions', 'viewer', (t) => ({ path: `registered-models/get-latest-versions?name=${t.b.modelName}` }), read),
-  refused('POST registered-models/get-latest-versions', 'viewer', (t) => ({ path: 'registered-models/get-latest-versions', body: { name: t.b.modelName } }), read),
+  refused('DELETE registered-models/delete', 'admin', (t) => ({ path: 'registered-models/delete', body: { name: t.b.modelName } }), { teardown: 8 }),
+  list('GET registered-models/search', 'viewer', (t) => ({ path: `registered-models/search?${q({ filter: `name='${t.b.modelName}'` })}` })),
+  list('POST registered-models/search', 'viewer', () => ({ path: 'registered-models/search', body: { max_results: 1000 } })),
+  refused('GET registered-models/get-latest-versions', 'viewer', (t) => ({ path: `registered-models/get-latest-versions?name=${t.b.modelName}` })),
+  refused('POST registered-models/get-latest-versions', 'viewer', (t) => ({ path: 'registered-models/get-latest-versions', body: { name: t.b.modelName } })),
   refused('POST registered-models/set-tag', 'researcher', (t) => ({ path: 'registered-models/set-tag', body: { name: t.b.modelName, key: 'probe', value: 'a' } })),
-  refused('DELETE registered-models/delete-tag', 'researcher', (t) => ({ path: 'registered-models/delete-tag', body: { name: t.b.modelName, key: t.b.tagKey } })),
+  refused('DELETE registered-models/delete-tag', 'researcher', (t) => ({ path: 'registered-models/delete-tag', body: { name: t.b.modelName, key: t.b.tagKey } }), { teardown: 2 }),
   refused('POST registered-models/alias', 'admin', (t) => ({ path: 'registered-models/alias', body: { name: t.b.modelName, alias: 'probe', version: t.b.version } })),
-  refused('DELETE registered-models/alias', 'admin', (t) => ({ path: 'registered-models/alias', body: { name: t.b.modelName, alias: t.b.alias } })),
-  refused('GET registered-models/alias', 'viewer', (t) => ({ path: `registered-models/alias?${q({ name: t.b.modelName, alias: t.b.alias })}` }), read),
+  refused('DELETE registered-models/alias', 'admin', (t) => ({ path: 'registered-models/alias', body: { name: t.b.modelName, alias: t.b.alias } }), { teardown: 2 }),
+  refused('GET registered-models/alias', 'viewer', (t) => ({ path: `registered-models/alias?${q({ name: t.b.modelName, alias: t.b.alias })}` })),
   // model versions
   refused('POST model-versions/create', 'researcher', (t) => ({ path: 'model-versions/create', body: { name: t.b.modelName, source: `runs:/${t.b.runId}/b-secret-dir`, run_id: t.b.runId } }), { label: "B's model" }),
   refused('POST model-versions/create', 'researcher', (t) => ({ path: 'model-versions/create', body: { name: t.a.modelName, source: `runs:/${t.b.runId}/b-secret-dir`, run_id: t.b.runId } }), {
     label: "A's model from B's run",
+    control: CROSS,
   }),
-  refused('GET model-versions/get', 'viewer', (t) => ({ path: `model-versions/get?${q({ name: t.b.modelName, version: t.b.version })}` }), read),
+  refused('GET model-versions/get', 'viewer', (t) => ({ path: `model-versions/get?${q({ name: t.b.modelName, version: t.b.version })}` })),
   refused('PATCH model-versions/update', 'researcher', (t) => ({ path: 'model-versions/update', body: { name: t.b.modelName, version: t.b.version, description: 'a' } })),
   refused('POST model-versions/update', 'researcher', (t) => ({ path: 'model-versions/update', body: { name: t.b.modelName, version: t.b.version, description: 'a' } })),
-  refused('DELETE model-versions/delete', 'admin', (t) => ({ path: 'model-versions/delete', body: { name: t.b.modelName, version: t.b.version } })),
-  refused('POST model-versions/transition-stage', 'researcher', (t) => ({ path: 'model-versions/transition-stage', body: { name: t.b.modelName, version: t.b.version, stage: 'Staging', archive_existing_versions: false } })),
+  refused('DELETE model-versions/delete', 'admin', (t) => ({ path: 'model-versions/delete', body: { name: t.b.modelName, version: t.b.version } }), { teardown: 3 }),
+  refused('POST model-versions/transition-stage', 'researcher', (t) => ({ path: 'model-versions/transition-stage', body: { name: t.b.modelName, version: t.b.version, stage: 'Staging', archive_existing_versions: false } }), STILL_REGISTERING),
   refused('POST model-versions/set-tag', 'researcher', (t) => ({ path: 'model-versions/set-tag', body: { name: t.b.modelName, version: t.b.version, key: 'probe', value: 'a' } })),
-  refused('DELETE model-versions/delete-tag', 'researcher', (t) => ({ path: 'model-versions/delete-tag', body: { name: t.b.modelName, version: t.b.version, key: 'probe' } })),
-  refused('GET model-versions/get-download-uri', 'viewer', (t) => ({ path: `model-versions/get-download-uri?${q({ name: t.b.modelName, version: t.b.version })}` }), read),
-  list('GET model-versions/search', 'viewer', (t) => ({ path: `model-versions/search?${q({ filter: `name='${t.b.modelName}'` })}` }), read),
-  list('POST model-versions/search', 'viewer', (t) => ({ path: 'model-versions/search', body: { filter: `run_id='${t.b.runId}'` } }), read),
+  refused('DELETE model-versions/delete-tag', 'researcher', (t) => ({ path: 'model-versions/delete-tag', body: { name: t.b.modelName, version: t.b.version, key: 'probe' } }), { teardown: 2 }),
+  refused('GET model-versions/get-download-uri', 'viewer', (t) => ({ path: `model-versions/get-download-uri?${q({ name: t.b.modelName, version: t.b.version })}` })),
+  list('GET model-versions/search', 'viewer', (t) => ({ path: `model-versions/search?${q({ filter: `name='${t.b.modelName}'` })}` })),
+  list('POST model-versions/search', 'viewer', (t) => ({ path: 'model-versions/search', body: { filter: `run_id='${t.b.runId}'` } })),
   // run artifacts
   refused('POST upload-artifact', 'researcher', (t) => ({ path: `upload-artifact?${q({ run_uuid: t.b.runId, path: t.b.artifactPath })}`, body: 'overwritten by A' })),
-  refused('GET artifacts/list', 'viewer', (t) => ({ path: `artifacts/list?run_id=${t.b.runId}` }), read),
+  refused('GET artifacts/list', 'viewer', (t) => ({ path: `artifacts/list?run_id=${t.b.runId}` })),
   // logged models
   refused('POST logged-models', 'researcher', (t) => ({ path: 'logged-models', body: { experiment_id: t.b.experimentId, name: 'probe' } })),
-  refused('POST logged-models', 'researcher', (t) => ({ path: 'logged-models', body: { experiment_id: '0', name: 'probe', source_run_id: t.b.runId } }), { label: "A's experiment, B's run as source" }),
-  list('GET logged-models/search', 'viewer', (t) => ({ path: `logged-models/search?${q({ experiment_ids: t.b.experimentId })}` }), read),
-  list('POST logged-models/search', 'viewer', (t) => ({ path: 'logged-models/search', body: { experiment_ids: [t.b.experimentId] } }), read),
-  refused('GET logged-models/:id', 'viewer', (t) => ({ path: `logged-models/${t.b.loggedModelId}` }), read),
+  refused('POST logged-models', 'researcher', (t) => ({ path: 'logged-models', body: { experiment_id: '0', name: 'probe', source_run_id: t.b.runId } }), { label: "A's experiment, B's run as source", control: CROSS }),
+  list('GET logged-models/search', 'viewer', (t) => ({ path: `logged-models/search?${q({ experiment_ids: t.b.experimentId })}` })),
+  list('POST logged-models/search', 'viewer', (t) => ({ path: 'logged-models/search', body: { experiment_ids: [t.b.experimentId] } })),
+  refused('GET logged-models/:id', 'viewer', (t) => ({ path: `logged-models/${t.b.loggedModelId}` })),
   refused('PATCH logged-models/:id', 'researcher', (t) => ({ path: `logged-models/${t.b.loggedModelId}`, body: { model_id: t.b.loggedModelId, status: 'LOGGED_MODEL_UPLOAD_FAILED' } })),
-  refused('DELETE logged-models/:id', 'admin', (t) => ({ path: `logged-models/${t.b.loggedModelId}` })),
+  refused('DELETE logged-models/:id', 'admin', (t) => ({ path: `logged-models/${t.b.loggedModelId}` }), { teardown: 3 }),
   refused('PATCH logged-models/:id/tags', 'researcher', (t) => ({ path: `logged-models/${t.b.loggedModelId}/tags`, body: { tags: [{ key: 'probe', value: 'a' }] } })),
-  refused('DELETE logged-models/:id/tags/:key', 'researcher', (t) => ({ path: `logged-models/${t.b.loggedModelId}/tags/probe` })),
+  refused('DELETE logged-models/:id/tags/:key', 'researcher', (t) => ({ path: `logged-models/${t.b.loggedModelId}/tags/probe` }), { teardown: 2 }),
   refused('POST logged-models/:id/params', 'researcher', (t) => ({ path: `logged-models/${t.b.loggedModelId}/params`, body: { params: [{ key: 'probe', value: 'a' }] } })),
-  refused('GET logged-models/:id/artifacts/directories', 'viewer', (t) => ({ path: `logged-models/${t.b.loggedModelId}/artifacts/directories` }), read),
+  refused('GET logged-models/:id/artifacts/directories', 'viewer', (t) => ({ path: `logged-models/${t.b.loggedModelId}/artifacts/directories` })),
   refused('GET logged-models/:id/artifacts/files', 'viewer', (t) => ({ path: `logged-models/${t.b.loggedModelId}/artifacts/files?artifact_file_path=MLmodel` }), {
     control: 'B logged no files under its logged model, so B itself is answered "no such artifact"',
   }),
@@ -257,21 +270,21 @@ const MLFLOW: TenancyCase[] = [
 
 /** The artifact proxy, written without its prefix: each runs under /api/2.0/mlflow-artifacts and /ajax-api/2.0/mlflow-artifacts. */
 const MLFLOW_ARTIFACTS: TenancyCase[] = [
-  list('GET artifacts', 'viewer', (t) => ({ path: `artifacts?path=${t.b.experimentId}/${t.b.runId}/artifacts` }), read),
-  refused('GET artifacts/*', 'viewer', (t) => ({ path: `artifacts/${t.b.proxyPath}` }), read),
+  list('GET artifacts', 'viewer', (t) => ({ path: `artifacts?path=${t.b.experimentId}/${t.b.runId}/artifacts` })),
+  refused('GET artifacts/*', 'viewer', (t) => ({ path: `artifacts/${t.b.proxyPath}` })),
   refused('PUT artifacts/*', 'researcher', (t) => ({ path: `artifacts/${t.b.proxyPath}`, body: 'overwritten by A' })),
-  refused('DELETE artifacts/*', 'admin', (t) => ({ path: `artifacts/${t.b.proxyPath}` })),
+  refused('DELETE artifacts/*', 'admin', (t) => ({ path: `artifacts/${t.b.proxyPath}` }), { teardown: 3 }),
 ];
 
 const TOP_LEVEL: TenancyCase[] = [
-  refused('GET /get-artifact', 'viewer', (t) => ({ path: `/get-artifact?${q({ run_uuid: t.b.runId, path: t.b.artifactPath })}` }), read),
-  graphql('POST /graphql', 'viewer', (t) => ({ path: '/graphql', body: { query: GRAPHQL_PROBE, variables: graphqlVariables(t) } }), read),
-  graphql('GET /graphql', 'viewer', (t) => ({ path: `/graphql?${q({ query: GRAPHQL_PROBE, variables: JSON.stringify(graphqlVariables(t)) })}` }), read),
+  refused('GET /get-artifact', 'viewer', (t) => ({ path: `/get-artifact?${q({ run_uuid: t.b.runId, path: t.b.artifactPath })}` })),
+  graphql('POST /graphql', 'viewer', (t) => ({ path: '/graphql', body: { query: GRAPHQL_PROBE, variables: graphqlVariables(t) } })),
+  graphql('GET /graphql', 'viewer', (t) => ({ path: `/graphql?${q({ query: GRAPHQL_PROBE, variables: JSON.stringify(graphqlVariables(t)) })}` })),
   // The MLflow UI's API calls, answered by the app under /mlflow/ (reads only).
-  refused('ALL /mlflow/ajax-api/*', 'viewer', (t) => ({ method: 'GET', path: `/mlflow/ajax-api/2.0/mlflow/runs/get?run_id=${t.b.runId}` }), read),
-  refused('ALL /mlflow/api/*', 'viewer', (t) => ({ method: 'GET', path: `/mlflow/api/2.0/mlflow/experiments/get?experiment_id=${t.b.experimentId}` }), read),
-  refused('ALL /mlflow/get-artifact', 'viewer', (t) => ({ method: 'GET', path: `/mlflow/get-artifact?${q({ run_uuid: t.b.runId, path: t.b.artifactPath })}` }), read),
-  graphql('ALL /mlflow/graphql', 'viewer', (t) => ({ method: 'POST', path: '/mlflow/graphql', body: { query: GRAPHQL_PROBE, variables: graphqlVariables(t) } }), read),
+  refused('ALL /mlflow/ajax-api/*', 'viewer', (t) => ({ method: 'GET', path: `/mlflow/ajax-api/2.0/mlflow/runs/get?run_id=${t.b.runId}` })),
+  refused('ALL /mlflow/api/*', 'viewer', (t) => ({ method: 'GET', path: `/mlflow/api/2.0/mlflow/experiments/get?experiment_id=${t.b.experimentId}` })),
+  refused('ALL /mlflow/get-artifact', 'viewer', (t) => ({ method: 'GET', path: `/mlflow/get-artifact?${q({ run_uuid: t.b.runId, path: t.b.artifactPath })}` })),
+  graphql('ALL /mlflow/graphql', 'viewer', (t) => ({ method: 'POST', path: '/mlflow/graphql', body: { query: GRAPHQL_PROBE, variables: graphqlVariables(t) } })),
 ];
 
 const prefixed = (prefixes: string[], cases: TenancyCase[]): TenancyCase[] =>
