@@ -1,8 +1,10 @@
 // Tenancy probes, generated from the route table: every route the API serves, as org A's viewer, researcher and
 // admin, aimed at org B's resources (test/support/tenancy-cases.ts), answers "not found" (or "permission denied"
 // for a role that may not do it at all), shows nothing of B's, and writes nothing: the catalogue's tables and
-// the object store are compared before and after each probe. The one write allowed is A's own audit trail of a
-// denial (a `denied` audit row of A and its `audit` event). A route with neither a case nor an exemption fails.
+// the object store are compared before and after each probe. The one write allowed is to A's own audit trail
+// (its rows and their `audit` events: every denial is recorded). A route with neither a case nor an exemption
+// fails. B's admin sends each probe's request too and is answered, so no probe passes by addressing nothing.
+// Known leaks of main are listed in the case table and run as `it.fails`.
 import { inspectRoutes } from 'hono/dev';
 import { and, count, eq, gt, min, ne } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -143,6 +145,30 @@ describe("org A's roles aimed at org B's resources are refused, see nothing of B
     const name = `${caseId(c)} as A's ${role}${leak ? ` (known leak: ${leak})` : ''}`;
     (leak ? it.fails : it)(name, () => probe(c, role));
   }
+});
+
+// After the probes (it adds A's own resources): the create routes exempted above take names per organization, so
+// a name B uses is free in A, and taking it neither reaches nor reveals B's resource.
+describe("names are per organization", () => {
+  it("lets A take the names of B's experiment, model and dataset, as new resources of A's, leaving B's as they were", async () => {
+    const { b } = world;
+    const asA = (method: string, path: string, body?: unknown) => world.request(method, path, world.tokenOf.researcher, body);
+    const exp = await asA('POST', '/api/2.0/mlflow/experiments/create', { name: b.experimentName });
+    expect(exp.status, exp.text).toBe(200);
+    expect(exp.json!.experiment_id).not.toBe(b.experimentId);
+    expect((await asA('POST', '/v1/models', { name: b.modelName })).status).toBe(201);
+    const ds = await asA('POST', `/v1/datasets?name=${b.datasetName}&format=jsonl`, JSON.stringify({ messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }] }));
+    expect(ds.status, ds.text).toBe(201);
+    expect(ds.json).toMatchObject({ name: b.datasetName, version: 1 });
+    expect(ds.json!.id).not.toBe(b.datasetId);
+    // B still finds its own, by the same names.
+    const own = await world.request('GET', `/api/2.0/mlflow/experiments/get-by-name?experiment_name=${b.experimentName}`, world.bAdmin);
+    expect(own.json!.experiment.experiment_id).toBe(b.experimentId);
+    const versions = await world.request('GET', `/v1/models/${b.modelName}/versions`, world.bAdmin);
+    expect(versions.text).toContain(b.runId);
+    const datasets = await world.request('GET', `/v1/datasets?name=${b.datasetName}`, world.bAdmin);
+    expect((datasets.json!.datasets as Json[]).map((d) => d.id)).toEqual([b.datasetId]);
+  });
 });
 
 // After the probes, in teardown order: these change (and at the end delete) B's resources. An /ajax-api RPC is
