@@ -238,6 +238,15 @@ const MLFLOW: TenancyCase[] = [
     label: "A's model from B's run",
     control: CROSS,
   }),
+  invalid('POST model-versions/create', 'researcher', (t) => ({ path: 'model-versions/create', body: { name: t.a.modelName, source: `mlflow-artifacts:/${t.b.proxyPath}`, run_id: t.a.runId } }), {
+    label: "A's model from B's proxied files",
+    message: /Invalid model version source/,
+    control: CROSS,
+  }),
+  refused('POST model-versions/create', 'researcher', (t) => ({ path: 'model-versions/create', body: { name: t.a.modelName, source: `models:/${t.b.modelName}/${t.b.version}` } }), {
+    label: "A's model copied from B's version",
+    control: CROSS,
+  }),
   refused('GET model-versions/get', 'viewer', (t) => ({ path: `model-versions/get?${q({ name: t.b.modelName, version: t.b.version })}` })),
   refused('PATCH model-versions/update', 'researcher', (t) => ({ path: 'model-versions/update', body: { name: t.b.modelName, version: t.b.version, description: 'a' } })),
   refused('POST model-versions/update', 'researcher', (t) => ({ path: 'model-versions/update', body: { name: t.b.modelName, version: t.b.version, description: 'a' } })),
@@ -274,6 +283,10 @@ const MLFLOW_ARTIFACTS: TenancyCase[] = [
   refused('GET artifacts/*', 'viewer', (t) => ({ path: `artifacts/${t.b.proxyPath}` })),
   refused('PUT artifacts/*', 'researcher', (t) => ({ path: `artifacts/${t.b.proxyPath}`, body: 'overwritten by A' })),
   refused('DELETE artifacts/*', 'admin', (t) => ({ path: `artifacts/${t.b.proxyPath}` }), { teardown: 3 }),
+  list('GET artifacts', 'viewer', () => ({ path: 'artifacts?path=b-secret-free' }), { label: 'outside experiments', shows: /b-secret\.txt/ }),
+  refused('GET artifacts/*', 'viewer', (t) => ({ path: `artifacts/${t.b.freeProxyPath}` }), { label: 'outside experiments' }),
+  refused('PUT artifacts/*', 'researcher', (t) => ({ path: `artifacts/${t.b.freeProxyPath}`, body: 'overwritten by A' }), { label: 'outside experiments' }),
+  refused('DELETE artifacts/*', 'admin', (t) => ({ path: `artifacts/${t.b.freeProxyPath}` }), { label: 'outside experiments', teardown: 3 }),
 ];
 
 const TOP_LEVEL: TenancyCase[] = [
@@ -341,12 +354,21 @@ export const KNOWN_LEAKS: Record<string, string> = {
   ...Object.fromEntries(
     ['/api/2.0/mlflow', '/ajax-api/2.0/mlflow'].flatMap((p) =>
       (['researcher', 'admin'] as const).flatMap((role) => [
-        [`POST ${p}/model-versions/create [A's model from B's run]|${role}`, "registers a version of A's model whose source is B's run (its files are copied from B's artifacts)"],
-        [`POST ${p}/logged-models [A's experiment, B's run as source]|${role}`, "creates A's logged model with B's run as its source_run_id"],
+        [`POST ${p}/model-versions/create [A's model from B's run]|${role}`, "registers a version of A's model naming B's run as its source and lineage, unchecked as in MLflow (no file of B's is copied)"],
+        [`POST ${p}/logged-models [A's experiment, B's run as source]|${role}`, "creates A's logged model naming B's run as its source_run_id, unchecked"],
         [`POST ${p}/runs/log-inputs [A's run, B's logged model]|${role}`, "links B's logged model to A's run as an input (the model id is not checked)"],
         [`POST ${p}/runs/outputs [A's run, B's logged model]|${role}`, "links B's logged model to A's run as an output (the model id is not checked)"],
       ]),
     ),
+  ),
+  ...Object.fromEntries(
+    ['/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts'].flatMap((p) => [
+      ...(['researcher', 'admin'] as const).map((role) => [
+        `PUT ${p}/artifacts/* [outside experiments]|${role}`,
+        "answers 403 \"belongs to another organization\" where a free path is accepted: B's path exists, and is B's",
+      ]),
+      [`DELETE ${p}/artifacts/* [outside experiments]|admin`, "answers 403 \"holds another organization's artifacts\": B's path exists, and is B's"],
+    ]),
   ),
 };
 

@@ -40,6 +40,8 @@ export interface OrgB {
   /** a file of B's run, as the run's artifact path and as the proxy's path */
   artifactPath: string;
   proxyPath: string;
+  /** a file B put through the artifact proxy outside any experiment (the proxy's namespace is shared) */
+  freeProxyPath: string;
   modelName: string;
   version: string;
   alias: string;
@@ -138,6 +140,7 @@ export async function startTenancyWorld(): Promise<TenancyWorld> {
     'b-secret-tag-value',
     'b secret file content',
     'b-secret-dir',
+    'b-secret-free',
     'b-secret-run',
     'b-secret-logged',
     'b_secret_param',
@@ -189,6 +192,8 @@ async function populateOrgB(app: TenancyWorld['app'], token: string, viewerToken
   const artifactPath = 'b-secret-dir/b-secret.txt';
   created('a run artifact', await req('POST', `/v1/runs/${runId}/artifacts?path=${artifactPath}`, 'b secret file content'));
   const proxyPath = `${experimentId}/${runId}/artifacts/${artifactPath}`;
+  const freeProxyPath = 'b-secret-free/b-secret.txt';
+  created('a proxied file outside experiments', await req('PUT', `/api/2.0/mlflow-artifacts/artifacts/${freeProxyPath}`, 'b secret file content'));
   created('run inputs', await mlflow('runs/log-inputs', { run_id: runId, datasets: [{ tags: [], dataset: { name: 'b-secret-input', digest: 'b1', source_type: 'local', source: '{}' } }] }));
   const modelName = 'b-secret-model';
   created('a registered model', await mlflow('registered-models/create', { name: modelName, tags: [{ key: 'b_secret_tag', value: 'b-secret-tag-value' }] }));
@@ -219,6 +224,7 @@ async function populateOrgB(app: TenancyWorld['app'], token: string, viewerToken
     runId,
     artifactPath,
     proxyPath,
+    freeProxyPath,
     modelName,
     version: String(version.version),
     alias: 'b-champion',
