@@ -1,20 +1,23 @@
 // The tenancy probe table: for every route the API serves, how org A's viewer, researcher and admin aim it at
-// org B's resources (test/tenancy-probes.test.ts runs each case as each role and checks the answer and that
-// nothing was written). A route with neither a case nor an exemption fails the suite.
+// org B's resources (test/tenancy-probes.test.ts runs each case as each role, checks the answer, that nothing of
+// B's shows and that nothing was written). A route with neither a case nor an exemption fails the suite.
 //
 // Adding a route? Add one line below, in its family:
 //   refused('POST /v1/things/:id/frobnicate', 'researcher', (t) => ({ path: `/v1/things/${t.b.thingId}/frobnicate`, body: {} })),
-// - the first argument is the route exactly as `app.routes` lists it (method and Hono path); MLflow RPCs are
-//   written once without their prefix (`mlflow(...)`) and probed under /api/2.0/mlflow and /ajax-api/2.0/mlflow;
+// - the first argument is the route exactly as `app.routes` lists it (method and Hono path); an MLflow RPC goes in
+//   MLFLOW without its prefix (`'POST runs/frobnicate'`) and is probed under /api/2.0/mlflow and /ajax-api/2.0/mlflow;
 // - the second is the least of A's roles that may do this at all in its own organization (`operator`: none of
 //   them): roles below it may also answer 403;
-// - the probe fills the path, query and body with B's ids (t.b, see tenancy-world.ts; add B's new resource to
-//   populateOrgB there) or aims A's own resource at B's (t.a).
+// - the probe fills the path, query and body with B's ids (t.b; a new kind of resource is created by B's admin in
+//   populateOrgB, test/support/tenancy-world.ts) or aims A's own resource at B's (t.a, with a `label`);
+// - B's admin then sends the same request and must succeed (reads before the probes, changes after them, in
+//   `teardown` order): where that cannot work here, say why in `control`.
 // Kinds: `refused` (404 RESOURCE_DOES_NOT_EXIST, or 403 PERMISSION_DENIED below `needs`), `list` (a listing or
 // search of A's own: 2xx or 404, and none of B's strings), `invalid` (a create request naming B's resource as its
-// input: 400 whose message says the input is not found), `graphql` (every root field answers "not found", nothing
-// of B's). Routes that address no tenant's resource go in EXEMPT with the reason.
-// A real leak found on main stays a case and is listed in KNOWN_LEAKS (the probe then runs as `it.fails`).
+// input: 400 INVALID_PARAMETER_VALUE whose message matches `message`, or 404), `graphql` (the root fields that
+// address one resource answer "not found", nothing of B's shows). Routes that address no tenant's resource go in
+// EXEMPT with the reason. A real leak found on main stays a case and is listed in KNOWN_LEAKS (its probe then runs
+// as `it.fails`, so the line must go when the leak is fixed).
 import { EVENT_TOPICS } from '../../contracts/events.js';
 import type { OrgA, OrgB, ProbeRole } from './tenancy-world.js';
 
