@@ -211,7 +211,7 @@ const MLFLOW: TenancyCase[] = [
   list('POST runs/search', 'viewer', (t) => ({ path: 'runs/search', body: { experiment_ids: [t.b.experimentId] } })),
   refused('POST runs/log-inputs', 'researcher', (t) => ({ path: 'runs/log-inputs', body: { run_id: t.b.runId, datasets: [{ tags: [], dataset: { name: 'probe', digest: 'p', source_type: 'local', source: '{}' } }] } })),
   refused('POST runs/log-inputs', 'researcher', (t) => ({ path: 'runs/log-inputs', body: { run_id: t.a.runId, models: [{ model_id: t.b.loggedModelId }] } }), { label: "A's run, B's logged model", control: CROSS }),
-  refused('POST runs/outputs', 'researcher', (t) => ({ path: 'runs/outputs', body: { run_id: t.b.runId, models: [{ model_id: t.a.loggedModelId, step: 0 }] } })),
+  refused('POST runs/outputs', 'researcher', (t) => ({ path: 'runs/outputs', body: { run_id: t.b.runId, models: [{ model_id: t.b.loggedModelId, step: 0 }] } })),
   refused('POST runs/outputs', 'researcher', (t) => ({ path: 'runs/outputs', body: { run_id: t.a.runId, models: [{ model_id: t.b.loggedModelId, step: 0 }] } }), { label: "A's run, B's logged model", control: CROSS }),
   // metrics
   refused('GET metrics/get-history', 'viewer', (t) => ({ path: `metrics/get-history?${q({ run_id: t.b.runId, metric_key: t.b.metricKey })}` })),
@@ -354,25 +354,6 @@ export const EXEMPT: Record<string, string> = {
  */
 export const KNOWN_LEAKS: Record<string, string> = {
   "GET /v1/queues|admin": "an organization's admin sees every configured organization's queue and job names",
-  ...Object.fromEntries(
-    ['/api/2.0/mlflow', '/ajax-api/2.0/mlflow'].flatMap((p) =>
-      (['researcher', 'admin'] as const).flatMap((role) => [
-        [`POST ${p}/model-versions/create [A's model from B's run]|${role}`, "registers a version of A's model naming B's run as its source and lineage, unchecked as in MLflow (no file of B's is copied)"],
-        [`POST ${p}/logged-models [A's experiment, B's run as source]|${role}`, "creates A's logged model naming B's run as its source_run_id, unchecked"],
-        [`POST ${p}/runs/log-inputs [A's run, B's logged model]|${role}`, "links B's logged model to A's run as an input (the model id is not checked)"],
-        [`POST ${p}/runs/outputs [A's run, B's logged model]|${role}`, "links B's logged model to A's run as an output (the model id is not checked)"],
-      ]),
-    ),
-  ),
-  ...Object.fromEntries(
-    ['/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts'].flatMap((p) => [
-      ...(['researcher', 'admin'] as const).map((role) => [
-        `PUT ${p}/artifacts/* [outside experiments]|${role}`,
-        "answers 403 \"belongs to another organization\" where a free path is accepted: B's path exists, and is B's",
-      ]),
-      [`DELETE ${p}/artifacts/* [outside experiments]|admin`, "answers 403 \"holds another organization's artifacts\": B's path exists, and is B's"],
-    ]),
-  ),
 };
 
 export interface RouteEntry {
