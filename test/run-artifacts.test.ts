@@ -157,10 +157,11 @@ describe.each(['pglite', 'postgres', 's3'])('run artifacts on %s', (engine) => {
     expect((await req('GET', `/api/2.0/mlflow-artifacts/artifacts?path=${exp}`, undefined, OTHER)).body).toEqual({});
     expect((await req('PUT', `/api/2.0/mlflow-artifacts/artifacts/${exp}/${run}/artifacts/evil.txt`, 'x', OTHER)).body).toMatchObject({ error_code: 'RESOURCE_DOES_NOT_EXIST' });
     expect((await req('DELETE', `/api/2.0/mlflow-artifacts/artifacts/${exp}/${run}`, undefined, OTHER)).status).toBe(404);
-    // The shared Default experiment "0": a path another organization wrote first stays theirs.
+    // The shared Default experiment "0": a path another organization wrote first stays theirs, and is answered to
+    // others as one that does not exist.
     expect((await req('PUT', `/api/2.0/mlflow-artifacts/artifacts/0/shared/x.txt`, 'ours')).status).toBe(200);
-    expect((await req('PUT', `/api/2.0/mlflow-artifacts/artifacts/0/shared/x.txt`, 'theirs', OTHER)).status).toBe(403);
-    expect((await req('DELETE', `/api/2.0/mlflow-artifacts/artifacts/0/shared`, undefined, OTHER)).body).toMatchObject({ error_code: 'PERMISSION_DENIED' });
+    expect((await req('PUT', `/api/2.0/mlflow-artifacts/artifacts/0/shared/x.txt`, 'theirs', OTHER)).body).toMatchObject({ error_code: 'RESOURCE_DOES_NOT_EXIST' });
+    expect((await req('DELETE', `/api/2.0/mlflow-artifacts/artifacts/0/shared`, undefined, OTHER)).body).toMatchObject({ error_code: 'RESOURCE_DOES_NOT_EXIST' });
     expect((await req('GET', `/api/2.0/mlflow-artifacts/artifacts/0/shared/x.txt`)).bytes.toString()).toBe('ours');
     const viewer = await req('POST', `/v1/runs/${run}/artifacts?path=v.txt`, 'x', VIEWER);
     expect(viewer).toMatchObject({ status: 403, body: { error_code: 'PERMISSION_DENIED' } });
@@ -179,11 +180,12 @@ describe.each(['pglite', 'postgres', 's3'])('run artifacts on %s', (engine) => {
       'content-disposition': 'attachment; filename=a.txt',
       'x-content-type-options': 'nosniff',
     });
-    // ... but another organization can neither read, overwrite nor delete them, and an experiment-shaped first
-    // segment must be one of the caller's experiments.
+    // ... but another organization can neither read, overwrite nor delete them (each answered as a path that does
+    // not exist), and an experiment-shaped first segment must be one of the caller's experiments.
     expect((await req('GET', '/api/2.0/mlflow-artifacts/artifacts/loose/a.txt', undefined, OTHER)).status).toBe(404);
-    expect((await req('PUT', '/api/2.0/mlflow-artifacts/artifacts/loose/a.txt', 'theirs', OTHER)).status).toBe(403);
-    expect((await req('DELETE', '/api/2.0/mlflow-artifacts/artifacts/loose', undefined, OTHER)).status).toBe(403);
+    expect((await req('PUT', '/api/2.0/mlflow-artifacts/artifacts/loose/a.txt', 'theirs', OTHER)).body).toMatchObject({ error_code: 'RESOURCE_DOES_NOT_EXIST' });
+    expect((await req('DELETE', '/api/2.0/mlflow-artifacts/artifacts/loose', undefined, OTHER)).status).toBe(404);
+    expect((await req('GET', '/api/2.0/mlflow-artifacts/artifacts/loose/a.txt')).bytes.toString()).toBe('x');
     const unknownExperiment = 'f'.repeat(32);
     expect((await req('PUT', `/api/2.0/mlflow-artifacts/artifacts/${unknownExperiment}/a.txt`, 'x')).body).toMatchObject({
       error_code: 'RESOURCE_DOES_NOT_EXIST',

@@ -1,6 +1,6 @@
 // Storage of MLflow 3 logged models, with their tags, params and metrics. Every lookup is scoped to the caller's
 // organization.
-import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, asc, eq, inArray, ne, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { loggedModelMetrics, loggedModelParams, loggedModelTags, loggedModels } from '../schema/index.js';
 import type { Comparison } from '../../lib/search-filter.js';
@@ -43,6 +43,16 @@ export async function getLoggedModel(db: Db, organizationId: string, id: string,
     .from(loggedModels)
     .where(and(eq(loggedModels.organizationId, organizationId), eq(loggedModels.id, id), allowDeleted ? undefined : eq(loggedModels.lifecycleStage, 'active')));
   return row ?? null;
+}
+
+/** Which of these IDs name logged models of another organization (a run's model inputs and outputs may name none). */
+export async function loggedModelIdsOfOthers(db: Db, organizationId: string, ids: string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
+    .select({ id: loggedModels.id })
+    .from(loggedModels)
+    .where(and(inArray(loggedModels.id, ids), ne(loggedModels.organizationId, organizationId)));
+  return rows.map((r) => r.id);
 }
 
 /** Tags and params of several models in two queries. */

@@ -1,7 +1,7 @@
 // Runs: the one way to create a run (every API and activity), reads by ID, status and lifecycle changes, and the
 // params, tags and latest metrics of many runs at once. Searches are in run-search.ts; params and tags are written
 // through params-tags.ts, metric points through metrics.ts.
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq, inArray, ne, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { runParams, runTags, runs } from '../schema/index.js';
 import type { KeyValue } from './common.js';
@@ -66,6 +66,19 @@ export async function runIdsOf(db: Db, organizationId: string, ids: string[]): P
     .from(runs)
     .where(and(eq(runs.organizationId, organizationId), inArray(runs.id, ids)));
   return new Set(rows.map((r) => r.id));
+}
+
+/**
+ * Whether the ID names a run of another organization. Inputs that MLflow takes as lineage only (a model version's
+ * or a logged model's run) may name a run that exists nowhere, but never one of another organization's.
+ */
+export async function isOtherOrganizationsRun(db: Db, organizationId: string, id: string): Promise<boolean> {
+  const [row] = await db
+    .select({ id: runs.id })
+    .from(runs)
+    .where(and(eq(runs.id, id), ne(runs.organizationId, organizationId)))
+    .limit(1);
+  return row !== undefined;
 }
 
 /** Run by ID alone, for the trainer's MLflow calls (the caller's organization is checked by the route). */

@@ -144,6 +144,12 @@ export interface StoredArtifact {
 /** Writes the audit row of an artifact change in the transaction of its catalogue change. */
 export type AuditHook = (tx: Db, what: Record<string, unknown>) => Promise<void>;
 
+/**
+ * A path that holds another organization's objects is answered as one that does not exist, so the answer does not
+ * say whose it is; it is still never written or deleted (object keys are shared by path across organizations).
+ */
+const notFound = (key: string): ApiError => new ApiError('RESOURCE_DOES_NOT_EXIST', `No such artifact: '${key}'`);
+
 export function artifactArea(deps: ApiDeps) {
   const bucket = deps.config.storage.buckets.checkpoints;
   const uriOf = (key: string): string => `${artifactRootUri(deps)}/${key}`;
@@ -155,7 +161,7 @@ export function artifactArea(deps: ApiDeps) {
    */
   async function put(organizationId: string, key: string, body: ReadableStream<Uint8Array> | null, audited: AuditHook): Promise<StoredArtifact> {
     const existing = await artifactObjectOf(deps.db, key);
-    if (existing && existing.organizationId !== organizationId) throw new ApiError('PERMISSION_DENIED', `artifact path '${key}' belongs to another organization`);
+    if (existing && existing.organizationId !== organizationId) throw notFound(key);
     // A path is a file or a directory, never both: refuse a file over a directory or under a file.
     if (!existing && (await artifactDirectoryExists(deps.db, key))) throw invalid(`Artifact path refers to a directory, not a file: '${key}'`);
     const parts = key.split('/');
@@ -180,7 +186,7 @@ export function artifactArea(deps: ApiDeps) {
       await deps.store.putFile(bucket, key, tmp, sha256);
       await deps.db.transaction(async (tx) => {
         if (!(await recordArtifactObject(tx as unknown as Db, { key, organizationId, sizeBytes: size, sha256 })))
-          throw new ApiError('PERMISSION_DENIED', `artifact path '${key}' belongs to another organization`);
+          throw notFound(key);
         await audited(tx as unknown as Db, { key, sizeBytes: size, sha256 });
       });
       return { key, sizeBytes: size, sha256 };
@@ -227,7 +233,7 @@ export function artifactArea(deps: ApiDeps) {
    */
   async function remove(organizationId: string, key: string, audited: AuditHook): Promise<void> {
     // The store deletes by prefix, so a directory holding another organization's objects is refused whole.
-    if (await foreignArtifactsUnder(deps.db, organizationId, key)) throw new ApiError('PERMISSION_DENIED', `artifact path '${key}' holds another organization's artifacts`);
+    if (await foreignArtifactsUnder(deps.db, organizationId, key)) throw notFound(key);
     const gone = await deps.db.transaction(async (tx) => {
       const n = await deleteArtifactObjects(tx as unknown as Db, organizationId, key);
       await audited(tx as unknown as Db, { key, removed: n });

@@ -7,6 +7,7 @@ import { ApiError, invalid } from '../../errors.js';
 import { requireRole } from '../../auth.js';
 import { LogInputsSchema, LogOutputsSchema, MetricHistoryBulkIntervalSchema, SearchDatasetsSchema } from '../../../contracts/mlflow-artifacts.js';
 import { datasetSummaries, logDatasetInputs, logRunModels } from '../../../db/repo/run-inputs.js';
+import { loggedModelIdsOfOthers } from '../../../db/repo/logged-models.js';
 import { getRun, runIdsOf, type RunRow } from '../../../db/repo/runs.js';
 import { mlflowRequest, storedExperimentId, validateLength, wireDouble, wireExperimentId } from './common.js';
 import { metricHistory, sampledMetricHistory } from '../../../db/repo/metrics.js';
@@ -46,11 +47,21 @@ export function mlflowInputRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     return run;
   }
 
+  /**
+   * MLflow links a model id to a run unchecked, and so do we for an id that names no model; another
+   * organization's model is answered as a lookup of it would be (not found), before anything is written.
+   */
+  async function refuseOthersModels(organizationId: string, models: { model_id: string }[]): Promise<void> {
+    const [other] = await loggedModelIdsOfOthers(db, organizationId, models.map((m) => m.model_id));
+    if (other !== undefined) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Logged model with ID '${other}' not found.`);
+  }
+
   app.post('/runs/log-inputs', async (c) => {
     const p = requireRole(c, 'developer');
     const body = await mlflowRequest(c, LogInputsSchema);
     body.datasets.forEach(checkDatasetInput);
     const run = await activeRunOf(p.organizationId, body.run_id);
+    await refuseOthersModels(p.organizationId, body.models);
     await logDatasetInputs(db, run.experimentId, run.id, body.datasets);
     await logRunModels(db, run.id, 'input', body.models);
     return c.json({});
@@ -60,6 +71,7 @@ export function mlflowInputRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const p = requireRole(c, 'developer');
     const body = await mlflowRequest(c, LogOutputsSchema);
     const run = await activeRunOf(p.organizationId, body.run_id);
+    await refuseOthersModels(p.organizationId, body.models);
     await logRunModels(db, run.id, 'output', body.models);
     return c.json({});
   });

@@ -16,6 +16,7 @@ import {
 } from '../../../contracts/mlflow-artifacts.js';
 import { ensureDefaultExperiment, getExperiment, type ExperimentRow } from '../../../db/repo/experiments.js';
 import { LOGGED_MODEL_ORDER_KEYS, createLoggedModel, deleteLoggedModelTag, getLoggedModel, logLoggedModelParams, searchLoggedModels, setLoggedModelTags, updateLoggedModel, withDetails, type LoggedModelFull, type LoggedModelRow } from '../../../db/repo/logged-models.js';
+import { isOtherOrganizationsRun } from '../../../db/repo/runs.js';
 import { artifactRootUri } from '../../../lib/object-store.js';
 import { decodePageToken, encodePageToken, maxResults, mlflowRequest, storedExperimentId, validateKey, validateLength, wireDouble, wireExperimentId } from './common.js';
 import { parseFilter, type Grammar } from './search-filter.js';
@@ -98,6 +99,9 @@ export function loggedModelRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     });
     const exp = await experimentOf(p.organizationId, body.experiment_id);
     if (exp.lifecycleStage !== 'active') throw invalid(`The experiment ${body.experiment_id} must be in the 'active' state. Current state is ${exp.lifecycleStage}.`);
+    // The source run is lineage only, unchecked as in MLflow, unless it is another organization's: not found.
+    if (body.source_run_id && (await isOtherOrganizationsRun(db, p.organizationId, body.source_run_id)))
+      throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${body.source_run_id} not found`);
     const id = `m-${randomUUID().replace(/-/g, '')}`;
     const now = Date.now();
     await createLoggedModel(db, {

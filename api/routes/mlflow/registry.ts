@@ -54,7 +54,7 @@ import {
   type RegistryOrder,
 } from '../../../db/repo/models.js';
 import { getLoggedModel, recordModelVersionOnLoggedModel } from '../../../db/repo/logged-models.js';
-import { getRun } from '../../../db/repo/runs.js';
+import { getRun, isOtherOrganizationsRun } from '../../../db/repo/runs.js';
 import { decodePageToken, encodePageToken, invalidValue, mlflowRequest, validateKey, validateLength } from './common.js';
 import { parseFilter, type Grammar } from './search-filter.js';
 import { keyOfUri, PROXY_SCHEME } from './artifact-store.js';
@@ -358,7 +358,7 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   /**
    * MLflow's source rule: a local or proxied location must lie inside the run's artifact root; `runs:/<id>/...` must
    * name the run_id given. Other locations are taken as given, and so is a run_id that is only lineage: MLflow does
-   * not look the run up, and neither do we (a run of another organization stays invisible through every read).
+   * not look the run up, and neither do we (refuseOthersRuns answers another organization's run as not found).
    */
   function checkSource(p: Principal, source: string, runId: string | undefined): Promise<void> | void {
     const refuse = () => {
@@ -443,9 +443,21 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     return key === null ? [] : filesUnder(deps.store, `${artifactRootUri(deps)}/${key}`);
   }
 
+  /**
+   * The runs a new version names: its run_id, and the run of a `runs:/<run>/...` or proxied
+   * `mlflow-artifacts:/<experiment>/<run>/...` source. MLflow takes a run that exists nowhere as lineage only, and
+   * so do we; another organization's run is answered as the caller's lookup of it would be, before anything is written.
+   */
+  async function refuseOthersRuns(p: Principal, source: string, runId: string | undefined): Promise<void> {
+    const named = [runId, /^runs:\/([^/]+)/.exec(source)?.[1], /^mlflow-artifacts:\/*[^/]+\/([^/]+)/.exec(source)?.[1]];
+    for (const id of new Set(named.filter((n): n is string => Boolean(n))))
+      if (await isOtherOrganizationsRun(db, p.organizationId, id)) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${id} not found`);
+  }
+
   route(['post'], '/model-versions/create', MlflowCreateVersionSchema, async (body, c) => {
     const p = requireRole(c, 'developer');
     validateModelName(body.name);
+    await refuseOthersRuns(p, body.source, body.run_id || undefined);
     const tags: Record<string, string> = {};
     for (const t of body.tags) tags[t.key] = validateTag(t.key, t.value);
     if (body.source.split('/').includes('..')) throw invalid(`Invalid model version source: '${body.source}'. Relative paths are not allowed.`);
