@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
@@ -198,6 +198,9 @@ beforeAll(async () => {
   stack = await startTestStack();
   await seedDevOrganization(stack.runtime.catalogue.db, ORG, TOKEN);
   writeFileSync(join(stack.home, 'secret.txt'), SENTINEL);
+  // A directory that looks like a base model (config.json, tokenizer.json), outside the base-models directory.
+  mkdirSync(join(stack.home, 'outside-model'), { recursive: true });
+  for (const file of ['config.json', 'tokenizer.json']) writeFileSync(join(stack.home, 'outside-model', file), '{}');
   mkdirSync(join(stack.home, 'outside'), { recursive: true });
   writeFileSync(join(stack.home, 'outside', 'hostname'), SENTINEL);
   const created = await call('POST', '/api/2.0/mlflow/runs/create', { experiment_id: '0', run_name: 'fuzzed' });
@@ -229,11 +232,28 @@ describe('the path fuzzer', () => {
         const absolute = WHOLE(stack.home).some(([, w]) => w === value) && input.takesAbsolute;
         const statusOk = absolute ? [400, 403].includes(res.status) : res.status === 400;
         const message = String(res.body.message ?? '');
-        if (!statusOk || !input.field.test(message)) failures.push(`${input.name} / ${what} (${value}): ${res.status} ${message}`);
+        // A lookup that found nothing is no refusal: the location was taken, and a file there would have been read.
+        const lookedUp = /not found|does not exist|no artifacts at/.test(message);
+        if (!statusOk || !input.field.test(message) || lookedUp) failures.push(`${input.name} / ${what} (${value}): ${res.status} ${message}`);
       }
     }
     expect(failures).toEqual([]);
   }, 300_000);
+
+  it('does not let a base model, tokenizer or HPO model climb out of the base-models directory, even to a real model', async () => {
+    const { config, bootstrap } = stack.loaded;
+    const modelsDir = config.trainer.base_models_dir ?? bootstrap.base_models_dir;
+    const climb = relative(modelsDir, join(stack.home, 'outside-model'));
+    expect(climb.startsWith('..')).toBe(true);
+    const forms = [climb, climb.replaceAll('..', '%2e%2e'), climb.replaceAll('..', '%252e%252e'), climb.replaceAll('..', '\u2024\u2024'), climb.replaceAll('/', '\\')];
+    const fields = inputs.filter((i) => /base_model|base_config|tokenizer/.test(i.field.source));
+    expect(fields).toHaveLength(3);
+    for (const input of fields)
+      for (const value of forms) {
+        const res = await input.send(value);
+        expect([input.name, value, res.status, res.body.message]).toEqual([input.name, value, 400, expect.stringMatching(new RegExp(`^${input.field.source}: .*(escapes|reads as|backslash)`))]);
+      }
+  }, 120_000);
 
   it('refuses symbolic links planted in the store that lead outside it, naming the field', async () => {
     for (const path of ['leak.txt', 'linked', 'linked/hostname']) {
