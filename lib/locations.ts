@@ -147,8 +147,24 @@ function describeForm(form: LocationForm): string {
   return form === 'relative' ? 'a relative path' : form === 'absolute' ? 'an absolute path' : 'a URI';
 }
 
-/** Whether `inner` is `root` or lies under it, segment-wise (`/a/bc` is not under `/a/b`). */
-export function within(inner: string, root: string): boolean {
-  const base = root.replace(/\/+$/, '');
-  return inner === base || inner.startsWith(`${base}/`);
+/**
+ * Whether an object key would climb out of where a store anchors it once something on the way decodes it: a `..`
+ * segment after decoding every valid escape (repeatedly), folding NFKC look-alikes and reading `\` as `/`, or a NUL.
+ * Laxer than checkLocation, because keys are also made from names the product allows (a model named `100% lora`):
+ * a `%` that escapes nothing is taken as itself.
+ */
+export function keyClimbsOut(key: string): boolean {
+  let text = key;
+  for (let i = 0; i < MAX_DECODES; i++) {
+    const next = text.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
+      try {
+        return decodeURIComponent(run);
+      } catch {
+        return run;
+      }
+    });
+    if (next === text) break;
+    text = next;
+  }
+  return text.includes('\0') || text.normalize('NFKC').replaceAll('\\', '/').split('/').includes('..');
 }

@@ -10,7 +10,7 @@ import type { Readable } from 'node:stream';
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { sha256File } from './hash.js';
-import { checkLocation, LocationError } from './locations.js';
+import { keyClimbsOut } from './locations.js';
 import { MIN_PART_BYTES, MAX_PART_BYTES, type Config } from '../contracts/config.js';
 
 export interface StoredObject {
@@ -28,14 +28,9 @@ export class ObjectNotFoundError extends Error {}
  */
 export class ObjectOutsideStoreError extends Error {}
 
-/** A key as a store keeps it: no `..` at any depth of decoding, no backslash, no control character. */
+/** A key as a store keeps it: no `..` at any depth of decoding (lib/locations.ts keyClimbsOut). */
 function checkKey(key: string): void {
-  try {
-    checkLocation(key, { field: 'object key', accept: ['relative'], allowEmpty: true });
-  } catch (err) {
-    if (err instanceof LocationError) throw new ObjectOutsideStoreError(err.message);
-    throw err;
-  }
+  if (keyClimbsOut(key)) throw new ObjectOutsideStoreError(`object key "${key}" climbs out of its bucket: no ".." segment, however encoded`);
 }
 
 export interface CopyOptions {

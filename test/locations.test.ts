@@ -1,6 +1,6 @@
 // checkLocation, the one check every caller-supplied location passes: what it refuses, what it returns.
 import { describe, expect, it } from 'vitest';
-import { checkLocation, LocationError, type LocationRule } from '../lib/locations.js';
+import { checkLocation, keyClimbsOut, LocationError, type LocationRule } from '../lib/locations.js';
 
 const relative: LocationRule = { field: 'artifact_path', accept: ['relative'], allowEmpty: true };
 const anyForm: LocationRule = { field: 'source', accept: ['relative', 'absolute', 'uri'] };
@@ -68,5 +68,17 @@ describe('checkLocation', () => {
     expect(checkLocation('models:/m/1', anyForm).text).toBe('models:/m/1');
     // Accented names are names, not separators: only look-alikes of "." and "/" are refused.
     expect(checkLocation('café/modèle', relative).path).toBe('café/modèle');
+  });
+});
+
+describe('keyClimbsOut, the object stores\' own guard', () => {
+  it('sees ".." through any depth of encoding, look-alikes and backslashes', () => {
+    for (const key of ['a/../b', 'a/%2e%2e/b', 'a/%252E%252E/b', 'a/..%2fb', 'a/..%5cb', 'a\\..\\b', 'a/\u2024\u2024/b', 'a/\uff0e\uff0e\uff0fb', 'a/%00/b'])
+      expect([key, keyClimbsOut(key)]).toEqual([key, true]);
+  });
+
+  it('takes a "%" that escapes nothing as itself, so names the product allows stay keys', () => {
+    for (const key of ['dev/100% lora/v1/safetensors/model.safetensors', 'dev/a..b/v1', 'dev/model %zz/v2', 'experiments/0/r/artifacts/....'])
+      expect([key, keyClimbsOut(key)]).toEqual([key, false]);
   });
 });

@@ -81,6 +81,12 @@ describe('file object store', () => {
     expect(readFileSync(join(work, 'x'), 'utf8')).toBe('x');
   });
 
+  it('keeps keys made from names with a bare "%" (a model named "100% lora")', async () => {
+    writeFileSync(join(work, 'p'), 'p');
+    const put = await stores.file!.putFile('models', 'dev/100% lora/v1/p.txt', join(work, 'p'));
+    expect(await stores.file!.readText(put.uri)).toBe('p');
+  });
+
   it('refuses URIs whose path, once decoded, lies outside its root', async () => {
     const store = stores.file!;
     const secret = join(work, 'secret.txt');
