@@ -7,6 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileObjectStore, ObjectOutsideStoreError, S3ObjectStore, partSizeFor, type ObjectStore } from '../lib/object-store.js';
 import { sha256File } from '../lib/hash.js';
+import { ModelArtifactError, publishFormat } from '../lib/model-artifacts.js';
 import { loadConfig } from '../lib/config.js';
 import { freePort } from './support/ports.js';
 
@@ -132,6 +133,18 @@ describe('file object store', () => {
     // Listing the directory that holds the links lists no file through them.
     const listed = await store.list(pathToFileURL(planted).href);
     expect(listed).toEqual([]);
+  });
+
+  it('fails a model registration for good when a source it copies has become a link that leads outside', async () => {
+    const store = stores.file!;
+    writeFileSync(join(work, 'outside-weights'), 'not ours');
+    const dir = join(work, 'objects', 'checkpoints', 'swapped');
+    mkdirSync(dir, { recursive: true });
+    symlinkSync(join(work, 'outside-weights'), join(dir, 'model.safetensors'));
+    const files = [{ uri: pathToFileURL(join(dir, 'model.safetensors')).href, path: 'model.safetensors' }];
+    const description = { architecture: null, base_model: null, method: null };
+    await expect(publishFormat(store, { bucket: 'models', prefix: 'dev/m/v1', format: 'safetensors', files, model: 'm', version: 1, description })).rejects.toThrow(ModelArtifactError);
+    expect(existsSync(join(work, 'objects', 'models', 'dev', 'm', 'v1', 'safetensors', 'model.safetensors'))).toBe(false);
   });
 
   it('still serves objects inside its root, reached through a symbolic link that stays inside', async () => {
