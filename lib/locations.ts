@@ -46,7 +46,8 @@ export class LocationError extends Error {
 /** Passes of percent-decoding before a location is taken as hostile: real inputs settle in one or two. */
 const MAX_DECODES = 8;
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
-const SCHEME = /^([A-Za-z][A-Za-z0-9+.-]*):/;
+/** A URI's scheme, when a `/` (or nothing) follows it: `checkpoint:100/x` is a relative path with a colon in it. */
+const SCHEME = /^([A-Za-z][A-Za-z0-9+.-]*):(?=\/|$)/;
 const DRIVE = /^[A-Za-z]:([\\/]|$)/;
 
 /** Decodes `%XX` escapes until the text stops changing; malformed escapes (`%zz`, overlong UTF-8) are refused. */

@@ -68,6 +68,8 @@ describe('checkLocation', () => {
     expect(checkLocation('models:/m/1', anyForm).text).toBe('models:/m/1');
     // Accented names are names, not separators: only look-alikes of "." and "/" are refused.
     expect(checkLocation('café/modèle', relative).path).toBe('café/modèle');
+    // A colon is a name's character unless it opens a URI (`scheme:/`).
+    expect(checkLocation('checkpoint:100/model.bin', relative).path).toBe('checkpoint:100/model.bin');
   });
 });
 

@@ -33,19 +33,17 @@ const INVALID_PATH = 'Invalid path';
  * MLflow's validate_path_is_safe, by checkLocation: a relative path with no `..` segment at any depth of decoding,
  * no `%2f` inside a segment, no backslash (MLflow refuses it on Windows; we refuse it everywhere), no drive letter,
  * no control characters, no NFKC look-alike of `.` or `/`, and no `#`. Returns the decoded path with empty and `.`
- * segments dropped ('' is the root). Refusals say MLflow's "Invalid path" on MLflow routes; given a field (our own
- * routes), they name it.
+ * segments dropped ('' is the root). Refusals say MLflow's "Invalid path", which names the field `path`.
  */
-export function safeArtifactPath(raw: string, field?: string): string {
-  const refuse = (reason: string) => invalid(field ? `${field}: ${reason}` : INVALID_PATH);
+export function safeArtifactPath(raw: string): string {
   let path: string;
   try {
-    path = checkLocation(raw, { field: field ?? 'path', accept: ['relative'], allowEmpty: true }).path;
+    path = checkLocation(raw, { field: 'path', accept: ['relative'], allowEmpty: true }).path;
   } catch (err) {
-    if (err instanceof LocationError) throw field ? invalid(err.message) : invalid(INVALID_PATH);
+    if (err instanceof LocationError) throw invalid(INVALID_PATH);
     throw err;
   }
-  if (path.includes('#')) throw refuse(`"${raw}" has a "#"`);
+  if (path.includes('#')) throw invalid(INVALID_PATH);
   return path;
 }
 
