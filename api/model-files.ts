@@ -7,7 +7,7 @@
 import { Readable } from 'node:stream';
 import type { Context } from 'hono';
 import type { ApiDeps, AppEnv } from './deps.js';
-import { ApiError, notFound } from './errors.js';
+import { ApiError, invalid, notFound } from './errors.js';
 import { completeRegistration, registerModelVersion, type ModelVersionRow, type NewModelVersion } from '../db/repo/models.js';
 import { audit } from '../db/repo/auth.js';
 import type { Db } from '../db/client.js';
@@ -26,7 +26,21 @@ import {
   type SourceFile,
 } from '../lib/model-artifacts.js';
 import { safeArtifactPath } from './routes/mlflow/artifact-store.js';
+import { ObjectOutsideStoreError } from '../lib/object-store.js';
 import { auditContext } from './routes/identity.js';
+
+/**
+ * The files a caller's location names, or a 400 naming the field when the store refuses to follow it (a symbolic
+ * link planted in the store that leads outside it).
+ */
+export async function filesOfLocation<T>(field: string, files: Promise<T>): Promise<T> {
+  try {
+    return await files;
+  } catch (err) {
+    if (err instanceof ObjectOutsideStoreError) throw invalid(`${field}: ${err.message}`);
+    throw err;
+  }
+}
 
 /** What a registration copies: formats of files in our store, and the model's description when already known. */
 interface CopyPlan {

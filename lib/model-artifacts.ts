@@ -6,7 +6,7 @@
 import { relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sha256Text } from './hash.js';
-import { ObjectNotFoundError, objectUri, type ObjectStore } from './object-store.js';
+import { ObjectNotFoundError, ObjectOutsideStoreError, objectUri, type ObjectStore } from './object-store.js';
 import {
   FormatArtifactSchema,
   FormatNameSchema,
@@ -142,6 +142,7 @@ export async function publishFormat(
     // A missing source is bad input for good; a store that failed is retried by the caller.
     const copied = await store.copy(f.uri, p.bucket, `${base}/${f.path}`, { onProgress: (n) => p.onProgress?.(done + n) }).catch((err: Error) => {
       if (err instanceof ObjectNotFoundError) throw new ModelArtifactError(`format ${p.format}: source file ${f.path} (${f.uri}) does not exist`);
+      if (err instanceof ObjectOutsideStoreError) throw new ModelArtifactError(`format ${p.format}: source file ${f.path} is refused: ${err.message}`);
       throw err;
     });
     before += 2 * copied.size_bytes;

@@ -2,14 +2,15 @@
 // Objects are immutable once written: a put writes to a temporary name and renames (file://) or relies on
 // S3's atomic PUT; every put returns the object's size and SHA-256.
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, stat, copyFile, open, writeFile } from 'node:fs/promises';
-import { dirname, join, relative } from 'node:path';
+import { mkdir, readdir, readFile, realpath, rename, rm, stat, copyFile, open, writeFile } from 'node:fs/promises';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Readable } from 'node:stream';
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { sha256File } from './hash.js';
+import { keyClimbsOut } from './locations.js';
 import { MIN_PART_BYTES, MAX_PART_BYTES, type Config } from '../contracts/config.js';
 import { storageEncryption } from './config.js';
 
@@ -21,6 +22,17 @@ export interface StoredObject {
 
 /** A copy's source that does not exist (as opposed to a store that failed): retrying will not make it appear. */
 export class ObjectNotFoundError extends Error {}
+
+/**
+ * A key or URI that would reach outside the store: a `..` segment once decoded, or (file://) a path outside the
+ * store's root, directly or through a symbolic link. Never retried: the same name resolves the same way again.
+ */
+export class ObjectOutsideStoreError extends Error {}
+
+/** A key as a store keeps it: no `..` at any depth of decoding (lib/locations.ts keyClimbsOut). */
+function checkKey(key: string): void {
+  if (keyClimbsOut(key)) throw new ObjectOutsideStoreError(`object key "${key}" climbs out of its bucket: no ".." segment, however encoded`);
+}
 
 export interface CopyOptions {
   /** Called as the copy advances, with the bytes done so far (copied, then hashed); a long copy heartbeats from it. */
@@ -80,6 +92,11 @@ export async function listFiles(dir: string): Promise<string[]> {
     .sort();
 }
 
+/** Whether `path` is `root` or lies under it (both resolved). */
+function isUnder(path: string, root: string): boolean {
+  return path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
+}
+
 async function fsyncFile(path: string): Promise<void> {
   const fh = await open(path, 'r');
   try {
@@ -90,10 +107,16 @@ async function fsyncFile(path: string): Promise<void> {
 }
 
 export class FileObjectStore implements ObjectStore {
-  constructor(private readonly root: string) {}
+  private readonly root: string;
+  private realRoot: Promise<string> | null = null;
+
+  constructor(root: string) {
+    this.root = resolve(root);
+  }
 
   private path(bucket: string, key: string): string {
-    if (key.split('/').includes('..')) throw new Error(`object key "${key}" may not contain ".."`);
+    checkKey(bucket);
+    checkKey(key);
     return join(this.root, bucket, key);
   }
 
@@ -101,8 +124,38 @@ export class FileObjectStore implements ObjectStore {
     return this.path(bucket, key);
   }
 
+  /** The root as the file system resolves it (created on first use, so a fresh data dir has one to compare with). */
+  private async resolvedRoot(): Promise<string> {
+    this.realRoot ??= mkdir(this.root, { recursive: true }).then(() => realpath(this.root));
+    return this.realRoot;
+  }
+
+  /**
+   * The local path of a URI or path of this store, refused when it lies outside the root: by its text, or through
+   * a symbolic link (the real path of its nearest existing ancestor, itself included, must stay inside the real
+   * root). Every read, list, copy and write goes through here, so a link planted in the store leads nowhere.
+   */
+  private async inside(target: string): Promise<string> {
+    const path = resolve(target.startsWith('file:') ? fileURLToPath(target) : target);
+    const refuse = (why: string) => new ObjectOutsideStoreError(`${target}: ${why} the object store (${this.root})`);
+    if (!isUnder(path, this.root)) throw refuse('outside');
+    const realRoot = await this.resolvedRoot();
+    for (let at = path; ; at = dirname(at)) {
+      const real = await realpath(at).catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null;
+        if (err.code === 'ELOOP') throw refuse('a loop of symbolic links in');
+        throw err;
+      });
+      if (real !== null) {
+        if (!isUnder(real, realRoot)) throw refuse('a symbolic link that leads outside');
+        return path;
+      }
+      if (at === this.root || dirname(at) === at) return path;
+    }
+  }
+
   async putText(uri: string, text: string): Promise<void> {
-    const dest = fileURLToPath(uri);
+    const dest = await this.inside(uri);
     await mkdir(dirname(dest), { recursive: true });
     const tmp = `${dest}.tmp-${process.pid}-${Date.now()}`;
     await writeFile(tmp, text);
@@ -111,14 +164,14 @@ export class FileObjectStore implements ObjectStore {
   }
 
   async readText(uri: string): Promise<string | null> {
-    return readFile(fileURLToPath(uri), 'utf8').catch((err: NodeJS.ErrnoException) => {
+    return readFile(await this.inside(uri), 'utf8').catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT') return null;
       throw err;
     });
   }
 
   async list(prefix: string): Promise<StoredObjectEntry[]> {
-    const dir = fileURLToPath(prefix);
+    const dir = await this.inside(prefix);
     const files = await listFiles(dir).catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return [];
       throw err;
@@ -129,18 +182,18 @@ export class FileObjectStore implements ObjectStore {
   }
 
   async deleteObject(uri: string): Promise<void> {
-    await rm(fileURLToPath(uri), { force: true });
+    await rm(await this.inside(uri), { force: true });
   }
 
   /** Streams the source to a temporary name, hashing it on the way (one read), then fsyncs and renames. */
   async copy(srcUri: string, bucket: string, key: string, opts: CopyOptions = {}): Promise<StoredObject> {
-    const src = fileURLToPath(srcUri);
+    const src = await this.inside(srcUri);
     const found = await stat(src).catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null;
       throw err;
     });
     if (!found?.isFile()) throw new ObjectNotFoundError(`${srcUri}: no such object`);
-    const dest = this.path(bucket, key);
+    const dest = await this.inside(this.path(bucket, key));
     await mkdir(dirname(dest), { recursive: true });
     const tmp = `${dest}.tmp-${process.pid}-${Date.now()}`;
     const hash = createHash('sha256');
@@ -168,7 +221,7 @@ export class FileObjectStore implements ObjectStore {
   }
 
   async putFile(bucket: string, key: string, localPath: string, sha256?: string): Promise<StoredObject> {
-    const dest = this.path(bucket, key);
+    const dest = await this.inside(this.path(bucket, key));
     await mkdir(dirname(dest), { recursive: true });
     const tmp = `${dest}.tmp-${process.pid}-${Date.now()}`;
     await copyFile(localPath, tmp);
@@ -190,18 +243,18 @@ export class FileObjectStore implements ObjectStore {
   }
 
   async read(uri: string): Promise<Readable> {
-    return createReadStream(fileURLToPath(uri));
+    return createReadStream(await this.inside(uri));
   }
 
   async exists(uri: string): Promise<boolean> {
-    return stat(fileURLToPath(uri)).then(
+    return stat(await this.inside(uri)).then(
       () => true,
       () => false,
     );
   }
 
   async deletePrefix(bucket: string, prefix: string): Promise<void> {
-    await rm(this.path(bucket, prefix), { recursive: true, force: true });
+    await rm(await this.inside(this.path(bucket, prefix)), { recursive: true, force: true });
   }
 }
 
@@ -268,6 +321,7 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async putFile(bucket: string, key: string, localPath: string, known?: string): Promise<StoredObject> {
+    checkKey(key);
     await this.ensureBucket(bucket);
     const [{ size }, sha256] = await Promise.all([stat(localPath), known ?? sha256File(localPath)]);
     await this.client.send(
@@ -292,6 +346,7 @@ export class S3ObjectStore implements ObjectStore {
   private parse(uri: string): { Bucket: string; Key: string } {
     const m = /^s3:\/\/([^/]+)\/(.+)$/.exec(uri);
     if (!m) throw new Error(`not an s3:// URI: ${uri}`);
+    checkKey(m[2]!);
     return { Bucket: m[1]!, Key: m[2]! };
   }
 
@@ -333,6 +388,7 @@ export class S3ObjectStore implements ObjectStore {
   async list(prefix: string): Promise<StoredObjectEntry[]> {
     const m = /^s3:\/\/([^/]+)\/?(.*)$/.exec(prefix);
     if (!m) throw new Error(`not an s3:// URI: ${prefix}`);
+    checkKey(m[2] ?? '');
     const [Bucket, Prefix] = [m[1]!, m[2] ? m[2].replace(/\/?$/, '/') : ''];
     const out: StoredObjectEntry[] = [];
     for (let token: string | undefined; ; ) {
@@ -359,6 +415,7 @@ export class S3ObjectStore implements ObjectStore {
    * progress per part; a failed multipart copy is aborted, leaving no parts behind.
    */
   async copy(srcUri: string, bucket: string, key: string, opts: CopyOptions = {}): Promise<StoredObject> {
+    checkKey(key);
     await this.ensureBucket(bucket);
     const src = this.parse(srcUri);
     const head = await this.client.send(new this.s3.HeadObjectCommand(src)).catch((err: { name?: string; $metadata?: { httpStatusCode?: number } }) => {
@@ -412,6 +469,7 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async deletePrefix(bucket: string, prefix: string): Promise<void> {
+    checkKey(prefix);
     // The key itself (a single file; deleting an absent key succeeds), then everything under it.
     await this.client.send(new this.s3.DeleteObjectCommand({ Bucket: bucket, Key: prefix }));
     for (let token: string | undefined; ; ) {

@@ -1,11 +1,13 @@
 // The object store on both back ends: file:// under the data dir, and a real S3-protocol server (moto_server).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync, readFileSync, mkdirSync, existsSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, readFileSync, mkdirSync, existsSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FileObjectStore, S3ObjectStore, partSizeFor, type ObjectStore } from '../lib/object-store.js';
+import { FileObjectStore, ObjectOutsideStoreError, S3ObjectStore, partSizeFor, type ObjectStore } from '../lib/object-store.js';
 import { sha256File } from '../lib/hash.js';
+import { ModelArtifactError, publishFormat } from '../lib/model-artifacts.js';
 import { loadConfig } from '../lib/config.js';
 import { freePort } from './support/ports.js';
 
@@ -73,9 +75,97 @@ describe('multipart copies', () => {
 });
 
 describe('file object store', () => {
-  it('refuses keys that climb out of the bucket', async () => {
+  it('refuses keys that climb out of the bucket, however they are encoded', async () => {
     writeFileSync(join(work, 'x'), 'x');
-    await expect(stores.file!.putFile('models', '../../etc/x', join(work, 'x'))).rejects.toThrow(/may not contain/);
+    for (const key of ['../../etc/x', '%2e%2e/%2e%2e/etc/x', '%252e%252e/x', 'a/..%2f..%2fx', '\u2024\u2024/x'])
+      await expect(stores.file!.putFile('models', key, join(work, 'x')), key).rejects.toThrow(ObjectOutsideStoreError);
     expect(readFileSync(join(work, 'x'), 'utf8')).toBe('x');
+  });
+
+  it('keeps keys made from names with a bare "%" (a model named "100% lora")', async () => {
+    writeFileSync(join(work, 'p'), 'p');
+    const put = await stores.file!.putFile('models', 'dev/100% lora/v1/p.txt', join(work, 'p'));
+    expect(await stores.file!.readText(put.uri)).toBe('p');
+  });
+
+  it('refuses URIs whose path, once decoded, lies outside its root', async () => {
+    const store = stores.file!;
+    const secret = join(work, 'secret.txt');
+    writeFileSync(secret, 'secret');
+    const outside = pathToFileURL(secret).href;
+    const climbing = `${pathToFileURL(join(work, 'objects', 'models')).href}/${'%2e%2e/'.repeat(2)}secret.txt`;
+    for (const uri of [outside, climbing]) {
+      await expect(store.read(uri), uri).rejects.toThrow(ObjectOutsideStoreError);
+      await expect(store.readText(uri), uri).rejects.toThrow(ObjectOutsideStoreError);
+      await expect(store.exists(uri), uri).rejects.toThrow(ObjectOutsideStoreError);
+      await expect(store.copy(uri, 'models', 'stolen.txt'), uri).rejects.toThrow(ObjectOutsideStoreError);
+      await expect(store.putText(uri, 'overwritten'), uri).rejects.toThrow(ObjectOutsideStoreError);
+      await expect(store.deleteObject(uri), uri).rejects.toThrow(ObjectOutsideStoreError);
+    }
+    expect(readFileSync(secret, 'utf8')).toBe('secret');
+    expect(await store.exists(pathToFileURL(join(work, 'objects', 'models', 'stolen.txt')).href)).toBe(false);
+  });
+
+  it('refuses a symbolic link planted inside the store that leads outside, on read, copy, list and write', async () => {
+    const store = stores.file!;
+    const outsideDir = join(work, 'outside');
+    mkdirSync(outsideDir, { recursive: true });
+    writeFileSync(join(outsideDir, 'hostname'), 'the host');
+    const planted = join(work, 'objects', 'models', 'planted');
+    mkdirSync(planted, { recursive: true });
+    symlinkSync(join(outsideDir, 'hostname'), join(planted, 'file-link'));
+    symlinkSync(outsideDir, join(planted, 'dir-link'));
+    const fileLink = pathToFileURL(join(planted, 'file-link')).href;
+    const dirLink = pathToFileURL(join(planted, 'dir-link')).href;
+    await expect(store.read(fileLink)).rejects.toThrow(/symbolic link/);
+    await expect(store.readText(fileLink)).rejects.toThrow(ObjectOutsideStoreError);
+    await expect(store.copy(fileLink, 'models', 'copied')).rejects.toThrow(ObjectOutsideStoreError);
+    await expect(store.list(dirLink)).rejects.toThrow(ObjectOutsideStoreError);
+    await expect(store.readText(`${dirLink}/hostname`)).rejects.toThrow(ObjectOutsideStoreError);
+    // Writes through the linked directory would land outside: refused, and nothing appears there.
+    writeFileSync(join(work, 'y'), 'y');
+    await expect(store.putFile('models', 'planted/dir-link/written', join(work, 'y'))).rejects.toThrow(ObjectOutsideStoreError);
+    await expect(store.putText(`${dirLink}/written.txt`, 'y')).rejects.toThrow(ObjectOutsideStoreError);
+    await expect(store.deletePrefix('models', 'planted/dir-link')).rejects.toThrow(ObjectOutsideStoreError);
+    expect(existsSync(join(outsideDir, 'written'))).toBe(false);
+    expect(existsSync(join(outsideDir, 'written.txt'))).toBe(false);
+    expect(readFileSync(join(outsideDir, 'hostname'), 'utf8')).toBe('the host');
+    // Listing the directory that holds the links lists no file through them.
+    const listed = await store.list(pathToFileURL(planted).href);
+    expect(listed).toEqual([]);
+  });
+
+  it('fails a model registration for good when a source it copies has become a link that leads outside', async () => {
+    const store = stores.file!;
+    writeFileSync(join(work, 'outside-weights'), 'not ours');
+    const dir = join(work, 'objects', 'checkpoints', 'swapped');
+    mkdirSync(dir, { recursive: true });
+    symlinkSync(join(work, 'outside-weights'), join(dir, 'model.safetensors'));
+    const files = [{ uri: pathToFileURL(join(dir, 'model.safetensors')).href, path: 'model.safetensors' }];
+    const description = { architecture: null, base_model: null, method: null };
+    await expect(publishFormat(store, { bucket: 'models', prefix: 'dev/m/v1', format: 'safetensors', files, model: 'm', version: 1, description })).rejects.toThrow(ModelArtifactError);
+    expect(existsSync(join(work, 'objects', 'models', 'dev', 'm', 'v1', 'safetensors', 'model.safetensors'))).toBe(false);
+  });
+
+  it('still serves objects inside its root, reached through a symbolic link that stays inside', async () => {
+    const store = stores.file!;
+    writeFileSync(join(work, 'z'), 'inside');
+    const put = await store.putFile('models', 'real/z.txt', join(work, 'z'));
+    symlinkSync(join(work, 'objects', 'models', 'real'), join(work, 'objects', 'models', 'alias'));
+    expect(await store.readText(pathToFileURL(join(work, 'objects', 'models', 'alias', 'z.txt')).href)).toBe('inside');
+    expect(await store.readText(put.uri)).toBe('inside');
+  });
+});
+
+describe('s3 object store', () => {
+  it('keeps keys free of ".." after decoding, on write, read, copy and list', async () => {
+    const store = stores.s3!;
+    writeFileSync(join(work, 'k'), 'k');
+    for (const key of ['a/../b', 'a/%2e%2e/b', 'a/%252e%252e/b', 'a/..%2fb']) {
+      await expect(store.putFile('m', key, join(work, 'k')), key).rejects.toThrow(ObjectOutsideStoreError);
+      await expect(store.read(`s3://m/${key}`), key).rejects.toThrow(ObjectOutsideStoreError);
+      await expect(store.copy('s3://m/x', 'm', key), key).rejects.toThrow(ObjectOutsideStoreError);
+      await expect(store.list(`s3://m/${key}`), key).rejects.toThrow(ObjectOutsideStoreError);
+    }
   });
 });

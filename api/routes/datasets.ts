@@ -17,6 +17,7 @@ import { ApiError, invalid, notFound } from '../errors.js';
 import { queryParams } from '../validate.js';
 import { requireRole } from '../auth.js';
 import { auditRow } from '../audit.js';
+import { checkBaseModel } from '../input-policy.js';
 
 const ListQuerySchema = z.strictObject({
   name: z.string().optional(),
@@ -32,6 +33,7 @@ export function datasetRoutes(deps: ApiDeps) {
     const q = queryParams(c, DatasetCreateQuerySchema);
     const splits = SplitRatiosSchema.safeParse({ train: q.train, validation: q.validation, test: q.test });
     if (!splits.success) throw invalid(`query parameters train, validation, test: ${splits.error.issues[0]!.message}`);
+    if (q.tokenizer !== undefined) checkBaseModel(deps.config, principal, 'tokenizer', q.tokenizer);
     let tokenizerDir: string;
     try {
       tokenizerDir = resolveBaseModel(q.tokenizer ?? DEFAULT_BASE_MODEL, deps.config, deps.bootstrap);

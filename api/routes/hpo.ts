@@ -22,6 +22,7 @@ import { createSweep, getSweep, lineageOf, listSweeps, sweepTotals, trialsOf, ty
 import { artifactRootUri } from '../../lib/object-store.js';
 import { auditedChange } from '../audit.js';
 import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
+import { checkBaseModel } from '../input-policy.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { jsonBody, queryParams } from '../validate.js';
 import { requireOwnerOrAdmin, requireRole } from '../auth.js';
@@ -99,6 +100,7 @@ export function hpoRoutes(deps: ApiDeps) {
   app.post('/', async (c) => {
     const principal = requireRole(c, 'developer');
     const req = await jsonBody(c, SweepConfigSchema);
+    if (req.base_config.method === 'lora') checkBaseModel(deps.config, principal, 'base_config.model', req.base_config.model);
     const config = await checkSweep(deps, req, principal.organizationId);
     const id = randomUUID();
     const input: SweepWorkflowInput = {

@@ -22,7 +22,8 @@ import { jsonBody } from '../validate.js';
 import { ModelCreateSchema, ModelNameSchema, ModelVersionCreateSchema, StageChangeSchema } from '../../contracts/models.js';
 import { wireExperimentId } from './mlflow/common.js';
 import { keyOfUri, rawPathAfter, wireRunArtifactUri } from './mlflow/artifact-store.js';
-import { downloadFormatFile, filesPlan, registerVersion } from '../model-files.js';
+import { downloadFormatFile, filesOfLocation, filesPlan, registerVersion } from '../model-files.js';
+import { checkedLocation } from '../input-policy.js';
 import { filesUnder, type SourceFile } from '../../lib/model-artifacts.js';
 import { artifactRootUri } from '../../lib/object-store.js';
 import { quarantineOverride, refusingQuarantined } from '../quarantine.js';
@@ -87,8 +88,8 @@ export function modelRoutes(deps: ApiDeps) {
     const run = await getRun(deps.db, p.organizationId, body.run_id);
     if (!run) throw notFound(`run "${body.run_id}"`);
     const root = wireRunArtifactUri(run.artifactUri, wireExperimentId(run.experimentId, p.organizationId), run.id);
-    const path = body.artifact_path.replace(/^\.?\/*/, '').replace(/\/+$/, '');
-    const [metrics, params, files] = await Promise.all([latestMetricsOf(deps.db, run.id), paramsOf(deps.db, run.id), artifactsUnder(deps, run, path)]);
+    const path = checkedLocation(body.artifact_path, { field: 'artifact_path', accept: ['relative'], allowEmpty: true }).path;
+    const [metrics, params, files] = await Promise.all([latestMetricsOf(deps.db, run.id), paramsOf(deps.db, run.id), filesOfLocation('artifact_path', artifactsUnder(deps, run, path))]);
     if (!files.length) throw invalid(`run "${run.id}" has no artifacts at or under artifact_path "${path}"`);
     // The files are copied under the version's own prefix (a later overwrite of the run's artifact changes
     // nothing) by a workflow: the answer is 202 with the version pending_registration; GET it until it is ready.

@@ -14,6 +14,7 @@ import type { Db } from '../../../db/client.js';
 import type { ApiDeps, AppEnv } from '../../deps.js';
 import { ApiError, invalid } from '../../errors.js';
 import { artifactRootUri } from '../../../lib/object-store.js';
+import { checkLocation, LocationError } from '../../../lib/locations.js';
 import {
   artifactDirectoryExists,
   artifactObjectOf,
@@ -28,34 +29,35 @@ import type { FileInfo } from '../../../contracts/mlflow-artifacts.js';
 export const PROXY_SCHEME = 'mlflow-artifacts:';
 const INVALID_PATH = 'Invalid path';
 
-/** URL-decodes until the text stops changing, as MLflow does before checking a path. */
-function decodeFully(path: string): string {
-  let out = path;
-  for (let i = 0; i < 10; i++) {
-    let next: string;
-    try {
-      next = decodeURIComponent(out);
-    } catch {
-      throw invalid(INVALID_PATH);
-    }
-    if (next === out) return out;
-    out = next;
+/**
+ * MLflow's validate_path_is_safe, by checkLocation: a relative path with no `..` segment at any depth of decoding,
+ * no `%2f` inside a segment, no backslash (MLflow refuses it on Windows; we refuse it everywhere), no drive letter,
+ * no control characters, no NFKC look-alike of `.` or `/`, and no `#`. Returns the decoded path with empty and `.`
+ * segments dropped ('' is the root). Refusals say MLflow's "Invalid path", which names the field `path`.
+ */
+export function safeArtifactPath(raw: string): string {
+  let path: string;
+  try {
+    path = checkLocation(raw, { field: 'path', accept: ['relative'], allowEmpty: true }).path;
+  } catch (err) {
+    if (err instanceof LocationError) throw invalid(INVALID_PATH);
+    throw err;
   }
-  throw invalid(INVALID_PATH);
+  if (path.includes('#')) throw invalid(INVALID_PATH);
+  return path;
 }
 
 /**
- * MLflow's validate_path_is_safe: a relative path with no `..` segment, not absolute, no `#`, no backslash
- * (MLflow refuses it on Windows; we refuse it everywhere), no drive letter, no control characters. Returns the
- * path with empty and `.` segments dropped ('' is the root).
+ * A model version's source (`runs:/`, `models:/`, `mlflow-artifacts:`, a URI or a path), checked as its readers
+ * will see it. A `..` at any depth of decoding gets MLflow's own message; other refusals keep its opening words.
  */
-export function safeArtifactPath(raw: string): string {
-  const path = decodeFully(raw);
-  if (/[#\\\u0000-\u001f\u007f]/.test(path) || path.startsWith('/') || /^[A-Za-z]:/.test(path) || path.split('/').includes('..')) throw invalid(INVALID_PATH);
-  return path
-    .split('/')
-    .filter((s) => s !== '' && s !== '.')
-    .join('/');
+export function checkVersionSource(source: string): void {
+  try {
+    checkLocation(source, { field: 'source', accept: ['relative', 'absolute', 'uri'], allowEmpty: true });
+  } catch (err) {
+    if (!(err instanceof LocationError)) throw err;
+    throw invalid(`Invalid model version source: '${source}'. ${err.escapes ? 'Relative paths are not allowed.' : `It ${err.problem}.`}`);
+  }
 }
 
 /**
@@ -71,9 +73,22 @@ export function rawPathAfter(c: Context<AppEnv>, anchor: string): string {
 
 /** The object key of a stored artifact URI, when it lies in this server's artifact bucket (else null). */
 export function keyOfUri(deps: Pick<ApiDeps, 'config' | 'home'>, uri: string): string | null {
-  if (uri.startsWith(PROXY_SCHEME)) return `experiments/${uri.slice(PROXY_SCHEME.length).replace(/^\/+/, '')}`;
   const root = `${artifactRootUri(deps)}/`;
-  return uri.startsWith(root) ? uri.slice(root.length) : null;
+  const rest = uri.startsWith(PROXY_SCHEME) ? uri.slice(PROXY_SCHEME.length).replace(/^\/+/, '') : uri.startsWith(root) ? uri.slice(root.length) : null;
+  if (rest === null) return null;
+  // A key that climbs out once decoded (`%2e%2e`) is no key of ours: the store would resolve it elsewhere.
+  const key = decodedKey(rest);
+  return key === null ? null : uri.startsWith(PROXY_SCHEME) ? `experiments/${key}` : key;
+}
+
+/** A key after checkLocation (decoded, empty segments dropped), or null when it is refused. */
+function decodedKey(rest: string): string | null {
+  try {
+    return checkLocation(rest, { field: 'key', accept: ['relative'], allowEmpty: true }).path;
+  } catch (err) {
+    if (err instanceof LocationError) return null;
+    throw err;
+  }
 }
 
 /** An experiment's artifact location as MLflow clients see it: the proxy URI when it lies in our bucket. */

@@ -57,11 +57,11 @@ import { getLoggedModel, recordModelVersionOnLoggedModel } from '../../../db/rep
 import { getRun, isOtherOrganizationsRun } from '../../../db/repo/runs.js';
 import { decodePageToken, encodePageToken, invalidValue, mlflowRequest, validateKey, validateLength } from './common.js';
 import { parseFilter, type Grammar } from './search-filter.js';
-import { keyOfUri, PROXY_SCHEME } from './artifact-store.js';
+import { checkVersionSource, keyOfUri, PROXY_SCHEME } from './artifact-store.js';
 import { versionDownloadUri } from './version-artifacts.js';
 import { artifactRootUri } from '../../../lib/object-store.js';
 import { filesUnder, type SourceFile } from '../../../lib/model-artifacts.js';
-import { filesPlan, registerVersion, versionCopyPlan } from '../../model-files.js';
+import { filesOfLocation, filesPlan, registerVersion, versionCopyPlan } from '../../model-files.js';
 import { quarantineOverride, refuseGateTag, refusingQuarantined } from '../../quarantine.js';
 import { QUARANTINE_OVERRIDE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_TAG } from '../../../contracts/eval-suite.js';
 
@@ -365,7 +365,7 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       throw invalid(`Invalid model version source: '${source}'. The run_id request parameter must identify the resource that contains the source.`);
     };
     if (/^[a-z][\w+.-]*:\/\/[^/]/i.test(source) && !/^(s3|gs|wasbs?|abfss?|hdfs|https?):/i.test(source)) refuse();
-    if (source.split('/').includes('..')) throw invalid(`Invalid model version source: '${source}'. Relative paths are not allowed.`);
+    checkVersionSource(source);
     const runsUri = /^runs:\/(\/?)([^/]*)/.exec(source);
     if (runsUri) {
       if (runsUri[1] === '/' || !runId || runsUri[2] !== runId) refuse();
@@ -460,7 +460,7 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     await refuseOthersRuns(p, body.source, body.run_id || undefined);
     const tags: Record<string, string> = {};
     for (const t of body.tags) tags[t.key] = validateTag(t.key, t.value);
-    if (body.source.split('/').includes('..')) throw invalid(`Invalid model version source: '${body.source}'. Relative paths are not allowed.`);
+    checkVersionSource(body.source);
     let storageLocation: string | null = null;
     let source = body.source;
     let runId = body.run_id || null;
@@ -499,7 +499,7 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     };
     // The files are copied by a workflow: the answer says PENDING_REGISTRATION and the client polls
     // model-versions/get until READY (or FAILED_REGISTRATION with a status_message).
-    const copied = copy ? await versionCopyPlan(deps, copy.from) : { plan: filesPlan(await sourceFiles(storageLocation ?? body.source, run, Boolean(body.model_id))), fields: {} };
+    const copied = copy ? await versionCopyPlan(deps, copy.from) : { plan: filesPlan(await filesOfLocation('source', sourceFiles(storageLocation ?? body.source, run, Boolean(body.model_id)))), fields: {} };
     const row = await registerVersion(c, deps, { ...version, ...copied.fields }, copied.plan, async (tx, created) => {
       if (loggedModelId) await recordModelVersionOnLoggedModel(tx as unknown as typeof db, p.organizationId, loggedModelId, body.name, created.version);
     });
