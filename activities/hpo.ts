@@ -35,7 +35,7 @@ import { checkpointsUri } from '../lib/job-files.js';
 import { repoRoot, trainerPython } from '../lib/config.js';
 import { BaseModelError } from '../lib/base-models.js';
 import { learningCurve, learningCurveStep, syntheticMetrics } from './hpo-objectives.js';
-import { currentAttempt, readProgress, runJobToCompletion, stopJobKeepingHeartbeat, type JobDefinition } from './jobs.js';
+import { readProgress, runJobToCompletion, stopJob, type JobDefinition } from './jobs.js';
 import { baseModelInput, fileInput } from './job-inputs.js';
 import { syntheticTrialSlot } from './hpo-slots.js';
 import { datasetRef } from './datasets.js';
@@ -448,7 +448,7 @@ async function runTrainerJob(
     return { n: p.trial.n, state: 'completed', metrics: { ...result.final_metrics, 'cost/gpu_hours': gpu / 3600 }, steps: result.steps, gpu_seconds: gpu, run_id: p.runId, error: null, curve };
   } catch (err) {
     if (err instanceof TrialStopped) {
-      await stopJobKeepingHeartbeat(deps, await currentAttempt(deps, p.job));
+      await stopJob(deps, p.job);
       const gpu = gpuSeconds();
       await accountTrial(deps.db, p.trial.sweep_id, p.trial.n, { steps: step, gpuSeconds: gpu });
       return { n: p.trial.n, state: 'pruned', metrics: { 'cost/gpu_hours': gpu / 3600 }, steps: step, gpu_seconds: gpu, run_id: p.runId, error: err.message, curve };

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Context, CancelledFailure, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
-import type { ActivityDeps } from './deps.js';
+import { JOB_SECRET_RENEW_MS, type ActivityDeps } from './deps.js';
 import { JobRejected, type JobRequest, type JobResources, type JobState, type QueuePlace } from './executor/types.js';
 import { readPreemptions, recordEviction, recordResumed } from './preemptions.js';
 import { admissionGate, type AdmissionGate } from '../scheduling/admission.js';
@@ -96,7 +96,12 @@ function resourcesOf(def: JobDefinition): JobResources {
 }
 
 /** The attempt after `recoveries.length` restarts: its own name, envelope and files. */
-async function prepareAttempt(deps: ActivityDeps, def: JobDefinition, recoveries: RecoveryLog['recoveries']): Promise<{ request: JobRequest; files: JobFiles }> {
+async function prepareAttempt(
+  deps: ActivityDeps,
+  def: JobDefinition,
+  recoveries: RecoveryLog['recoveries'],
+  withSecrets = true,
+): Promise<{ request: JobRequest; files: JobFiles }> {
   const attempt = recoveries.length + 1;
   const name = attempt === 1 ? jobNameOf(def.name) : `${jobNameOf(def.name)}-r${attempt}`;
   const files = JobFiles.of(deps.store, deps.config, def.organizationId, name);
@@ -111,7 +116,7 @@ async function prepareAttempt(deps: ActivityDeps, def: JobDefinition, recoveries
     priority: def.priority ?? null,
     resources: resourcesOf(def),
     env: jobEnvironment(deps),
-    secretEnv: await deps.jobSecrets(def),
+    secretEnv: withSecrets ? await deps.jobSecrets(def) : {},
   };
   return { request, files };
 }
@@ -125,23 +130,52 @@ export interface JobOutcome<T> {
 /**
  * Drives a job until it exits 0, then parses its result.json with the given schema.
  * `onPoll` runs on every poll (e.g. to read progress.json) and returns extra heartbeat fields.
+ * The job's secrets (its tracking token) are renewed while this drives it and revoked once it has ended.
  */
-export async function runJobToCompletion<T>(
-  deps: ActivityDeps,
-  p: {
-    job: JobDefinition;
-    resultSchema: z.ZodType<T>;
-    pollMs?: number;
-    onPoll?: (files: JobFiles) => Promise<Record<string, unknown>>;
-    /** why the job is not running, and its place in its queue when it waits in one */
-    onWaiting?: (why: string, queue: QueuePlace | null) => Promise<void>;
-    /** each time the queue preempts the job or it resumes: every preemption so far */
-    onPreemptions?: (preemptions: JobPreemption[]) => Promise<void>;
-    /** the checkpoint interval the job was given: a preemption finding an older newest checkpoint is reported */
-    checkpointIntervalSeconds?: number;
-    recovery?: JobRecoveryOptions;
-  },
-): Promise<JobOutcome<T>> {
+export async function runJobToCompletion<T>(deps: ActivityDeps, p: DriveOptions<T>): Promise<JobOutcome<T>> {
+  const renewal = setInterval(() => void deps.jobSecrets.renew?.(p.job).catch((err: unknown) => deps.log.warn('job secrets not renewed', { job: p.job.name, err: String(err) })), JOB_SECRET_RENEW_MS);
+  try {
+    const outcome = await driveJob(deps, p);
+    await endJobSecrets(deps, p.job);
+    return outcome;
+  } catch (err) {
+    if (jobHasEnded(err)) await endJobSecrets(deps, p.job);
+    throw err;
+  } finally {
+    clearInterval(renewal);
+  }
+}
+
+/**
+ * Whether a failed drive leaves no job for a later attempt of the activity to re-attach to: a real cancellation
+ * (the job was stopped), a failure for good, or the job's own non-zero exit. Anything else (a worker shutdown, an
+ * unreachable cluster API) may leave it running, and its token to the lease.
+ */
+function jobHasEnded(err: unknown): boolean {
+  if (err instanceof CancelledFailure) return !leftRunning(err);
+  return err instanceof ApplicationFailure && (err.nonRetryable || err.type === 'JobFailed');
+}
+
+/** Revokes an ended job's secrets; a failure to do so leaves them to their lease rather than fail the activity. */
+async function endJobSecrets(deps: ActivityDeps, job: JobDefinition): Promise<void> {
+  await deps.jobSecrets.revoke?.(job).catch((err: unknown) => deps.log.warn('job secrets not revoked: they expire with their lease', { job: job.name, err: String(err) }));
+}
+
+interface DriveOptions<T> {
+  job: JobDefinition;
+  resultSchema: z.ZodType<T>;
+  pollMs?: number;
+  onPoll?: (files: JobFiles) => Promise<Record<string, unknown>>;
+  /** why the job is not running, and its place in its queue when it waits in one */
+  onWaiting?: (why: string, queue: QueuePlace | null) => Promise<void>;
+  /** each time the queue preempts the job or it resumes: every preemption so far */
+  onPreemptions?: (preemptions: JobPreemption[]) => Promise<void>;
+  /** the checkpoint interval the job was given: a preemption finding an older newest checkpoint is reported */
+  checkpointIntervalSeconds?: number;
+  recovery?: JobRecoveryOptions;
+}
+
+async function driveJob<T>(deps: ActivityDeps, p: DriveOptions<T>): Promise<JobOutcome<T>> {
   const ctx = Context.current();
   const prior = ctx.info.heartbeatDetails as JobHeartbeat | undefined;
   let restarts = prior?.restarts ?? 0;
@@ -375,10 +409,16 @@ export async function stopJobKeepingHeartbeat(deps: ActivityDeps, request: JobRe
   }
 }
 
-/** The request of the attempt a job is on now (for stopping it from outside runJobToCompletion). */
+/** The request of the attempt a job is on now (for stopping it from outside runJobToCompletion); it mints no secrets. */
 export async function currentAttempt(deps: ActivityDeps, def: JobDefinition): Promise<JobRequest> {
   const recoveries = await readRecoveries(JobFiles.of(deps.store, deps.config, def.organizationId, jobNameOf(def.name)));
-  return (await prepareAttempt(deps, def, recoveries)).request;
+  return (await prepareAttempt(deps, def, recoveries, false)).request;
+}
+
+/** Stops a job from outside runJobToCompletion (a pruned trial) and revokes its secrets: it has ended. */
+export async function stopJob(deps: ActivityDeps, def: JobDefinition): Promise<void> {
+  await stopJobKeepingHeartbeat(deps, await currentAttempt(deps, def));
+  await endJobSecrets(deps, def);
 }
 
 export type { JobState };

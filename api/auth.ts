@@ -195,15 +195,30 @@ const JOB_ROUTES = /^\/(api|ajax-api)\/2\.0\/mlflow\/runs\/(log-batch|log-metric
 /**
  * A job's token reaches only its own run: other routes are refused, another run's id answers 404 as any object
  * of another tenant would. A token with an empty run scope (a job that reports to no run) reaches nothing.
+ * Every place a run handler may read the run from is checked, not just the first one found: each `run_id` and
+ * `run_uuid` of the query string (GET handlers read the last) and of the JSON body (other methods read it), so a
+ * request naming its own run in one place and another run in another is refused. The run handlers compare the id
+ * they actually use with the token's run as well (api/routes/mlflow/runs.ts `scopedRunId`).
  */
 async function checkJobScope(c: Context<AppEnv>, runId: string): Promise<void> {
   if (!JOB_ROUTES.test(c.req.path)) throw new ApiError('PERMISSION_DENIED', 'a job token may only report metrics of its own run');
-  let asked = c.req.query('run_id') ?? c.req.query('run_uuid');
-  if (asked === undefined && c.req.method !== 'GET') {
-    const body = (await c.req.raw.clone().json().catch(() => ({}))) as { run_id?: unknown; run_uuid?: unknown };
-    asked = typeof body.run_id === 'string' ? body.run_id : typeof body.run_uuid === 'string' ? body.run_uuid : undefined;
+  const named: unknown[] = [...(c.req.queries('run_id') ?? []), ...(c.req.queries('run_uuid') ?? [])];
+  if (c.req.method !== 'GET' && c.req.method !== 'HEAD') named.push(...runIdsOfBody(await c.req.raw.clone().text()));
+  const foreign = named.find((id) => id !== runId);
+  if (!runId || named.length === 0 || foreign !== undefined) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${String(foreign ?? '')} not found`);
+}
+
+/** The run ids a JSON body names at its top level (run_id, run_uuid), whatever their type; none when it is not JSON. */
+function runIdsOfBody(text: string): unknown[] {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return [];
   }
-  if (!runId || asked !== runId) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${asked ?? ''} not found`);
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return [];
+  const b = body as { run_id?: unknown; run_uuid?: unknown };
+  return [b.run_id, b.run_uuid].filter((v) => v !== undefined);
 }
 
 /** The caller, if their role is at least `min` (viewer < developer < approver < admin). */

@@ -323,10 +323,14 @@ function identityCommands(program: Command): void {
     .action(async (subject: string, o: { role: string; approver?: boolean; expires?: string }) =>
       print(await api().post('/v1/tokens', { subject, role: o.role, approver: Boolean(o.approver), ...(o.expires ? { expires: o.expires } : {}) })),
     );
-  token.command('list').action(async () => table((await api().get<{ tokens: Record<string, unknown>[] }>('/v1/tokens')).tokens));
+  token
+    .command('list')
+    .description("the organization's tokens; with --jobs, each job's tracking token (revoked when its job ends)")
+    .option('--jobs', 'list job tokens instead of user tokens')
+    .action(async (o: { jobs?: boolean }) => table((await api().get<{ tokens: Record<string, unknown>[] }>(`/v1/tokens${o.jobs ? '?kind=job' : ''}`)).tokens));
   token
     .command('revoke <id>')
-    .description('revoke a token; the next request with it is refused')
+    .description("revoke a user's or a job's token; the next request with it is refused")
     .action(async (id: string) => print(await api().del(`/v1/tokens/${encodeURIComponent(id)}`)));
   program
     .command('audit')

@@ -6,7 +6,7 @@ import type { ApiDeps, AppEnv } from '../deps.js';
 import { ApiError, notFound } from '../errors.js';
 import { jsonBody, queryParams } from '../validate.js';
 import { requireRole, roleFromSpec, specOfRole, SPEC_ROLES } from '../auth.js';
-import { audit, createApiToken, createOrganization, IdentityError, listApiTokens, listAudit, revokeApiToken, type Principal } from '../../db/repo/auth.js';
+import { audit, createApiToken, createOrganization, IdentityError, listApiTokens, listAudit, listJobTokens, revokeApiToken, type JobTokenView, type Principal } from '../../db/repo/auth.js';
 import { durationMs } from '../../lib/config.js';
 
 const orgName = z
@@ -25,6 +25,9 @@ export const TokenCreateSchema = z.strictObject({
     .regex(/^\d+(m|h|d)$/, 'expected a duration such as "30d" or "12h"')
     .optional()
     .describe('lifetime; unset: never expires'),
+});
+const TokenListQuerySchema = z.strictObject({
+  kind: z.enum(['user', 'job']).default('user').describe("user: tokens made with POST /v1/tokens; job: each job's tracking token"),
 });
 const AuditQuerySchema = z.strictObject({
   limit: z.coerce.number().int().positive().max(1000).default(100),
@@ -83,6 +86,8 @@ export function identityRoutes(deps: ApiDeps) {
 
   app.get('/tokens', async (c) => {
     const p = requireRole(c, 'admin');
+    const q = queryParams(c, TokenListQuerySchema);
+    if (q.kind === 'job') return c.json({ tokens: (await listJobTokens(deps.db, p.organizationId)).map(jobTokenView) });
     const rows = await listApiTokens(deps.db, p.organizationId);
     return c.json({
       tokens: rows.map((r) => ({
@@ -96,16 +101,19 @@ export function identityRoutes(deps: ApiDeps) {
     });
   });
 
+  /** Revokes a user's or a job's token: a job's stops reporting with its next request. */
   app.delete('/tokens/:id', async (c) => {
     const p = requireRole(c, 'admin');
     const id = c.req.param('id');
     const revoked = await deps.db.transaction(async (tx) => {
-      if (!(await revokeApiToken(tx, p.organizationId, id))) return false;
-      await audit(tx, { ...auditContext(c, p), action: 'token.revoke', target: id });
-      return true;
+      const t = await revokeApiToken(tx, p.organizationId, id);
+      if (!t) return null;
+      const detail = t.kind === 'job' ? { kind: t.kind, job: t.subject.replace(/^job:/, ''), run_id: t.runId } : { kind: t.kind, subject: t.subject };
+      await audit(tx, { ...auditContext(c, p), action: 'token.revoke', target: id, detail });
+      return t;
     });
     if (!revoked) throw notFound(`token ${id}`);
-    return c.json({ id, revoked: true });
+    return c.json({ id, kind: revoked.kind, revoked: true });
   });
 
   app.get('/audit', async (c) => {
@@ -130,4 +138,18 @@ export function identityRoutes(deps: ApiDeps) {
   });
 
   return app;
+}
+
+/** A job token as an admin sees it: which job and run, and whether it still works. */
+function jobTokenView(t: JobTokenView) {
+  const live = t.revokedAt === null && (t.expiresAt === null || t.expiresAt.getTime() > Date.now());
+  return {
+    id: t.id,
+    job: t.job,
+    run_id: t.runId || null,
+    active: live,
+    created_at: t.createdAt.toISOString(),
+    expires_at: t.expiresAt?.toISOString() ?? null,
+    revoked_at: t.revokedAt?.toISOString() ?? null,
+  };
 }

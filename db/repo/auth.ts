@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { and, desc, eq, isNull, lt, ne, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, gt, isNotNull, isNull, lt, ne, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { apiTokens, auditLog, catalogueBootstrap, organizations, outbox } from '../schema/index.js';
 import { sha256Text } from '../../lib/hash.js';
@@ -103,32 +103,78 @@ export async function listApiTokens(db: Db, organizationId: string): Promise<Tok
   return rows.map((r) => ({ id: r.id, subject: r.subject, role: r.role, expiresAt: r.expiresAt, revokedAt: r.revokedAt, createdAt: r.createdAt }));
 }
 
-/** Revokes one of the organization's tokens; false when it has no such token (another tenant's id included). */
-export async function revokeApiToken(tx: Tx, organizationId: string, id: string): Promise<boolean> {
-  const rows = await tx
-    .update(apiTokens)
-    .set({ revokedAt: new Date() })
-    .where(and(eq(apiTokens.organizationId, organizationId), eq(apiTokens.id, id), isNull(apiTokens.runId)))
-    .returning({ id: apiTokens.id });
-  return rows.length > 0;
+export interface JobTokenView {
+  id: string;
+  /** the job's logical name (`<pipeline>-train`, a trial's name ...) */
+  job: string;
+  /** the one run it may report to; '' for a job that reports to none */
+  runId: string;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+  createdAt: Date;
+}
+
+const JOB_SUBJECT = 'job:';
+
+/** An organization's job tokens, newest first (never hashes). */
+export async function listJobTokens(db: Db, organizationId: string): Promise<JobTokenView[]> {
+  const rows = await db.select().from(apiTokens).where(and(eq(apiTokens.organizationId, organizationId), isNotNull(apiTokens.runId))).orderBy(desc(apiTokens.createdAt));
+  return rows.map((r) => ({ id: r.id, job: r.subject.slice(JOB_SUBJECT.length), runId: r.runId ?? '', expiresAt: r.expiresAt, revokedAt: r.revokedAt, createdAt: r.createdAt }));
 }
 
 /**
- * A token for one job: it may only report metrics of its run (api/auth.ts enforces the scope), and it expires
- * with the longest a job may run. Jobs never receive the API's own or an organization's admin token.
+ * Revokes one of the organization's tokens, a user's or a job's; null when it has no such token (another
+ * tenant's id included), else what was revoked (for the audit row).
+ */
+export async function revokeApiToken(tx: Tx, organizationId: string, id: string): Promise<{ kind: 'user' | 'job'; subject: string; runId: string | null } | null> {
+  const [row] = await tx
+    .update(apiTokens)
+    .set({ revokedAt: sql`coalesce(${apiTokens.revokedAt}, now())` })
+    .where(and(eq(apiTokens.organizationId, organizationId), eq(apiTokens.id, id)))
+    .returning({ subject: apiTokens.subject, runId: apiTokens.runId });
+  return row ? { kind: row.runId === null ? 'user' : 'job', subject: row.subject, runId: row.runId } : null;
+}
+
+/**
+ * A token for one job: it may only report metrics of its run (api/auth.ts enforces the scope). It lives for a
+ * lease that the activity driving the job renews while the job runs (renewJobTokens), and is revoked when the job
+ * ends (revokeJobTokens). Jobs never receive the API's own or an organization's admin token.
  */
 export async function createJobToken(db: Db, p: { organizationId: string; job: string; runId: string | null; ttlMs: number }): Promise<string> {
   const token = `hmljob_${randomBytes(24).toString('base64url')}`;
   await db.insert(apiTokens).values({
     id: randomUUID(),
     organizationId: p.organizationId,
-    subject: `job:${p.job}`,
+    subject: JOB_SUBJECT + p.job,
     role: 'developer',
     tokenSha256: sha256Text(token),
     runId: p.runId ?? '',
     expiresAt: new Date(Date.now() + p.ttlMs),
   });
   return token;
+}
+
+/** The live tokens of one job (every attempt's: a re-attached job still holds the token it started with). */
+const liveTokensOf = (p: { organizationId: string; job: string }): SQL =>
+  and(eq(apiTokens.organizationId, p.organizationId), eq(apiTokens.subject, JOB_SUBJECT + p.job), isNotNull(apiTokens.runId), isNull(apiTokens.revokedAt))!;
+
+/**
+ * Extends the lease of a running job's tokens to `ttlMs` from now. A token already expired stays expired: a
+ * job whose activity was gone for longer than a lease has lost its token for good.
+ */
+export async function renewJobTokens(db: Db, p: { organizationId: string; job: string; ttlMs: number }): Promise<number> {
+  const rows = await db
+    .update(apiTokens)
+    .set({ expiresAt: new Date(Date.now() + p.ttlMs) })
+    .where(and(liveTokensOf(p), gt(apiTokens.expiresAt, new Date())))
+    .returning({ id: apiTokens.id });
+  return rows.length;
+}
+
+/** Revokes every token of a job that has ended; the next request with any of them answers 401. */
+export async function revokeJobTokens(db: Db, p: { organizationId: string; job: string }): Promise<number> {
+  const rows = await db.update(apiTokens).set({ revokedAt: new Date() }).where(liveTokensOf(p)).returning({ id: apiTokens.id });
+  return rows.length;
 }
 
 export interface AuditEntry {

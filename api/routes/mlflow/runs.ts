@@ -30,7 +30,7 @@ import { maxResults, mlflowRequest, storedExperimentId, validateKey, validateLen
 import { RUN_GRAMMAR, parseFilter, parseOrderBy } from './search-filter.js';
 import { runInfoView, runView } from './views.js';
 import { type HistoryCursor, logMetrics, logRunMetrics, metricHistory } from '../../../db/repo/metrics.js';
-import { audit } from '../../../db/repo/auth.js';
+import { audit, type Principal } from '../../../db/repo/auth.js';
 import { auditContext } from '../identity.js';
 
 const MAX_PARAM_VALUE = 6000;
@@ -64,13 +64,14 @@ const randomRunName = (): string => `${ADJECTIVES[randomInt(ADJECTIVES.length)]}
 export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   const db = deps.db;
 
-  async function runOf(organizationId: string, id: string, on: Db = db): Promise<RunRow> {
-    const run = await getRun(on, organizationId, id);
+  /** The caller's run `id`, as the handler read it from the request: what scopedRunId allows, else 404. */
+  async function runOf(p: Principal, id: string, on: Db = db): Promise<RunRow> {
+    const run = await getRun(on, p.organizationId, scopedRunId(p, id));
     if (!run) throw runNotFound(id);
     return run;
   }
-  async function activeRunOf(organizationId: string, id: string, on: Db = db): Promise<RunRow> {
-    const run = await runOf(organizationId, id, on);
+  async function activeRunOf(p: Principal, id: string, on: Db = db): Promise<RunRow> {
+    const run = await runOf(p, id, on);
     checkActive(id, run.lifecycleStage);
     return run;
   }
@@ -108,25 +109,25 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       startTime: body.start_time ?? Date.now(),
       tags,
     });
-    return c.json(await runResponse(await runOf(p.organizationId, id)));
+    return c.json(await runResponse(await runOf(p, id)));
   });
 
   app.get('/runs/get', async (c) => {
     const p = requireRole(c, 'viewer');
     const q = await mlflowRequest(c, RunIdSchema);
-    return c.json(await runResponse(await runOf(p.organizationId, q.run_id)));
+    return c.json(await runResponse(await runOf(p, q.run_id)));
   });
 
   app.post('/runs/update', async (c) => {
     const p = requireRole(c, 'developer');
     const body = await mlflowRequest(c, UpdateRunSchema);
-    const run = await activeRunOf(p.organizationId, body.run_id);
+    const run = await activeRunOf(p, body.run_id);
     await updateRun(db, run.id, {
       ...(body.status ? { status: fromMlflowStatus(body.status) } : {}),
       ...(body.end_time !== undefined ? { endTime: body.end_time } : {}),
       ...(body.run_name ? { name: body.run_name } : {}),
     });
-    return c.json({ run_info: runInfoView(await runOf(p.organizationId, run.id)) });
+    return c.json({ run_info: runInfoView(await runOf(p, run.id)) });
   });
 
   for (const [path, stage] of [
@@ -137,7 +138,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       // Spec 000: deleting a run is ml-admin's; restoring one undoes no one's work.
       const p = requireRole(c, stage === 'deleted' ? 'admin' : 'developer');
       const body = await mlflowRequest(c, RunIdSchema);
-      const run = await runOf(p.organizationId, body.run_id);
+      const run = await runOf(p, body.run_id);
       await setRunLifecycle(db, run.id, stage);
       return c.json({});
     });
@@ -146,7 +147,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const p = requireRole(c, 'developer');
     const body = await mlflowRequest(c, LogMetricSchema);
     checkMetric(body, '');
-    const run = await activeRunOf(p.organizationId, body.run_id);
+    const run = await activeRunOf(p, body.run_id);
     await recordModelMetrics(p.organizationId, run.id, [body]);
     await logMetrics(db, run.id, [{ key: body.key, value: body.value, timestamp: body.timestamp, step: body.step }]);
     return c.json({});
@@ -156,7 +157,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const p = requireRole(c, 'developer');
     const body = await mlflowRequest(c, LogParamSchema);
     checkParam(body, '');
-    const run = await activeRunOf(p.organizationId, body.run_id);
+    const run = await activeRunOf(p, body.run_id);
     const [conflict] = await logParams(db, run.id, [{ key: body.key, value: body.value }]);
     if (conflict)
       throw invalid(
@@ -169,7 +170,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const p = requireRole(c, 'developer');
     const body = await mlflowRequest(c, SetTagSchema);
     checkTag(body, '');
-    const run = await activeRunOf(p.organizationId, body.run_id);
+    const run = await activeRunOf(p, body.run_id);
     await setRunTags(db, run.id, [{ key: body.key, value: body.value }]);
     return c.json({});
   });
@@ -177,7 +178,7 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   app.post('/runs/delete-tag', async (c) => {
     const p = requireRole(c, 'developer');
     const body = await mlflowRequest(c, DeleteTagSchema);
-    const run = await activeRunOf(p.organizationId, body.run_id);
+    const run = await activeRunOf(p, body.run_id);
     if (!(await deleteRunTag(db, run.id, body.key))) throw new ApiError('RESOURCE_DOES_NOT_EXIST', `No tag with name: ${body.key} in run with id ${run.id}`);
     return c.json({});
   });
@@ -202,14 +203,14 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     // its audit row atomically. Metrics alone are one statement with the run's check and the audit row.
     const entry = { ...auditContext(c, p), action: `POST ${c.req.path}`, target: c.req.path, detail: { status: 200 } };
     if (!body.params.length && !body.tags.length && !body.metrics.some((m) => m.model_id)) {
-      const stage = await logRunMetrics(db, p.organizationId, body.run_id, body.metrics, entry);
+      const stage = await logRunMetrics(db, p.organizationId, scopedRunId(p, body.run_id), body.metrics, entry);
       if (!stage) throw runNotFound(body.run_id);
       checkActive(body.run_id, stage);
       return c.json({});
     }
     await db.transaction(async (t) => {
       const tx = t as unknown as Db;
-      const run = await activeRunOf(p.organizationId, body.run_id, tx);
+      const run = await activeRunOf(p, body.run_id, tx);
       await recordModelMetrics(p.organizationId, run.id, body.metrics, tx);
       const conflicts = await logParams(tx, run.id, body.params);
       if (conflicts.length) {
@@ -249,12 +250,22 @@ export function mlflowRunRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const q = await mlflowRequest(c, GetMetricHistorySchema);
     const runId = q.run_id || q.run_uuid;
     if (!runId) throw invalid("Missing value for required parameter 'run_id'.");
-    const run = await runOf(p.organizationId, runId);
+    const run = await runOf(p, runId);
     const limit = maxResults(q.max_results, 25_000, 25_000);
     const page = await metricHistory(db, run.id, q.metric_key, { after: decodeHistoryToken(q.page_token), limit });
     const next = page.next ? `,"next_page_token":${JSON.stringify(encodeHistoryToken(page.next))}` : '';
     return c.body(`{"metrics":[${page.json}]${next}}`, 200, { 'content-type': 'application/json' });
   });
+}
+
+/**
+ * The run id a handler uses, held to a job token's scope: a job's token reaches its own run only. api/auth.ts
+ * refused a request naming any other run anywhere; this compares the very value the handler goes on to use, so
+ * the check and the write cannot read different places of the request.
+ */
+function scopedRunId(p: Principal, id: string): string {
+  if (typeof p.runId === 'string' && id !== p.runId) throw runNotFound(id);
+  return id;
 }
 
 const runNotFound = (id: string): ApiError => new ApiError('RESOURCE_DOES_NOT_EXIST', `Run with id=${id} not found`);
