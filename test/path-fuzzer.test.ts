@@ -164,6 +164,15 @@ const inputs: Input[] = [
         max_concurrent_trials: 1,
       }),
   },
+  {
+    // Any absolute location is an MLflow experiment's to name (its runs' artifacts are refused at use outside the
+    // store); a climb inside one is not.
+    name: 'artifact_location of MLflow experiments/create',
+    field: /artifact_location/,
+    relativeOnly: true,
+    anchor: () => `s3://${stack.loaded.config.storage.buckets.models}/${ORG}/${DEEP}`,
+    send: (v) => call('POST', '/api/2.0/mlflow/experiments/create', { name: `fuzz-exp-${randomUUID()}`, artifact_location: v }),
+  },
   { name: 'tokenizer of POST /v1/datasets', field: /tokenizer/, takesAbsolute: true, send: (v) => call('POST', `/v1/datasets?name=fuzz-ds&format=jsonl&tokenizer=${encodeURIComponent(v)}`, jsonl) },
 ];
 

@@ -1,5 +1,6 @@
 // MLflow experiments: get-by-name, create, get, search, delete, restore, update, set-experiment-tag,
 // delete-experiment-tag.
+import { checkedLocation } from '../../input-policy.js';
 import { artifactRootUri } from '../../../lib/object-store.js';
 import { randomUUID } from 'node:crypto';
 import type { Hono } from 'hono';
@@ -61,7 +62,8 @@ export function experimentRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
       id,
       organizationId: p.organizationId,
       name: body.name,
-      artifactLocation: body.artifact_location || `${artifactRootUri(deps)}/experiments/${id}`,
+      // A location with a climb in it would be a root its runs' artifact paths resolve against: refused here.
+      artifactLocation: body.artifact_location ? checkedLocation(body.artifact_location, { field: 'artifact_location', accept: ['absolute', 'uri'] }).text : `${artifactRootUri(deps)}/experiments/${id}`,
       tags: body.tags,
     });
     if (!created) throw new ApiError('RESOURCE_ALREADY_EXISTS', `Experiment(name=${body.name}) already exists. Error: experiment names must be unique`);
