@@ -7,7 +7,7 @@ import type { Config, OrganizationQuota } from '../contracts/config.js';
 import type { Db } from '../db/client.js';
 import { nvidiaGpuNames } from '../lib/gpus.js';
 import { releaseAdmission, requestAdmission, type AdmissionAnswer, type AdmissionLimits } from '../db/repo/admissions.js';
-import { priorityValue } from './kueue-objects.js';
+import { priorityValue, totalGpus } from './kueue-objects.js';
 import type { JobPriority } from '../contracts/config.js';
 
 /** A slot whose holder has not heartbeated for this long is taken back (its worker and every retry are gone). */
@@ -16,11 +16,6 @@ export const ADMISSION_STALE_AFTER_MS = 10 * 60_000;
 /** GPUs of this machine: scheduler.local_gpus, else what nvidia-smi lists (0 without it). */
 export function detectLocalGpus(configured: number | undefined): number {
   return configured ?? nvidiaGpuNames().length;
-}
-
-function totalGpus(quota: OrganizationQuota, gpuTypes: string[]): number {
-  if (typeof quota.max_gpus === 'number') return quota.max_gpus * Math.max(1, gpuTypes.length);
-  return Object.values(quota.max_gpus).reduce((a, b) => a + b, 0);
 }
 
 export interface AdmissionGate {

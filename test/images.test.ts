@@ -123,7 +123,7 @@ describe.skipIf(!podmanInstalled)('the shipped images', () => {
 
   it('tags the images with the names the configuration and the manifests use', () => {
     expect(images.version).toBe((JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version);
-    expect(ConfigSchema.parse({}).scheduler.default_image).toBe(TRAINER_IMAGE);
+    expect(ConfigSchema.parse({}).scheduler.images.trainer).toBe(TRAINER_IMAGE);
     expect(TRAINER_IMAGE).toBe(`hanzoai/ml-trainer:${images.version}`);
     expect(CONTROL_PLANE_IMAGE).toBe(`hanzoai/ml:${images.version}`);
     for (const image of [TRAINER_IMAGE, CONTROL_PLANE_IMAGE]) {
