@@ -7,6 +7,7 @@
 //   - the worker's Role and RoleBinding there (and the API's, to read Workloads for GET /v1/queues);
 //   - a NetworkPolicy: job pods accept nothing and reach only DNS, the object store and the API. The pods of one
 //     multi-node job reach each other through a policy of that job's own (jobPeersPolicy), made with the Job.
+import type { V1NetworkPolicy } from '@kubernetes/client-node';
 import type { Config, EgressPeer, OrganizationQuota } from '../contracts/config.js';
 import { GPU_RESOURCE, MANAGED_BY, totalGpus } from './kueue-objects.js';
 import { clusterOrganizations, jobNamespace } from './job-namespace.js';
@@ -143,14 +144,16 @@ export function jobEgress(config: Config): NetworkPolicyEgressRule[] {
   ];
 }
 
+/** Addresses and pods as configured (either matches), else the URL's host when it is an address. */
 function peersOf(peer: EgressPeer, key: string, url: string | null): NetworkPolicyPeer[] {
-  if (peer.cidrs.length > 0) return peer.cidrs.map((cidr) => ({ ipBlock: { cidr } }));
+  const peers: NetworkPolicyPeer[] = peer.cidrs.map((cidr) => ({ ipBlock: { cidr } }));
   if (peer.namespace || peer.pod_labels) {
-    return [{
+    peers.push({
       ...(peer.namespace ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': peer.namespace } } } : {}),
       ...(peer.pod_labels ? { podSelector: { matchLabels: peer.pod_labels } } : {}),
-    }];
+    });
   }
+  if (peers.length > 0) return peers;
   const host = url ? new URL(url).hostname : '';
   if (/^\d{1,3}(\.\d{1,3}){3}$/.test(host)) return [{ ipBlock: { cidr: `${host}/32` } }];
   throw new Error(
@@ -166,15 +169,17 @@ function portsOf(peer: EgressPeer, url: string | null): NetworkPolicyPort[] {
 
 /**
  * The pods of one multi-node job reach each other, and only each other, on the rendezvous port and NCCL's
- * ports; the namespace's policy denies everything else. Created with the Job and owned by it.
+ * ports; the namespace's policy denies everything else. Created with the Job and owned by it. Typed for the
+ * client's NetworkingV1Api, whose models name a peer list `_from` (serialized as `from`): a plain `from` would be
+ * dropped, and an ingress rule without peers admits every pod.
  */
-export function jobPeersPolicy(namespace: string, job: string): ClusterObject {
+export function jobPeersPolicy(namespace: string, job: string): V1NetworkPolicy {
   const peers = [{ podSelector: { matchLabels: { [JOB_LABEL]: job } } }];
   const ports: NetworkPolicyPort[] = [{ protocol: 'TCP', port: RENDEZVOUS_PORT }, { protocol: 'TCP', ...NCCL_PORTS }];
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
     metadata: { name: `${job}-peers`, namespace, labels: { ...MANAGED_BY, [JOB_LABEL]: job } },
-    spec: { podSelector: { matchLabels: { [JOB_LABEL]: job } }, policyTypes: ['Ingress', 'Egress'], ingress: [{ from: peers, ports }], egress: [{ to: peers, ports }] },
+    spec: { podSelector: { matchLabels: { [JOB_LABEL]: job } }, policyTypes: ['Ingress', 'Egress'], ingress: [{ _from: peers, ports }], egress: [{ to: peers, ports }] },
   };
 }

@@ -6,7 +6,7 @@
 // tracking token is its own, in a Secret owned by the Job. Multi-node jobs are Indexed Jobs with a headless
 // Service, the torchrun rendezvous environment and a NetworkPolicy that lets their pods reach each other, all pods
 // or none.
-import { BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, NetworkingV1Api, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1Job, type V1NetworkPolicy, type V1Node, type V1Pod, type V1PodSpec } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, NetworkingV1Api, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1Job, type V1Node, type V1Pod, type V1PodSpec } from '@kubernetes/client-node';
 import { allowedImage, JOB_PRIORITIES, type Config, type JobPriority, type OrganizationQuota } from '../../contracts/config.js';
 import { isNamespaceable, jobNamespace } from '../../scheduling/job-namespace.js';
 import { JOB_LABEL, jobPeersPolicy, RENDEZVOUS_PORT } from '../../scheduling/namespace-objects.js';
@@ -350,7 +350,7 @@ export class KubernetesExecutor implements JobExecutor {
     const ignoreExisting = (err: unknown) => {
       if (!isStatus(err, 409)) throw err;
     };
-    await this.networking.createNamespacedNetworkPolicy({ namespace: this.ns(job), body: jobPeersPolicy(this.ns(job), job.name) as V1NetworkPolicy }).catch(ignoreExisting);
+    await this.networking.createNamespacedNetworkPolicy({ namespace: this.ns(job), body: jobPeersPolicy(this.ns(job), job.name) }).catch(ignoreExisting);
     // Headless: pod DNS names for the rendezvous, no ClusterIP that anything would dial.
     await this.core
       .createNamespacedService({
