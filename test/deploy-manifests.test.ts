@@ -223,6 +223,9 @@ describe.skipIf(!canRunCluster)(`the Helm chart on a real API server${canRunClus
 
   it('accepts the Secrets template the chart reads (server-side dry run)', async () => {
     const file = join(repoRoot, 'deploy/secrets.example.yaml');
+    // The namespaces it names: the release's, and an organization's job namespace as the queue hook makes it.
+    const namespaces = new Set(parseAllDocuments(readFileSync(file, 'utf8')).map((d) => (d.toJS() as Doc).metadata.namespace as string));
+    for (const ns of namespaces) if (ns !== NAMESPACE) await cluster.createNamespace(ns);
     const out = await cluster.kubectl(['apply', '--server-side', '--dry-run=server', '-f', file]);
     expect(out.trim().split('\n')).toHaveLength(parseAllDocuments(readFileSync(file, 'utf8')).length);
   });
