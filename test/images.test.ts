@@ -228,6 +228,13 @@ describe.skipIf(!podmanInstalled)('the shipped images', () => {
     expect(candle.stdout).toMatch(/validate/);
   });
 
+  it('the trainer image runs as uid 1000, not root, and needs nothing of its root filesystem writable', async () => {
+    const id = await podmanRun(['--entrypoint', 'sh', images.trainer, '-c', 'id -u; id -g; echo $HOME']);
+    expect(id.stdout.trim().split('\n')).toEqual(['1000', '1000', '/home/hanzo']);
+    const readOnly = await podmanRun(['--read-only', '--tmpfs', '/tmp:rw,mode=1777', images.trainer, '--help']);
+    expect(readOnly.stdout).toMatch(/hanzo-ml trainer/);
+  });
+
   it('the trainer image trains a small LoRA job on the base model', async () => {
     const spec = {
       kind: 'train', job_name: 'image-lora', run_id: '0123456789abcdef0123456789abcdef', tracking_uri: null,
