@@ -80,6 +80,8 @@ export interface ClusterStackOptions {
   kueue?: boolean;
   /** A config file for serve and worker (what env cannot say: scheduler.quotas). */
   config?: Record<string, unknown>;
+  /** scheduler.images beside the trainer image the stack runs. */
+  images?: Record<string, string>;
 }
 
 export async function startClusterStack(opts: ClusterStackOptions = {}): Promise<ClusterStack> {
@@ -94,6 +96,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
   try {
     const runtime = detectContainerRuntime();
     let trainerImage = FAKE_TRAINER_IMAGE;
+    let controlPlaneImage = CONTROL_PLANE_IMAGE;
     let imageEnv: Record<string, Record<string, string>> = {
       // The fallback's "image": its python runs our trainer package, its PATH has the Candle tool.
       [FAKE_TRAINER_IMAGE]: {
@@ -107,6 +110,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       execFileSync(join(repoRoot, 'scripts/images.sh'), { cwd: repoRoot, stdio: ['ignore', 'ignore', 'inherit'] });
       // By its digest, as an operator lists it: what the jobs run is the image just built, whatever moves the tag.
       trainerImage = pinnedImage(runtime.podmanArgs, `localhost/${TRAINER_IMAGE}`);
+      controlPlaneImage = pinnedImage(runtime.podmanArgs, `localhost/${CONTROL_PLANE_IMAGE}`);
       imageEnv = {};
     }
     const cluster = await startTestCluster({
@@ -159,7 +163,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes',
       HANZO_ML_SCHEDULER_KUBECONFIG: runtime.kind === 'podman' ? selfContainedKubeconfig(cluster.kubeconfigPath, home) : cluster.kubeconfigPath,
       HANZO_ML_SCHEDULER_NAMESPACE: NAMESPACE_PREFIX,
-      HANZO_ML_SCHEDULER_IMAGES: `trainer=${trainerImage}`,
+      HANZO_ML_SCHEDULER_IMAGES: Object.entries({ trainer: trainerImage, ...opts.images }).map(([name, ref]) => `${name}=${ref}`).join(','),
       HANZO_ML_SCHEDULER_PREEMPTION_GRACE_PERIOD: '60s',
       HANZO_ML_SCHEDULER_CPU_PER_JOB: '1',
       HANZO_ML_SCHEDULER_MEMORY_PER_JOB: '2Gi',
@@ -180,7 +184,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
         if (runtime.kind === 'process') return spawn(join(repoRoot, 'bin', 'hanzo-ml'), [shape], { env: shapeEnv, stdio: ['ignore', log, log] });
         const name = `hanzo-ml-${shape}-${basename(home)}-${Date.now()}`;
         containers[shape] = name;
-        return spawn('podman', [...runtime.podmanArgs, ...controlPlaneRun(name, shapeEnv, home, bootstrap.base_model), CONTROL_PLANE_IMAGE, shape], { stdio: ['ignore', log, log] });
+        return spawn('podman', [...runtime.podmanArgs, ...controlPlaneRun(name, shapeEnv, home, bootstrap.base_model), controlPlaneImage, shape], { stdio: ['ignore', log, log] });
       } finally {
         closeSync(log);
       }
