@@ -22,7 +22,7 @@ export const GPU_RESOURCE = 'nvidia.com/gpu';
 export const GPU_TYPE_LABEL = 'hanzo-ml.dev/gpu-type';
 const CONTAINER = 'job';
 /** The user of the trainer image (deploy/trainer.Dockerfile), and the home its caches go under. */
-export const JOB_USER = 1000;
+const JOB_USER = 1000;
 const JOB_HOME = '/home/hanzo';
 /** Exit codes of the trainer that a new pod of the same Job cannot fix: the activity decides (trainer/hanzo_ml/cli.py). */
 const FAIL_JOB_EXIT_CODES = [1, 2, 3, 4];
@@ -158,7 +158,6 @@ export class KubernetesExecutor implements JobExecutor {
 
   private async checkNamespace(job: JobRequest): Promise<void> {
     const org = job.organizationId;
-    const fix = `add it to scheduler.organizations (or scheduler.quotas) and run hanzo-ml cluster apply`;
     if (!isNamespaceable(this.o.namespacePrefix, org)) throw new JobRejected(`${job.name}: organization "${org}" cannot name a Kubernetes namespace (lower-case letters, digits, "-")`);
     const exists = await this.core.readNamespace({ name: this.ns(job) }).then(
       () => true,
@@ -167,7 +166,7 @@ export class KubernetesExecutor implements JobExecutor {
         throw err;
       },
     );
-    if (!exists) throw new JobRejected(`${job.name}: organization ${org} has no namespace on the cluster (${this.ns(job)}): ${fix}`);
+    if (!exists) throw new JobRejected(`${job.name}: organization ${org} has no namespace on the cluster (${this.ns(job)}): add it to scheduler.organizations (or scheduler.quotas) and run hanzo-ml cluster apply`);
   }
 
   async startOrAttach(job: JobRequest): Promise<JobState> {
