@@ -11,7 +11,7 @@ import { basename, join } from 'node:path';
 import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
 import { loadConfig, repoRoot, type LoadedConfig } from '../../lib/config.js';
-import { ConfigSchema, CONTROL_PLANE_IMAGE, TRAINER_IMAGE } from '../../contracts/config.js';
+import { ConfigSchema, CONTROL_PLANE_IMAGE } from '../../contracts/config.js';
 import { applyClusterObjects } from '../../scheduling/kueue-apply.js';
 import { detectContainerRuntime } from './cluster/container-runtime.js';
 import { startTestCluster, type TestCluster, type TestNodeSpec } from './cluster/control-plane.js';
@@ -107,10 +107,14 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     };
     if (runtime.kind === 'podman') {
       // The shipped trainer image, built from the current sources (a second or two when it is).
-      execFileSync(join(repoRoot, 'scripts/images.sh'), { cwd: repoRoot, stdio: ['ignore', 'ignore', 'inherit'] });
-      // By its digest, as an operator lists it: what the jobs run is the image just built, whatever moves the tag.
-      trainerImage = pinnedImage(runtime.podmanArgs, `localhost/${TRAINER_IMAGE}`);
-      controlPlaneImage = pinnedImage(runtime.podmanArgs, `localhost/${CONTROL_PLANE_IMAGE}`);
+      const built = JSON.parse(execFileSync(join(repoRoot, 'scripts/images.sh'), { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })) as { trainer: string; control_plane: string };
+      // By digest, as an operator lists them: what runs is what was just built from these sources, whatever moves
+      // the version tag; held by a tag of this stack's own, so that a build of other sources (which removes older
+      // builds) cannot remove them, and the containers running them, while the stack runs.
+      const hold = `hold-${basename(home)}`;
+      trainerImage = holdImage(runtime.podmanArgs, built.trainer, hold);
+      controlPlaneImage = holdImage(runtime.podmanArgs, built.control_plane, hold);
+      stops.push(async () => void spawnSync('podman', [...runtime.podmanArgs, 'untag', `${repositoryOf(built.trainer)}:${hold}`, `${repositoryOf(built.control_plane)}:${hold}`], { stdio: 'ignore' }));
       imageEnv = {};
     }
     const cluster = await startTestCluster({
@@ -271,10 +275,13 @@ function withOrganization(doc: Record<string, unknown>, org: string): Record<str
   return { ...doc, scheduler: { ...scheduler, organizations: [...new Set([...(scheduler.organizations ?? []), org])] } };
 }
 
-/** A local image by its digest (repository@sha256:...), as scheduler.images lists it. */
-function pinnedImage(podmanArgs: string[], image: string): string {
+const repositoryOf = (image: string): string => image.replace(/:[^:/]+$/, '');
+
+/** Tags a local image `hold` too; returns it by its digest (repository@sha256:...), as scheduler.images lists it. */
+function holdImage(podmanArgs: string[], image: string, hold: string): string {
+  execFileSync('podman', [...podmanArgs, 'tag', image, `${repositoryOf(image)}:${hold}`]);
   const digest = execFileSync('podman', [...podmanArgs, 'image', 'inspect', '--format', '{{.Digest}}', image], { encoding: 'utf8' }).trim();
-  return `${image.replace(/:[^:/]+$/, '')}@${digest}`;
+  return `${repositoryOf(image)}@${digest}`;
 }
 
 /** `hanzo-ml admin bootstrap` against the stack's catalogue: the operator's first admin token. */
