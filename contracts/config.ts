@@ -67,6 +67,53 @@ function checkQuotaGpuTypes(s: { gpu_types: string[]; quotas: Record<string, Org
   }
 }
 
+/** An organization id usable in Kubernetes names: its namespace is <scheduler.namespace>-<id>. */
+const OrganizationId = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$/, 'an organization id usable in Kubernetes names (lower-case letters, digits, "-")');
+const ServiceAccountRef = z.string().regex(/^[a-z0-9][a-z0-9-]*\/[a-z0-9][a-z0-9.-]*$/, 'expected "namespace/name" of a ServiceAccount');
+
+/** The name of the scheduler.images entry a job runs when hardware.image names none. */
+export const DEFAULT_IMAGE_NAME = 'trainer';
+const IMAGE_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+/** An image reference pinned by its content: repository@sha256:<64 hex>. */
+const PINNED_IMAGE = /^[^\s@]+@sha256:[a-f0-9]{64}$/;
+
+/** HANZO_ML_SCHEDULER_IMAGES arrives as a string: "name=ref,name=ref". */
+function imagesFromEnv(v: unknown): unknown {
+  if (typeof v !== 'string') return v;
+  return Object.fromEntries(v.split(',').filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]));
+}
+
+/**
+ * Jobs run only images an operator listed, each pinned by digest: a tag can be moved to other content after the
+ * operator checked it. The one tag-only entry accepted is the product's own trainer image at this version
+ * (TRAINER_IMAGE, scripts/images.sh builds it into local storage, where it has no registry digest until pushed):
+ * it is the release the operator installs, as trusted as the control-plane image beside it.
+ */
+function checkImages(s: { executor: string; images: Record<string, string> }, ctx: z.RefinementCtx): void {
+  if (!s.images[DEFAULT_IMAGE_NAME]) ctx.addIssue({ code: 'custom', path: ['images'], message: `needs an entry "${DEFAULT_IMAGE_NAME}": the image of jobs that name none` });
+  if (s.executor !== 'kubernetes') return;
+  for (const [name, ref] of Object.entries(s.images))
+    if (!PINNED_IMAGE.test(ref) && ref !== TRAINER_IMAGE && ref !== `localhost/${TRAINER_IMAGE}`)
+      ctx.addIssue({ code: 'custom', path: ['images', name], message: `"${ref}" is not pinned by digest: expected repository@sha256:<64 hex digits> (a tag can be moved to other content)` });
+}
+
+/** The image reference of an allow-listed name, or null when scheduler.images has no such name. */
+export function allowedImage(images: Record<string, string>, name: string | null): string | null {
+  return Object.hasOwn(images, name ?? DEFAULT_IMAGE_NAME) ? images[name ?? DEFAULT_IMAGE_NAME]! : null;
+}
+
+/**
+ * Egress the job NetworkPolicy allows to one service: addresses (cidrs) or pods (namespace and/or pod_labels), on
+ * ports (unset: the port of its URL).
+ */
+export const EgressPeerSchema = z.strictObject({
+  cidrs: z.array(z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'an IPv4 CIDR such as 10.0.0.0/16')).default([]),
+  namespace: z.string().optional().describe('pods of this namespace'),
+  pod_labels: z.record(z.string(), z.string()).optional().describe('pods with these labels'),
+  ports: z.array(z.number().int().min(1).max(65535)).optional(),
+});
+export type EgressPeer = z.infer<typeof EgressPeerSchema>;
+
 export const ConfigSchema = z.strictObject({
   server: z
     .strictObject({
@@ -193,8 +240,29 @@ export const ConfigSchema = z.strictObject({
   scheduler: z
     .strictObject({
       executor: z.enum(['local', 'kubernetes']).default('local').describe('local: jobs are processes on the worker\'s machine; kubernetes: batch/v1 Jobs'),
-      namespace: z.string().default('hanzo-ml').describe('kubernetes: the namespace jobs run in'),
-      default_image: z.string().default(TRAINER_IMAGE).describe('kubernetes: the trainer image (deploy/trainer.Dockerfile, built by scripts/images.sh)'),
+      namespace: z
+        .string()
+        .regex(/^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$/, 'a prefix of Kubernetes namespace names (at most 20 lower-case letters, digits, "-")')
+        .default('hanzo-ml')
+        .describe('kubernetes: the prefix of the job namespaces: each organization\'s jobs run in <namespace>-<organization>, made by hanzo-ml cluster apply'),
+      images: z
+        .preprocess(imagesFromEnv, z.record(z.string().regex(IMAGE_NAME, 'an image name: lower-case letters, digits, ".", "_", "-"'), z.string().min(1)))
+        .default({ [DEFAULT_IMAGE_NAME]: TRAINER_IMAGE })
+        .describe(`kubernetes: the images jobs may run, name -> reference pinned by digest (repo@sha256:...); a job picks a name (hardware.image), "${DEFAULT_IMAGE_NAME}" when it names none. Env: name=ref,name=ref`),
+      organizations: z
+        .array(OrganizationId)
+        .default([])
+        .describe('kubernetes: organizations whose jobs run on the cluster without a queue (each scheduler.quotas organization is one too): hanzo-ml cluster apply gives each its namespace'),
+      worker_service_account: ServiceAccountRef.optional().describe('kubernetes: "namespace/name" of the worker\'s ServiceAccount: hanzo-ml cluster apply grants it the running of Jobs in each organization\'s namespace'),
+      api_service_account: ServiceAccountRef.optional().describe('kubernetes: "namespace/name" of the API\'s ServiceAccount: hanzo-ml cluster apply lets it read the Kueue Workloads of each organization\'s namespace (GET /v1/queues)'),
+      job_network: z
+        .strictObject({
+          object_store: EgressPeerSchema.prefault({}).describe('where job pods reach storage.endpoint; unset: its host, when it is an IP address'),
+          api: EgressPeerSchema.prefault({}).describe('where job pods reach server.public_url; unset: its host, when it is an IP address'),
+          dns: EgressPeerSchema.prefault({ namespace: 'kube-system', pod_labels: { 'k8s-app': 'kube-dns' }, ports: [53] }).describe('the cluster DNS (UDP and TCP)'),
+        })
+        .prefault({})
+        .describe('kubernetes: the egress the NetworkPolicy of each organization\'s namespace allows job pods, beside their own gang peers'),
       gpu_types: z.array(z.string()).default([]),
       max_concurrent_jobs: z.coerce.number().int().positive().default(32).describe('job activities one worker runs at once (its job task queue slots); per-organization limits are scheduler.quotas'),
       checkpoint_bucket: z.string().default('hanzo-ml-checkpoints'),
@@ -202,7 +270,7 @@ export const ConfigSchema = z.strictObject({
       service_account: z.string().optional().describe('kubernetes: service account of job pods; unset: the namespace default'),
       image_pull_policy: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
       quotas: z
-        .record(z.string().regex(/^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$/, 'an organization id usable in Kubernetes names (lower-case letters, digits, "-")'), OrganizationQuotaSchema)
+        .record(OrganizationId, OrganizationQuotaSchema)
         .default({})
         .describe('organization -> quota; empty: no queues (jobs start as soon as they are created)'),
       preemption: z
@@ -219,7 +287,8 @@ export const ConfigSchema = z.strictObject({
       memory_per_job: z.string().default('8Gi').describe('kubernetes: memory request of a job pod'),
     })
     .prefault({})
-    .superRefine(checkQuotaGpuTypes),
+    .superRefine(checkQuotaGpuTypes)
+    .superRefine(checkImages),
   temporal: z
     .strictObject({
       address: z.string().optional().describe('host:port of a Temporal cluster; unset starts the embedded dev server'),

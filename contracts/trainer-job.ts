@@ -99,7 +99,12 @@ export const HardwareSchema = z.strictObject({
     .describe('bf16: forward and backward autocast to bfloat16, fp32 master weights and optimizer; auto: bf16 on a CUDA device that supports it, fp32 otherwise'),
   nodes: z.number().int().positive().default(1).describe('machines the job spans (recipe templates; memory and cost estimates)'),
   gpus_per_node: z.number().int().nonnegative().default(0).describe('GPUs per machine; 0 on a CPU-only machine'),
-  image: z.string().nullable().default(null).describe('kubernetes: the container image of the job; null: scheduler.default_image'),
+  image: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'expected the name of an image of scheduler.images (such as "trainer"), not an image reference: only an operator adds images')
+    .nullable()
+    .default(null)
+    .describe('kubernetes: the name of the job\'s container image in scheduler.images, the operator\'s allow-list; null: "trainer"'),
   gpu_type: z.string().nullable().default(null).describe('kubernetes: the node type the job needs (a scheduler.gpu_types entry; the nodes\' hanzo-ml.dev/gpu-type label); null: any'),
   device_memory_gb: z.number().positive().nullable().default(null).describe('memory of one device for the fit check; null: measured (cuda) or host RAM (cpu)'),
 });

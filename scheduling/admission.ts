@@ -3,11 +3,11 @@
 // (job_admissions) until its organization has a free slot, in priority-then-arrival order. In the embedded mode,
 // where no Kueue runs, the same gate also enforces max_gpus and hands out this machine's GPUs (CUDA device indices),
 // never one to two jobs. Fair share and preemption across organizations are Kueue's, on a cluster.
-import type { Config, OrganizationQuota } from '../contracts/config.js';
+import type { Config } from '../contracts/config.js';
 import type { Db } from '../db/client.js';
 import { nvidiaGpuNames } from '../lib/gpus.js';
 import { releaseAdmission, requestAdmission, type AdmissionAnswer, type AdmissionLimits } from '../db/repo/admissions.js';
-import { priorityValue } from './kueue-objects.js';
+import { priorityValue, totalGpus } from './kueue-objects.js';
 import type { JobPriority } from '../contracts/config.js';
 
 /** A slot whose holder has not heartbeated for this long is taken back (its worker and every retry are gone). */
@@ -16,11 +16,6 @@ export const ADMISSION_STALE_AFTER_MS = 10 * 60_000;
 /** GPUs of this machine: scheduler.local_gpus, else what nvidia-smi lists (0 without it). */
 export function detectLocalGpus(configured: number | undefined): number {
   return configured ?? nvidiaGpuNames().length;
-}
-
-function totalGpus(quota: OrganizationQuota, gpuTypes: string[]): number {
-  if (typeof quota.max_gpus === 'number') return quota.max_gpus * Math.max(1, gpuTypes.length);
-  return Object.values(quota.max_gpus).reduce((a, b) => a + b, 0);
 }
 
 export interface AdmissionGate {

@@ -1,10 +1,18 @@
 // scheduler.quotas and scheduler.preemption as Kueue objects (v1beta2): a ResourceFlavor per gpu_type, a
 // WorkloadPriorityClass per priority, a ClusterQueue per organization with its nominal GPU quota in one cohort
-// (idle quota is lent and reclaimed), and a LocalQueue per organization in the jobs namespace. Pure: rendering
+// (idle quota is lent and reclaimed), and a LocalQueue per organization in its own job namespace
+// (namespace-objects.ts). Pure: rendering
 // here, applying in kueue-apply.ts. The Kueue manager itself runs with the Helm chart's kueue.manager settings
 // (all-or-nothing gangs, fair sharing, GPUs the only quota resource).
 import type { Config, JobPriority, OrganizationQuota } from '../contracts/config.js';
+import { jobNamespace } from './job-namespace.js';
 import { JOB_PRIORITIES } from '../contracts/config.js';
+
+/** An organization's nominal GPUs over every gpu_type. */
+export function totalGpus(quota: OrganizationQuota, gpuTypes: string[]): number {
+  if (typeof quota.max_gpus === 'number') return quota.max_gpus * Math.max(1, gpuTypes.length);
+  return Object.values(quota.max_gpus).reduce((a, b) => a + b, 0);
+}
 
 export const KUEUE_API = 'kueue.x-k8s.io/v1beta2';
 export const GPU_RESOURCE = 'nvidia.com/gpu';
@@ -32,15 +40,19 @@ export const flavorName = (gpuType: string): string => `hanzo-ml-${gpuType}`;
 export const priorityRank = (p: JobPriority): number => JOB_PRIORITIES.length - JOB_PRIORITIES.indexOf(p);
 export const priorityValue = (p: JobPriority): number => PRIORITY_VALUES[p];
 
-/** The Kueue objects for a configuration, in the order they must exist (flavors and classes before queues). */
+/**
+ * The Kueue objects for a configuration, in the order they must exist (flavors and classes before queues); none
+ * without scheduler.quotas, so a cluster without Kueue runs jobs unqueued.
+ */
 export function renderKueueObjects(config: Config): KueueObject[] {
   const s = config.scheduler;
   const orgs = Object.entries(s.quotas);
+  if (orgs.length === 0) return [];
   return [
     ...flavors(s.gpu_types),
     ...JOB_PRIORITIES.map((p) => priorityClass(p)),
     ...orgs.map(([org, quota]) => clusterQueue(org, quota, config)),
-    ...orgs.map(([org]) => localQueue(org, s.namespace)),
+    ...orgs.map(([org]) => localQueue(org, jobNamespace(s.namespace, org))),
   ];
 }
 
@@ -75,7 +87,8 @@ function clusterQueue(org: string, quota: OrganizationQuota, config: Config): Ku
     metadata: { name: clusterQueueName(org), labels: { ...MANAGED_BY, 'hanzo-ml.dev/organization': org } },
     spec: {
       cohortName: s.cohort,
-      namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': s.namespace } },
+      // Its organization's namespace only: no other organization's Job can enter its queue.
+      namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': jobNamespace(s.namespace, org) } },
       queueingStrategy: 'BestEffortFIFO',
       resourceGroups: [
         {

@@ -8,6 +8,7 @@ import type { Db } from '../db/client.js';
 import { listAdmissions } from '../db/repo/admissions.js';
 import { isAdmitted, isPending, listWorkloads, queueOrder, type Workload } from './kueue-status.js';
 import { clusterQueueName, GPU_RESOURCE } from './kueue-objects.js';
+import { jobNamespace } from './job-namespace.js';
 
 export interface QueuedJob {
   job: string;
@@ -51,7 +52,7 @@ const jobNameOfWorkload = (w: Workload & { metadata: { ownerReferences?: { kind:
 
 async function kueueView(kube: KubeConfig, config: Config, org: string): Promise<{ jobs: QueuedJob[]; inUse: number; borrowed: number }> {
   const custom = kube.makeApiClient(CustomObjectsApi);
-  const workloads = (await listWorkloads(custom, config.scheduler.namespace)).filter((w) => w.spec.queueName === org);
+  const workloads = (await listWorkloads(custom, jobNamespace(config.scheduler.namespace, org))).filter((w) => w.spec.queueName === org);
   const pending = workloads.filter(isPending).sort(queueOrder);
   const jobs: QueuedJob[] = [
     ...workloads.filter(isAdmitted).map((w) => ({ job: jobNameOfWorkload(w), stage: 'admitted' as const, position: null, gpus: gpusOfWorkload(w), reason: null })),

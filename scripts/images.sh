@@ -182,8 +182,9 @@ build() {  # build NAME KEY DOCKERFILE --build-context ...
       -t "$name:src-$key" -t "$name:$VERSION" . 2>&1 | stamped >"$log"; then
     say "building $name failed:"; tail -n 30 "$log" >&2; exit 1
   fi
-  # Older source builds of this image: untagged, so their layers go unless a newer build still uses them.
-  podman_ images --format '{{.Repository}}:{{.Tag}}' "$name" | grep -F ":src-" | grep -vF ":src-$key" | xargs -r podman "${RUN_ARGS[@]}" rmi -f >/dev/null || true
+  # Older source builds of this image: untagged, so their layers go unless a newer build still uses them. Not
+  # forced: an image a container still runs (a test stack's, say) stays until a later build, with its containers.
+  podman_ images --format '{{.Repository}}:{{.Tag}}' "$name" | grep -F ":src-" | grep -vF ":src-$key" | xargs -r podman "${RUN_ARGS[@]}" rmi >/dev/null 2>&1 || true
   podman_ image prune -f >/dev/null || true
   TIMES+=("${name##*/} $((SECONDS - t0))s")
 }

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
 import { loadConfig, repoRoot } from '../lib/config.js';
 import { createLogger } from '../lib/log.js';
 import { S3ObjectStore, type ObjectStore } from '../lib/object-store.js';
@@ -21,7 +21,8 @@ import type { JobExecutor } from '../activities/executor/types.js';
 import { HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainResult } from '../contracts/trainer-job.js';
 import { findClusterTools } from './support/cluster/tools.js';
 import { detectContainerRuntime } from './support/cluster/container-runtime.js';
-import { TRAINER_IMAGE } from '../contracts/config.js';
+import { ConfigSchema, TRAINER_IMAGE } from '../contracts/config.js';
+import { applyClusterObjects } from '../scheduling/kueue-apply.js';
 import { trainJobDefinition } from './support/deps.js';
 import { baseModelInput } from '../activities/job-inputs.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
@@ -30,6 +31,8 @@ import { freePort } from './support/ports.js';
 
 const tools = findClusterTools();
 const FAKE_IMAGE = 'hanzoai/ml-trainer:multinode';
+/** Organization dev's namespace (scheduler.namespace "jobs"). */
+const NS = 'jobs-dev';
 const runtime = detectContainerRuntime();
 // With podman, the pods run the shipped trainer image.
 const IMAGE = runtime.kind === 'podman' ? TRAINER_IMAGE : FAKE_IMAGE;
@@ -86,7 +89,8 @@ describe.skipIf(!tools)('a two-node Indexed Job', () => {
       // The process fallback's trainer "image": its python runs our trainer package.
       imageEnv: runtime.kind === 'podman' ? {} : { [FAKE_IMAGE]: { PATH: `${join(loaded.bootstrap.python, '..')}:${process.env.PATH}`, PYTHONPATH: join(repoRoot, 'trainer') } },
     });
-    await cluster.createNamespace('jobs');
+    // Organization dev's namespace as `hanzo-ml cluster apply` makes it: Pod Security "restricted" admits the pods.
+    await applyClusterObjects(ConfigSchema.parse({ storage: { endpoint: `http://127.0.0.1:${port}` }, scheduler: { namespace: 'jobs', organizations: ['dev'] } }), cluster.kubeConfig);
     const storage = { ...loaded.config.storage, endpoint: `http://127.0.0.1:${port}`, access_key: 't', secret_key: 't' };
     const store = await S3ObjectStore.create(storage);
     const data = join(home, 'train.jsonl');
@@ -109,14 +113,19 @@ describe.skipIf(!tools)('a two-node Indexed Job', () => {
   });
 
   it('trains to the loss of one process on the same global batch, one pod per node', { timeout: 15 * 60_000 }, async () => {
-    const k8s: JobExecutor = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'jobs', image: IMAGE, imagePullPolicy: 'IfNotPresent', gracePeriodSeconds: 30, cpu: '1', memory: '1Gi', gpuTypes: [], quotas: {}, log });
+    const k8s: JobExecutor = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespacePrefix: 'jobs', images: { trainer: IMAGE }, imagePullPolicy: 'IfNotPresent', gracePeriodSeconds: 30, cpu: '1', memory: '1Gi', gpuTypes: [], quotas: {}, log });
     // Pods read the base model from the object store, as the pipeline publishes it (they share no disk with us).
     const baseModel = await baseModelInput({ ...s3Deps, executor: k8s }, DEFAULT_BASE_MODEL);
     const two = await train({ ...s3Deps, executor: k8s }, trainJob('two-nodes', s3Deps.store, s3Data, 2, baseModel.uri));
-    const pods = await cluster.kubeConfig.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: 'jobs', labelSelector: 'hanzo-ml.dev/job=two-nodes' });
+    const pods = await cluster.kubeConfig.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: NS, labelSelector: 'hanzo-ml.dev/job=two-nodes' });
     expect(new Set(pods.items.map((p) => p.spec?.nodeName))).toEqual(new Set(['node-a', 'node-b']));
-    const job = await cluster.kubeConfig.makeApiClient(BatchV1Api).readNamespacedJob({ name: 'two-nodes', namespace: 'jobs' });
+    const job = await cluster.kubeConfig.makeApiClient(BatchV1Api).readNamespacedJob({ name: 'two-nodes', namespace: NS });
     expect(job.spec).toMatchObject({ completionMode: 'Indexed', completions: 2, parallelism: 2 });
+    // Its pods reach each other, and only each other, through a policy of the job's own.
+    const peers = await cluster.kubeConfig.makeApiClient(NetworkingV1Api).readNamespacedNetworkPolicy({ name: 'two-nodes-peers', namespace: NS });
+    expect(peers.spec!.podSelector).toEqual({ matchLabels: { 'hanzo-ml.dev/job': 'two-nodes' } });
+    expect(peers.spec!.ingress![0]!._from).toEqual([{ podSelector: { matchLabels: { 'hanzo-ml.dev/job': 'two-nodes' } } }]);
+    expect(peers.spec!.egress![0]!.ports!.map((p) => `${p.port}-${p.endPort ?? p.port}`)).toEqual(['29500-29500', '1024-65535']);
 
     // The same job as one local process, reading the same objects.
     const local = new LocalExecutor({ workRoot: join(home, 'work'), python: loaded.bootstrap.python, env: localJobEnvironment(s3Deps) });

@@ -38,7 +38,8 @@ describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve 
   let watching: ReturnType<typeof setInterval>;
 
   beforeAll(async () => {
-    stack = await startClusterStack();
+    // One image the operator listed that no node has: the pull error shows in the pipeline's progress.
+    stack = await startClusterStack({ images: { unpullable: `registry.example/does-not-exist@sha256:${'e'.repeat(64)}` } });
     s3 = new S3Client({ endpoint: stack.s3Endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'test-access', secretAccessKey: 'test-secret' } });
     watching = setInterval(() => {
       void stack.batch.listNamespacedJob({ namespace: JOBS_NAMESPACE }).then(
@@ -147,6 +148,11 @@ describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve 
     // The Job does not depend on the worker: it keeps training.
     const job = await stack.batch.readNamespacedJob({ name: `${id}-train`, namespace: JOBS_NAMESPACE });
     expect(job.status?.active).toBe(1);
+    // The trainer image, pinned by digest, trains as uid 1000 on a read-only root in organization dev's namespace.
+    const pod = job.spec!.template.spec!;
+    expect(pod.containers[0]!.image).toMatch(/@sha256:[a-f0-9]{64}$/);
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000 });
+    expect(pod.containers[0]!.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
     await stack.startWorker();
     const waiting = await until(id, (s) => s.progress.awaiting_approval || s.progress.model_version !== null, 'training to finish');
     expect(seen.get(`${id}-train`)?.size).toBe(1);
@@ -214,8 +220,29 @@ describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve 
     expect(String(res.body.message)).toMatch(/hardware\.nodes: 2: method "qlora" cannot be sharded/);
   });
 
+  it('refuses an image reference in hardware.image at the API: a researcher names an image of the allow-list', async () => {
+    const res = await stack.api('POST', '/v1/pipelines', shortRequest('cluster-own-image', { hardware: { image: 'docker.io/evil/miner:latest' } as PipelineRequest['hardware'] }));
+    expect(res.status).toBe(400);
+    expect(String(res.body.message)).toMatch(/hardware\.image.*scheduler\.images/);
+  });
+
+  it('refuses an image name outside scheduler.images, naming the known ones, before any Job exists', { timeout: 10 * 60_000 }, async () => {
+    const id = await start(shortRequest('cluster-unlisted-image', { hardware: { image: 'miner' } as PipelineRequest['hardware'] }));
+    const deadline = Date.now() + 5 * 60_000;
+    let status: Status;
+    for (;;) {
+      status = (await stack.api<Status>('GET', `/v1/pipelines/${id}`)).body;
+      if (status.status !== 'RUNNING') break;
+      if (Date.now() > deadline) throw new Error('the pipeline was not refused');
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    expect(status.progress.error).toMatch(/hardware\.image "miner" is not one of scheduler\.images \(trainer, unpullable\)/);
+    expect(seen.has(`${id}-train`)).toBe(false);
+    expect((await stack.core.listNamespacedSecret({ namespace: JOBS_NAMESPACE })).items.map((x) => x.metadata!.name)).not.toContain(`${id}-train-secrets`);
+  });
+
   it('shows an image that cannot be pulled in the pipeline progress within a poll', { timeout: 10 * 60_000 }, async () => {
-    const id = await start(shortRequest('cluster-bad-image', { hardware: { image: 'registry.example/does-not-exist:1' } as PipelineRequest['hardware'] }));
+    const id = await start(shortRequest('cluster-bad-image', { hardware: { image: 'unpullable' } as PipelineRequest['hardware'] }));
     const s = await until(id, (x) => /ErrImagePull|ImagePullBackOff/.test(x.progress.waiting ?? ''), 'the pull error to show', 3 * 60_000);
     expect(s.progress.stage).toBe('train');
     expect(s.progress.waiting).toMatch(/does-not-exist/);

@@ -8,7 +8,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { S3Client, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { demoPipelineRequest } from '../cli/demo.js';
 import type { PipelineProgress, PipelineRequest } from '../contracts/pipeline.js';
-import { applyKueueObjects } from '../scheduling/kueue-apply.js';
 import { findClusterTools, findKueue } from './support/cluster/tools.js';
 import { JOBS_NAMESPACE, startClusterStack, type ClusterStack } from './support/cluster-stack.js';
 
@@ -44,7 +43,6 @@ describe.skipIf(!ready)('preemption by the queue (Kueue) with the real trainer',
       kueue: true,
       config: { scheduler: { gpu_types: ['a100'], quotas: { dev: { max_gpus: 1, max_concurrent_jobs: 8, priority: 'high', preemptible: true } } } },
     });
-    await applyKueueObjects(stack.loaded.config, stack.cluster.kubeConfig);
     s3 = new S3Client({ endpoint: stack.s3Endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'test-access', secretAccessKey: 'test-secret' } });
   }, 10 * 60_000);
 

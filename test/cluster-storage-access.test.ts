@@ -16,7 +16,8 @@ import { KubernetesExecutor } from '../activities/executor/kubernetes.js';
 import type { JobRequest } from '../activities/executor/types.js';
 import { withStorageAccess } from '../activities/deps.js';
 import { organizationStoragePolicy } from '../activities/job-storage-access.js';
-import { TRAINER_IMAGE, type Config } from '../contracts/config.js';
+import { ConfigSchema, TRAINER_IMAGE, type Config } from '../contracts/config.js';
+import { applyClusterObjects } from '../scheduling/kueue-apply.js';
 import { findClusterTools } from './support/cluster/tools.js';
 import { detectContainerRuntime } from './support/cluster/container-runtime.js';
 import { startTestCluster, type TestCluster } from './support/cluster/control-plane.js';
@@ -81,7 +82,8 @@ describe.skipIf(!tools)('a job pod\'s object-store access on the cluster', () =>
       containerRuntime: runtime,
       imageEnv: runtime.kind === 'podman' ? {} : { [FAKE_IMAGE]: { PATH: `${join(loaded.bootstrap.python, '..')}:${process.env.PATH}`, PYTHONPATH: join(repoRoot, 'trainer') } },
     });
-    await cluster.createNamespace('jobs');
+    // Organization orga's namespace as `hanzo-ml cluster apply` makes it (Pod Security "restricted", its NetworkPolicy).
+    await applyClusterObjects(ConfigSchema.parse({ storage: { endpoint: moto.endpoint }, scheduler: { namespace: 'jobs', organizations: ['orga'] } }), cluster.kubeConfig);
   }, 300_000);
 
   afterAll(async () => {
@@ -90,7 +92,7 @@ describe.skipIf(!tools)('a job pod\'s object-store access on the cluster', () =>
   });
 
   it('lets org A\'s pod read its dataset and write its model prefix, and the store refuses org B\'s dataset and model prefix', { timeout: 10 * 60_000 }, async () => {
-    const k8s = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'jobs', image: IMAGE, imagePullPolicy: 'IfNotPresent', gracePeriodSeconds: 5, cpu: '100m', memory: '256Mi', gpuTypes: [], quotas: {}, log, command: () => ['python', '-c', PROBE] });
+    const k8s = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespacePrefix: 'jobs', images: { trainer: IMAGE }, imagePullPolicy: 'IfNotPresent', gracePeriodSeconds: 5, cpu: '100m', memory: '256Mi', gpuTypes: [], quotas: {}, log, command: () => ['python', '-c', PROBE] });
     const jobSecrets = withStorageAccess(async () => ({ HANZO_ML_TRACKING_TOKEN: 'stand-in' }), config);
     const { datasets, models, checkpoints } = config.storage.buckets;
     const name = 'orga-probe';
@@ -115,7 +117,7 @@ describe.skipIf(!tools)('a job pod\'s object-store access on the cluster', () =>
     expect(state, await k8s.logTail(request, 40)).toMatchObject({ state: 'exited', exitCode: 0 });
 
     // The pod's storage keys come from its own Secret, never from a shared one.
-    const job = await cluster.kubeConfig.makeApiClient(BatchV1Api).readNamespacedJob({ name, namespace: 'jobs' });
+    const job = await cluster.kubeConfig.makeApiClient(BatchV1Api).readNamespacedJob({ name, namespace: 'jobs-orga' });
     const container = job.spec!.template.spec!.containers[0]!;
     expect(container.envFrom ?? []).toEqual([]);
     const secretRefs = (container.env ?? []).filter((e) => e.valueFrom?.secretKeyRef).map((e) => e.name);

@@ -1,8 +1,8 @@
 // The cluster install is the Helm chart deploy/helm/hanzo-ml: it lints, it renders what its values say (with its
 // defaults and with a values file that sets every group), its config file passes the product's own schema, and
-// everything it renders, hooks included, is accepted by a real API server (server-side dry run). Its RBAC grants
-// the worker what it needs in the jobs namespace only, and the queue hook's ServiceAccount can run
-// `hanzo-ml cluster apply` itself against real Kueue.
+// everything it renders, hooks included, is accepted by a real API server (server-side dry run). The queue hook's
+// ServiceAccount can run `hanzo-ml cluster apply` itself against real Kueue, making each organization's namespace
+// and the worker's RBAC there, and the worker gets what it needs in those namespaces only.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +12,7 @@ import { parseAllDocuments, parse as parseYaml, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigSchema, type Config } from '../contracts/config.js';
 import { checkCombinations } from '../lib/config.js';
-import { applyKueueObjects } from '../scheduling/kueue-apply.js';
+import { applyClusterObjects } from '../scheduling/kueue-apply.js';
 import { startTestCluster, type TestCluster } from './support/cluster/control-plane.js';
 import { chartKueueConfiguration } from './support/cluster/kueue.js';
 import { CLUSTER_TOOLS_MISSING, HELM_MISSING, findClusterTools, findHelm, findKueue, repoRoot } from './support/cluster/tools.js';
@@ -80,7 +80,6 @@ describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MIS
     const r = defaults!;
     expect(r.docs.map((d) => `${d.kind}/${d.metadata.name}`)).toEqual(
       expect.arrayContaining([
-        'Namespace/hanzo-ml-jobs',
         'ConfigMap/hanzo-ml-config',
         'Deployment/hanzo-ml-api',
         'Service/hanzo-ml-api',
@@ -88,8 +87,6 @@ describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MIS
         'Deployment/hanzo-ml-worker',
         'ServiceAccount/hanzo-ml-api',
         'ServiceAccount/hanzo-ml-worker',
-        'Role/hanzo-ml-job-runner',
-        'RoleBinding/hanzo-ml-worker',
         'ClusterRole/hanzo-ml-node-reader',
         'ClusterRoleBinding/hanzo-ml-worker-node-reader',
         'ServiceAccount/hanzo-ml-queue-admin',
@@ -105,6 +102,8 @@ describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MIS
     expect(api.livenessProbe.httpGet).toEqual({ path: '/alive', port: 'http' });
     // Kueue's queue objects have one owner, `hanzo-ml cluster apply`, run by the post-install/upgrade hook.
     expect(r.docs.filter((d) => String(d.apiVersion).startsWith('kueue.x-k8s.io'))).toEqual([]);
+    // Likewise the organizations' job namespaces and everything in them.
+    expect(r.docs.filter((d) => d.metadata.namespace?.startsWith('hanzo-ml-jobs') || ['Namespace', 'Role', 'RoleBinding', 'NetworkPolicy', 'ResourceQuota'].includes(d.kind))).toEqual([]);
     const hook = r.find('Job', 'hanzo-ml-queues');
     expect(hook.metadata.annotations['helm.sh/hook']).toBe('post-install,post-upgrade');
     expect(container(r, 'Job', 'hanzo-ml-queues')).toMatchObject({ image: api.image, args: ['cluster', 'apply'] });
@@ -117,12 +116,13 @@ describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MIS
     const r = defaults!;
     const config = r.config();
     expect(() => checkCombinations(config)).not.toThrow();
-    expect(config.scheduler).toMatchObject({ executor: 'kubernetes', namespace: 'hanzo-ml-jobs', default_image: 'hanzoai/ml-trainer:0.1.0' });
+    expect(config.scheduler).toMatchObject({ executor: 'kubernetes', namespace: 'hanzo-ml-jobs', images: { trainer: 'hanzoai/ml-trainer:0.1.0' } });
+    expect(config.scheduler).toMatchObject({ worker_service_account: 'hanzo-ml/hanzo-ml-worker', api_service_account: 'hanzo-ml/hanzo-ml-api' });
+    // Job pods reach the API's pods, the cluster DNS, and the object store's port (443 of storage.endpoint).
+    expect(config.scheduler.job_network.api).toEqual({ cidrs: [], namespace: 'hanzo-ml', pod_labels: { 'app.kubernetes.io/name': 'hanzo-ml-api' }, ports: [8057] });
     expect(config.server.public_url).toBe('http://hanzo-ml-api.hanzo-ml.svc:8057');
     expect(config.temporal).toMatchObject({ address: 'temporal-frontend.temporal.svc:7233', tls: false });
     expect(config.storage.encryption).toBe('sse-s3');
-    expect(r.find('Role', 'hanzo-ml-job-runner').metadata.namespace).toBe(config.scheduler.namespace);
-    expect(r.find('Namespace', config.scheduler.namespace)).toBeDefined();
     // The test cluster's Kueue runs with exactly what the chart renders for Kueue's manager.
     const kueue = parseYaml(r.find('ConfigMap', 'kueue-manager-config').data['controller_manager_config.yaml']);
     expect(kueue).toEqual(chartKueueConfiguration());
@@ -136,7 +136,12 @@ describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MIS
     const api = container(r, 'Deployment', 'hanzo-ml-api');
     const worker = container(r, 'Deployment', 'hanzo-ml-worker');
     for (const c of [api, worker, container(r, 'Job', 'hanzo-ml-queues')]) expect(c).toMatchObject({ image: 'registry.example.com/hanzo/ml:1.2.3', imagePullPolicy: 'Always' });
-    expect(config.scheduler).toMatchObject({ default_image: 'registry.example.com/hanzo/ml-trainer:1.2.3-cuda', image_pull_policy: 'Always' });
+    expect(config.scheduler).toMatchObject({ image_pull_policy: 'Always' });
+    // The allow-list: the trainer by its digest, and the operator's own images.
+    expect(config.scheduler.images).toEqual({
+      trainer: 'registry.example.com/hanzo/ml-trainer@sha256:1111111111111111111111111111111111111111111111111111111111111111',
+      cuda12: 'registry.example.com/ml/cuda12@sha256:2222222222222222222222222222222222222222222222222222222222222222',
+    });
     expect(r.find('Deployment', 'hanzo-ml-api').spec.replicas).toBe(3);
     expect(r.find('Deployment', 'hanzo-ml-worker').spec.replicas).toBe(5);
     expect(podSpec(r, 'Deployment', 'hanzo-ml-worker').terminationGracePeriodSeconds).toBe(120);
@@ -189,8 +194,9 @@ describe.skipIf(!helmDir)(`the Helm chart${helmDir ? '' : ` (skipped: ${HELM_MIS
       acme: { max_gpus: { 'nvidia-h200': 16 }, max_concurrent_jobs: 3, priority: 'high', preemptible: false, weight: 2 },
       labs: { max_gpus: 8, max_concurrent_jobs: 1, priority: 'low', preemptible: true, weight: 1 },
     });
-    for (const [kind, name] of [['Role', 'hanzo-ml-job-runner'], ['Role', 'hanzo-ml-queue-reader'], ['RoleBinding', 'hanzo-ml-worker']]) expect(r.find(kind!, name!).metadata.namespace).toBe('ml-jobs');
-    expect(r.find('Namespace', 'ml-jobs')).toBeDefined();
+    expect(config.scheduler.organizations).toEqual(['sandbox']);
+    expect(config.scheduler.job_network.object_store).toEqual({ cidrs: ['10.20.0.0/16'], ports: [9000] });
+    expect(config.scheduler.job_network.dns).toEqual({ cidrs: [], namespace: 'dns-system', pod_labels: { app: 'coredns' }, ports: [53] });
     // metrics and logging
     expect(config.metrics.enabled).toBe(false);
     expect(r.find('Deployment', 'hanzo-ml-api').spec.template.metadata.annotations).not.toHaveProperty('prometheus.io/scrape');
@@ -211,9 +217,8 @@ describe.skipIf(!canRunCluster)(`the Helm chart on a real API server${canRunClus
   beforeAll(async () => {
     // With Kueue, so its resources exist for the RBAC checks and the queue hook below.
     cluster = await startTestCluster({ nodes: [], kueue: true });
-    // Namespaced dry runs resolve their namespace: the release's and the jobs namespaces are created for real first.
+    // Namespaced dry runs resolve their namespace: the release's is created for real first.
     await cluster.createNamespace(NAMESPACE);
-    await apply([...defaults!.docs, ...full!.docs].filter((d) => d.kind === 'Namespace'));
   }, 300_000);
 
   afterAll(async () => {
@@ -232,44 +237,15 @@ describe.skipIf(!canRunCluster)(`the Helm chart on a real API server${canRunClus
 
   it('accepts the Secrets template the chart reads (server-side dry run)', async () => {
     const file = join(repoRoot, 'deploy/secrets.example.yaml');
+    // The namespaces it names: the release's, and an organization's job namespace as the queue hook makes it.
+    const namespaces = new Set(parseAllDocuments(readFileSync(file, 'utf8')).map((d) => (d.toJS() as Doc).metadata.namespace as string));
+    for (const ns of namespaces) if (ns !== NAMESPACE) await cluster.createNamespace(ns);
     const out = await cluster.kubectl(['apply', '--server-side', '--dry-run=server', '-f', file]);
     expect(out.trim().split('\n')).toHaveLength(parseAllDocuments(readFileSync(file, 'utf8')).length);
   });
 
-  it('lets the worker run Jobs in the jobs namespace and read nodes, and nothing beyond it', async () => {
-    await apply(rbacOf(defaults!));
-    const as = (sa: string) => async (verb: string, resource: string, namespace: string) =>
-      (await cluster.kubectl(['auth', 'can-i', verb, resource, '-n', namespace, `--as=system:serviceaccount:${NAMESPACE}:${sa}`]).catch((e: Error) => e.message)).trim().endsWith('yes');
-    const can = as('hanzo-ml-worker');
-    const api = as('hanzo-ml-api');
-    const hook = as('hanzo-ml-queue-admin');
-    const needed = [['create', 'jobs.batch'], ['get', 'jobs.batch'], ['delete', 'jobs.batch'], ['list', 'pods'], ['delete', 'pods'], ['get', 'pods/log'], ['create', 'services'], ['patch', 'services'], ['create', 'secrets'], ['patch', 'secrets']];
-    for (const [verb, resource] of needed) expect(await can(verb!, resource!, 'hanzo-ml-jobs'), `${verb} ${resource}`).toBe(true);
-    expect(await can('list', 'nodes', 'default')).toBe(true);
-    expect(await can('get', 'secrets', 'hanzo-ml-jobs')).toBe(false);
-    expect(await can('list', 'secrets', 'hanzo-ml-jobs')).toBe(false);
-    expect(await can('patch', 'nodes', 'default')).toBe(false);
-    expect(await can('create', 'jobs.batch', NAMESPACE)).toBe(false);
-    expect(await can('create', 'jobs.batch', 'default')).toBe(false);
-    // Kueue: the worker and the API read queues; neither may change them (that is the queue hook's).
-    for (const ask of [can, api]) {
-      expect(await ask('list', 'workloads.kueue.x-k8s.io', 'hanzo-ml-jobs')).toBe(true);
-      expect(await ask('get', 'clusterqueues.kueue.x-k8s.io', 'default')).toBe(true);
-      expect(await ask('create', 'clusterqueues.kueue.x-k8s.io', 'default')).toBe(false);
-      expect(await ask('delete', 'workloads.kueue.x-k8s.io', 'hanzo-ml-jobs')).toBe(false);
-    }
-    expect(await api('create', 'jobs.batch', 'hanzo-ml-jobs')).toBe(false);
-    // The hook changes queue objects and nothing else: no Jobs, no Secrets, no Workloads.
-    expect(await hook('create', 'clusterqueues.kueue.x-k8s.io', 'default')).toBe(true);
-    expect(await hook('create', 'jobs.batch', 'hanzo-ml-jobs')).toBe(false);
-    expect(await hook('get', 'secrets', NAMESPACE)).toBe(false);
-    expect(await hook('delete', 'workloads.kueue.x-k8s.io', 'hanzo-ml-jobs')).toBe(false);
-  });
-
-  it("runs the queue hook's `hanzo-ml cluster apply` under its own ServiceAccount, creating every organization's queue", async () => {
-    const r = full!;
-    await apply(rbacOf(r));
-    // A token of the hook's ServiceAccount, as its pod would mount it, in a kubeconfig of its own.
+  /** The queue hook's ServiceAccount as its pod would be: a token of its own, in a kubeconfig of its own. */
+  async function hookKubeConfig(): Promise<KubeConfig> {
     const token = (await cluster.kubectl(['create', 'token', 'hanzo-ml-queue-admin', '-n', NAMESPACE, '--duration=10m'])).trim();
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromOptions({
@@ -278,13 +254,72 @@ describe.skipIf(!canRunCluster)(`the Helm chart on a real API server${canRunClus
       contexts: [{ name: 'queue-hook', cluster: 'test', user: 'queue-hook' }],
       currentContext: 'queue-hook',
     });
-    const applied = await applyKueueObjects(r.config(), kubeConfig);
-    expect(applied.map((o) => `${o.kind}/${o.name} ${o.outcome}`)).toEqual(
-      expect.arrayContaining(['ResourceFlavor/hanzo-ml-nvidia-h200 created', 'ClusterQueue/hanzo-ml-acme created', 'ClusterQueue/hanzo-ml-labs created', 'LocalQueue/acme created', 'LocalQueue/labs created']),
+    return kubeConfig;
+  }
+
+  it("runs the queue hook's `hanzo-ml cluster apply` under its own ServiceAccount, creating every organization's namespace, RBAC, policy and queue", async () => {
+    const r = full!;
+    await apply(rbacOf(r));
+    const kubeConfig = await hookKubeConfig();
+    const applied = await applyClusterObjects(r.config(), kubeConfig);
+    const line = (o: { kind: string; name: string; namespace?: string; outcome: string }) => `${o.kind}/${o.name}${o.namespace ? ` in ${o.namespace}` : ''} ${o.outcome}`;
+    expect(applied.map(line)).toEqual(
+      expect.arrayContaining([
+        'Namespace/ml-jobs-acme created',
+        'Namespace/ml-jobs-sandbox created',
+        'ResourceQuota/hanzo-ml-jobs in ml-jobs-acme created',
+        'Role/hanzo-ml-worker in ml-jobs-labs created',
+        'RoleBinding/hanzo-ml-worker in ml-jobs-sandbox created',
+        'RoleBinding/hanzo-ml-queue-reader in ml-jobs-acme created',
+        'NetworkPolicy/hanzo-ml-jobs in ml-jobs-sandbox created',
+        'ResourceFlavor/hanzo-ml-nvidia-h200 created',
+        'ClusterQueue/hanzo-ml-acme created',
+        'ClusterQueue/hanzo-ml-labs created',
+        'LocalQueue/acme in ml-jobs-acme created',
+        'LocalQueue/labs in ml-jobs-labs created',
+      ]),
     );
+    // sandbox runs jobs without a queue: a namespace and its policy and RBAC, no quota, no Kueue queue.
+    expect(applied.filter((o) => o.namespace === 'ml-jobs-sandbox').map((o) => o.kind).sort()).toEqual(['NetworkPolicy', 'Role', 'RoleBinding', 'Role', 'RoleBinding'].sort());
     const queue = JSON.parse(await cluster.kubectl(['get', 'clusterqueue', 'hanzo-ml-acme', '-o', 'json'])) as Doc;
     expect(queue.spec.cohortName).toBe('prod');
+    const policy = JSON.parse(await cluster.kubectl(['get', 'networkpolicy', 'hanzo-ml-jobs', '-n', 'ml-jobs-acme', '-o', 'json'])) as Doc;
+    expect(policy.spec.egress).toContainEqual({ to: [{ ipBlock: { cidr: '10.20.0.0/16' } }], ports: [{ protocol: 'TCP', port: 9000 }] });
     // A second run (the next upgrade) changes nothing.
-    expect((await applyKueueObjects(r.config(), kubeConfig)).every((o) => o.outcome === 'unchanged')).toBe(true);
+    expect((await applyClusterObjects(r.config(), kubeConfig)).every((o) => o.outcome === 'unchanged')).toBe(true);
+  });
+
+  it("lets the worker run Jobs in its organizations' namespaces and read nodes, and nothing beyond them", async () => {
+    const as = (sa: string) => async (verb: string, resource: string, namespace: string) =>
+      (await cluster.kubectl(['auth', 'can-i', verb, resource, '-n', namespace, `--as=system:serviceaccount:${NAMESPACE}:${sa}`]).catch((e: Error) => e.message)).trim().endsWith('yes');
+    const can = as('hanzo-ml-worker');
+    const api = as('hanzo-ml-api');
+    const hook = as('hanzo-ml-queue-admin');
+    const needed = [['create', 'jobs.batch'], ['get', 'jobs.batch'], ['delete', 'jobs.batch'], ['list', 'pods'], ['delete', 'pods'], ['get', 'pods/log'], ['create', 'services'], ['patch', 'services'], ['create', 'secrets'], ['patch', 'secrets'], ['create', 'networkpolicies.networking.k8s.io']];
+    for (const ns of ['ml-jobs-acme', 'ml-jobs-sandbox']) for (const [verb, resource] of needed) expect(await can(verb!, resource!, ns), `${verb} ${resource} in ${ns}`).toBe(true);
+    expect(await can('list', 'nodes', 'default')).toBe(true);
+    expect(await can('get', 'namespaces', 'default')).toBe(true);
+    expect(await can('get', 'secrets', 'ml-jobs-acme')).toBe(false);
+    expect(await can('list', 'secrets', 'ml-jobs-acme')).toBe(false);
+    expect(await can('patch', 'nodes', 'default')).toBe(false);
+    expect(await can('create', 'namespaces', 'default')).toBe(false);
+    for (const ns of [NAMESPACE, 'default', 'kube-system', 'ml-jobs']) expect(await can('create', 'jobs.batch', ns), `create jobs in ${ns}`).toBe(false);
+    // Kueue: the worker and the API read queues; neither may change them (that is the queue hook's).
+    for (const ask of [can, api]) {
+      expect(await ask('list', 'workloads.kueue.x-k8s.io', 'ml-jobs-acme')).toBe(true);
+      expect(await ask('get', 'clusterqueues.kueue.x-k8s.io', 'default')).toBe(true);
+      expect(await ask('create', 'clusterqueues.kueue.x-k8s.io', 'default')).toBe(false);
+      expect(await ask('delete', 'workloads.kueue.x-k8s.io', 'ml-jobs-acme')).toBe(false);
+    }
+    expect(await api('create', 'jobs.batch', 'ml-jobs-acme')).toBe(false);
+    // The hook makes the organizations' objects and nothing else: no Jobs, no Secrets, no Workloads, and it may
+    // grant (escalate, bind) only the worker's and the API's Roles.
+    expect(await hook('create', 'clusterqueues.kueue.x-k8s.io', 'default')).toBe(true);
+    expect(await hook('escalate', 'roles.rbac.authorization.k8s.io/hanzo-ml-worker', 'ml-jobs-acme')).toBe(true);
+    expect(await hook('escalate', 'roles.rbac.authorization.k8s.io/admin', 'ml-jobs-acme')).toBe(false);
+    expect(await hook('bind', 'clusterroles.rbac.authorization.k8s.io/cluster-admin', 'ml-jobs-acme')).toBe(false);
+    expect(await hook('create', 'jobs.batch', 'ml-jobs-acme')).toBe(false);
+    expect(await hook('get', 'secrets', NAMESPACE)).toBe(false);
+    expect(await hook('delete', 'workloads.kueue.x-k8s.io', 'ml-jobs-acme')).toBe(false);
   });
 });

@@ -123,7 +123,7 @@ describe.skipIf(!podmanInstalled)('the shipped images', () => {
 
   it('tags the images with the names the configuration and the manifests use', () => {
     expect(images.version).toBe((JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version);
-    expect(ConfigSchema.parse({}).scheduler.default_image).toBe(TRAINER_IMAGE);
+    expect(ConfigSchema.parse({}).scheduler.images.trainer).toBe(TRAINER_IMAGE);
     expect(TRAINER_IMAGE).toBe(`hanzoai/ml-trainer:${images.version}`);
     expect(CONTROL_PLANE_IMAGE).toBe(`hanzoai/ml:${images.version}`);
     for (const image of [TRAINER_IMAGE, CONTROL_PLANE_IMAGE]) {
@@ -226,6 +226,13 @@ describe.skipIf(!podmanInstalled)('the shipped images', () => {
     const candle = await podmanRun(['--entrypoint', 'hanzo-ml-candle', images.trainer, '--help']);
     expect(candle.code, candle.stderr).toBe(0);
     expect(candle.stdout).toMatch(/validate/);
+  });
+
+  it('the trainer image runs as uid 1000, not root, and needs nothing of its root filesystem writable', async () => {
+    const id = await podmanRun(['--entrypoint', 'sh', images.trainer, '-c', 'id -u; id -g; echo $HOME']);
+    expect(id.stdout.trim().split('\n')).toEqual(['1000', '1000', '/home/hanzo']);
+    const readOnly = await podmanRun(['--read-only', '--tmpfs', '/tmp:rw,mode=1777', images.trainer, '--help']);
+    expect(readOnly.stdout).toMatch(/hanzo-ml trainer/);
   });
 
   it('the trainer image trains a small LoRA job on the base model', async () => {

@@ -22,7 +22,7 @@ export interface JobResources {
   processes: number;
   gpus_per_node: number;
   gpu_type: string | null;
-  /** the container image (kubernetes); null: scheduler.default_image */
+  /** the name of its image in scheduler.images (kubernetes); null: "trainer" */
   image: string | null;
   cpu: string | null;
   memory: string | null;

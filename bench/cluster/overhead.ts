@@ -128,15 +128,15 @@ async function main(): Promise<void> {
     containerRuntime: { kind: 'process', reason: 'the benchmark compares executors on the same processes' },
   });
   try {
-    await cluster.createNamespace('bench');
+    await cluster.createNamespace('bench-bench'); // the namespace of organization bench (prefix bench)
     const storage = { ...loaded.config.storage, endpoint: `http://127.0.0.1:${s3Port}`, access_key: 'bench', secret_key: 'bench' };
     const s3Store = await S3ObjectStore.create(storage);
     const podRunningAt = new Map<string, number>();
-    const watch = await new Watch(cluster.kubeConfig).watch('/api/v1/namespaces/bench/pods', {}, (_type, pod: { metadata?: { labels?: Record<string, string> }; status?: { phase?: string } }) => {
+    const watch = await new Watch(cluster.kubeConfig).watch('/api/v1/namespaces/bench-bench/pods', {}, (_type, pod: { metadata?: { labels?: Record<string, string> }; status?: { phase?: string } }) => {
       const job = pod.metadata?.labels?.['hanzo-ml.dev/job'];
       if (job && pod.status?.phase === 'Running' && !podRunningAt.has(job)) podRunningAt.set(job, Date.now());
     }, () => undefined);
-    const k8s = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespace: 'bench', image, imagePullPolicy: 'IfNotPresent', gracePeriodSeconds: 30, cpu: '100m', memory: '128Mi', gpuTypes: [], quotas: {}, log });
+    const k8s = new KubernetesExecutor({ kubeConfig: cluster.kubeConfig, namespacePrefix: 'bench', images: { trainer: image }, imagePullPolicy: 'IfNotPresent', gracePeriodSeconds: 30, cpu: '100m', memory: '128Mi', gpuTypes: [], quotas: {}, log });
     const k8sSamples = await runJobs('k8s', n, { ...base, config: { ...loaded.config, storage }, store: s3Store, jobSecrets: async () => ({ AWS_ACCESS_KEY_ID: 'bench', AWS_SECRET_ACCESS_KEY: 'bench' }) }, k8s, tool.endedFile, podRunningAt);
     watch.abort();
     const results = { jobs: n, machine: '2 cores, 24 GiB', local: summary(localSamples), kubernetes: summary(k8sSamples) };

@@ -26,7 +26,8 @@ import { createLogger } from '../../lib/log.js';
 import { ConfigSchema } from '../../contracts/config.js';
 import { KubernetesExecutor } from '../../activities/executor/kubernetes.js';
 import type { JobRequest } from '../../activities/executor/types.js';
-import { applyKueueObjects } from '../../scheduling/kueue-apply.js';
+import { applyClusterObjects } from '../../scheduling/kueue-apply.js';
+import { jobNamespace } from '../../scheduling/job-namespace.js';
 import { clusterQueueName } from '../../scheduling/kueue-objects.js';
 import { startTestCluster } from '../../test/support/cluster/control-plane.js';
 
@@ -130,9 +131,9 @@ async function main(): Promise<void> {
   try {
     const quotas = Object.fromEntries(ORGS.map((o) => [o.id, { max_gpus: Math.round(GPUS * o.share), max_concurrent_jobs: JOBS, priority: o.priority, preemptible: true }]));
     const config = ConfigSchema.parse({ storage: { endpoint: 'http://127.0.0.1:1' }, scheduler: { executor: 'kubernetes', namespace: NS, gpu_types: ['a100'], quotas } });
-    await applyKueueObjects(config, cluster.kubeConfig);
+    await applyClusterObjects(config, cluster.kubeConfig);
     const executor = new KubernetesExecutor({
-      kubeConfig: cluster.kubeConfig, namespace: NS, image: 'busybox:1.36', imagePullPolicy: 'IfNotPresent',
+      kubeConfig: cluster.kubeConfig, namespacePrefix: NS, images: { trainer: 'busybox:1.36' }, imagePullPolicy: 'IfNotPresent',
       gracePeriodSeconds: 0, cpu: '100m', memory: '64Mi', gpuTypes: ['a100'], quotas: config.scheduler.quotas, command: () => ['true'], log: createLogger({ level: 'error', format: 'text' }),
     });
     const custom = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
@@ -141,7 +142,7 @@ async function main(): Promise<void> {
     const byName = new Map(jobs.map((j) => [j.name, j]));
     const request = (j: SimJob): JobRequest => ({
       name: j.name, envelopeUri: 'file:///unused', organizationId: j.org, kind: 'sim', priority: null,
-      resources: { nodes: j.nodes, processes: 1, gpus_per_node: j.gpusPerNode, gpu_type: 'a100', image: 'busybox:1.36', cpu: '100m', memory: '64Mi' },
+      resources: { nodes: j.nodes, processes: 1, gpus_per_node: j.gpusPerNode, gpu_type: 'a100', image: null, cpu: '100m', memory: '64Mi' },
       env: { BENCH_DURATION: `${j.durationS}s` }, secretEnv: {},
     });
     // 16 in flight: what a fleet of workers' job activities does.
@@ -179,7 +180,7 @@ async function main(): Promise<void> {
     const interval = Math.max(2000, Math.round(JOBS / 2000) * 1000); // a list of 10,000 Workloads is ~30 MB
     const deadline = Date.now() + 60 * 60_000;
     for (;;) {
-      const workloads = ((await custom.listNamespacedCustomObject({ group: 'kueue.x-k8s.io', version: 'v1beta2', namespace: NS, plural: 'workloads' })) as { items: Workload[] }).items;
+      const workloads = ((await custom.listClusterCustomObject({ group: 'kueue.x-k8s.io', version: 'v1beta2', plural: 'workloads' })) as { items: Workload[] }).items;
       const used: Record<string, number> = Object.fromEntries(ORGS.map((o) => [o.id, 0]));
       const pending: Record<string, number> = Object.fromEntries(ORGS.map((o) => [o.id, 0]));
       let finished = 0;
@@ -213,7 +214,7 @@ async function main(): Promise<void> {
 /** Kueue creates a Workload per Job asynchronously; the release waits until the whole backlog is queued. */
 async function waitForWorkloads(custom: CustomObjectsApi, n: number): Promise<void> {
   for (;;) {
-    const list = (await custom.listNamespacedCustomObject({ group: 'kueue.x-k8s.io', version: 'v1beta2', namespace: NS, plural: 'workloads' })) as { items: unknown[] };
+    const list = (await custom.listClusterCustomObject({ group: 'kueue.x-k8s.io', version: 'v1beta2', plural: 'workloads' })) as { items: unknown[] };
     if (list.items.length >= n) return;
     await sleep(1000);
   }
@@ -289,7 +290,7 @@ async function summarize(s: Summary) {
   const gangWaits = gangs.map((j) => track.get(j.name)?.firstAdmittedAt).map((t, i) => (t === undefined ? NaN : (t - gangs[i]!.createdAt!) / 1000)).filter(Number.isFinite);
   let partial = 0;
   for (const j of gangs) {
-    const job = await s.batch.readNamespacedJob({ name: j.name, namespace: NS });
+    const job = await s.batch.readNamespacedJob({ name: j.name, namespace: jobNamespace(NS, j.org) });
     const done = (job.status?.succeeded ?? 0) + (job.status?.failed ?? 0);
     if (done > 0 && done < j.nodes) partial++;
   }

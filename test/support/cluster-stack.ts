@@ -11,15 +11,21 @@ import { basename, join } from 'node:path';
 import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
 import { loadConfig, repoRoot, type LoadedConfig } from '../../lib/config.js';
-import { CONTROL_PLANE_IMAGE, TRAINER_IMAGE } from '../../contracts/config.js';
+import { ConfigSchema, CONTROL_PLANE_IMAGE } from '../../contracts/config.js';
+import { applyClusterObjects } from '../../scheduling/kueue-apply.js';
 import { detectContainerRuntime } from './cluster/container-runtime.js';
 import { startTestCluster, type TestCluster, type TestNodeSpec } from './cluster/control-plane.js';
 import { startPostgres, type TestPostgres } from './postgres.js';
 import { freePort } from './ports.js';
 
-/** The trainer image of the process fallback (the stand-in gives its processes this image's environment). */
-const FAKE_TRAINER_IMAGE = 'hanzoai/ml-trainer:test';
-export const JOBS_NAMESPACE = 'hanzo-ml-jobs';
+/**
+ * The trainer image of the process fallback (the stand-in gives its processes this image's environment), pinned by a
+ * digest of its own as scheduler.images requires.
+ */
+const FAKE_TRAINER_IMAGE = `hanzoai/ml-trainer@sha256:${'0'.repeat(64)}`;
+/** scheduler.namespace, and the namespace of organization dev (the operator's, whose admin the stack bootstraps). */
+const NAMESPACE_PREFIX = 'hanzo-ml-jobs';
+export const JOBS_NAMESPACE = `${NAMESPACE_PREFIX}-dev`;
 
 /** What GET /v1/pipelines/:id answers, as far as the helpers below read it. */
 export interface PipelineStatus {
@@ -74,6 +80,8 @@ export interface ClusterStackOptions {
   kueue?: boolean;
   /** A config file for serve and worker (what env cannot say: scheduler.quotas). */
   config?: Record<string, unknown>;
+  /** scheduler.images beside the trainer image the stack runs. */
+  images?: Record<string, string>;
 }
 
 export async function startClusterStack(opts: ClusterStackOptions = {}): Promise<ClusterStack> {
@@ -88,6 +96,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
   try {
     const runtime = detectContainerRuntime();
     let trainerImage = FAKE_TRAINER_IMAGE;
+    let controlPlaneImage = CONTROL_PLANE_IMAGE;
     let imageEnv: Record<string, Record<string, string>> = {
       // The fallback's "image": its python runs our trainer package, its PATH has the Candle tool.
       [FAKE_TRAINER_IMAGE]: {
@@ -98,8 +107,14 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     };
     if (runtime.kind === 'podman') {
       // The shipped trainer image, built from the current sources (a second or two when it is).
-      execFileSync(join(repoRoot, 'scripts/images.sh'), { cwd: repoRoot, stdio: ['ignore', 'ignore', 'inherit'] });
-      trainerImage = TRAINER_IMAGE;
+      const built = JSON.parse(execFileSync(join(repoRoot, 'scripts/images.sh'), { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })) as { trainer: string; control_plane: string };
+      // By digest, as an operator lists them: what runs is what was just built from these sources, whatever moves
+      // the version tag; held by a tag of this stack's own, so that a build of other sources (which removes older
+      // builds) cannot remove them, and the containers running them, while the stack runs.
+      const hold = `hold-${basename(home)}`;
+      trainerImage = holdImage(runtime.podmanArgs, built.trainer, hold);
+      controlPlaneImage = holdImage(runtime.podmanArgs, built.control_plane, hold);
+      stops.push(async () => void spawnSync('podman', [...runtime.podmanArgs, 'untag', `${repositoryOf(built.trainer)}:${hold}`, `${repositoryOf(built.control_plane)}:${hold}`], { stdio: 'ignore' }));
       imageEnv = {};
     }
     const cluster = await startTestCluster({
@@ -113,7 +128,6 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       imageEnv,
     });
     stops.push(() => cluster.stop());
-    await cluster.createNamespace(JOBS_NAMESPACE);
     const s3Port = await freePort();
     const moto = startMoto(bootstrap.moto_server, s3Port, join(home, 'logs', 'moto.log'));
     stops.push(async () => void moto.kill('SIGTERM'));
@@ -130,6 +144,14 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     stops.push(() => temporal.stop());
     const apiPort = await freePort();
     const apiUrl = `http://127.0.0.1:${apiPort}`;
+    const configDoc = withOrganization(opts.config ?? {}, 'dev');
+    // What the operator runs first: `hanzo-ml cluster apply`, the organization's namespace (and its queue, with Kueue).
+    await applyClusterObjects(ConfigSchema.parse({ ...configDoc, storage: { endpoint: s3Endpoint }, server: { public_url: apiUrl }, scheduler: { ...(configDoc.scheduler as object), executor: 'kubernetes', namespace: NAMESPACE_PREFIX } }), cluster.kubeConfig);
+    // What the operator provisions: the object-store credentials jobs read (moto accepts any key).
+    await core.createNamespacedSecret({
+      namespace: JOBS_NAMESPACE,
+      body: { metadata: { name: 'hanzo-ml-storage' }, stringData: { AWS_ACCESS_KEY_ID: 'test-access', AWS_SECRET_ACCESS_KEY: 'test-secret' } },
+    });
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: process.env.HOME ?? home,
@@ -147,8 +169,8 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       HANZO_ML_TEMPORAL_HEARTBEAT_TIMEOUT: '10s',
       HANZO_ML_SCHEDULER_EXECUTOR: 'kubernetes',
       HANZO_ML_SCHEDULER_KUBECONFIG: runtime.kind === 'podman' ? selfContainedKubeconfig(cluster.kubeconfigPath, home) : cluster.kubeconfigPath,
-      HANZO_ML_SCHEDULER_NAMESPACE: JOBS_NAMESPACE,
-      HANZO_ML_SCHEDULER_DEFAULT_IMAGE: trainerImage,
+      HANZO_ML_SCHEDULER_NAMESPACE: NAMESPACE_PREFIX,
+      HANZO_ML_SCHEDULER_IMAGES: Object.entries({ trainer: trainerImage, ...opts.images }).map(([name, ref]) => `${name}=${ref}`).join(','),
       HANZO_ML_SCHEDULER_PREEMPTION_GRACE_PERIOD: '60s',
       HANZO_ML_SCHEDULER_CPU_PER_JOB: '1',
       HANZO_ML_SCHEDULER_MEMORY_PER_JOB: '2Gi',
@@ -156,10 +178,8 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       HANZO_ML_TRAINER_THREADS: '1',
       ...opts.env,
     };
-    if (opts.config) {
-      writeFileSync(join(home, 'config.yaml'), stringify(opts.config));
-      env.HANZO_ML_CONFIG = join(home, 'config.yaml');
-    }
+    writeFileSync(join(home, 'config.yaml'), stringify(configDoc));
+    env.HANZO_ML_CONFIG = join(home, 'config.yaml');
     const metricsPorts = { serve: await freePort(), worker: await freePort() };
     const processes: { serve?: ChildProcess; worker?: ChildProcess } = {};
     const containers: { serve?: string; worker?: string } = {};
@@ -171,7 +191,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
         if (runtime.kind === 'process') return spawn(join(repoRoot, 'bin', 'hanzo-ml'), [shape], { env: shapeEnv, stdio: ['ignore', log, log] });
         const name = `hanzo-ml-${shape}-${basename(home)}-${Date.now()}`;
         containers[shape] = name;
-        return spawn('podman', [...runtime.podmanArgs, ...controlPlaneRun(name, shapeEnv, home, bootstrap.base_model), CONTROL_PLANE_IMAGE, shape], { stdio: ['ignore', log, log] });
+        return spawn('podman', [...runtime.podmanArgs, ...controlPlaneRun(name, shapeEnv, home, bootstrap.base_model), controlPlaneImage, shape], { stdio: ['ignore', log, log] });
       } finally {
         closeSync(log);
       }
@@ -250,6 +270,21 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     await stopAll();
     throw err;
   }
+}
+
+/** The config document with `org` among scheduler.organizations: its jobs run on the cluster. */
+function withOrganization(doc: Record<string, unknown>, org: string): Record<string, unknown> {
+  const scheduler = (doc.scheduler ?? {}) as { organizations?: string[] };
+  return { ...doc, scheduler: { ...scheduler, organizations: [...new Set([...(scheduler.organizations ?? []), org])] } };
+}
+
+const repositoryOf = (image: string): string => image.replace(/:[^:/]+$/, '');
+
+/** Tags a local image `hold` too; returns it by its digest (repository@sha256:...), as scheduler.images lists it. */
+function holdImage(podmanArgs: string[], image: string, hold: string): string {
+  execFileSync('podman', [...podmanArgs, 'tag', image, `${repositoryOf(image)}:${hold}`]);
+  const digest = execFileSync('podman', [...podmanArgs, 'image', 'inspect', '--format', '{{.Digest}}', image], { encoding: 'utf8' }).trim();
+  return `${repositoryOf(image)}@${digest}`;
 }
 
 /** `hanzo-ml admin bootstrap` against the stack's catalogue: the operator's first admin token. */

@@ -10,6 +10,20 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{ printf "%s:%s" .repository (toString .tag) }}
 {{- end -}}
 
+{{/* An image pinned by its digest when one is given (repository@sha256:...), else repository:tag. */}}
+{{- define "hanzo-ml.pinnedImage" -}}
+{{ if .digest }}{{ printf "%s@%s" .repository .digest }}{{ else }}{{ printf "%s:%s" .repository (toString .tag) }}{{ end }}
+{{- end -}}
+
+{{/* A scheduler.job_network peer (contracts/config.ts EgressPeerSchema) from its values, as one line of JSON. */}}
+{{- define "hanzo-ml.egressPeer" -}}
+{{- $p := dict "cidrs" (.cidrs | default list) -}}
+{{- with .namespace }}{{ $_ := set $p "namespace" . }}{{ end -}}
+{{- with .podLabels }}{{ $_ := set $p "pod_labels" . }}{{ end -}}
+{{- with .ports }}{{ $_ := set $p "ports" . }}{{ end -}}
+{{ toJson $p }}
+{{- end -}}
+
 {{- define "hanzo-ml.publicUrl" -}}
 {{ .Values.api.publicUrl | default (printf "http://hanzo-ml-api.%s.svc:8057" .Release.Namespace) }}
 {{- end -}}
