@@ -34,7 +34,8 @@ const quotas = {
   'org-g': { max_gpus: { a100: 0, t4: 4 }, max_concurrent_jobs: 8, priority: 'medium' },
 };
 const settings = {
-  storage: { endpoint: 'http://127.0.0.1:1' },
+  // Job pods' object-store access is minted from each organization's role (none is assumed here: no job reads the store).
+  storage: { endpoint: 'http://127.0.0.1:1', job_access: { role_arn: 'arn:aws:iam::123456789012:role/hanzo-ml-jobs-{organization}' } },
   server: { public_url: 'http://127.0.0.1:8057' },
   scheduler: {
     executor: 'kubernetes', namespace: PREFIX, gpu_types: ['a100', 't4'], quotas, preemption: { grace_period: '5s' },
