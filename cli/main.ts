@@ -112,6 +112,13 @@ export function buildCli(): Command {
       print(s);
     });
   pipeline.command('list').action(async () => table((await api().get<{ pipelines: Record<string, unknown>[] }>('/v1/pipelines')).pipelines));
+  pipeline
+    .command('cancel <id>')
+    .description('cancel a running pipeline: its job gets SIGTERM (an emergency checkpoint), its run ends KILLED')
+    .action(async (id: string) => {
+      const res = await api().post<{ id: string; status: string }>(`/v1/pipelines/${encodeURIComponent(id)}/cancel`);
+      process.stdout.write(`${res.id}: ${res.status}\n`);
+    });
   for (const decision of ['approve', 'reject'] as const) {
     pipeline
       .command(`${decision} <id>`)
@@ -155,14 +162,21 @@ export function buildCli(): Command {
     table(versions.map((v) => ({ version: v.version, stage: v.stage, status: v.status, run_id: v.run_id, exact_match: (v.metrics as Record<string, unknown>).exact_match, created_at: v.created_at })));
   });
   model
-    .command('register <name>')
+    .command('register [name]')
     .description("register a run's artifact (a file or a directory) as a new version; its files are copied under the version's own prefix, and the command waits until they are")
+    .option('--name <name>', 'the registered model (or give it as the argument)')
     .requiredOption('--run <id>', 'the run whose artifact it is')
-    .requiredOption('--path <artifact_path>', "the artifact's path in the run (e.g. checkpoint/final)")
+    .option('--artifact <artifact_path>', "the artifact's path in the run (e.g. checkpoint/final)")
+    .option('--path <artifact_path>', 'the same as --artifact')
     .option('--description <text>')
     .option('--no-wait', 'answer once the version is pending_registration, without waiting for its files')
-    .action(async (name: string, o: { run: string; path: string; description?: string; wait: boolean }) => {
-      const v = await registerModelVersion(api(), { name, run_id: o.run, artifact_path: o.path, description: o.description, wait: o.wait });
+    .action(async (arg: string | undefined, o: { name?: string; run: string; artifact?: string; path?: string; description?: string; wait: boolean }) => {
+      const name = arg ?? o.name;
+      const artifact = o.artifact ?? o.path;
+      if (!name) throw new InvalidArgumentError('name the registered model: --name <name> (or as the argument)');
+      if (arg && o.name && arg !== o.name) throw new InvalidArgumentError(`two names given: "${arg}" and --name "${o.name}"`);
+      if (!artifact) throw new InvalidArgumentError("name the run's artifact: --artifact <artifact_path>");
+      const v = await registerModelVersion(api(), { name, run_id: o.run, artifact_path: artifact, description: o.description, wait: o.wait });
       process.stdout.write(`${name} version ${v.version}: ${v.status}${v.checksum ? ` (${v.checksum})` : ''}\n`);
     });
   model
