@@ -148,6 +148,29 @@ describe('cost before launch', () => {
   });
 });
 
+describe('the command line', () => {
+  const cli = (args: string[]) =>
+    run(join(repoRoot, 'bin/hanzo-ml'), args, { env: { ...process.env, HANZO_ML_API_URL: stack.runtime.apiUrl, HANZO_ML_TOKEN: 'hanzo-ml-dev-token' } }).then(
+      (r) => ({ code: 0, stdout: r.stdout }),
+      (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
+    );
+
+  it('pipeline start --dry-run prints the estimate, starts nothing, and exits 1 when it would exceed the budget', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cost-cli-'));
+    writeFileSync(join(dir, 'request.json'), JSON.stringify(pipeline));
+    const res = await cli(['pipeline', 'start', '--file', join(dir, 'request.json'), '--dry-run', '--json']);
+    expect(res.code).toBe(1);
+    expect(JSON.parse(res.stdout)).toMatchObject({ dry_run: true, estimate: { steps: 3, basis: 'measured' }, fits_budget: false });
+    expect(await pipelineRows()).toBe(0);
+  }, 60_000);
+
+  it('usage --month prints the month and each organization it may see', async () => {
+    const res = await cli(['usage', '--month', '2020-01']);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toMatch(/^2020-01\n(.*\n)*dev: 1 jobs, 0\.0100 device-hours, \$0\.3000 of \$0\.5000 budget\n/);
+  }, 60_000);
+});
+
 describe('price and budget configuration', () => {
   const refusal = (doc: unknown): string => {
     const dir = mkdtempSync(join(tmpdir(), 'cost-config-'));
