@@ -2,7 +2,8 @@
 // monthly budget it must fit in. Job submission can call the same two functions with its own train spec.
 import type { ApiDeps } from './deps.js';
 import type { PipelineInput } from '../contracts/pipeline.js';
-import { estimateTrainingCost, EstimateError, type CostEstimate, type EstimateData } from '../datasets/cost-estimate.js';
+import type { BudgetState, CostEstimate } from '../contracts/cost.js';
+import { estimateTrainingCost, EstimateError, type EstimateData } from '../datasets/cost-estimate.js';
 import { findDatasetVersion } from '../db/repo/datasets.js';
 import { monthlyUsage } from '../db/repo/usage.js';
 import { resolveBaseModel } from '../lib/base-models.js';
@@ -33,12 +34,6 @@ export async function estimatePipeline(deps: ApiDeps, req: PipelineInput, organi
 
 /** The calendar month (UTC) a date falls in, "YYYY-MM". */
 export const monthOf = (d: Date): string => d.toISOString().slice(0, 7);
-
-export interface BudgetState {
-  monthly_budget_usd: number;
-  spent_usd: number;
-  left_usd: number;
-}
 
 /** The organization's budget this month, or null when scheduler.monthly_budgets_usd gives it none. */
 export async function budgetOf(deps: ApiDeps, organizationId: string, now = new Date()): Promise<BudgetState | null> {

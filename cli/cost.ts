@@ -1,23 +1,13 @@
 // What a pipeline will cost before it starts (`pipeline start --dry-run`) and what an organization spent in a
 // month (`usage`): the data as JSON on stdout with --json, else a short summary.
 import type { ApiClient } from './api-client.js';
-
-interface DryRun {
-  estimate: { tokens: number; steps: number; epochs: number; gpu_type: string; gpu_hours: number; usd: number; price_per_gpu_hour_usd: number; tokens_per_gpu_second: number; basis: string; samples: number };
-  budget: { monthly_budget_usd: number; spent_usd: number; left_usd: number } | null;
-  fits_budget: boolean | null;
-}
-
-interface Usage {
-  month: string;
-  organizations: { organization_id: string; gpu_hours: number; cost_usd: number; jobs: number; monthly_budget_usd: number | null }[];
-}
+import type { PipelineDryRun, UsageReport } from '../contracts/cost.js';
 
 const usd = (n: number): string => `$${n.toFixed(n < 1 ? 4 : 2)}`;
 
 /** Estimates a pipeline request without starting it; exit code 1 when it would exceed the budget. */
 export async function dryRunPipeline(api: ApiClient, body: unknown, json: boolean): Promise<number> {
-  const res = await api.post<DryRun>('/v1/pipelines?dry_run=true', body);
+  const res = await api.post<PipelineDryRun>('/v1/pipelines?dry_run=true', body);
   if (json) process.stdout.write(JSON.stringify(res, null, 2) + '\n');
   else {
     const e = res.estimate;
@@ -32,7 +22,7 @@ export async function dryRunPipeline(api: ApiClient, body: unknown, json: boolea
 }
 
 export async function printUsage(api: ApiClient, month: string | undefined, json: boolean): Promise<void> {
-  const res = await api.get<Usage>(`/v1/usage${month ? `?month=${encodeURIComponent(month)}` : ''}`);
+  const res = await api.get<UsageReport>(`/v1/usage${month ? `?month=${encodeURIComponent(month)}` : ''}`);
   if (json) return void process.stdout.write(JSON.stringify(res, null, 2) + '\n');
   process.stdout.write(`${res.month}\n`);
   for (const o of res.organizations) {

@@ -9,6 +9,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
+import type { CostEstimate } from '../contracts/cost.js';
 import type { SplitRatios } from '../contracts/datasets.js';
 import { CheckpointPolicySchema, RecoveryPolicySchema, type TrainJobSpec } from '../contracts/trainer-job.js';
 import { measuredThroughput } from '../db/repo/usage.js';
@@ -36,21 +37,6 @@ export interface EstimateRequest {
 }
 
 const TokenEstimateSchema = z.object({ tokens: z.number().int().nonnegative(), steps: z.number().int().positive(), train_items: z.number().int().nonnegative(), epochs: z.number().nonnegative() });
-
-export interface CostEstimate {
-  tokens: number;
-  steps: number;
-  epochs: number;
-  train_items: number;
-  gpu_type: string;
-  gpu_hours: number;
-  usd: number;
-  price_per_gpu_hour_usd: number;
-  tokens_per_gpu_second: number;
-  /** measured: from `samples` earlier finished jobs of the same gpu_type, method and base model; config: trainer.tokens_per_gpu_second */
-  basis: 'measured' | 'config';
-  samples: number;
-}
 
 export class EstimateError extends Error {}
 

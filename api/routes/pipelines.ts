@@ -25,7 +25,8 @@ import type { Principal } from '../../db/repo/auth.js';
 import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { auditedChange } from '../audit.js';
-import { jsonBody } from '../validate.js';
+import { jsonBody, queryParams } from '../validate.js';
+import { DryRunQuerySchema, type PipelineDryRun } from '../../contracts/cost.js';
 import { requireOwnerOrAdmin, requireRole } from '../auth.js';
 import { checkPipelinePolicy } from '../input-policy.js';
 import { budgetOf, checkBudget, estimatePipeline } from '../cost.js';
@@ -73,13 +74,6 @@ function checkHardware(deps: ApiDeps, req: PipelineInput): void {
     throw invalid(`hardware.nodes: ${hw.nodes}: method "${req.method}" cannot be sharded across machines (${MULTI_NODE_REFUSALS[req.method] ?? 'not verified'}); use ${MULTI_NODE_METHODS.join(' or ')}, or one node`);
 }
 
-/** ?dry_run=true estimates and starts nothing; any other value than true or false is a mistake worth naming. */
-function dryRunOf(value: string | undefined): boolean {
-  if (value === undefined || value === 'false') return false;
-  if (value === 'true') return true;
-  throw invalid(`dry_run: expected true or false, got "${value}"`);
-}
-
 export function pipelineRoutes(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
   const uiLink = (id: string): string | null =>
@@ -103,12 +97,12 @@ export function pipelineRoutes(deps: ApiDeps) {
     const principal = requireRole(c, 'developer');
     const req = await jsonBody(c, PipelineInputSchema);
     await checkPipelineInput(deps, req, principal);
-    const dryRun = dryRunOf(c.req.query('dry_run'));
+    const dryRun = queryParams(c, DryRunQuerySchema).dry_run === 'true';
     const budget = await budgetOf(deps, principal.organizationId);
     // The estimate runs the trainer's data code (seconds): only when asked for, or when there is a budget to check.
     if (dryRun || budget) {
       const estimate = await estimatePipeline(deps, req, principal.organizationId);
-      if (dryRun) return c.json({ dry_run: true, estimate, budget, fits_budget: budget ? estimate.usd <= budget.left_usd : null });
+      if (dryRun) return c.json({ dry_run: true, estimate, budget, fits_budget: budget ? estimate.usd <= budget.left_usd : null } satisfies PipelineDryRun);
       checkBudget(principal.organizationId, estimate, budget);
     }
     const id = randomUUID();

@@ -5,20 +5,20 @@ import { Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { requireRole } from '../auth.js';
 import { monthlyUsage } from '../../db/repo/usage.js';
-import { invalid, notFound } from '../errors.js';
+import { notFound } from '../errors.js';
+import { queryParams } from '../validate.js';
+import { UsageQuerySchema, type UsageReport } from '../../contracts/cost.js';
 import { monthOf } from '../cost.js';
-
-const MONTH = /^(\d{4})-(0[1-9]|1[0-2])$/;
 
 export function usageRoutes(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
 
   app.get('/', async (c) => {
     const principal = requireRole(c, 'viewer');
-    const month = c.req.query('month') ?? monthOf(new Date());
-    if (!MONTH.test(month)) throw invalid(`month: expected YYYY-MM, got "${month}"`);
+    const query = queryParams(c, UsageQuerySchema);
+    const month = query.month ?? monthOf(new Date());
     const operator = principal.role === 'admin' && principal.organizationId === deps.config.auth.dev_organization;
-    const asked = c.req.query('organization');
+    const asked = query.organization;
     // Another organization's usage does not exist for a caller who may not see it.
     if (asked !== undefined && asked !== principal.organizationId && !operator) throw notFound(`usage of organization ${asked}`);
     const scope = asked ?? (operator ? undefined : principal.organizationId);
@@ -29,7 +29,7 @@ export function usageRoutes(deps: ApiDeps) {
       const r = rows.find((x) => x.organization_id === org);
       return { organization_id: org, gpu_hours: r?.gpu_hours ?? 0, cost_usd: r?.cost_usd ?? 0, jobs: r?.jobs ?? 0, monthly_budget_usd: deps.config.scheduler.monthly_budgets_usd[org] ?? null };
     });
-    return c.json({ month, organizations });
+    return c.json({ month, organizations } satisfies UsageReport);
   });
   return app;
 }
