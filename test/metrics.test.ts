@@ -106,6 +106,10 @@ describe('Prometheus metrics after a pipeline', () => {
     expect(body.estimate).toMatchObject({ tokens: Number(tags['hanzo_ml.job.tokens']), steps: 10, basis: 'measured', samples: 1 });
     // One earlier job of the same kind measured the throughput, so the estimate's GPU-hours are its own.
     expect(body.estimate.gpu_hours).toBeCloseTo(Number(tags['hanzo_ml.job.device_hours']), 9);
+    // The model version it registered carries the same totals.
+    const { modelVersions } = await import('../db/schema/index.js');
+    const [version] = await db.select().from(modelVersions);
+    expect(version!.tags).toMatchObject({ 'hanzo_ml.job.device_hours': tags['hanzo_ml.job.device_hours'], 'hanzo_ml.job.cost_usd': tags['hanzo_ml.job.cost_usd'], 'hanzo_ml.job.tokens': String(body.estimate.tokens) });
   });
 });
 

@@ -84,3 +84,13 @@ export async function monthlyUsage(db: Db, month: string, organizationId?: strin
         group by r.organization_id order by r.organization_id`,
   );
 }
+
+/** A model version trained by a finished job carries that job's device-hours, cost and tokens as version tags. */
+export async function copyJobTotalsToVersion(db: Db, versionId: string, runId: string): Promise<void> {
+  const keys = ['device_hours', 'cost_usd', 'tokens', 'gpu_type'].map((k) => TAG + k);
+  await db.execute(
+    sql`update model_versions set tags = tags || coalesce((select jsonb_object_agg(key, value) from run_tags
+          where run_id = ${runId} and key in (${sql.join(keys.map((k) => sql`${k}`), sql`, `)})), '{}'::jsonb)
+        where id = ${versionId}`,
+  );
+}
