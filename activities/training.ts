@@ -37,7 +37,8 @@ export function createTrainingActivities(deps: ActivityDeps) {
     async trainModel(a: { pipelineId: string; runId: string; input: PipelineWorkflowInput; dataset: DatasetRef }): Promise<TrainOutput> {
       const organizationId = (await getRunById(deps.db, a.runId))?.organizationId;
       if (!organizationId) throw ApplicationFailure.nonRetryable(`run ${a.runId} does not exist`, 'NotFound');
-      const hardware = HardwareSchema.parse({ ...a.input.hardware, price_per_device_hour_usd: a.input.hardware?.price_per_device_hour_usd ?? devicePriceUsd(deps.config, HardwareSchema.parse(a.input.hardware ?? {})) });
+      const requested = HardwareSchema.parse(a.input.hardware ?? {});
+      const hardware = { ...requested, price_per_device_hour_usd: requested.price_per_device_hour_usd ?? devicePriceUsd(deps.config, requested) };
       const spec: TrainJobSpec = {
         kind: 'train',
         job_name: `${a.pipelineId}-train`,
