@@ -8,6 +8,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import { completeRegistration, versionById, type ModelVersionRow } from '../db/repo/models.js';
+import { copyJobTotalsToVersion } from '../db/repo/usage.js';
 import {
   describeModel,
   ModelArtifactError,
@@ -120,7 +121,10 @@ export function createModelRegistrationActivities(deps: ActivityDeps) {
         baseModel: description.base_model,
         method: description.method,
       });
-      if (done) return resultOf(done);
+      if (done) {
+        if (done.runId) await copyJobTotalsToVersion(deps.db, done.id, done.runId);
+        return resultOf(done);
+      }
       const now = await versionById(deps.db, input.version_id);
       if (now) return resultOf(now);
       await discard(input);

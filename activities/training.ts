@@ -14,6 +14,8 @@ import { artifactsOf, recordArtifact } from '../db/repo/run-artifacts.js';
 import { getRunById, runDataOf } from '../db/repo/runs.js';
 import { emitEvent } from '../db/repo/outbox.js';
 import { durationMs } from '../lib/config.js';
+import { accountedGpuType, devicePriceUsd } from '../lib/prices.js';
+import { jobTotalTags, type JobTotals } from '../db/repo/usage.js';
 import { sha256Stream, sha256Text } from '../lib/hash.js';
 import { JobFiles, checkpointsKey, checkpointsUri, jobNameOf } from '../lib/job-files.js';
 import { copyPrefix } from '../lib/object-store.js';
@@ -35,7 +37,8 @@ export function createTrainingActivities(deps: ActivityDeps) {
     async trainModel(a: { pipelineId: string; runId: string; input: PipelineWorkflowInput; dataset: DatasetRef }): Promise<TrainOutput> {
       const organizationId = (await getRunById(deps.db, a.runId))?.organizationId;
       if (!organizationId) throw ApplicationFailure.nonRetryable(`run ${a.runId} does not exist`, 'NotFound');
-      const hardware = HardwareSchema.parse({ ...a.input.hardware, price_per_device_hour_usd: a.input.hardware?.price_per_device_hour_usd ?? deps.config.trainer.gpu_hour_price_usd });
+      const requested = HardwareSchema.parse(a.input.hardware ?? {});
+      const hardware = { ...requested, price_per_device_hour_usd: requested.price_per_device_hour_usd ?? devicePriceUsd(deps.config, requested) };
       const spec: TrainJobSpec = {
         kind: 'train',
         job_name: `${a.pipelineId}-train`,
@@ -131,7 +134,15 @@ export function createTrainingActivities(deps: ActivityDeps) {
         },
       });
       await recordTrainerEvents(deps, a.runId, result.events, recordedEvents);
-      await recordJobTotals(deps, { ...a, organizationId }, { seconds: (Date.now() - startedAt) / 1000, deviceHours: result.totals?.device_hours ?? 0, gpuType: hardware.gpus_per_node > 0 ? (hardware.gpu_type ?? 'gpu') : 'cpu' });
+      await recordJobTotals(deps, { ...a, organizationId }, {
+        seconds: (Date.now() - startedAt) / 1000,
+        deviceHours: result.totals?.device_hours ?? 0,
+        costUsd: result.totals?.cost_usd ?? null,
+        tokens: result.totals?.tokens ?? result.tokens_seen,
+        gpuType: accountedGpuType(hardware),
+        method: spec.method,
+        baseModel: a.input.base_model,
+      });
       if (result.adapter_path === null) throw ApplicationFailure.nonRetryable(`${spec.method} training wrote no adapter (${files.file('result.json')})`, 'BadInput');
       return { ...result, adapter_path: result.adapter_path, job_uri: files.uri };
     },
@@ -200,16 +211,13 @@ async function recordTrainerEvents(deps: ActivityDeps, runId: string, events: Tr
 }
 
 /**
- * A finished train job's usage: run tags the metrics endpoint sums (hanzo_ml_gpu_hours_total,
+ * A finished train job's usage: run tags (the usage report and the measured throughput of estimates read them
+ * too: datasets/cost-estimate.ts) the metrics endpoint sums (hanzo_ml_gpu_hours_total,
  * hanzo_ml_job_duration_seconds) and the `job.completed` event billing consumes. Device-hours of a CPU job are
  * reported under gpu_type "cpu", so a cluster's GPU bill never includes them.
  */
-async function recordJobTotals(deps: ActivityDeps, a: { runId: string; organizationId: string | undefined; pipelineId: string }, t: { seconds: number; deviceHours: number; gpuType: string }): Promise<void> {
-  await setRunTags(deps.db, a.runId, [
-    { key: 'hanzo_ml.job.duration_seconds', value: String(t.seconds) },
-    { key: 'hanzo_ml.job.device_hours', value: String(t.deviceHours) },
-    { key: 'hanzo_ml.job.gpu_type', value: t.gpuType },
-  ]);
+async function recordJobTotals(deps: ActivityDeps, a: { runId: string; organizationId: string | undefined; pipelineId: string }, t: JobTotals): Promise<void> {
+  await setRunTags(deps.db, a.runId, jobTotalTags(t));
   if (a.organizationId)
     await emitEvent(deps.db, a.organizationId, 'jobs', a.pipelineId, {
       event: 'job.completed',
@@ -219,6 +227,7 @@ async function recordJobTotals(deps: ActivityDeps, a: { runId: string; organizat
       duration_seconds: t.seconds,
       gpu_hours: t.deviceHours,
       gpu_type: t.gpuType,
+      ...(t.costUsd !== null ? { cost_usd: t.costUsd } : {}),
     });
 }
 

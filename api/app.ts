@@ -15,6 +15,7 @@ import { auditTrail, requestTransactions } from './audit.js';
 import { eventRoutes } from './routes/events.js';
 import { datasetRoutes } from './routes/datasets.js';
 import { pipelineRoutes } from './routes/pipelines.js';
+import { usageRoutes } from './routes/usage.js';
 import { runRoutes } from './routes/runs.js';
 import { experimentRoutes } from './routes/experiments.js';
 import { modelRoutes } from './routes/models.js';
@@ -97,6 +98,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.route('/v1/schedules', scheduleRoutes(deps));
   app.route('/v1/hpo', hpoRoutes(deps));
   app.route('/v1/queues', queueRoutes(deps));
+  app.route('/v1/usage', usageRoutes(deps));
   app.route('/api/2.0/mlflow', mlflowRoutes(deps));
   app.route('/ajax-api/2.0/mlflow', mlflowRoutes(deps));
   app.route('/api/2.0/mlflow-artifacts', mlflowArtifactProxyRoutes(deps));

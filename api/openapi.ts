@@ -23,6 +23,7 @@ import {
   RunArtifactUploadQuerySchema,
   SearchLoggedModelsSchema,
 } from '../contracts/mlflow-artifacts.js';
+import { DryRunQuerySchema, UsageQuerySchema, UsageReportSchema } from '../contracts/cost.js';
 import { HpoStartResponseSchema, SweepConfigSchema, TrialsQuerySchema } from '../contracts/hpo.js';
 
 interface Operation {
@@ -41,7 +42,15 @@ const OPERATIONS: Operation[] = [
   { method: 'post', path: '/v1/datasets', summary: 'Upload a dataset file (JSONL or CSV body) as a new immutable version', rawBody: 'application/octet-stream', query: DatasetCreateQuerySchema, response: DatasetSchema },
   { method: 'get', path: '/v1/datasets', summary: 'List dataset versions', response: z.object({ datasets: z.array(DatasetSchema) }) },
   { method: 'get', path: '/v1/datasets/{id}', summary: 'Get a dataset version', response: DatasetSchema },
-  { method: 'post', path: '/v1/pipelines', summary: 'Start a fine-tuning pipeline', body: PipelineInputSchema, response: z.object({ id: z.string(), workflow_id: z.string(), temporal_ui_url: z.string().nullable() }) },
+  {
+    method: 'post',
+    path: '/v1/pipelines',
+    summary: 'Start a fine-tuning pipeline (402 when its estimate exceeds what is left of the monthly budget); ?dry_run=true answers its cost estimate (PipelineDryRun) and starts nothing',
+    body: PipelineInputSchema,
+    query: DryRunQuerySchema,
+    response: z.object({ id: z.string(), workflow_id: z.string(), temporal_ui_url: z.string().nullable() }),
+  },
+  { method: 'get', path: '/v1/usage', summary: "Device-hours, dollars and jobs of the month's finished train jobs, per organization", query: UsageQuerySchema, response: UsageReportSchema },
   { method: 'get', path: '/v1/pipelines', summary: 'List pipelines' },
   {
     method: 'get',

@@ -18,6 +18,7 @@ import { runAdminBootstrap } from './admin.js';
 import { compareRuns } from './compare.js';
 import { pullModel } from './pull.js';
 import { registerModelVersion } from './register.js';
+import { dryRunPipeline, printUsage } from './cost.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 
 const api = (): ApiClient =>
@@ -97,8 +98,11 @@ export function buildCli(): Command {
     .option('--dataset <name>', 'dataset name (with --data), or an existing dataset to use its latest version')
     .option('--max-steps <n>', 'training steps', (v) => Number(v))
     .option('--follow', 'follow progress with a progress bar until it ends or waits for approval')
-    .action(async (o: { file?: string; model?: string; baseModel: string; data?: string; dataset?: string; maxSteps?: number; follow?: boolean }) => {
+    .option('--dry-run', 'estimate tokens, steps, GPU-hours and dollars, and start nothing (exit 1 if over budget)')
+    .option('--json', 'with --dry-run: the estimate as JSON')
+    .action(async (o: { file?: string; model?: string; baseModel: string; data?: string; dataset?: string; maxSteps?: number; follow?: boolean; dryRun?: boolean; json?: boolean }) => {
       const body = o.file ? JSON.parse(await import('node:fs/promises').then((f) => f.readFile(o.file!, 'utf8'))) : requestFromFlags(o);
+      if (o.dryRun) return void (process.exitCode = await dryRunPipeline(api(), body, Boolean(o.json)));
       const res = await api().post<{ id: string; temporal_ui_url: string | null }>('/v1/pipelines', body);
       process.stdout.write(`${res.id}\n`);
       if (res.temporal_ui_url) process.stderr.write(`Temporal UI: ${res.temporal_ui_url}\n`);
@@ -265,6 +269,13 @@ export function buildCli(): Command {
     .command('list')
     .description('per organization: admitted and pending jobs, GPUs in use and borrowed, the position of each pending job')
     .action(async () => printQueues((await api().get<{ organizations: QueueListing[] }>('/v1/queues')).organizations));
+
+  program
+    .command('usage')
+    .description("device-hours, dollars and jobs of the month's finished jobs, per organization (your own; all for operator admins)")
+    .option('--month <YYYY-MM>', 'calendar month (UTC); default this one')
+    .option('--json', 'as JSON')
+    .action(async (o: { month?: string; json?: boolean }) => printUsage(api(), o.month, Boolean(o.json)));
 
   identityCommands(program);
   const schedule = program.command('schedule').description('retraining on a Temporal Schedule');

@@ -67,6 +67,13 @@ function checkQuotaGpuTypes(s: { gpu_types: string[]; quotas: Record<string, Org
   }
 }
 
+/** A GPU price names a configured gpu_type: a misspelt key would price every job of that type at the default. */
+function checkGpuPrices(s: { gpu_types: string[]; gpu_prices_usd: Record<string, number> }, ctx: z.RefinementCtx): void {
+  for (const type of Object.keys(s.gpu_prices_usd))
+    if (!s.gpu_types.includes(type))
+      ctx.addIssue({ code: 'custom', path: ['gpu_prices_usd', type], message: `unknown gpu_type "${type}": scheduler.gpu_types is [${s.gpu_types.join(', ')}]` });
+}
+
 /** An organization id usable in Kubernetes names: its namespace is <scheduler.namespace>-<id>. */
 const OrganizationId = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$/, 'an organization id usable in Kubernetes names (lower-case letters, digits, "-")');
 const ServiceAccountRef = z.string().regex(/^[a-z0-9][a-z0-9-]*\/[a-z0-9][a-z0-9.-]*$/, 'expected "namespace/name" of a ServiceAccount');
@@ -269,6 +276,19 @@ export const ConfigSchema = z.strictObject({
       kubeconfig: z.string().optional().describe('kubernetes: a kubeconfig file; unset: $KUBECONFIG, else the in-cluster service account'),
       service_account: z.string().optional().describe('kubernetes: service account of job pods; unset: the namespace default'),
       image_pull_policy: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
+      gpu_prices_usd: z
+        .record(z.string(), z.number().nonnegative())
+        .default({})
+        .describe('gpu_type -> price of one device-hour in USD: what estimates (dry runs) and finished jobs cost; each key must be one of scheduler.gpu_types'),
+      default_price_usd: z.coerce
+        .number()
+        .nonnegative()
+        .default(2.5)
+        .describe('price of one device-hour of a CPU job, or of a GPU job whose gpu_type scheduler.gpu_prices_usd does not list'),
+      monthly_budgets_usd: z
+        .record(OrganizationId, z.number().nonnegative())
+        .default({})
+        .describe('organization -> USD it may spend per calendar month (UTC): a pipeline whose estimate exceeds what is left is refused (402); unlisted: no budget'),
       quotas: z
         .record(OrganizationId, OrganizationQuotaSchema)
         .default({})
@@ -288,6 +308,7 @@ export const ConfigSchema = z.strictObject({
     })
     .prefault({})
     .superRefine(checkQuotaGpuTypes)
+    .superRefine(checkGpuPrices)
     .superRefine(checkImages),
   temporal: z
     .strictObject({
@@ -310,8 +331,11 @@ export const ConfigSchema = z.strictObject({
       base_models_dir: z.string().optional(),
       threads: z.coerce.number().int().positive().default(2),
       checkpoint_alert_after: duration.default('10m'),
-      gpu_hour_price_usd: z.coerce.number().nonnegative().default(2.5),
-      tokens_per_gpu_second: z.coerce.number().positive().default(3000),
+      tokens_per_gpu_second: z.coerce
+        .number()
+        .positive()
+        .default(3000)
+        .describe('training throughput per device that estimates assume until finished jobs of the same gpu_type, method and base model have measured one'),
     })
     .prefault({}),
   promotion: z

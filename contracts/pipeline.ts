@@ -85,7 +85,7 @@ export const PipelineInputSchema = z.strictObject({
   data: DataOptionsSchema.prefault({}),
   checkpoint: CheckpointPolicySchema.default({ every_steps: 25, keep_last: 3, every_seconds: 3600, keep_best: true }),
   recovery: RecoveryPolicySchema.prefault({}),
-  hardware: HardwareSchema.prefault({}).describe('price_per_device_hour_usd null: trainer.gpu_hour_price_usd from the config'),
+  hardware: HardwareSchema.prefault({}).describe('price_per_device_hour_usd null: the gpu_type\'s scheduler.gpu_prices_usd, else scheduler.default_price_usd'),
   priority: JobPrioritySchema.optional().describe("queue priority of the pipeline's jobs (scheduler.quotas); default the organization's, never above it"),
   eval: z
     .strictObject({

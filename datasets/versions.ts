@@ -77,6 +77,8 @@ export async function createDatasetVersion(deps: DatasetDeps, req: CreateDataset
     });
     const trainTokens = tokens.splits.train?.tokens ?? 0;
     const gpuHours = trainTokens / deps.config.trainer.tokens_per_gpu_second / 3600;
+    // Per epoch, before a method, a base model or hardware is chosen: the default price (a pipeline's dry run prices its own).
+    const price = deps.config.scheduler.default_price_usd;
     const record = {
       id,
       organizationId: req.organizationId,
@@ -98,8 +100,8 @@ export async function createDatasetVersion(deps: DatasetDeps, req: CreateDataset
         cost_estimate: {
           train_tokens_per_epoch: trainTokens,
           gpu_hours_per_epoch: Number(gpuHours.toFixed(6)),
-          usd_per_epoch: Number((gpuHours * deps.config.trainer.gpu_hour_price_usd).toFixed(4)),
-          assumptions: `${deps.config.trainer.tokens_per_gpu_second} tokens/GPU-second at $${deps.config.trainer.gpu_hour_price_usd}/GPU-hour`,
+          usd_per_epoch: Number((gpuHours * price).toFixed(4)),
+          assumptions: `${deps.config.trainer.tokens_per_gpu_second} tokens/GPU-second at $${price}/GPU-hour`,
         },
       },
       tags: req.tags,

@@ -7,6 +7,7 @@ import { demoPipelineRequest } from '../cli/demo.js';
 describe('Prometheus metrics after a pipeline', () => {
   let stack: TestStack;
   let pipelineId = '';
+  let request: ReturnType<typeof demoPipelineRequest>;
 
   beforeAll(async () => {
     stack = await startTestStack();
@@ -21,6 +22,7 @@ describe('Prometheus metrics after a pipeline', () => {
     req.checkpoint = { every_steps: 5, keep_last: 2 };
     // Ten steps make no good model: validation's perplexity thresholds are not what this test is about.
     req.validate = { max_perplexity: 1e9, quantized_max_perplexity: 1e9 } as typeof req.validate;
+    request = req;
     const started = await stack.api<{ id: string }>('POST', '/v1/pipelines', req);
     expect(started.status).toBe(201);
     pipelineId = started.body.id;
@@ -93,6 +95,21 @@ describe('Prometheus metrics after a pipeline', () => {
     expect(completed.gpu_hours).toBeGreaterThan(0);
     expect(completed.duration_seconds).toBeGreaterThan(0);
     expect(completed.gpu_type).toBe('cpu');
+  });
+
+  it("a dry run of the same request estimates the tokens the training counted, at the throughput it measured", async () => {
+    const { body } = await stack.api<{ estimate: { tokens: number; steps: number; gpu_hours: number; basis: string; samples: number } }>('POST', '/v1/pipelines?dry_run=true', request);
+    const { db } = stack.runtime.catalogue;
+    const { runTags } = await import('../db/schema/index.js');
+    const { like } = await import('drizzle-orm');
+    const tags = Object.fromEntries((await db.select().from(runTags).where(like(runTags.key, 'hanzo_ml.job.%'))).map((t) => [t.key, t.value]));
+    expect(body.estimate).toMatchObject({ tokens: Number(tags['hanzo_ml.job.tokens']), steps: 10, basis: 'measured', samples: 1 });
+    // One earlier job of the same kind measured the throughput, so the estimate's GPU-hours are its own.
+    expect(body.estimate.gpu_hours).toBeCloseTo(Number(tags['hanzo_ml.job.device_hours']), 9);
+    // The model version it registered carries the same totals.
+    const { modelVersions } = await import('../db/schema/index.js');
+    const [version] = await db.select().from(modelVersions);
+    expect(version!.tags).toMatchObject({ 'hanzo_ml.job.device_hours': tags['hanzo_ml.job.device_hours'], 'hanzo_ml.job.cost_usd': tags['hanzo_ml.job.cost_usd'], 'hanzo_ml.job.tokens': String(body.estimate.tokens) });
   });
 });
 

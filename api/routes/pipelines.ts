@@ -25,9 +25,11 @@ import type { Principal } from '../../db/repo/auth.js';
 import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { auditedChange } from '../audit.js';
-import { jsonBody } from '../validate.js';
+import { jsonBody, queryParams } from '../validate.js';
+import { DryRunQuerySchema, type PipelineDryRun } from '../../contracts/cost.js';
 import { requireOwnerOrAdmin, requireRole } from '../auth.js';
 import { checkPipelinePolicy } from '../input-policy.js';
+import { budgetOf, checkBudget, estimatePipeline } from '../cost.js';
 
 /** The workflow input: the request plus the caller and the server settings a workflow cannot read. */
 export function workflowInput(deps: ApiDeps, req: PipelineInput, principal: Principal): PipelineWorkflowInput {
@@ -95,6 +97,14 @@ export function pipelineRoutes(deps: ApiDeps) {
     const principal = requireRole(c, 'developer');
     const req = await jsonBody(c, PipelineInputSchema);
     await checkPipelineInput(deps, req, principal);
+    const dryRun = queryParams(c, DryRunQuerySchema).dry_run === 'true';
+    const budget = await budgetOf(deps, principal.organizationId);
+    // The estimate runs the trainer's data code (seconds): only when asked for, or when there is a budget to check.
+    if (dryRun || budget) {
+      const estimate = await estimatePipeline(deps, req, principal.organizationId);
+      if (dryRun) return c.json({ dry_run: true, estimate, budget, fits_budget: budget ? estimate.usd <= budget.left_usd : null } satisfies PipelineDryRun);
+      checkBudget(principal.organizationId, estimate, budget);
+    }
     const id = randomUUID();
     const input = workflowInput(deps, req, principal);
     // The pipeline's catalogue row (and its job.submitted event) and the audit row commit only once Temporal has

@@ -19,7 +19,7 @@
 // EXEMPT with the reason. A real leak found on main stays a case and is listed in KNOWN_LEAKS (its probe then runs
 // as `it.fails`, so the line must go when the leak is fixed).
 import { EVENT_TOPICS } from '../../contracts/events.js';
-import type { OrgA, OrgB, ProbeRole } from './tenancy-world.js';
+import { ORG_B, type OrgA, type OrgB, type ProbeRole } from './tenancy-world.js';
 
 export type Need = ProbeRole | 'approver' | 'operator';
 export type Kind = 'refused' | 'list' | 'invalid' | 'graphql';
@@ -181,6 +181,9 @@ const V1: TenancyCase[] = [
   refused('POST /v1/hpo/:id/cancel', 'researcher', (t) => ({ path: `/v1/hpo/${t.b.sweepId}/cancel`, body: {} }), { teardown: 1 }),
   // queues
   list('GET /v1/queues', 'viewer', () => ({ path: '/v1/queues' })),
+  // usage
+  list('GET /v1/usage', 'viewer', () => ({ path: '/v1/usage' })),
+  refused('GET /v1/usage', 'viewer', () => ({ path: `/v1/usage?organization=${ORG_B}` }), { label: "B's organization named" }),
 ];
 
 /** MLflow RPCs, written without their prefix: each runs under /api/2.0/mlflow and /ajax-api/2.0/mlflow. */

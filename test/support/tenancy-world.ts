@@ -15,6 +15,8 @@ import { createApp } from '../../api/app.js';
 import { openCatalogue, type Catalogue } from '../../db/client.js';
 import { createApiToken, createOrganization, type Role } from '../../db/repo/auth.js';
 import { requestAdmission } from '../../db/repo/admissions.js';
+import { setRunTags } from '../../db/repo/params-tags.js';
+import { jobTotalTags } from '../../db/repo/usage.js';
 import { createLogger } from '../../lib/log.js';
 import { createObjectStore } from '../../lib/object-store.js';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
@@ -129,6 +131,8 @@ export async function startTenancyWorld(): Promise<TenancyWorld> {
   const tokensB = await orgWithTokens(catalogue, ORG_B);
   const bAdmin = tokensB.admin.token;
   const b = await populateOrgB(app, bAdmin, tokensB.viewer.id);
+  // B's run as a finished train job: its spending is B's (GET /v1/usage).
+  await setRunTags(catalogue.db, b.runId, jobTotalTags({ seconds: 60, deviceHours: 0.0123457, costUsd: 7.6543219, tokens: 1000, gpuType: 'cpu', method: 'lora', baseModel: 'b-secret-base' }));
   await requestAdmission(catalogue.db, { name: 'b-secret-job', organizationId: ORG_B, priority: 1, gpus: 1, alreadyRunning: false }, { maxJobs: 0, maxGpus: 1, machineGpus: null }, 60_000);
   // A's own resources come after B's, so A's event stream has events after B's first one.
   const a = await populateOrgA(app, tokensA.admin.token);
@@ -146,6 +150,8 @@ export async function startTenancyWorld(): Promise<TenancyWorld> {
     'b_secret_param',
     'b-secret-job',
     'b-secret-input',
+    '7.6543219',
+    '0.0123457',
     `${ORG_B}-viewer`,
     `${ORG_B}-admin`,
   ];

@@ -4,6 +4,7 @@
     python -m hanzo_ml eval --spec JOB.json
     python -m hanzo_ml merge --spec JOB.json
     python -m hanzo_ml count-tokens --spec JOB.json
+    python -m hanzo_ml estimate-tokens --spec TRAIN_JOB.json --output ESTIMATE.json
     python -m hanzo_ml job --envelope URI [--scratch DIR]   (any of the above, its files in the object store)
     python -m hanzo_ml build-base --out DIR [--seed 0] [--threads 2]
     python -m hanzo_ml make-demo-data [--out DIR]
@@ -76,6 +77,9 @@ def parser() -> argparse.ArgumentParser:
     command("eval", run_eval, "loss, perplexity and exact match of the base and the tuned model")
     command("merge", run_merge, "merge an adapter into its base; reference perplexity for the Candle tool")
     command("count-tokens", run_count_tokens, "records and tokens per split (tokenizer only, no torch)")
+    estimate = command("estimate-tokens", run_estimate_tokens,
+                       "the tokens and steps a train spec will train on, counted as training counts them")
+    estimate.add_argument("--output", type=Path, required=True, help="where the estimate JSON goes")
     job = command("job", run_job, "run one job from its envelope, every file through the object store", spec=False)
     job.add_argument("--envelope", required=True, help="file:// or s3:// URI of the JobEnvelope (contracts/job-io.ts)")
     job.add_argument("--scratch", type=Path, default=None,
@@ -169,6 +173,16 @@ def run_count_tokens(args) -> None:
     from hanzo_ml.count_tokens import count_tokens
 
     count_tokens(spec, args.spec)
+
+
+def run_estimate_tokens(args) -> None:
+    from hanzo_ml.spec import load_spec
+
+    spec = load_spec(args.spec, "train")
+    quiet_transformers()
+    from hanzo_ml.estimate import estimate_tokens
+
+    estimate_tokens(spec, args.spec, args.output)
 
 
 def run_job(args) -> int:
