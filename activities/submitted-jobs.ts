@@ -14,6 +14,8 @@ import { findDatasetVersion } from '../db/repo/datasets.js';
 import { getOrCreateExperiment } from '../db/repo/experiments.js';
 import { setJobStatus } from '../db/repo/jobs.js';
 import { createRun, setRunStatus } from '../db/repo/runs.js';
+import { recordArtifact } from '../db/repo/run-artifacts.js';
+import { sha256Stream } from '../lib/hash.js';
 import { durationMs } from '../lib/config.js';
 import { deterministicUuid } from '../lib/ids.js';
 import { artifactRootUri } from '../lib/object-store.js';
@@ -96,7 +98,21 @@ async function runRecipeJob(deps: ActivityDeps, a: { input: JobWorkflowInput; ru
     progressWorkflowId: jobWorkflowId(a.input.job_id),
     onPhase,
   });
-  return { step: result.steps, metrics: result.final_metrics, output_uri: result.adapter_path ?? result.model_path ?? null };
+  const output = result.model_path ?? result.adapter_path;
+  if (output) await recordOutputArtifacts(deps, a.runId, output, result.model_path ? 'model' : 'adapter');
+  return { step: result.steps, metrics: result.final_metrics, output_uri: output };
+}
+
+/**
+ * The trained weights as artifacts of the job's run, file by file under `model/` (full) or `adapter/`: what
+ * `POST /v1/models/{name}/versions` with that artifact_path registers as a model version.
+ */
+async function recordOutputArtifacts(deps: ActivityDeps, runId: string, prefix: string, path: string): Promise<void> {
+  const root = prefix.replace(/\/+$/, '');
+  for (const o of await deps.store.list(root)) {
+    const rel = o.uri.slice(root.length + 1);
+    await recordArtifact(deps.db, { runId, path: `${path}/${rel}`, uri: o.uri, sizeBytes: o.size_bytes, sha256: await sha256Stream(await deps.store.read(o.uri)), metadata: { kind: path } });
+  }
 }
 
 async function runCommandJob(deps: ActivityDeps, a: { input: JobWorkflowInput; runId: string }, onPhase: Phase): Promise<JobRunOutcome> {
