@@ -99,6 +99,10 @@ describe('jobs: POST /v1/jobs end to end (embedded stack, local executor)', () =
     expect(again.status).toBe(200);
     expect(again.body.id).toBe(first.body.id);
     expect(other.body.id).not.toBe(first.body.id);
+    // Two submits racing with one key: one job, the other answer is it.
+    const raced = await Promise.all([submit(job, DEV_TOKEN, { 'idempotency-key': 'race' }), submit(job, DEV_TOKEN, { 'idempotency-key': 'race' })]);
+    expect(raced.map((r) => r.status).sort()).toEqual([200, 201]);
+    expect(raced[0].body.id).toBe(raced[1].body.id);
     // Another organization's same key is its own.
     const elsewhere = await submit(job, otherOrgAdmin, { 'idempotency-key': 'retry-1' });
     expect(elsewhere.status).toBe(201);

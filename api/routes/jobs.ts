@@ -90,6 +90,22 @@ function idempotencyKey(c: Context<AppEnv>): string | null {
   return key;
 }
 
+/**
+ * Runs the submission; when a concurrent submit with the same Idempotency-Key committed first (the unique index
+ * refuses this one before its workflow starts), answers that job instead.
+ */
+async function submitOnce(deps: ApiDeps, principal: Principal, key: string | null, submit: () => Promise<JobRow>): Promise<JobRow | { existing: JobRow }> {
+  try {
+    return await submit();
+  } catch (err) {
+    const code = (err as { cause?: { code?: string } }).cause?.code ?? (err as { code?: string }).code;
+    if (key === null || code !== '23505') throw err;
+    const existing = await jobOfIdempotencyKey(deps.db, principal.organizationId, key, IDEMPOTENCY_WINDOW_MS);
+    if (!existing) throw err;
+    return { existing };
+  }
+}
+
 export function jobRoutes(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
 
@@ -118,7 +134,7 @@ export function jobRoutes(deps: ApiDeps) {
     };
     // The row and its audit row commit only once Temporal accepted the start (its last step): a refused start
     // leaves no job listed; a second submit with the same key meets the unique index and is refused.
-    const row = await auditedChange(c, deps, { action: 'job.submit', target: id, detail: { type: spec.type, name: spec.name ?? null } }, async (tx) => {
+    const row = await submitOnce(deps, principal, key, () => auditedChange(c, deps, { action: 'job.submit', target: id, detail: { type: spec.type, name: spec.name ?? null } }, async (tx) => {
       const inserted = await insertJob(tx, {
         id,
         organizationId: principal.organizationId,
@@ -143,7 +159,8 @@ export function jobRoutes(deps: ApiDeps) {
         ]),
       });
       return inserted;
-    });
+    }));
+    if ('existing' in row) return c.json(jobView(row.existing), 200);
     return c.json(jobView(row), 201);
   });
 
