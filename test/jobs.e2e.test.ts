@@ -146,6 +146,8 @@ describe('jobs: POST /v1/jobs end to end (embedded stack, local executor)', () =
     expect(cancel.status).toBe(202);
     const job = await waitFor(id, ended, 120_000);
     expect(job.status).toBe('cancelled');
+    const cancelledJobs = (await call('GET', '/v1/jobs?status=cancelled', DEV_TOKEN)).body.jobs as JobView[];
+    expect(cancelledJobs.map((j) => j.id)).toEqual([id]);
     expect((await call('POST', `/v1/jobs/${id}/cancel`, researcher, {})).status).toBe(409);
     // The admin cancels anyone's.
     expect((await call('POST', `/v1/jobs/${String(mine.body.id)}/cancel`, DEV_TOKEN, {})).status).toBe(202);
