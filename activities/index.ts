@@ -9,6 +9,7 @@ import { createRegistryActivities } from './registry.js';
 import { createModelRegistrationActivities } from './model-registration.js';
 import { createHpoActivities } from './hpo.js';
 import { createReloadActivities } from './reload.js';
+import { createSubmittedJobActivities } from './submitted-jobs.js';
 
 export function createActivities(deps: ActivityDeps) {
   return {
@@ -21,5 +22,6 @@ export function createActivities(deps: ActivityDeps) {
     ...createModelRegistrationActivities(deps),
     ...createHpoActivities(deps),
     ...createReloadActivities(deps),
+    ...createSubmittedJobActivities(deps),
   };
 }

@@ -389,7 +389,7 @@ async function stopOnRealCancel(deps: ActivityDeps, request: JobRequest, err: un
   if (!(err instanceof CancelledFailure)) return;
   const details = Context.current().cancellationDetails;
   if (!details?.cancelRequested) return;
-  deps.log.warn('pipeline cancelled: stopping job', { job: request.name });
+  deps.log.warn('cancelled: stopping job', { job: request.name });
   await stopJobKeepingHeartbeat(deps, request);
 }
 

@@ -4,9 +4,9 @@ import { Context, getClient, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
-import { CheckpointManifestSchema, HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainEvent, type TrainJobSpec, type TrainProgress, type TrainResult } from '../contracts/trainer-job.js';
+import { CheckpointManifestSchema, HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainEvent, type TrainJobSpec, type TrainMethod, type TrainProgress, type TrainResult } from '../contracts/trainer-job.js';
 import type { JobRecovery, TrainingProgressSignal } from '../contracts/pipeline.js';
-import { readProgress, runJobToCompletion, type JobDefinition } from './jobs.js';
+import { readProgress, runJobToCompletion, type JobDefinition, type JobOutcome } from './jobs.js';
 import { readRecoveries, visibleRecoveries, type TrainerFailure } from './recovery.js';
 import { baseModelInput, fileInput } from './job-inputs.js';
 import { setRunTags } from '../db/repo/params-tags.js';
@@ -35,115 +35,8 @@ export interface TrainOutput extends Omit<TrainResult, 'adapter_path'> {
 export function createTrainingActivities(deps: ActivityDeps) {
   return {
     async trainModel(a: { pipelineId: string; runId: string; input: PipelineWorkflowInput; dataset: DatasetRef }): Promise<TrainOutput> {
-      const organizationId = (await getRunById(deps.db, a.runId))?.organizationId;
-      if (!organizationId) throw ApplicationFailure.nonRetryable(`run ${a.runId} does not exist`, 'NotFound');
-      const requested = HardwareSchema.parse(a.input.hardware ?? {});
-      const hardware = { ...requested, price_per_device_hour_usd: requested.price_per_device_hour_usd ?? devicePriceUsd(deps.config, requested) };
-      const spec: TrainJobSpec = {
-        kind: 'train',
-        job_name: `${a.pipelineId}-train`,
-        run_id: a.runId,
-        tracking_uri: deps.trackingUri,
-        // Input and output fields name where they live; the job runner points them at local paths.
-        base_model_path: 'input:base_model_path',
-        train_path: 'input:train_path',
-        validation_path: 'input:validation_path',
-        output_dir: 'output:output_dir',
-        checkpoint_dir: 'checkpoints:checkpoint_dir',
-        method: a.input.method,
-        hyperparameters: a.input.hyperparameters,
-        ...(a.input.quantization ? { quantization: a.input.quantization } : {}),
-        ...(a.input.adalora ? { adalora: a.input.adalora } : {}),
-        ...(a.input.preference ? { preference: a.input.preference } : {}),
-        data: a.input.data,
-        checkpoint: a.input.checkpoint,
-        // Parsed here too: a workflow started before these fields existed has neither in its input.
-        recovery: RecoveryPolicySchema.parse(a.input.recovery ?? {}),
-        hardware,
-        threads: deps.config.trainer.threads,
-      };
-      const job: JobDefinition = {
-        name: spec.job_name,
-        kind: 'train',
-        organizationId,
-        runId: a.runId,
-        priority: a.input.priority ?? null,
-        envelope: {
-          tool: 'trainer',
-          spec,
-          inputs: {
-            base_model_path: await baseModelInput(deps, a.input.base_model),
-            train_path: fileInput(a.dataset.splits.train),
-            validation_path: fileInput(a.dataset.splits.validation),
-          },
-          outputs: { output_dir: 'dir' },
-          checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, organizationId, a.runId) },
-          processes: hardware.processes,
-          num_nodes: hardware.nodes,
-        },
-        resources: { nodes: hardware.nodes, processes: hardware.processes, gpus_per_node: hardware.gpus_per_node, gpu_type: hardware.gpu_type, image: hardware.image },
-      };
-      const recordedEvents = new Set<string>();
-      const handle = getClient().workflow.getHandle(pipelineWorkflowId(a.pipelineId));
-      const logical = JobFiles.of(deps.store, deps.config, organizationId, jobNameOf(job.name));
-      const signalProgress = async (p: TrainProgress | null, waiting: string | null, extra: Partial<Pick<TrainingProgressSignal, 'queue' | 'preemptions'>> = {}): Promise<void> => {
-        const recoveries = visibleRecoveries(await readRecoveries(logical));
-        const queue = waiting === null ? null : (extra.queue ?? null);
-        await handle
-          .signal(trainingProgressSignal, { step: p?.step ?? 0, max_steps: p?.max_steps ?? spec.hyperparameters.max_steps, last_checkpoint: p?.last_checkpoint ?? null, metrics: p?.metrics ?? {}, recoveries, waiting, queue, ...(extra.preemptions ? { preemptions: extra.preemptions } : {}) })
-          .catch(() => undefined);
-      };
-      let lastSignal = 0;
-      let lastCheckpoint: string | null = null;
-      let lastWaiting: string | null = null;
-      const startedAt = Date.now();
-      const { result, files } = await runJobToCompletion(deps, {
-        job,
-        resultSchema: TrainResultSchema,
-        onWaiting: async (why, queue) => {
-          // Every new reason is reported at once: a pipeline stuck on an image pull, on capacity or in its queue says so.
-          if (why === lastWaiting && Date.now() - lastSignal < PROGRESS_SIGNAL_EVERY_MS) return;
-          lastWaiting = why;
-          lastSignal = Date.now();
-          await signalProgress(null, why, { queue });
-        },
-        onPreemptions: async (preemptions) => {
-          await setRunTags(deps.db, a.runId, preemptions.map((p, i) => ({ key: `hanzo_ml.preemption.${i + 1}`, value: JSON.stringify(p) })));
-          await signalProgress(null, lastWaiting, { preemptions });
-        },
-        checkpointIntervalSeconds: spec.checkpoint.every_seconds ?? undefined,
-        onPoll: async (attempt) => {
-          const p = await readProgress(attempt);
-          if (!p) return {};
-          // Throttled: each signal is a history event; a new checkpoint is always reported.
-          if (Date.now() - lastSignal > PROGRESS_SIGNAL_EVERY_MS || p.last_checkpoint !== lastCheckpoint || lastWaiting !== null) {
-            lastSignal = Date.now();
-            lastCheckpoint = p.last_checkpoint;
-            lastWaiting = null;
-            await signalProgress(p, null);
-          }
-          await recordTrainerEvents(deps, a.runId, p.events, recordedEvents);
-          return { step: p.step, last_checkpoint: p.last_checkpoint };
-        },
-        recovery: {
-          policy: spec.recovery,
-          onFault: async (recovery, restarting, failure, attempt) => {
-            await recordRecovery(deps, { runId: a.runId, organizationId, pipelineId: a.pipelineId }, recovery, restarting, failure);
-            await signalProgress(await readProgress(attempt), null);
-          },
-        },
-      });
-      await recordTrainerEvents(deps, a.runId, result.events, recordedEvents);
-      await recordJobTotals(deps, { ...a, organizationId }, {
-        seconds: (Date.now() - startedAt) / 1000,
-        deviceHours: result.totals?.device_hours ?? 0,
-        costUsd: result.totals?.cost_usd ?? null,
-        tokens: result.totals?.tokens ?? result.tokens_seen,
-        gpuType: accountedGpuType(hardware),
-        method: spec.method,
-        baseModel: a.input.base_model,
-      });
-      if (result.adapter_path === null) throw ApplicationFailure.nonRetryable(`${spec.method} training wrote no adapter (${files.file('result.json')})`, 'BadInput');
+      const { result, files } = await runTrainJob(deps, { ownerId: a.pipelineId, runId: a.runId, recipe: a.input, dataset: a.dataset, progressWorkflowId: pipelineWorkflowId(a.pipelineId) });
+      if (result.adapter_path === null) throw ApplicationFailure.nonRetryable(`${a.input.method} training wrote no adapter (${files.file('result.json')})`, 'BadInput');
       return { ...result, adapter_path: result.adapter_path, job_uri: files.uri };
     },
 
@@ -200,6 +93,142 @@ export function createTrainingActivities(deps: ActivityDeps) {
       return { checkpoints: rows.map((r) => ({ step: Number((r.metadata as { step: number }).step), uri: r.uri, sha256: r.sha256 })).sort((x, y) => x.step - y.step) };
     },
   };
+}
+
+/** What a training job needs: the pipeline's train stage and a submitted recipe job give the same. */
+export interface TrainJobArgs {
+  /** the pipeline or job the training belongs to: its job is named `<ownerId>-train`, its events keyed by it */
+  ownerId: string;
+  runId: string;
+  recipe: Pick<PipelineWorkflowInput, 'base_model' | 'hyperparameters' | 'quantization' | 'adalora' | 'preference' | 'data' | 'checkpoint' | 'recovery' | 'hardware' | 'priority'> & { method: TrainMethod };
+  dataset: DatasetRef;
+  /** the workflow that gets the trainingProgressSignal */
+  progressWorkflowId: string;
+  /** told when the job waits (with why) and when it runs: a submitted job's catalogue row follows it */
+  onPhase?: (phase: 'waiting' | 'running', why: string | null) => Promise<void>;
+}
+
+/**
+ * Runs the trainer as a job to completion (any method, full included): the spec from the recipe, progress
+ * signalled to the owning workflow, trainer events, recoveries and preemptions recorded on the run, usage totals.
+ */
+export async function runTrainJob(deps: ActivityDeps, a: TrainJobArgs): Promise<JobOutcome<TrainResult>> {
+  const organizationId = (await getRunById(deps.db, a.runId))?.organizationId;
+  if (!organizationId) throw ApplicationFailure.nonRetryable(`run ${a.runId} does not exist`, 'NotFound');
+  const requested = HardwareSchema.parse(a.recipe.hardware ?? {});
+  const hardware = { ...requested, price_per_device_hour_usd: requested.price_per_device_hour_usd ?? devicePriceUsd(deps.config, requested) };
+  const spec: TrainJobSpec = {
+    kind: 'train',
+    job_name: `${a.ownerId}-train`,
+    run_id: a.runId,
+    tracking_uri: deps.trackingUri,
+    // Input and output fields name where they live; the job runner points them at local paths.
+    base_model_path: 'input:base_model_path',
+    train_path: 'input:train_path',
+    validation_path: 'input:validation_path',
+    output_dir: 'output:output_dir',
+    checkpoint_dir: 'checkpoints:checkpoint_dir',
+    method: a.recipe.method,
+    hyperparameters: a.recipe.hyperparameters,
+    ...(a.recipe.quantization ? { quantization: a.recipe.quantization } : {}),
+    ...(a.recipe.adalora ? { adalora: a.recipe.adalora } : {}),
+    ...(a.recipe.preference ? { preference: a.recipe.preference } : {}),
+    data: a.recipe.data,
+    checkpoint: a.recipe.checkpoint,
+    // Parsed here too: a workflow started before these fields existed has neither in its input.
+    recovery: RecoveryPolicySchema.parse(a.recipe.recovery ?? {}),
+    hardware,
+    threads: deps.config.trainer.threads,
+  };
+  const job: JobDefinition = {
+    name: spec.job_name,
+    kind: 'train',
+    organizationId,
+    runId: a.runId,
+    priority: a.recipe.priority ?? null,
+    envelope: {
+      tool: 'trainer',
+      spec,
+      inputs: {
+        base_model_path: await baseModelInput(deps, a.recipe.base_model),
+        train_path: fileInput(a.dataset.splits.train),
+        validation_path: fileInput(a.dataset.splits.validation),
+      },
+      outputs: { output_dir: 'dir' },
+      checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, organizationId, a.runId) },
+      processes: hardware.processes,
+      num_nodes: hardware.nodes,
+    },
+    resources: { nodes: hardware.nodes, processes: hardware.processes, gpus_per_node: hardware.gpus_per_node, gpu_type: hardware.gpu_type, image: hardware.image },
+  };
+  const recordedEvents = new Set<string>();
+  const handle = getClient().workflow.getHandle(a.progressWorkflowId);
+  const logical = JobFiles.of(deps.store, deps.config, organizationId, jobNameOf(job.name));
+  const signalProgress = async (p: TrainProgress | null, waiting: string | null, extra: Partial<Pick<TrainingProgressSignal, 'queue' | 'preemptions'>> = {}): Promise<void> => {
+    const recoveries = visibleRecoveries(await readRecoveries(logical));
+    const queue = waiting === null ? null : (extra.queue ?? null);
+    await handle
+      .signal(trainingProgressSignal, { step: p?.step ?? 0, max_steps: p?.max_steps ?? spec.hyperparameters.max_steps, last_checkpoint: p?.last_checkpoint ?? null, metrics: p?.metrics ?? {}, recoveries, waiting, queue, ...(extra.preemptions ? { preemptions: extra.preemptions } : {}) })
+      .catch(() => undefined);
+  };
+  let lastSignal = 0;
+  let lastCheckpoint: string | null = null;
+  let lastWaiting: string | null = null;
+  let phase: 'waiting' | 'running' | null = null;
+  const startedAt = Date.now();
+  const { result, files } = await runJobToCompletion(deps, {
+    job,
+    resultSchema: TrainResultSchema,
+    onWaiting: async (why, queue) => {
+      // Every new reason is reported at once: a pipeline stuck on an image pull, on capacity or in its queue says so.
+      if (why === lastWaiting && Date.now() - lastSignal < PROGRESS_SIGNAL_EVERY_MS) return;
+      lastWaiting = why;
+      lastSignal = Date.now();
+      phase = 'waiting';
+      await a.onPhase?.('waiting', why);
+      await signalProgress(null, why, { queue });
+    },
+    onPreemptions: async (preemptions) => {
+      await setRunTags(deps.db, a.runId, preemptions.map((p, i) => ({ key: `hanzo_ml.preemption.${i + 1}`, value: JSON.stringify(p) })));
+      await signalProgress(null, lastWaiting, { preemptions });
+    },
+    checkpointIntervalSeconds: spec.checkpoint.every_seconds ?? undefined,
+    onPoll: async (attempt) => {
+      if (phase !== 'running') {
+        phase = 'running';
+        await a.onPhase?.('running', null);
+      }
+      const p = await readProgress(attempt);
+      if (!p) return {};
+      // Throttled: each signal is a history event; a new checkpoint is always reported.
+      if (Date.now() - lastSignal > PROGRESS_SIGNAL_EVERY_MS || p.last_checkpoint !== lastCheckpoint || lastWaiting !== null) {
+        lastSignal = Date.now();
+        lastCheckpoint = p.last_checkpoint;
+        lastWaiting = null;
+        await signalProgress(p, null);
+      }
+      await recordTrainerEvents(deps, a.runId, p.events, recordedEvents);
+      return { step: p.step, last_checkpoint: p.last_checkpoint };
+    },
+    recovery: {
+      policy: spec.recovery,
+      onFault: async (recovery, restarting, failure, attempt) => {
+        await recordRecovery(deps, { runId: a.runId, organizationId, pipelineId: a.ownerId }, recovery, restarting, failure);
+        await signalProgress(await readProgress(attempt), null);
+      },
+    },
+  });
+  await recordTrainerEvents(deps, a.runId, result.events, recordedEvents);
+  await recordJobTotals(deps, { runId: a.runId, organizationId, pipelineId: a.ownerId }, {
+    seconds: (Date.now() - startedAt) / 1000,
+    deviceHours: result.totals?.device_hours ?? 0,
+    costUsd: result.totals?.cost_usd ?? null,
+    tokens: result.totals?.tokens ?? result.tokens_seen,
+    gpuType: accountedGpuType(hardware),
+    method: spec.method,
+    baseModel: a.recipe.base_model,
+  });
+  return { result, files };
 }
 
 /** Trainer events (a checkpoint skipped on resume, ...) become run tags `hanzo_ml.event.<epoch ms>.<kind>`. */

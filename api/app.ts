@@ -16,6 +16,7 @@ import { eventRoutes } from './routes/events.js';
 import { datasetRoutes } from './routes/datasets.js';
 import { pipelineRoutes } from './routes/pipelines.js';
 import { usageRoutes } from './routes/usage.js';
+import { jobRoutes } from './routes/jobs.js';
 import { runRoutes } from './routes/runs.js';
 import { experimentRoutes } from './routes/experiments.js';
 import { modelRoutes } from './routes/models.js';
@@ -91,6 +92,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.route('/v1/events', eventRoutes(deps));
   app.route('/v1/datasets', datasetRoutes(deps));
   app.route('/v1/pipelines', pipelineRoutes(deps));
+  app.route('/v1/jobs', jobRoutes(deps));
   app.route('/v1/experiments', experimentRoutes(deps));
   app.route('/v1/runs', runRoutes(deps));
   app.route('/v1/runs', runArtifactRoutes(deps));

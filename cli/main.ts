@@ -19,6 +19,7 @@ import { compareRuns } from './compare.js';
 import { pullModel } from './pull.js';
 import { registerModelVersion } from './register.js';
 import { dryRunPipeline, printUsage } from './cost.js';
+import { registerJobCommands } from './job.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 
 const api = (): ApiClient =>
@@ -86,6 +87,8 @@ export function buildCli(): Command {
     .action(async (o: { waitForApproval?: boolean; apiUrl?: string }) => {
       process.exitCode = await runDemo({ waitForApproval: Boolean(o.waitForApproval), ...(o.apiUrl ? { apiUrl: o.apiUrl } : {}) });
     });
+
+  registerJobCommands(program, { api, print, table });
 
   const pipeline = program.command('pipeline').description('start and steer fine-tuning pipelines');
   pipeline

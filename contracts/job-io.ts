@@ -29,7 +29,9 @@ export const JobInputSchema = z.strictObject({
 export const JobEnvelopeSchema = z.strictObject({
   job_name: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/).max(63).describe('deterministic, a DNS label: the Kubernetes Job is named after it'),
   job_uri: objectUri.describe('the prefix every file of this job lives under'),
-  tool: z.enum(['trainer', 'candle']).describe('trainer: python -m hanzo_ml <spec.kind>; candle: the hanzo-ml-candle binary'),
+  tool: z
+    .enum(['trainer', 'candle', 'command'])
+    .describe('trainer: python -m hanzo_ml <spec.kind>; candle: the hanzo-ml-candle binary; command: a submitted command job, args as its argv and spec.env added to its environment'),
   spec: z.record(z.string(), z.unknown()).describe('the trainer job spec (contracts/trainer-job.ts) or the Candle arguments; input and output fields are filled by the runner'),
   inputs: z.record(z.string(), JobInputSchema).default({}).describe('spec field -> object it is read from; the runner sets the field to a local path'),
   outputs: z
@@ -43,7 +45,7 @@ export const JobEnvelopeSchema = z.strictObject({
     })
     .nullable()
     .default(null),
-  /** candle only: the subcommand and its arguments; {field} placeholders are replaced by the spec field's local path */
+  /** candle: the subcommand and its arguments ({field} placeholders are replaced by the spec field's local path); command: the argv */
   args: z.array(z.string()).default([]),
   result_field: z
     .string()

@@ -35,6 +35,7 @@ export const SEARCH_ATTRIBUTES = {
   organization: 'HanzoOrganization',
   modelName: 'HanzoModelName',
   stage: 'HanzoStage',
+  jobType: 'HanzoJobType',
 } as const;
 
 export const PIPELINE_STAGES = [

@@ -4,3 +4,4 @@ export { hpoSweepWorkflow, hpoTrialWorkflow } from './hpo.js';
 export { pbtWorkflow, pbtMemberRoundWorkflow } from './pbt.js';
 export { modelRegistrationWorkflow } from './model-registration.js';
 export { checkpointWatchWorkflow } from './checkpoint-watch.js';
+export { submittedJobWorkflow } from './jobs.js';

@@ -5,3 +5,4 @@ export * from './models.js';
 export * from './pipelines.js';
 export * from './hpo.js';
 export * from './scheduling.js';
+export * from './jobs.js';

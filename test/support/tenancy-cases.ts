@@ -121,6 +121,13 @@ const V1: TenancyCase[] = [
   // pipelines
   invalid('POST /v1/pipelines', 'researcher', (t) => ({ path: '/v1/pipelines', body: pipelineOnB(t) }), { message: /dataset: "b-secret-ds" has no version/ }),
   list('GET /v1/pipelines', 'viewer', () => ({ path: '/v1/pipelines' })),
+  // jobs
+  invalid('POST /v1/jobs', 'researcher', (t) => ({ path: '/v1/jobs', body: { type: 'training', recipe: { base_model: 'hanzo-tiny-llama', method: 'full', dataset: { name: t.b.datasetName } } } }), {
+    message: /recipe\.dataset: "b-secret-ds" has no version/,
+  }),
+  list('GET /v1/jobs', 'viewer', () => ({ path: '/v1/jobs' })),
+  refused('GET /v1/jobs/:id', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}` })),
+  refused('POST /v1/jobs/:id/cancel', 'researcher', (t) => ({ path: `/v1/jobs/${t.b.jobId}/cancel`, body: {} }), { teardown: 1 }),
   refused('GET /v1/pipelines/:id', 'viewer', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}` }), { control: NEEDS_WORKER }),
   refused('POST /v1/pipelines/:id/cancel', 'researcher', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}/cancel`, body: {} }), { teardown: 1 }),
   refused('POST /v1/pipelines/:id/approve', 'approver', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}/approve`, body: { reason: 'probe' } }), { control: AWAITS_NO_APPROVAL }),

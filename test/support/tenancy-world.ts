@@ -49,6 +49,8 @@ export interface OrgB {
   alias: string;
   loggedModelId: string;
   pipelineId: string;
+  /** a command job of B's (no worker runs it: it stays queued) */
+  jobId: string;
   scheduleId: string;
   scheduleName: string;
   sweepId: string;
@@ -209,6 +211,7 @@ async function populateOrgB(app: TenancyWorld['app'], token: string, viewerToken
   created('run outputs', await mlflow('runs/outputs', { run_id: runId, models: [{ model_id: logged.info.model_id, step: 1 }] }));
   const pipeline = { model_name: 'b-secret-pipeline-model', base_model: 'hanzo-tiny-llama', dataset: { name: 'b-secret-ds', version: 'latest' } };
   const pipelineId = created('a pipeline', await req('POST', '/v1/pipelines', pipeline)).id as string;
+  const jobId = created('a job', await req('POST', '/v1/jobs', { name: 'b-secret-job', type: 'training', image: 'trainer', command: ['true'] })).id as string;
   const schedule = created('a schedule', await req('POST', '/v1/schedules', { name: 'b-secret-schedule', every: '1d', paused: true, pipeline }));
   const sweep = created(
     'an HPO sweep',
@@ -236,6 +239,7 @@ async function populateOrgB(app: TenancyWorld['app'], token: string, viewerToken
     alias: 'b-champion',
     loggedModelId: logged.info.model_id as string,
     pipelineId,
+    jobId,
     scheduleId: schedule.id as string,
     scheduleName: 'b-secret-schedule',
     sweepId: sweep.id as string,

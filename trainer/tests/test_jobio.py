@@ -170,6 +170,8 @@ BAD_ENVELOPES = [
     ({"spec": {}}, "spec.kind"),
     ({"tool": "candle", "spec": {}, "args": ["validate", "--model", "{model_dir}"]}, "args[2]"),
     ({"inputs": {"x": {"uri": "s3://b/x", "kind": "file"}}, "outputs": {"x": "file"}}, "outputs.x"),
+    ({"tool": "command", "spec": {}, "args": []}, "args"),
+    ({"tool": "command", "spec": {"env": {"A": 1}}, "args": ["true"]}, "spec.env"),
 ]
 
 
@@ -520,3 +522,33 @@ def test_a_candle_run_without_a_report_exits_1_and_writes_no_result(candle_job, 
     assert done.returncode == 1, done.stderr
     assert store.read_text(join(job_uri, "result.json")) is None  # nor the stale one of an earlier attempt
     assert "printed no JSON report" in store.read_text(join(job_uri, "job.log"))
+
+
+# ---- a submitted command job: its argv, its environment, its exit code ---------------------------------------
+
+def command_job(tmp_path, script: str) -> tuple[ObjectStore, str]:
+    store, job_uri = ObjectStore(dict(os.environ)), (tmp_path / "objects" / "jobs" / "command-1").as_uri()
+    store.write_text(join(job_uri, "envelope.json"), json.dumps({
+        "job_name": "command-1", "job_uri": job_uri, "tool": "command", "spec": {"env": {"USER_VALUE": "42"}},
+        "args": [sys.executable, "-c", script]}))
+    return store, job_uri
+
+
+def test_a_command_job_runs_its_argv_with_its_env_and_its_result_is_its_exit_code(tmp_path):
+    store, job_uri = command_job(tmp_path, "import os; print('value', os.environ['USER_VALUE'])")
+
+    done = run_job(join(job_uri, "envelope.json"), tmp_path / "scratch", timeout=60)
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(store.read_text(join(job_uri, "result.json"))) == {"exit_code": 0}
+    assert "value 42" in store.read_text(join(job_uri, "job.log"))
+
+
+def test_a_failing_command_job_exits_with_its_code_and_writes_no_result(tmp_path):
+    store, job_uri = command_job(tmp_path, "import sys; print('boom'); sys.exit(7)")
+
+    done = run_job(join(job_uri, "envelope.json"), tmp_path / "scratch", timeout=60)
+
+    assert done.returncode == 7, done.stderr
+    assert store.read_text(join(job_uri, "result.json")) is None
+    assert "boom" in store.read_text(join(job_uri, "job.log"))

@@ -40,7 +40,7 @@ class Envelope:
     uri: str                      # where this envelope was read from (error messages name it)
     job_name: str
     job_uri: str
-    tool: str                     # 'trainer' | 'candle'
+    tool: str                     # 'trainer' | 'candle' | 'command'
     spec: dict[str, Any]
     inputs: dict[str, Input]
     outputs: dict[str, str]       # field -> 'file' | 'dir'
@@ -115,6 +115,9 @@ def check_tool(envelope: Envelope) -> None:
         if kind != "train" and envelope.result_field is None:
             fail(envelope, "result_field", f"is required for a {kind} job: the output field its report is written to")
         return
+    if envelope.tool == "command":
+        check_command(envelope)
+        return
     # candle: one process, its result is the report on stdout, and its arguments name fields that exist
     if envelope.processes != 1 or envelope.num_nodes != 1:
         fail(envelope, "processes" if envelope.processes != 1 else "num_nodes", "the Candle tool runs one process")
@@ -129,3 +132,14 @@ def check_tool(envelope: Envelope) -> None:
         for name in PLACEHOLDER.findall(arg):
             if name not in known:
                 fail(envelope, f"args[{index}]", f"{{{name}}} names no spec, input or output field")
+
+
+def check_command(envelope: Envelope) -> None:
+    """A submitted command job: its argv, and an environment of names to strings; its result is its exit code."""
+    if not envelope.args:
+        fail(envelope, "args", "a command job needs its command")
+    if envelope.result_field is not None:
+        fail(envelope, "result_field", "must be null for a command job (its result is its exit code)")
+    env = envelope.spec.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        fail(envelope, "spec.env", "expected an object of environment variable names to strings")

@@ -5,6 +5,7 @@
     trainer, M nodes        python -m torch.distributed.run --nnodes=M --node-rank=R --master-addr=A
                                 --master-port=P --nproc-per-node=N -m hanzo_ml ...
     candle                  $HANZO_ML_CANDLE (else hanzo-ml-candle on PATH) <args, {field} -> local path>
+    command                 <args> as given, with spec.env added to the environment (a submitted command job)
 
 A job of M nodes runs one runner per node (one pod each). The node's rank comes from HANZO_ML_NODE_RANK, else from
 JOB_COMPLETION_INDEX (a Kubernetes Indexed Job sets it in each pod); node 0's address and port from

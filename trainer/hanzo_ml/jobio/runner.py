@@ -125,6 +125,8 @@ class Job:
                 (self.scratch.work / name).unlink(missing_ok=True)
         if self.envelope.tool == "trainer":
             command = trainer_command(self.envelope, self.scratch, self.node)
+        elif self.envelope.tool == "command":
+            command = list(self.envelope.args)
         else:
             command = candle_command(self.envelope, self.spec, self.env)
         if signals.received is not None:
@@ -133,7 +135,7 @@ class Job:
             return EXIT_PREEMPTED
         log.info("running %s", shlex.join(command))
         code, stdout = self.supervise(command, signals)
-        log.info("%s exited with %d", command[0] if self.envelope.tool == "candle" else "the trainer", code)
+        log.info("%s exited with %d", command[0] if self.envelope.tool != "trainer" else "the trainer", code)
         return self.finish(code, stdout, signals)
 
     def supervise(self, command: list[str], signals: SignalForwarder) -> tuple[int, bytes]:
@@ -146,7 +148,10 @@ class Job:
         for mirror in mirrors:
             mirror.start()
         try:
-            return run_child(command, child_env(self.env), self.scratch.root, self.job_log, signals,
+            env = child_env(self.env)
+            if self.envelope.tool == "command":
+                env.update(self.spec.get("env", {}))
+            return run_child(command, env, self.scratch.root, self.job_log, signals,
                              capture_stdout=self.envelope.tool == "candle")
         finally:
             for mirror in mirrors:
@@ -165,6 +170,8 @@ class Job:
             retried(lambda: self.store.put_file(join(self.envelope.job_uri, "failure.json"), failure))
         if self.envelope.tool == "candle":
             code, document = self.candle_outcome(code, stdout, signals)
+        elif self.envelope.tool == "command":
+            document = {"exit_code": code} if code == 0 else None
         else:
             document = self.trainer_result() if code == 0 else None
         if document is not None:
