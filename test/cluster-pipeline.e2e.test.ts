@@ -157,7 +157,7 @@ describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve 
     const waiting = await until(id, (s) => s.progress.awaiting_approval || s.progress.model_version !== null, 'training to finish');
     expect(seen.get(`${id}-train`)?.size).toBe(1);
     expect([...seen.keys()].filter((n) => n.startsWith(`${id}-train-r`))).toEqual([]);
-    const result = await s3Json<{ steps: number; resumed_from_step: number | null }>(`jobs/${id}-train/result.json`);
+    const result = await s3Json<{ steps: number; resumed_from_step: number | null }>(`jobs/dev/${id}-train/result.json`);
     expect(result).toMatchObject({ steps: 60, resumed_from_step: null }); // nothing was lost, nothing retrained
     expect(await storedSteps(waiting.progress.run_id!)).toContain(60);
   });
@@ -173,7 +173,7 @@ describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve 
     }
     await stack.core.deleteNamespacedPod({ name: pod, namespace: JOBS_NAMESPACE, gracePeriodSeconds: 0 });
     await until(id, (x) => x.progress.awaiting_approval || x.progress.model_version !== null, 'training to finish');
-    const result = await s3Json<{ steps: number; resumed_from_step: number | null }>(`jobs/${id}-train/result.json`);
+    const result = await s3Json<{ steps: number; resumed_from_step: number | null }>(`jobs/dev/${id}-train/result.json`);
     expect(result!.steps).toBe(60);
     expect(result!.resumed_from_step).toBeGreaterThanOrEqual(10);
     expect(seen.get(`${id}-train`)?.size).toBe(1); // the same Job, a new pod
@@ -193,7 +193,7 @@ describe.skipIf(!tools)('pipelines on Kubernetes (real control plane, S3, serve 
       await new Promise((r) => setTimeout(r, 500));
     }
     await expect(stack.batch.readNamespacedJob({ name: `${id}-train`, namespace: JOBS_NAMESPACE })).rejects.toMatchObject({ code: 404 });
-    const failure = await s3Json<{ kind: string; step: number }>(`jobs/${id}-train/failure.json`);
+    const failure = await s3Json<{ kind: string; step: number }>(`jobs/dev/${id}-train/failure.json`);
     expect(failure?.kind).toBe('preempted');
     expect(await storedSteps(s.progress.run_id!)).toContain(failure!.step);
     const run = await stack.api<{ run: { info: { status: string } } }>('GET', `/api/2.0/mlflow/runs/get?run_id=${s.progress.run_id}`);
