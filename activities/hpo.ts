@@ -23,7 +23,7 @@ import {
   type TrialOutcome,
   type TrialState,
 } from '../contracts/hpo.js';
-import { LoraHyperparametersSchema, TrainJobSpecSchema, TrainResultSchema, type TrainJobSpec } from '../contracts/trainer-job.js';
+import { LoraHyperparametersSchema, TRAIN_JOB_IO_FIELDS, TrainJobSpecSchema, TrainResultSchema, type TrainJobSpec } from '../contracts/trainer-job.js';
 import { accountTrial, createSweep, finishSweep, finishTrial, insertTrial, recordLineage, warmStartTrials } from '../db/repo/hpo.js';
 import { getOrCreateExperiment } from '../db/repo/experiments.js';
 import { logParams } from '../db/repo/params-tags.js';
@@ -267,11 +267,7 @@ export function createHpoActivities(deps: ActivityDeps) {
         job_name: `hpo-${t.sweep_id}-trial-${t.n}`,
         run_id: a.runId,
         tracking_uri: deps.trackingUri,
-        base_model_path: 'input:base_model_path',
-        train_path: 'input:train_path',
-        validation_path: 'input:validation_path',
-        output_dir: 'output:output_dir',
-        checkpoint_dir: 'checkpoints:checkpoint_dir',
+        ...TRAIN_JOB_IO_FIELDS,
         method: 'lora',
         hyperparameters: loraHyperparameters(base, t.params),
         // By steps only: a checkpoint (and its eval) at every eval step is what the sweep compares.

@@ -4,7 +4,7 @@ import { Context, getClient, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
-import { CheckpointManifestSchema, HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainEvent, type TrainJobSpec, type TrainMethod, type TrainProgress, type TrainResult } from '../contracts/trainer-job.js';
+import { CheckpointManifestSchema, TRAIN_JOB_IO_FIELDS, HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainEvent, type TrainJobSpec, type TrainMethod, type TrainProgress, type TrainResult } from '../contracts/trainer-job.js';
 import type { JobRecovery, TrainingProgressSignal } from '../contracts/pipeline.js';
 import { readProgress, runJobToCompletion, type JobDefinition, type JobOutcome } from './jobs.js';
 import { readRecoveries, visibleRecoveries, type TrainerFailure } from './recovery.js';
@@ -122,12 +122,7 @@ export async function runTrainJob(deps: ActivityDeps, a: TrainJobArgs): Promise<
     job_name: `${a.ownerId}-train`,
     run_id: a.runId,
     tracking_uri: deps.trackingUri,
-    // Input and output fields name where they live; the job runner points them at local paths.
-    base_model_path: 'input:base_model_path',
-    train_path: 'input:train_path',
-    validation_path: 'input:validation_path',
-    output_dir: 'output:output_dir',
-    checkpoint_dir: 'checkpoints:checkpoint_dir',
+    ...TRAIN_JOB_IO_FIELDS,
     method: a.recipe.method,
     hyperparameters: a.recipe.hyperparameters,
     ...(a.recipe.quantization ? { quantization: a.recipe.quantization } : {}),

@@ -23,6 +23,18 @@ export const LoraHyperparametersSchema = z.strictObject({
 export type LoraHyperparameters = z.infer<typeof LoraHyperparametersSchema>;
 
 /** Every fine-tuning method the trainer runs (spec 000 recipes plus the preference methods of spec 003). */
+/**
+ * Where a train job's files live, as its spec names them: the job runner points each `input:`, `output:` and
+ * `checkpoints:` field at a local path (pipelines, recipe jobs and HPO trials share these).
+ */
+export const TRAIN_JOB_IO_FIELDS = {
+  base_model_path: 'input:base_model_path',
+  train_path: 'input:train_path',
+  validation_path: 'input:validation_path',
+  output_dir: 'output:output_dir',
+  checkpoint_dir: 'checkpoints:checkpoint_dir',
+} as const;
+
 export const TRAIN_METHODS = ['full', 'lora', 'qlora', 'adalora', 'dpo', 'orpo'] as const;
 export const TrainMethodSchema = z.enum(TRAIN_METHODS);
 export type TrainMethod = z.infer<typeof TrainMethodSchema>;
