@@ -358,6 +358,16 @@ export const ConfigSchema = z.strictObject({
         .describe('the hook is retried (exponential backoff, interval capped at a tenth of this, at most 5m) until it answers 2xx or this passes; then the pipeline shows it failed, the promotion stands'),
     })
     .prefault({}),
+  webhooks: z
+    .strictObject({
+      allow_private_targets: bool
+        .default(false)
+        .describe('true: webhook endpoints may resolve to private, loopback or link-local addresses (a receiver on this machine or its network); refused unless server.host is a loopback address, since an organization admin could then probe the servers beside this one'),
+      max_attempts: z.coerce.number().int().min(1).max(50).default(12).describe('attempts per delivery before it is marked failed'),
+      initial_backoff: duration.default('5s').describe('wait before the second attempt; each later wait doubles, capped at 1h'),
+      timeout: duration.default('10s').describe('how long one attempt may take, connection included'),
+    })
+    .prefault({}),
   hpo: z
     .strictObject({
       max_concurrent_trials: z.coerce.number().int().positive().default(8),

@@ -70,6 +70,9 @@ export function checkCombinations(config: Config): void {
     throw new ConfigError('invalid configuration:\n  promotion.webhook_secret (HANZO_ML_PROMOTION_WEBHOOK_SECRET): required with promotion.webhook_url; the hook\'s body is signed with it');
   if (config.promotion.webhook_secret && !config.promotion.webhook_url)
     throw new ConfigError('invalid configuration:\n  promotion.webhook_secret (HANZO_ML_PROMOTION_WEBHOOK_SECRET): set without promotion.webhook_url (HANZO_ML_PROMOTION_WEBHOOK_URL), so nothing would be signed with it');
+  // Private targets make every organization admin able to reach the servers on this network: a loopback server only.
+  if (config.webhooks.allow_private_targets && !isLoopbackHost(config.server.host))
+    throw new ConfigError(`invalid configuration:\n  webhooks.allow_private_targets (HANZO_ML_WEBHOOKS_ALLOW_PRIVATE_TARGETS): true is refused on a server reachable from other machines (server.host ${config.server.host}): organization admins could aim webhooks at private addresses`);
   checkTemporalTls(config.temporal);
   checkStorageEncryption(config.storage);
   checkIam(config);

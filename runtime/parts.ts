@@ -14,6 +14,7 @@ import { createObjectStore, type ObjectStore } from '../lib/object-store.js';
 import { createLogger, type Logger } from '../lib/log.js';
 import { temporalConnectionOptions } from '../lib/temporal-tls.js';
 import { startEventRelay, startOutboxPruner } from '../events/relay.js';
+import { startWebhookRelay } from '../events/webhooks.js';
 import { jobTokenSecrets, withStorageAccess } from '../activities/deps.js';
 import { createExecutor } from '../activities/executor/factory.js';
 import { createPipelineWorker, type PipelineWorker } from '../workers/worker.js';
@@ -153,15 +154,16 @@ export async function startMetricsPart(core: Core, listening: boolean): Promise<
 
 /**
  * Every process may run the relay (one at a time publishes, under the catalogue's relay lock); without brokers,
- * the outbox is pruned instead.
+ * the outbox is pruned instead. Every process also sends due webhook deliveries (rows are claimed one relay at a time).
  */
 export async function startEventsPart(core: Core): Promise<{ stop(): Promise<void> }> {
+  const webhooks = startWebhookRelay({ db: core.catalogue.db, config: core.config, log: core.log });
   if (!core.config.stream.brokers) {
     const pruner = startOutboxPruner({ db: core.catalogue.db, config: core.config, log: core.log });
-    return { stop: async () => pruner.stop() };
+    return { stop: async () => (pruner.stop(), await webhooks.stop()) };
   }
   const relay = await startEventRelay({ db: core.catalogue.db, config: core.config, log: core.log });
-  return { stop: () => relay.stop() };
+  return { stop: async () => (await relay.stop(), await webhooks.stop()) };
 }
 
 /** Runs until SIGINT/SIGTERM, then `stop`. */

@@ -4,6 +4,8 @@ import { and, desc, eq, lt, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { jobs } from '../schema/index.js';
 import { emitEvent } from './outbox.js';
+import { enqueueWebhookDeliveries } from './webhooks.js';
+import { webhookEventOf } from '../../contracts/openai.js';
 
 export type JobRow = typeof jobs.$inferSelect;
 export type NewJob = Omit<typeof jobs.$inferInsert, 'seq' | 'createdAt' | 'updatedAt' | 'startedAt' | 'endedAt'>;
@@ -69,6 +71,8 @@ export async function setJobStatus(db: Db, id: string, status: string, fields: {
       await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.completed', ...job, duration_seconds: (now.getTime() - (row.startedAt ?? row.createdAt).getTime()) / 1000 });
     if (status === 'failed') await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.failed', ...job, error: fields.message ?? null });
     if (status === 'cancelled') await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.cancelled', ...job });
+    // The organization's webhooks hear of the end in this transaction: an ended job never loses its deliveries.
+    if (TERMINAL.includes(status)) await enqueueWebhookDeliveries(tx, row.organizationId, webhookEventOf(row.kind, status), { id, status, type: row.type, message: row.message });
     return row;
   });
 }

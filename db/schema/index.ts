@@ -6,3 +6,5 @@ export * from './pipelines.js';
 export * from './hpo.js';
 export * from './scheduling.js';
 export * from './jobs.js';
+export * from './webhooks.js';
+export * from './fine-tuning.js';
