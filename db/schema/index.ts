@@ -6,3 +6,4 @@ export * from './pipelines.js';
 export * from './hpo.js';
 export * from './scheduling.js';
 export * from './jobs.js';
+export * from './job-events.js';
