@@ -3,7 +3,8 @@
 import { and, desc, eq, lt, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { jobs } from '../schema/index.js';
-import { emitEvent } from './outbox.js';
+import { emitEvent, type Tx } from './outbox.js';
+import { appendJobEvents } from './job-events.js';
 import { enqueueWebhookDeliveries } from './webhooks.js';
 import { webhookEventOf } from '../../contracts/openai.js';
 
@@ -14,6 +15,7 @@ export async function insertJob(db: Db, row: NewJob): Promise<JobRow> {
   return db.transaction(async (tx) => {
     const [inserted] = await tx.insert(jobs).values(row).returning();
     await emitEvent(tx, row.organizationId, 'jobs', row.id, { event: 'job.submitted', job_id: row.id, user_id: row.submittedBy, type: row.type });
+    await appendStatusEvent(tx, inserted!, null);
     return inserted!;
   });
 }
@@ -52,6 +54,9 @@ const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 export async function setJobStatus(db: Db, id: string, status: string, fields: { message?: string | null; runId?: string } = {}): Promise<JobRow | null> {
   return db.transaction(async (tx) => {
     const now = new Date();
+    // The row as it was, locked: a status event is appended only when the status or its message changes (a queued
+    // job is re-reported on every poll with the same reason).
+    const [before] = await tx.select({ status: jobs.status, message: jobs.message }).from(jobs).where(eq(jobs.id, id)).for('update');
     const [row] = await tx
       .update(jobs)
       .set({
@@ -71,6 +76,7 @@ export async function setJobStatus(db: Db, id: string, status: string, fields: {
       await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.completed', ...job, duration_seconds: (now.getTime() - (row.startedAt ?? row.createdAt).getTime()) / 1000 });
     if (status === 'failed') await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.failed', ...job, error: fields.message ?? null });
     if (status === 'cancelled') await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.cancelled', ...job });
+    await appendStatusEvent(tx, row, before ?? null);
     // The organization's webhooks hear of the end in this transaction: an ended job never loses its deliveries.
     if (TERMINAL.includes(status)) await enqueueWebhookDeliveries(tx, row.organizationId, webhookEventOf(row.kind, status), { id, status, type: row.type, message: row.message });
     return row;
@@ -82,3 +88,22 @@ export async function getJobById(db: Db, id: string): Promise<JobRow | null> {
   return row ?? null;
 }
 
+
+/**
+ * The job's `status` event (job_events) for its new status, with the queue's reason or the outcome's message; none
+ * when neither changed since `before`.
+ */
+async function appendStatusEvent(tx: Tx, row: JobRow, before: { status: string; message: string | null } | null): Promise<void> {
+  if (before && before.status === row.status && before.message === row.message) return;
+  const level = row.status === 'failed' ? 'error' : row.status === 'cancelled' ? 'warn' : 'info';
+  await appendJobEvents(tx, [
+    {
+      organizationId: row.organizationId,
+      jobId: row.id,
+      level,
+      type: 'status',
+      message: row.message ? `${row.status}: ${row.message}` : row.status,
+      data: { status: row.status, message: row.message },
+    },
+  ]);
+}

@@ -6,5 +6,6 @@ export * from './pipelines.js';
 export * from './hpo.js';
 export * from './scheduling.js';
 export * from './jobs.js';
+export * from './job-events.js';
 export * from './webhooks.js';
 export * from './fine-tuning.js';
