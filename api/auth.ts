@@ -186,8 +186,8 @@ function isOwnOrigin(origin: string, own: string): boolean {
 
 /** The content types a browser sends cross-site without asking first (CORS "simple" requests). */
 const SIMPLE_TYPES = new Set(['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data']);
-/** Raw-body uploads (dataset files, run artifacts). */
-export const isUploadPath = (path: string): boolean => /^\/v1\/datasets\/?$|^\/v1\/runs\/[^/]+\/artifacts\/?$|-artifacts\/artifacts\//.test(path);
+/** Uploads (dataset files raw, training files as a multipart form, run artifacts). */
+export const isUploadPath = (path: string): boolean => /^\/v1\/datasets\/?$|^\/v1\/files\/?$|^\/v1\/runs\/[^/]+\/artifacts\/?$|-artifacts\/artifacts\//.test(path);
 
 /** The run-reporting calls a job makes (trainer/hanzo_ml/tracking.py) and nothing else. */
 const JOB_ROUTES = /^\/(api|ajax-api)\/2\.0\/mlflow\/runs\/(log-batch|log-metric|log-parameter|set-tag|get|update)$/;

@@ -67,7 +67,8 @@ export const FileListQuerySchema = CursorListQuerySchema.extend({
   order: z.enum(['asc', 'desc']).default('desc'),
   limit: z.coerce.number().int().min(1).max(10_000).default(10_000),
 });
-export const FineTuningListQuerySchema = CursorListQuerySchema.extend({ metadata: z.unknown().optional() });
+/** The client may add metadata[k]=v filters, which are not applied: so not strict. */
+export const FineTuningListQuerySchema = z.object({ after: cursorId.optional(), limit: z.coerce.number().int().min(1).max(100).default(20) });
 
 /** How OpenAI's knobs become ours. */
 export const FINE_TUNING_DEFAULTS = {

@@ -12,6 +12,7 @@ import { PIPELINE_TASK_QUEUE } from '../../contracts/pipeline.js';
 import { JOB_TYPE_KEY, ORGANIZATION_KEY, STAGE_KEY } from '../../contracts/search-attributes.js';
 import { MULTI_NODE_METHODS } from '../../contracts/trainer-job.js';
 import type { submittedJobWorkflow } from '../../workflows/jobs.js';
+import type { Db } from '../../db/client.js';
 import type { Principal } from '../../db/repo/auth.js';
 import { findDatasetVersion } from '../../db/repo/datasets.js';
 import { getJob, insertJob, jobOfIdempotencyKey, listJobs, type JobRow } from '../../db/repo/jobs.js';
@@ -83,7 +84,7 @@ export async function checkJobSubmission(deps: ApiDeps, spec: JobSubmission, pri
 }
 
 /** The Idempotency-Key header: printable, bounded. */
-function idempotencyKey(c: Context<AppEnv>): string | null {
+export function idempotencyKey(c: Context<AppEnv>): string | null {
   const key = c.req.header('idempotency-key');
   if (key === undefined) return null;
   if (!/^[\x21-\x7e]{1,255}$/.test(key)) throw invalid('Idempotency-Key: expected 1 to 255 printable characters without spaces');
@@ -106,6 +107,76 @@ async function submitOnce(deps: ApiDeps, principal: Principal, key: string | nul
   }
 }
 
+/**
+ * Checks and starts a job: answers the job an earlier submit with the same Idempotency-Key started (created: false)
+ * or the new one. `alsoRecord` writes rows that belong with the job (the fine-tuning API's fields) in its transaction.
+ */
+export async function submitJob(
+  c: Context<AppEnv>,
+  deps: ApiDeps,
+  principal: Principal,
+  spec: JobSubmission,
+  key: string | null,
+  alsoRecord?: (tx: Db, row: JobRow) => Promise<void>,
+): Promise<{ row: JobRow; created: boolean }> {
+  if (key) {
+    const earlier = await jobOfIdempotencyKey(deps.db, principal.organizationId, key, IDEMPOTENCY_WINDOW_MS);
+    if (earlier) return { row: earlier, created: false };
+  }
+  await checkJobSubmission(deps, spec, principal);
+  const id = randomUUID();
+  const input: JobWorkflowInput = {
+    job_id: id,
+    organization_id: principal.organizationId,
+    submitted_by: principal.subject,
+    spec,
+    runtime: { heartbeat_timeout: deps.config.temporal.heartbeat_timeout },
+  };
+  // The row and its audit row commit only once Temporal accepted the start (its last step): a refused start
+  // leaves no job listed; a second submit with the same key meets the unique index and is refused.
+  const row = await submitOnce(deps, principal, key, () => auditedChange(c, deps, { action: 'job.submit', target: id, detail: { type: spec.type, name: spec.name ?? null } }, async (tx) => {
+    const inserted = await insertJob(tx, {
+      id,
+      organizationId: principal.organizationId,
+      name: spec.name ?? id,
+      submittedBy: principal.subject,
+      type: spec.type,
+      kind: spec.recipe ? 'recipe' : 'command',
+      spec,
+      status: 'queued',
+      workflowId: jobWorkflowId(id),
+      idempotencyKey: key,
+    });
+    await alsoRecord?.(tx, inserted);
+    await deps.temporal.workflow.start<typeof submittedJobWorkflow>('submittedJobWorkflow', {
+      taskQueue: PIPELINE_TASK_QUEUE,
+      workflowId: jobWorkflowId(id),
+      args: [input],
+      memo: { organization_id: principal.organizationId },
+      typedSearchAttributes: new TypedSearchAttributes([
+        { key: ORGANIZATION_KEY, value: principal.organizationId },
+        { key: JOB_TYPE_KEY, value: spec.type },
+        { key: STAGE_KEY, value: 'queued' },
+      ]),
+    });
+    return inserted;
+  }));
+  return 'existing' in row ? { row: row.existing, created: false } : { row, created: true };
+}
+
+/** Asks a job's workflow to cancel: the submitter or an admin, and only a job that has not ended. */
+export async function cancelJob(c: Context<AppEnv>, deps: ApiDeps, row: JobRow): Promise<void> {
+  const id = row.id;
+  requireOwnerOrAdmin(c, row.submittedBy, `job ${id}`);
+  if (TERMINAL_JOB_STATUSES.includes(row.status as JobStatus)) throw new ApiError('INVALID_STATE', `job ${id} has already ended (${row.status})`);
+  try {
+    await auditedChange(c, deps, { action: 'job.cancel', target: id }, () => deps.temporal.workflow.getHandle(row.workflowId).cancel());
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new ApiError('INVALID_STATE', `job ${id} has no running workflow`);
+    throw err;
+  }
+}
+
 export function jobRoutes(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
 
@@ -119,49 +190,8 @@ export function jobRoutes(deps: ApiDeps) {
     const principal = requireRole(c, 'developer');
     const key = idempotencyKey(c);
     const spec = await submissionBody(c);
-    if (key) {
-      const earlier = await jobOfIdempotencyKey(deps.db, principal.organizationId, key, IDEMPOTENCY_WINDOW_MS);
-      if (earlier) return c.json(jobView(earlier), 200);
-    }
-    await checkJobSubmission(deps, spec, principal);
-    const id = randomUUID();
-    const input: JobWorkflowInput = {
-      job_id: id,
-      organization_id: principal.organizationId,
-      submitted_by: principal.subject,
-      spec,
-      runtime: { heartbeat_timeout: deps.config.temporal.heartbeat_timeout },
-    };
-    // The row and its audit row commit only once Temporal accepted the start (its last step): a refused start
-    // leaves no job listed; a second submit with the same key meets the unique index and is refused.
-    const row = await submitOnce(deps, principal, key, () => auditedChange(c, deps, { action: 'job.submit', target: id, detail: { type: spec.type, name: spec.name ?? null } }, async (tx) => {
-      const inserted = await insertJob(tx, {
-        id,
-        organizationId: principal.organizationId,
-        name: spec.name ?? id,
-        submittedBy: principal.subject,
-        type: spec.type,
-        kind: spec.recipe ? 'recipe' : 'command',
-        spec,
-        status: 'queued',
-        workflowId: jobWorkflowId(id),
-        idempotencyKey: key,
-      });
-      await deps.temporal.workflow.start<typeof submittedJobWorkflow>('submittedJobWorkflow', {
-        taskQueue: PIPELINE_TASK_QUEUE,
-        workflowId: jobWorkflowId(id),
-        args: [input],
-        memo: { organization_id: principal.organizationId },
-        typedSearchAttributes: new TypedSearchAttributes([
-          { key: ORGANIZATION_KEY, value: principal.organizationId },
-          { key: JOB_TYPE_KEY, value: spec.type },
-          { key: STAGE_KEY, value: 'queued' },
-        ]),
-      });
-      return inserted;
-    }));
-    if ('existing' in row) return c.json(jobView(row.existing), 200);
-    return c.json(jobView(row), 201);
+    const submitted = await submitJob(c, deps, principal, spec, key);
+    return c.json(jobView(submitted.row), submitted.created ? 201 : 200);
   });
 
   app.get('/', async (c) => {
@@ -179,15 +209,7 @@ export function jobRoutes(deps: ApiDeps) {
   /** Cancels a job: its process gets SIGTERM (a train job writes an emergency checkpoint); it ends cancelled. */
   app.post('/:id/cancel', async (c) => {
     const id = c.req.param('id');
-    const row = await owned(c, id);
-    requireOwnerOrAdmin(c, row.submittedBy, `job ${id}`);
-    if (TERMINAL_JOB_STATUSES.includes(row.status as JobStatus)) throw new ApiError('INVALID_STATE', `job ${id} has already ended (${row.status})`);
-    try {
-      await auditedChange(c, deps, { action: 'job.cancel', target: id }, () => deps.temporal.workflow.getHandle(row.workflowId).cancel());
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) throw new ApiError('INVALID_STATE', `job ${id} has no running workflow`);
-      throw err;
-    }
+    await cancelJob(c, deps, await owned(c, id));
     return c.json({ id, status: 'cancel_requested' }, 202);
   });
 

@@ -1,4 +1,4 @@
-import { and, desc, eq, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { datasets } from '../schema/index.js';
 import type { Dataset } from '../../contracts/datasets.js';
@@ -73,4 +73,21 @@ export function datasetView(row: DatasetRow): Dataset {
     tags: row.tags,
     lineage: row.lineage as Dataset['lineage'],
   };
+}
+
+/** Dataset versions of the organization in creation order, after the version `afterId` (the Files API's cursor). */
+export async function listDatasetVersionsAfter(db: Db, organizationId: string, o: { afterId?: string; order: 'asc' | 'desc'; limit: number }): Promise<DatasetRow[]> {
+  const where = [eq(datasets.organizationId, organizationId)];
+  if (o.afterId !== undefined) {
+    const after = await getDataset(db, organizationId, o.afterId);
+    if (!after) return [];
+    const at = after.createdAt.toISOString();
+    where.push(
+      o.order === 'desc'
+        ? sql`(${datasets.createdAt}, ${datasets.id}) < (${at}::timestamptz, ${after.id})`
+        : sql`(${datasets.createdAt}, ${datasets.id}) > (${at}::timestamptz, ${after.id})`,
+    );
+  }
+  const order = o.order === 'desc' ? [desc(datasets.createdAt), desc(datasets.id)] : [asc(datasets.createdAt), asc(datasets.id)];
+  return db.select().from(datasets).where(and(...where)).orderBy(...order).limit(o.limit);
 }
