@@ -128,6 +128,26 @@ const V1: TenancyCase[] = [
   list('GET /v1/jobs', 'viewer', () => ({ path: '/v1/jobs' })),
   refused('GET /v1/jobs/:id', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}` })),
   refused('POST /v1/jobs/:id/cancel', 'researcher', (t) => ({ path: `/v1/jobs/${t.b.jobId}/cancel`, body: {} }), { teardown: 1 }),
+  // OpenAI-compatible fine-tuning: files are dataset versions, fine-tuning jobs are recipe jobs
+  list('GET /v1/files', 'viewer', () => ({ path: '/v1/files' })),
+  refused('GET /v1/files/:id', 'viewer', (t) => ({ path: `/v1/files/${t.b.datasetId}` })),
+  refused('DELETE /v1/files/:id', 'researcher', (t) => ({ path: `/v1/files/${t.b.datasetId}` }), { ownerGets: { status: 409, code: 'INVALID_STATE' } }),
+  invalid('POST /v1/fine_tuning/jobs', 'researcher', (t) => ({ path: '/v1/fine_tuning/jobs', body: { model: 'hanzo-tiny-llama', training_file: t.b.datasetId } }), {
+    message: /training_file: file "[^"]+" does not exist/,
+  }),
+  list('GET /v1/fine_tuning/jobs', 'viewer', () => ({ path: '/v1/fine_tuning/jobs' })),
+  refused('GET /v1/fine_tuning/jobs/:id', 'viewer', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.fineTuningJobId}` })),
+  refused('GET /v1/fine_tuning/jobs/:id/events', 'viewer', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.fineTuningJobId}/events` })),
+  refused('GET /v1/fine_tuning/jobs/:id/checkpoints', 'viewer', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.fineTuningJobId}/checkpoints` })),
+  refused('POST /v1/fine_tuning/jobs/:id/cancel', 'researcher', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.fineTuningJobId}/cancel`, body: {} }), { teardown: 1 }),
+  refused('GET /v1/fine_tuning/jobs/:id', 'viewer', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.jobId}` }), {
+    label: "B's command job",
+    control: 'a command job is no fine-tuning job: B itself is answered 404 here',
+  }),
+  // webhooks
+  list('GET /v1/webhooks', 'admin', () => ({ path: '/v1/webhooks' })),
+  refused('GET /v1/webhooks/:id/deliveries', 'admin', (t) => ({ path: `/v1/webhooks/${t.b.webhookId}/deliveries` })),
+  refused('DELETE /v1/webhooks/:id', 'admin', (t) => ({ path: `/v1/webhooks/${t.b.webhookId}` }), { teardown: 3 }),
   refused('GET /v1/pipelines/:id', 'viewer', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}` }), { control: NEEDS_WORKER }),
   refused('POST /v1/pipelines/:id/cancel', 'researcher', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}/cancel`, body: {} }), { teardown: 1 }),
   refused('POST /v1/pipelines/:id/approve', 'approver', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}/approve`, body: { reason: 'probe' } }), { control: AWAITS_NO_APPROVAL }),
@@ -342,6 +362,8 @@ export const EXEMPT: Record<string, string> = {
   'GET /mlflow/static-files/*': "the UI's static build, the same for everyone",
   'POST /v1/tokens': "creates a token in the caller's own organization; the body names no organization (strict schema)",
   'POST /v1/datasets': "creates a version in the caller's own organization; its only location input (?tokenizer=) is the path checks' concern",
+  'POST /v1/files': "creates a dataset version in the caller's own organization from the uploaded form; it names no other resource",
+  'POST /v1/webhooks': "creates an endpoint in the caller's own organization; its URL names no tenant's resource (private addresses are refused at send time)",
   'POST /v1/experiments': "creates an experiment in the caller's own organization (names are per organization)",
   'POST /v1/models': "creates a model in the caller's own organization (names are per organization)",
   ...Object.fromEntries(

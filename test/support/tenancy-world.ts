@@ -51,6 +51,10 @@ export interface OrgB {
   pipelineId: string;
   /** a command job of B's (no worker runs it: it stays queued) */
   jobId: string;
+  /** a recipe job of B's created through /v1/fine_tuning/jobs on B's dataset (a file), also queued */
+  fineTuningJobId: string;
+  /** one of B's webhook endpoints */
+  webhookId: string;
   scheduleId: string;
   scheduleName: string;
   sweepId: string;
@@ -212,6 +216,8 @@ async function populateOrgB(app: TenancyWorld['app'], token: string, viewerToken
   const pipeline = { model_name: 'b-secret-pipeline-model', base_model: 'hanzo-tiny-llama', dataset: { name: 'b-secret-ds', version: 'latest' } };
   const pipelineId = created('a pipeline', await req('POST', '/v1/pipelines', pipeline)).id as string;
   const jobId = created('a job', await req('POST', '/v1/jobs', { name: 'b-secret-job', type: 'training', image: 'trainer', command: ['true'] })).id as string;
+  const fineTuningJobId = created('a fine-tuning job', await req('POST', '/v1/fine_tuning/jobs', { model: 'hanzo-tiny-llama', training_file: dataset.id, suffix: 'b-secret-ft' })).id as string;
+  const webhookId = created('a webhook endpoint', await req('POST', '/v1/webhooks', { url: 'https://b-secret-hook.example/hook' })).id as string;
   const schedule = created('a schedule', await req('POST', '/v1/schedules', { name: 'b-secret-schedule', every: '1d', paused: true, pipeline }));
   const sweep = created(
     'an HPO sweep',
@@ -240,6 +246,8 @@ async function populateOrgB(app: TenancyWorld['app'], token: string, viewerToken
     loggedModelId: logged.info.model_id as string,
     pipelineId,
     jobId,
+    fineTuningJobId,
+    webhookId,
     scheduleId: schedule.id as string,
     scheduleName: 'b-secret-schedule',
     sweepId: sweep.id as string,
