@@ -28,6 +28,8 @@ export interface Bootstrap {
   moto_server?: string;
   /** Python of the venv with the pinned mlflow client (test/mlflow-client.lock), for the compatibility test. */
   mlflow_python?: string;
+  /** Python of the venv with the pinned openai client (test/openai-client.lock), for the fine-tuning compatibility test. */
+  openai_python?: string;
   /** The MLflow UI's static build (from the pinned mlflow wheel), served read-only at /mlflow/. */
   mlflow_ui?: string;
   /** Apache Kafka jars (test/kafka/pom.xml) for the event tests' broker. */

@@ -136,6 +136,8 @@ test_server_paths() {
   [ -x "$PG_BIN/initdb" ] || PG_BIN=""
   MOTO_SERVER=""; [ -f "$SERVERS_VENV/.complete" ] && MOTO_SERVER="$SERVERS_VENV/bin/moto_server"
   MLFLOW_PYTHON=""; [ -f "$MLFLOW_VENV/.complete" ] && MLFLOW_PYTHON="$MLFLOW_VENV/bin/python"
+  OPENAI_VENV="$CACHE/openai-venv-$(hash_of test/openai-client.lock <(python3 --version))"
+  OPENAI_PYTHON=""; [ -f "$OPENAI_VENV/.complete" ] && OPENAI_PYTHON="$OPENAI_VENV/bin/python"
   MLFLOW_SUITE_DEPS="$CACHE/mlflow-suite-deps-$(hash_of test/mlflow-suite.lock test/mlflow-client.lock <(python3 --version))"
   MLFLOW_SUITE_PYTHONPATH=""; [ -f "$MLFLOW_SUITE_DEPS/.complete" ] && MLFLOW_SUITE_PYTHONPATH="$MLFLOW_SUITE_DEPS"
   CLUSTER_TOOLS=$(scripts/cluster-tools.sh --installed 2>/dev/null || true)
@@ -185,6 +187,16 @@ test_servers() {
     "$MLFLOW_VENV/bin/pip" install -q --disable-pip-version-check -r test/mlflow-client.lock >&2
     touch "$MLFLOW_VENV/.complete"
   fi
+  # The stock openai client for the fine-tuning compatibility test (test/openai-client.e2e.test.ts), pinned with
+  # its dependencies in test/openai-client.lock, in a venv of its own.
+  if [ ! -f "$OPENAI_VENV/.complete" ]; then
+    say "installing the openai client for the fine-tuning compatibility test"
+    rm -rf "$OPENAI_VENV"
+    python3 -m venv "$OPENAI_VENV"
+    "$OPENAI_VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r test/openai-client.lock >&2
+    touch "$OPENAI_VENV/.complete"
+  fi
+  OPENAI_PYTHON="$OPENAI_VENV/bin/python"
   # pytest for MLflow's own server tests (test/mlflow-suite), beside the client venv rather than in it, so that
   # venv stays exactly the pinned client.
   if [ ! -f "$MLFLOW_SUITE_DEPS/.complete" ]; then
@@ -263,7 +275,7 @@ if [ "$want_tests" = 1 ]; then phase images container_images; phase test-servers
 # it is in use and a changed lock does not leave gigabytes behind.
 evict_stale() {
   local keep_days=${HANZO_ML_CACHE_KEEP_DAYS:-7} used entry kind
-  used=("$VENV" "$BASE_MODEL" "${SERVERS_VENV:-}" "${MLFLOW_VENV:-}" "${MLFLOW_SUITE_DEPS:-}" "${KAFKA_DIR:-}" "${MLFLOW_UI:-}" "${CLUSTER_TOOLS:-}" "${KUEUE:-}" "${HELM:-}" \
+  used=("$VENV" "$BASE_MODEL" "${SERVERS_VENV:-}" "${MLFLOW_VENV:-}" "${OPENAI_VENV:-}" "${MLFLOW_SUITE_DEPS:-}" "${KAFKA_DIR:-}" "${MLFLOW_UI:-}" "${CLUSTER_TOOLS:-}" "${KUEUE:-}" "${HELM:-}" \
     "$(scripts/wheels.sh trainer/requirements.lock --installed 2>/dev/null || true)" "$(scripts/wheels.sh deploy/control-plane-python.lock --installed 2>/dev/null || true)")
   for entry in "${used[@]}"; do [ -n "$entry" ] && [ -d "$entry" ] && touch "$entry/.last-used"; done
   for entry in "${used[@]}"; do
@@ -294,6 +306,7 @@ cat > .bootstrap.json.tmp <<JSON
   "pg_bin": "$PG_BIN",
   "moto_server": "$MOTO_SERVER",
   "mlflow_python": "$MLFLOW_PYTHON",
+  "openai_python": "$OPENAI_PYTHON",
   "mlflow_ui": "$MLFLOW_UI",
   "mlflow_suite_pythonpath": "$MLFLOW_SUITE_PYTHONPATH",
   "cluster_tools": "$CLUSTER_TOOLS",
