@@ -17,6 +17,7 @@ import { datasetRoutes } from './routes/datasets.js';
 import { pipelineRoutes } from './routes/pipelines.js';
 import { usageRoutes } from './routes/usage.js';
 import { jobRoutes } from './routes/jobs.js';
+import { jobStreamRoutes } from './routes/job-streams.js';
 import { runRoutes } from './routes/runs.js';
 import { experimentRoutes } from './routes/experiments.js';
 import { modelRoutes } from './routes/models.js';
@@ -93,6 +94,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.route('/v1/datasets', datasetRoutes(deps));
   app.route('/v1/pipelines', pipelineRoutes(deps));
   app.route('/v1/jobs', jobRoutes(deps));
+  app.route('/v1/jobs', jobStreamRoutes(deps));
   app.route('/v1/experiments', experimentRoutes(deps));
   app.route('/v1/runs', runRoutes(deps));
   app.route('/v1/runs', runArtifactRoutes(deps));
