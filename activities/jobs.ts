@@ -13,6 +13,7 @@ import { readPreemptions, recordEviction, recordResumed } from './preemptions.js
 import { admissionGate, type AdmissionGate } from '../scheduling/admission.js';
 import { repoRoot, durationMs, storageEncryption } from '../lib/config.js';
 import { JobFiles, jobNameOf } from '../lib/job-files.js';
+import { attemptJobName } from '../lib/job-log.js';
 import { JOB_FILES, type JobEnvelopeInput } from '../contracts/job-io.js';
 import type { JobPreemption, JobRecovery } from '../contracts/pipeline.js';
 import type { JobPriority } from '../contracts/config.js';
@@ -103,7 +104,7 @@ async function prepareAttempt(
   withSecrets = true,
 ): Promise<{ request: JobRequest; files: JobFiles }> {
   const attempt = recoveries.length + 1;
-  const name = attempt === 1 ? jobNameOf(def.name) : `${jobNameOf(def.name)}-r${attempt}`;
+  const name = attemptJobName(def.name, attempt);
   const files = JobFiles.of(deps.store, deps.config, def.organizationId, name);
   // A restart after out-of-memory or divergence runs the adjusted spec the recovery recorded.
   const spec = recoveries.findLast((r) => r.spec_after)?.spec_after ?? def.envelope.spec;

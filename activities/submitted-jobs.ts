@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { ActivityDeps } from './deps.js';
 import { runJobToCompletion, type JobDefinition } from './jobs.js';
 import { runTrainJob } from './training.js';
+import { progressEvents } from './job-progress-events.js';
 import { datasetRef } from './datasets.js';
 import { jobWorkflowId, type JobRunOutcome, type JobStatus, type JobSubmission, type JobWorkflowInput } from '../contracts/jobs.js';
 import type { JobPriority } from '../contracts/config.js';
@@ -70,6 +71,9 @@ export function createSubmittedJobActivities(deps: ActivityDeps) {
   };
 }
 
+/** A submitted job's steps reach its event stream within about this (plus the runner's progress mirror). */
+const PROGRESS_POLL_MS = 500;
+
 const priorityOf = (spec: JobSubmission): JobPriority | null => (spec.preemptible || spec.schedule.preemptible ? 'low' : null);
 const seconds = (d: string | undefined): number | null => (d ? durationMs(d) / 1000 : null);
 
@@ -97,6 +101,8 @@ async function runRecipeJob(deps: ActivityDeps, a: { input: JobWorkflowInput; ru
     dataset: datasetRef(row),
     progressWorkflowId: jobWorkflowId(a.input.job_id),
     onPhase,
+    onProgress: progressEvents(deps, a.input.organization_id, a.input.job_id),
+    pollMs: PROGRESS_POLL_MS,
   });
   const output = result.model_path ?? result.adapter_path;
   if (output) await recordOutputArtifacts(deps, a.runId, output, result.model_path ? 'model' : 'adapter');

@@ -106,6 +106,10 @@ export interface TrainJobArgs {
   progressWorkflowId: string;
   /** told when the job waits (with why) and when it runs: a submitted job's catalogue row follows it */
   onPhase?: (phase: 'waiting' | 'running', why: string | null) => Promise<void>;
+  /** told every progress.json the worker reads (a submitted job's metrics and checkpoint events) */
+  onProgress?: (p: TrainProgress) => Promise<void>;
+  /** how often the worker looks at the job (default 1 s) */
+  pollMs?: number;
 }
 
 /**
@@ -174,6 +178,7 @@ export async function runTrainJob(deps: ActivityDeps, a: TrainJobArgs): Promise<
   const { result, files } = await runJobToCompletion(deps, {
     job,
     resultSchema: TrainResultSchema,
+    ...(a.pollMs ? { pollMs: a.pollMs } : {}),
     onWaiting: async (why, queue) => {
       // Every new reason is reported at once: a pipeline stuck on an image pull, on capacity or in its queue says so.
       if (why === lastWaiting && Date.now() - lastSignal < PROGRESS_SIGNAL_EVERY_MS) return;
@@ -195,6 +200,7 @@ export async function runTrainJob(deps: ActivityDeps, a: TrainJobArgs): Promise<
       }
       const p = await readProgress(attempt);
       if (!p) return {};
+      await a.onProgress?.(p);
       // Throttled: each signal is a history event; a new checkpoint is always reported.
       if (Date.now() - lastSignal > PROGRESS_SIGNAL_EVERY_MS || p.last_checkpoint !== lastCheckpoint || lastWaiting !== null) {
         lastSignal = Date.now();

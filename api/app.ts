@@ -17,6 +17,7 @@ import { datasetRoutes } from './routes/datasets.js';
 import { pipelineRoutes } from './routes/pipelines.js';
 import { usageRoutes } from './routes/usage.js';
 import { jobRoutes } from './routes/jobs.js';
+import { jobStreamRoutes } from './routes/job-streams.js';
 import { fileRoutes } from './routes/files.js';
 import { fineTuningRoutes } from './routes/fine-tuning.js';
 import { webhookRoutes } from './routes/webhooks.js';
@@ -96,6 +97,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   app.route('/v1/datasets', datasetRoutes(deps));
   app.route('/v1/pipelines', pipelineRoutes(deps));
   app.route('/v1/jobs', jobRoutes(deps));
+  app.route('/v1/jobs', jobStreamRoutes(deps));
   app.route('/v1/files', fileRoutes(deps));
   app.route('/v1/fine_tuning/jobs', fineTuningRoutes(deps));
   app.route('/v1/webhooks', webhookRoutes(deps));

@@ -14,8 +14,8 @@ export interface ApiClient {
   post<T = unknown>(path: string, body?: unknown, opts?: { raw?: RequestInit["body"]; headers?: Record<string, string> }): Promise<T>;
   patch<T = unknown>(path: string, body: unknown): Promise<T>;
   del<T = unknown>(path: string): Promise<T>;
-  /** A GET whose body is read as a stream (a file download); a non-2xx answer is thrown as ApiClientError. */
-  stream(path: string): Promise<Response>;
+  /** A GET whose body is read as a stream (a file download, server-sent events); a non-2xx answer is thrown as ApiClientError. */
+  stream(path: string, headers?: Record<string, string>): Promise<Response>;
   url: string;
 }
 
@@ -55,8 +55,8 @@ export function createApiClient(url: string, token: string): ApiClient {
     post: (p, b, o) => call('POST', p, b, o),
     patch: (p, b) => call('PATCH', p, b),
     del: (p) => call('DELETE', p),
-    stream: async (p) => {
-      const res = await send('GET', p);
+    stream: async (p, headers) => {
+      const res = await send('GET', p, undefined, headers ? { headers } : {});
       if (!res.ok) throw await failure(res);
       return res;
     },

@@ -4,6 +4,7 @@ import { extname } from 'node:path';
 import type { Command } from 'commander';
 import type { ApiClient } from './api-client.js';
 import { TERMINAL_JOB_STATUSES, type JobStatus, type JobView } from '../contracts/jobs.js';
+import { registerJobLogCommands } from './job-logs.js';
 
 export interface JobCliIo {
   api: () => ApiClient;
@@ -29,7 +30,8 @@ export async function waitForJob(api: ApiClient, id: string, pollMs = 2000): Pro
 }
 
 export function registerJobCommands(program: Command, io: JobCliIo): void {
-  const job = program.command('job').description('submit, list, read and cancel jobs (spec 000 Job Submission)');
+  const job = program.command('job').description('submit, list, read and cancel jobs, and read their logs and events (spec 000 Job Submission)');
+  registerJobLogCommands(job, io);
   job
     .command('submit')
     .description('submit a job from a Job Submission file (YAML or JSON); prints its id')

@@ -49,6 +49,11 @@ export interface ObjectStore {
   getFile(uri: string, localPath: string): Promise<void>;
   /** Reads an object as a stream. */
   read(uri: string): Promise<Readable>;
+  /**
+   * Reads an object from a byte offset to its end as it is now (a growing log read in range reads), with that end;
+   * null when the object does not exist or has no bytes past `start`.
+   */
+  readFrom(uri: string, start: number): Promise<{ body: Readable; end: number } | null>;
   exists(uri: string): Promise<boolean>;
   /** Removes the object at bucket/prefix and every object under it (a file or a whole directory). */
   deletePrefix(bucket: string, prefix: string): Promise<void>;
@@ -246,6 +251,13 @@ export class FileObjectStore implements ObjectStore {
     return createReadStream(await this.inside(uri));
   }
 
+  async readFrom(uri: string, start: number): Promise<{ body: Readable; end: number } | null> {
+    const path = await this.inside(uri);
+    const size = await stat(path).then((s) => s.size, () => null);
+    if (size === null || size <= start) return null;
+    return { body: createReadStream(path, { start, end: size - 1 }), end: size };
+  }
+
   async exists(uri: string): Promise<boolean> {
     return stat(await this.inside(uri)).then(
       () => true,
@@ -358,6 +370,19 @@ export class S3ObjectStore implements ObjectStore {
   async read(uri: string): Promise<Readable> {
     const res = await this.client.send(new this.s3.GetObjectCommand(this.parse(uri)));
     return res.Body as Readable;
+  }
+
+  async readFrom(uri: string, start: number): Promise<{ body: Readable; end: number } | null> {
+    try {
+      const res = await this.client.send(new this.s3.GetObjectCommand({ ...this.parse(uri), Range: `bytes=${start}-` }));
+      // "bytes <first>-<last>/<size>": the range served ends at the object's size when it was read.
+      const end = Number(/\/(\d+)$/.exec(res.ContentRange ?? '')?.[1] ?? start + (res.ContentLength ?? 0));
+      return { body: res.Body as Readable, end };
+    } catch (err) {
+      const name = (err as { name?: string }).name;
+      if (name === 'NoSuchKey' || name === 'NoSuchBucket' || name === 'InvalidRange' || (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 416) return null;
+      throw err;
+    }
   }
 
   async exists(uri: string): Promise<boolean> {

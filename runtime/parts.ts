@@ -131,7 +131,19 @@ export function listen(app: App, hostname: string, port: number): Promise<Server
   });
 }
 
-export const closeServer = (server: ServerType | null): Promise<void> => (server ? new Promise<void>((r) => server.close(() => r())) : Promise.resolve());
+const STREAM_GRACE_MS = 1000;
+
+/**
+ * Stops listening and waits for requests in flight; streams that never end by themselves (server-sent events of
+ * followers) are cut after STREAM_GRACE_MS, and their clients reconnect to the next server from their last id.
+ */
+export const closeServer = (server: ServerType | null): Promise<void> =>
+  server
+    ? new Promise<void>((r) => {
+        server.close(() => r());
+        if ('closeAllConnections' in server) setTimeout(() => server.closeAllConnections(), STREAM_GRACE_MS).unref();
+      })
+    : Promise.resolve();
 
 export interface MetricsPart {
   metrics: ApiMetrics | null;

@@ -29,7 +29,7 @@ const EventsQuerySchema = z.strictObject({
  * Streams one caller holds open, by organization and subject: over limits.event_streams_per_token a stream is
  * refused with 429 before it subscribes. A stream frees its slot when it ends, however it ends.
  */
-function streamSlots(limit: number) {
+export function streamSlots(limit: number) {
   const open = new Map<string, number>();
   return {
     take(key: string): boolean {

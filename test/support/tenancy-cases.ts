@@ -127,6 +127,8 @@ const V1: TenancyCase[] = [
   }),
   list('GET /v1/jobs', 'viewer', () => ({ path: '/v1/jobs' })),
   refused('GET /v1/jobs/:id', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}` })),
+  refused('GET /v1/jobs/:id/events', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}/events` })),
+  refused('GET /v1/jobs/:id/logs', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}/logs?follow=false` })),
   refused('POST /v1/jobs/:id/cancel', 'researcher', (t) => ({ path: `/v1/jobs/${t.b.jobId}/cancel`, body: {} }), { teardown: 1 }),
   // OpenAI-compatible fine-tuning: files are dataset versions, fine-tuning jobs are recipe jobs
   list('GET /v1/files', 'viewer', () => ({ path: '/v1/files' })),
