@@ -2,23 +2,28 @@
 // the submission runs here, before anything is queued: a bad one is a 400 naming the field.
 import { randomUUID } from 'node:crypto';
 import { Hono, type Context } from 'hono';
-import { WorkflowNotFoundError } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { parse as parseYaml } from 'yaml';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { allowedImage } from '../../contracts/config.js';
-import { IDEMPOTENCY_WINDOW_MS, JobListQuerySchema, JobSubmissionSchema, TERMINAL_JOB_STATUSES, jobWorkflowId, type JobStatus, type JobSubmission, type JobView, type JobWorkflowInput } from '../../contracts/jobs.js';
+import { IDEMPOTENCY_WINDOW_MS, JobListQuerySchema, JobQueuePlaceSchema, JobSubmissionSchema, ResumeRequestSchema, jobWorkflowId, type JobDryRun, type JobStatus, type JobSubmission, type JobView, type JobWorkflowInput } from '../../contracts/jobs.js';
+import { DryRunQuerySchema } from '../../contracts/cost.js';
 import { PIPELINE_TASK_QUEUE } from '../../contracts/pipeline.js';
 import { JOB_TYPE_KEY, ORGANIZATION_KEY, STAGE_KEY } from '../../contracts/search-attributes.js';
 import { MULTI_NODE_METHODS } from '../../contracts/trainer-job.js';
 import type { submittedJobWorkflow } from '../../workflows/jobs.js';
 import type { Principal } from '../../db/repo/auth.js';
 import { findDatasetVersion } from '../../db/repo/datasets.js';
-import { getJob, insertJob, jobOfIdempotencyKey, listJobs, type JobRow } from '../../db/repo/jobs.js';
+import { insertJob, jobOfIdempotencyKey, listJobs, type JobRow } from '../../db/repo/jobs.js';
 import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
 import { auditedChange } from '../audit.js';
-import { requireOwnerOrAdmin, requireRole } from '../auth.js';
-import { ApiError, describeZodError, invalid, notFound } from '../errors.js';
+import { requireRole } from '../auth.js';
+import { ApiError, describeZodError, invalid } from '../errors.js';
+import { cancelJob, jobOfCaller, pauseJob, resumeJob } from '../job-control.js';
+import { jobDetail } from '../job-detail.js';
+import { budgetOf, checkBudget } from '../cost.js';
+import { estimateJob } from '../job-cost.js';
+import type { z } from 'zod';
 import { checkBaseModel } from '../input-policy.js';
 import { queryParams } from '../validate.js';
 
@@ -30,6 +35,7 @@ export function jobView(row: JobRow): JobView {
     kind: row.kind as JobView['kind'],
     status: row.status as JobStatus,
     message: row.message,
+    queue: row.status === 'queued' ? (JobQueuePlaceSchema.safeParse(row.queue).data ?? null) : null,
     submitted_by: row.submittedBy,
     workflow_id: row.workflowId,
     run_id: row.runId,
@@ -82,6 +88,20 @@ export async function checkJobSubmission(deps: ApiDeps, spec: JobSubmission, pri
     throw invalid(`recipe.dataset: "${recipe.dataset.name}" has no version ${recipe.dataset.version}`);
 }
 
+/** A JSON body that may be left out (an empty body is `{}`), checked against its contract. */
+async function optionalJsonBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.infer<S>> {
+  const text = await c.req.text();
+  let raw: unknown = {};
+  try {
+    if (text.trim() !== '') raw = JSON.parse(text);
+  } catch {
+    throw new ApiError('BAD_REQUEST', 'request body is not valid JSON');
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw new ApiError('INVALID_PARAMETER_VALUE', describeZodError(parsed.error));
+  return parsed.data;
+}
+
 /** The Idempotency-Key header: printable, bounded. */
 function idempotencyKey(c: Context<AppEnv>): string | null {
   const key = c.req.header('idempotency-key');
@@ -109,12 +129,6 @@ async function submitOnce(deps: ApiDeps, principal: Principal, key: string | nul
 export function jobRoutes(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
 
-  async function owned(c: Context<AppEnv>, id: string): Promise<JobRow> {
-    const row = await getJob(deps.db, c.get('principal').organizationId, id);
-    if (!row) throw notFound(`job ${id}`);
-    return row;
-  }
-
   app.post('/', async (c) => {
     const principal = requireRole(c, 'developer');
     const key = idempotencyKey(c);
@@ -124,6 +138,14 @@ export function jobRoutes(deps: ApiDeps) {
       if (earlier) return c.json(jobView(earlier), 200);
     }
     await checkJobSubmission(deps, spec, principal);
+    const dryRun = queryParams(c, DryRunQuerySchema).dry_run === 'true';
+    const budget = await budgetOf(deps, principal.organizationId);
+    // The estimate runs the trainer's data code (seconds): only when asked for, or when there is a budget to check.
+    if (dryRun || budget) {
+      const estimate = await estimateJob(deps, spec, principal.organizationId);
+      if (dryRun) return c.json({ dry_run: true, ...estimate, budget, fits_budget: budget && estimate.estimate ? estimate.estimate.usd <= budget.left_usd : null } satisfies JobDryRun);
+      if (estimate.estimate) checkBudget(principal.organizationId, estimate.estimate, budget);
+    }
     const id = randomUUID();
     const input: JobWorkflowInput = {
       job_id: id,
@@ -143,7 +165,7 @@ export function jobRoutes(deps: ApiDeps) {
         type: spec.type,
         kind: spec.recipe ? 'recipe' : 'command',
         spec,
-        status: 'queued',
+        status: 'validating',
         workflowId: jobWorkflowId(id),
         idempotencyKey: key,
       });
@@ -155,7 +177,7 @@ export function jobRoutes(deps: ApiDeps) {
         typedSearchAttributes: new TypedSearchAttributes([
           { key: ORGANIZATION_KEY, value: principal.organizationId },
           { key: JOB_TYPE_KEY, value: spec.type },
-          { key: STAGE_KEY, value: 'queued' },
+          { key: STAGE_KEY, value: 'validating' },
         ]),
       });
       return inserted;
@@ -171,24 +193,19 @@ export function jobRoutes(deps: ApiDeps) {
     return c.json({ jobs: rows.map(jobView), next_cursor: rows.length === q.limit ? String(rows.at(-1)!.seq) : null });
   });
 
+  /** The job with its segments, attempts, preemptions, checkpoints, progress and usage so far. */
   app.get('/:id', async (c) => {
-    requireRole(c, 'viewer');
-    return c.json(jobView(await owned(c, c.req.param('id'))));
+    const row = await jobOfCaller(c, deps, c.req.param('id'));
+    return c.json(await jobDetail(deps, row, jobView(row)));
   });
 
-  /** Cancels a job: its process gets SIGTERM (a train job writes an emergency checkpoint); it ends cancelled. */
-  app.post('/:id/cancel', async (c) => {
-    const id = c.req.param('id');
-    const row = await owned(c, id);
-    requireOwnerOrAdmin(c, row.submittedBy, `job ${id}`);
-    if (TERMINAL_JOB_STATUSES.includes(row.status as JobStatus)) throw new ApiError('INVALID_STATE', `job ${id} has already ended (${row.status})`);
-    try {
-      await auditedChange(c, deps, { action: 'job.cancel', target: id }, () => deps.temporal.workflow.getHandle(row.workflowId).cancel());
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) throw new ApiError('INVALID_STATE', `job ${id} has no running workflow`);
-      throw err;
-    }
-    return c.json({ id, status: 'cancel_requested' }, 202);
+  app.post('/:id/cancel', async (c) => c.json(await cancelJob(c, deps, c.req.param('id')), 202));
+
+  app.post('/:id/pause', async (c) => c.json(await pauseJob(c, deps, c.req.param('id')), 202));
+
+  app.post('/:id/resume', async (c) => {
+    const body = await optionalJsonBody(c, ResumeRequestSchema);
+    return c.json(await resumeJob(c, deps, c.req.param('id'), body.from_checkpoint), 202);
   });
 
   return app;

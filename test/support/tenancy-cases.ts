@@ -127,6 +127,9 @@ const V1: TenancyCase[] = [
   }),
   list('GET /v1/jobs', 'viewer', () => ({ path: '/v1/jobs' })),
   refused('GET /v1/jobs/:id', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}` })),
+  refused('POST /v1/jobs/:id/pause', 'researcher', (t) => ({ path: `/v1/jobs/${t.b.jobId}/pause`, body: {} })),
+  // B's job is never paused (no worker runs its workflow): B's admin is refused for its state, which shows it was found.
+  refused('POST /v1/jobs/:id/resume', 'researcher', (t) => ({ path: `/v1/jobs/${t.b.jobId}/resume`, body: {} }), { ownerGets: { status: 409, code: 'INVALID_STATE' } }),
   refused('POST /v1/jobs/:id/cancel', 'researcher', (t) => ({ path: `/v1/jobs/${t.b.jobId}/cancel`, body: {} }), { teardown: 1 }),
   refused('GET /v1/pipelines/:id', 'viewer', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}` }), { control: NEEDS_WORKER }),
   refused('POST /v1/pipelines/:id/cancel', 'researcher', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}/cancel`, body: {} }), { teardown: 1 }),
