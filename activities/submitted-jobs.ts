@@ -8,18 +8,21 @@ import { runJobToCompletion, type JobDefinition } from './jobs.js';
 import { runTrainJob } from './training.js';
 import { progressEvents } from './job-progress-events.js';
 import { datasetRef } from './datasets.js';
-import { jobWorkflowId, type JobRunOutcome, type JobStatus, type JobSubmission, type JobWorkflowInput } from '../contracts/jobs.js';
+import { jobWorkflowId, recipeHardware, type CheckpointRef, type JobQueuePlace, type JobRunOutcome, type JobSegment, type JobStatus, type JobSubmission, type JobWorkflowInput } from '../contracts/jobs.js';
 import type { JobPriority } from '../contracts/config.js';
-import { CheckpointPolicySchema, HardwareSchema } from '../contracts/trainer-job.js';
+import { CheckpointPolicySchema } from '../contracts/trainer-job.js';
 import { findDatasetVersion } from '../db/repo/datasets.js';
 import { getOrCreateExperiment } from '../db/repo/experiments.js';
-import { setJobStatus } from '../db/repo/jobs.js';
+import { addJobSegment, getJobById, setJobQueue, setJobStatus } from '../db/repo/jobs.js';
 import { createRun, setRunStatus } from '../db/repo/runs.js';
 import { recordArtifact } from '../db/repo/run-artifacts.js';
 import { sha256Stream } from '../lib/hash.js';
 import { durationMs } from '../lib/config.js';
 import { deterministicUuid } from '../lib/ids.js';
-import { artifactRootUri } from '../lib/object-store.js';
+import { artifactRootUri, objectUri } from '../lib/object-store.js';
+import { BaseModelError, resolveBaseModel } from '../lib/base-models.js';
+import { checkpointsUnder } from '../lib/job-checkpoints.js';
+import { checkpointsKey, checkpointsUri, jobNameOf } from '../lib/job-files.js';
 
 /** The experiment a submitted job's run goes to. */
 export const JOBS_EXPERIMENT = 'jobs';
@@ -27,15 +30,61 @@ export const JOBS_EXPERIMENT = 'jobs';
 const CommandResultSchema = z.looseObject({ exit_code: z.number().int() });
 
 export function createSubmittedJobActivities(deps: ActivityDeps) {
-  const phase = (jobId: string) => async (p: 'waiting' | 'running', why: string | null) => {
+  const phase = (jobId: string) => async (p: 'waiting' | 'running', why: string | null, queue?: JobQueuePlace | null) => {
     await setJobStatus(deps.db, jobId, p === 'running' ? 'running' : 'queued', { message: why });
+    if (p === 'waiting') await setJobQueue(deps.db, jobId, queue ?? null);
   };
   return {
     async setSubmittedJobStatus(a: { jobId: string; status: JobStatus; message?: string | null }): Promise<void> {
       await setJobStatus(deps.db, a.jobId, a.status, { message: a.message ?? null });
     },
 
-    /** The job's tracking run (its ID derived from the job), in the organization's `jobs` experiment. */
+    /**
+     * What may have changed since the API checked the submission: the dataset version and the base model must
+     * still be there. A job that cannot run fails here, before it takes a place in a queue.
+     */
+    async validateSubmittedJob(a: { input: JobWorkflowInput }): Promise<void> {
+      const recipe = a.input.spec.recipe;
+      if (!recipe) return;
+      if (!(await findDatasetVersion(deps.db, a.input.organization_id, recipe.dataset.name, recipe.dataset.version)))
+        throw ApplicationFailure.nonRetryable(`recipe.dataset: "${recipe.dataset.name}" has no version ${recipe.dataset.version} any more`, 'BadInput');
+      try {
+        resolveBaseModel(recipe.base_model, deps.config, deps.bootstrap);
+      } catch (err) {
+        if (err instanceof BaseModelError) throw ApplicationFailure.nonRetryable(`recipe.base_model: ${err.message}`, 'BadInput');
+        throw err;
+      }
+    },
+
+    /**
+     * Starts a segment (segment 1 at submit, one more per resume) and records it on the job. A resume from the
+     * newest checkpoint keeps the previous segment's checkpoint prefix (the job resumes from its newest); one from
+     * an older checkpoint copies that checkpoint to a fresh prefix, so that the newer ones stay listed and the job
+     * resumes from exactly the one asked for. Idempotent: a segment already recorded is answered as it is.
+     */
+    async startJobSegment(a: { input: JobWorkflowInput; runId: string; segment: number; from: CheckpointRef | null }): Promise<JobSegment> {
+      const { input } = a;
+      const segments = ((await getJobById(deps.db, input.job_id))?.segments ?? []) as JobSegment[];
+      const recorded = segments.find((s) => s.segment === a.segment);
+      if (recorded) return recorded;
+      const recipe = input.spec.recipe !== undefined;
+      let root = recipe ? (segments.at(-1)?.checkpoints_uri ?? checkpointsUri(deps.store, deps.config, input.organization_id, a.runId)) : null;
+      if (root !== null && a.from !== null && (await checkpointsUnder(deps.store, a.segment, root)).at(-1)?.uri !== a.from.uri) {
+        const key = `${checkpointsKey(input.organization_id, a.runId)}-s${a.segment}`;
+        await copyCheckpoint(deps, a.from, key);
+        root = objectUri(deps.store, deps.config.storage.buckets.checkpoints, key);
+      }
+      const segment: JobSegment = {
+        segment: a.segment,
+        job_name: jobNameOf(`${ownerOf(input.job_id, a.segment)}-${recipe ? 'train' : 'command'}`),
+        checkpoints_uri: root,
+        resumed_from: a.from,
+        started_at: new Date().toISOString(),
+      };
+      await addJobSegment(deps.db, input.job_id, segment);
+      return segment;
+    },
+
     async createJobRun(a: { input: JobWorkflowInput }): Promise<{ runId: string }> {
       const { input } = a;
       const runId = deterministicUuid(`job:${input.job_id}:run`);
@@ -65,7 +114,7 @@ export function createSubmittedJobActivities(deps: ActivityDeps) {
     },
 
     /** Runs the job to its end: resolves on exit 0, fails with the job's own error otherwise. */
-    async runSubmittedJob(a: { input: JobWorkflowInput; runId: string }): Promise<JobRunOutcome> {
+    async runSubmittedJob(a: { input: JobWorkflowInput; runId: string; segment?: JobSegment }): Promise<JobRunOutcome> {
       return a.input.spec.recipe ? runRecipeJob(deps, a, phase(a.input.job_id)) : runCommandJob(deps, a, phase(a.input.job_id));
     },
   };
@@ -74,29 +123,36 @@ export function createSubmittedJobActivities(deps: ActivityDeps) {
 /** A submitted job's steps reach its event stream within about this (plus the runner's progress mirror). */
 const PROGRESS_POLL_MS = 500;
 
+/** The name a segment's executor job is derived from: the job's ID for its first segment (as before resume existed). */
+const ownerOf = (jobId: string, segment: number): string => (segment === 1 ? jobId : `${jobId}-s${segment}`);
+
+/** Copies one checkpoint to {key}/{step}, its manifest last: the copy exists only once it is whole. */
+async function copyCheckpoint(deps: ActivityDeps, from: CheckpointRef, key: string): Promise<void> {
+  const bucket = deps.config.storage.buckets.checkpoints;
+  const objects = await deps.store.list(from.uri);
+  const manifest = objects.filter((o) => o.uri.endsWith('/manifest.json') && o.uri.slice(from.uri.length + 1) === 'manifest.json');
+  if (manifest.length === 0) throw ApplicationFailure.nonRetryable(`from_checkpoint: ${from.uri} has no manifest: it is not a complete checkpoint`, 'BadInput');
+  for (const o of [...objects.filter((x) => !manifest.includes(x)), ...manifest]) await deps.store.copy(o.uri, bucket, `${key}/${from.step}/${o.uri.slice(from.uri.length + 1)}`);
+}
+
 const priorityOf = (spec: JobSubmission): JobPriority | null => (spec.preemptible || spec.schedule.preemptible ? 'low' : null);
 const seconds = (d: string | undefined): number | null => (d ? durationMs(d) / 1000 : null);
 
-type Phase = (p: 'waiting' | 'running', why: string | null) => Promise<void>;
+type Phase = (p: 'waiting' | 'running', why: string | null, queue?: JobQueuePlace | null) => Promise<void>;
+type SegmentArgs = { input: JobWorkflowInput; runId: string; segment?: JobSegment };
 
-async function runRecipeJob(deps: ActivityDeps, a: { input: JobWorkflowInput; runId: string }, onPhase: Phase): Promise<JobRunOutcome> {
+async function runRecipeJob(deps: ActivityDeps, a: SegmentArgs, onPhase: Phase): Promise<JobRunOutcome> {
   const { spec } = a.input;
   const recipe = spec.recipe!;
   const row = await findDatasetVersion(deps.db, a.input.organization_id, recipe.dataset.name, recipe.dataset.version);
   if (!row) throw ApplicationFailure.nonRetryable(`recipe.dataset: "${recipe.dataset.name}" has no version ${recipe.dataset.version}`, 'BadInput');
   const every = seconds(spec.schedule.checkpoint_interval);
-  const hardware = HardwareSchema.parse({
-    processes: spec.distributed?.processes_per_node ?? 1,
-    strategy: spec.distributed?.strategy ?? 'ddp',
-    nodes: spec.distributed?.num_nodes ?? 1,
-    gpus_per_node: spec.distributed?.gpus_per_node ?? spec.resources.gpus,
-    gpu_type: spec.resources.gpu_type,
-    image: spec.image ?? null,
-  });
+  const hardware = recipeHardware(spec);
   const checkpoint = CheckpointPolicySchema.parse({ every_steps: Math.max(1, Math.min(25, recipe.hyperparameters.max_steps)), keep_last: 3, ...(every !== null ? { every_seconds: every } : {}) });
   const { result } = await runTrainJob(deps, {
-    ownerId: a.input.job_id,
+    ownerId: ownerOf(a.input.job_id, a.segment?.segment ?? 1),
     runId: a.runId,
+    ...(a.segment?.checkpoints_uri ? { checkpointsUri: a.segment.checkpoints_uri } : {}),
     recipe: { ...recipe, checkpoint, hardware, priority: priorityOf(spec) ?? undefined },
     dataset: datasetRef(row),
     progressWorkflowId: jobWorkflowId(a.input.job_id),
@@ -121,7 +177,7 @@ async function recordOutputArtifacts(deps: ActivityDeps, runId: string, prefix: 
   }
 }
 
-async function runCommandJob(deps: ActivityDeps, a: { input: JobWorkflowInput; runId: string }, onPhase: Phase): Promise<JobRunOutcome> {
+async function runCommandJob(deps: ActivityDeps, a: SegmentArgs, onPhase: Phase): Promise<JobRunOutcome> {
   const { spec, job_id: jobId } = a.input;
   const interval = seconds(spec.schedule.checkpoint_interval);
   // What a user's script needs to log to its run: the run and where (its token, HANZO_ML_TRACKING_TOKEN, is a
@@ -134,7 +190,7 @@ async function runCommandJob(deps: ActivityDeps, a: { input: JobWorkflowInput; r
     ...(interval !== null ? { HANZO_ML_CHECKPOINT_INTERVAL_SECONDS: String(interval) } : {}),
   };
   const job: JobDefinition = {
-    name: `${jobId}-command`,
+    name: `${ownerOf(jobId, a.segment?.segment ?? 1)}-command`,
     kind: 'command',
     organizationId: a.input.organization_id,
     runId: a.runId,
@@ -154,9 +210,9 @@ async function runCommandJob(deps: ActivityDeps, a: { input: JobWorkflowInput; r
   const { files } = await runJobToCompletion(deps, {
     job,
     resultSchema: CommandResultSchema,
-    onWaiting: async (why) => {
+    onWaiting: async (why, queue) => {
       running = false;
-      await onPhase('waiting', why);
+      await onPhase('waiting', why, queue);
     },
     onPoll: async () => {
       if (!running) {

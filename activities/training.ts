@@ -17,6 +17,7 @@ import { durationMs } from '../lib/config.js';
 import { accountedGpuType, devicePriceUsd } from '../lib/prices.js';
 import { jobTotalTags, type JobTotals } from '../db/repo/usage.js';
 import { sha256Stream, sha256Text } from '../lib/hash.js';
+import type { QueuePlace } from './executor/types.js';
 import { JobFiles, checkpointsKey, checkpointsUri, jobNameOf } from '../lib/job-files.js';
 import { copyPrefix } from '../lib/object-store.js';
 import { trainingProgressSignal } from '../contracts/pipeline-messages.js';
@@ -104,12 +105,14 @@ export interface TrainJobArgs {
   dataset: DatasetRef;
   /** the workflow that gets the trainingProgressSignal */
   progressWorkflowId: string;
-  /** told when the job waits (with why) and when it runs: a submitted job's catalogue row follows it */
-  onPhase?: (phase: 'waiting' | 'running', why: string | null) => Promise<void>;
+  /** told when the job waits (with why, and its place in its queue) and when it runs: a submitted job's catalogue row follows it */
+  onPhase?: (phase: 'waiting' | 'running', why: string | null, queue?: QueuePlace | null) => Promise<void>;
   /** told every progress.json the worker reads (a submitted job's metrics and checkpoint events) */
   onProgress?: (p: TrainProgress) => Promise<void>;
   /** how often the worker looks at the job (default 1 s) */
   pollMs?: number;
+  /** where its checkpoints go and it resumes from; default the run's own prefix (a resumed job may have another) */
+  checkpointsUri?: string;
 }
 
 /**
@@ -154,7 +157,7 @@ export async function runTrainJob(deps: ActivityDeps, a: TrainJobArgs): Promise<
         validation_path: fileInput(a.dataset.splits.validation),
       },
       outputs: { output_dir: 'dir' },
-      checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, organizationId, a.runId) },
+      checkpoints: { field: 'checkpoint_dir', uri: a.checkpointsUri ?? checkpointsUri(deps.store, deps.config, organizationId, a.runId) },
       processes: hardware.processes,
       num_nodes: hardware.nodes,
     },
@@ -185,7 +188,7 @@ export async function runTrainJob(deps: ActivityDeps, a: TrainJobArgs): Promise<
       lastWaiting = why;
       lastSignal = Date.now();
       phase = 'waiting';
-      await a.onPhase?.('waiting', why);
+      await a.onPhase?.('waiting', why, queue);
       await signalProgress(null, why, { queue });
     },
     onPreemptions: async (preemptions) => {

@@ -25,7 +25,7 @@ import {
 } from '../contracts/mlflow-artifacts.js';
 import { DryRunQuerySchema, UsageQuerySchema, UsageReportSchema } from '../contracts/cost.js';
 import { HpoStartResponseSchema, SweepConfigSchema, TrialsQuerySchema } from '../contracts/hpo.js';
-import { JobListQuerySchema, JobSubmissionSchema, JobViewSchema } from '../contracts/jobs.js';
+import { JobDetailSchema, JobDryRunSchema, JobListQuerySchema, JobSubmissionSchema, JobViewSchema, ResumeRequestSchema } from '../contracts/jobs.js';
 
 interface Operation {
   method: 'get' | 'post' | 'put' | 'delete' | 'patch';
@@ -61,10 +61,12 @@ const OPERATIONS: Operation[] = [
   },
   { method: 'post', path: '/v1/pipelines/{id}/approve', summary: 'Approve promotion to production', body: ApprovalRequestSchema },
   { method: 'post', path: '/v1/pipelines/{id}/reject', summary: 'Reject promotion', body: ApprovalRequestSchema },
-  { method: 'post', path: '/v1/jobs', summary: 'Submit a job (spec 000 Job Submission, JSON or YAML with content-type application/yaml); Idempotency-Key header: a retried submit returns the same job', body: JobSubmissionSchema, response: JobViewSchema },
+  { method: 'post', path: '/v1/jobs', summary: 'Submit a job (spec 000 Job Submission, JSON or YAML with content-type application/yaml); Idempotency-Key header: a retried submit returns the same job; 402 when its estimate exceeds what is left of the monthly budget; ?dry_run=true answers its cost estimate (JobDryRun) and queues nothing', body: JobSubmissionSchema, query: DryRunQuerySchema, response: z.union([JobViewSchema, JobDryRunSchema]) },
   { method: 'get', path: '/v1/jobs', summary: "The organization's jobs, newest first", query: JobListQuerySchema, response: z.object({ jobs: z.array(JobViewSchema), next_cursor: z.string().nullable() }) },
-  { method: 'get', path: '/v1/jobs/{id}', summary: 'A job: status, message, its run and spec', response: JobViewSchema },
+  { method: 'get', path: '/v1/jobs/{id}', summary: 'A job: status, queue place, segments, attempts, preemptions, checkpoints with their metrics, progress and ETA, GPU-hours and cost so far', response: JobDetailSchema },
   { method: 'post', path: '/v1/jobs/{id}/cancel', summary: 'Cancel a job (an ml-researcher: only their own); it ends cancelled' },
+  { method: 'post', path: '/v1/jobs/{id}/pause', summary: 'Pause a validating, queued or running job (an ml-researcher: only their own): it checkpoints, stops and frees its GPUs; 409 in any other state' },
+  { method: 'post', path: '/v1/jobs/{id}/resume', summary: 'Resume a paused job from its newest checkpoint or from_checkpoint (a step or URI of its checkpoints; another is a 400)', body: ResumeRequestSchema },
   { method: 'get', path: '/v1/experiments', summary: 'List experiments' },
   { method: 'post', path: '/v1/experiments', summary: 'Create an experiment' },
   { method: 'get', path: '/v1/experiments/{id}', summary: 'Get an experiment' },

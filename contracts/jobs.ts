@@ -1,8 +1,11 @@
 // Spec 000's Job Submission: what POST /v1/jobs and `hanzo-ml job submit --config` take (YAML or JSON), the job's
 // lifecycle, and the workflow that runs it. A job is either a command job (an image of scheduler.images, a command
 // and its environment) or a recipe job (a base model, a dataset version and one of the trainer's methods).
+import { defineSignal } from '@temporalio/workflow';
 import { z } from 'zod';
-import { DataOptionsSchema, LoraHyperparametersSchema, RecoveryPolicySchema, TrainMethodSchema } from './trainer-job.js';
+import { CostEstimateSchema, BudgetStateSchema } from './cost.js';
+import { JobPreemptionSchema, JobRecoverySchema } from './pipeline.js';
+import { DataOptionsSchema, HardwareSchema, LoraHyperparametersSchema, RecoveryPolicySchema, TrainMethodSchema, type Hardware } from './trainer-job.js';
 
 export const jobWorkflowId = (id: string): string => `job:${id}`;
 export const jobIdFromWorkflowId = (workflowId: string): string => workflowId.replace(/^job:/, '');
@@ -11,10 +14,12 @@ export const JOB_TYPES = ['training', 'eval', 'conversion'] as const;
 export const JobTypeSchema = z.enum(JOB_TYPES);
 export type JobType = z.infer<typeof JobTypeSchema>;
 
-export const JOB_STATUSES = ['validating', 'queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+export const JOB_STATUSES = ['validating', 'queued', 'running', 'paused', 'succeeded', 'failed', 'cancelled'] as const;
 export const JobStatusSchema = z.enum(JOB_STATUSES);
 export type JobStatus = z.infer<typeof JobStatusSchema>;
 export const TERMINAL_JOB_STATUSES: readonly JobStatus[] = ['succeeded', 'failed', 'cancelled'];
+/** A job in one of these may be paused (a queued one gives up its place; a running one checkpoints and stops). */
+export const PAUSABLE_JOB_STATUSES: readonly JobStatus[] = ['validating', 'queued', 'running'];
 
 /** How long an Idempotency-Key names the job it first submitted. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
@@ -89,6 +94,18 @@ export const JobSubmissionSchema = z
 export type JobSubmission = z.infer<typeof JobSubmissionSchema>;
 export type JobSubmissionRequest = z.input<typeof JobSubmissionSchema>;
 
+/** The trainer's hardware for a recipe job: what its estimate prices and what it runs on. */
+export function recipeHardware(spec: JobSubmission): Hardware {
+  return HardwareSchema.parse({
+    processes: spec.distributed?.processes_per_node ?? 1,
+    strategy: spec.distributed?.strategy ?? 'ddp',
+    nodes: spec.distributed?.num_nodes ?? 1,
+    gpus_per_node: spec.distributed?.gpus_per_node ?? spec.resources.gpus,
+    gpu_type: spec.resources.gpu_type,
+    image: spec.image ?? null,
+  });
+}
+
 /** The workflow's input: the checked submission, who sent it, and the server settings a workflow cannot read. */
 export interface JobWorkflowInput {
   job_id: string;
@@ -105,6 +122,45 @@ export const JobListQuerySchema = z.strictObject({
   cursor: z.string().regex(/^\d+$/, 'a cursor from next_cursor').optional(),
 });
 
+/** A job's place in its organization's queue while it waits (the admission gate's or Kueue's order). */
+export const JobQueuePlaceSchema = z.object({
+  queue: z.string().describe('the queue it waits in (its organization)'),
+  position: z.number().int().positive().nullable().describe('1 = next; null when the queue gives no order'),
+  reason: z.string().nullable().describe('why it waits'),
+});
+export type JobQueuePlace = z.infer<typeof JobQueuePlaceSchema>;
+
+/** A checkpoint of the job as resume may name it: its step, or its URI. */
+export const CheckpointRefSchema = z.object({ step: z.number().int().nonnegative(), uri: z.string() });
+export type CheckpointRef = z.infer<typeof CheckpointRefSchema>;
+
+/**
+ * One stretch of a job between a start or resume and its end or pause. Each segment runs as its own executor job
+ * (named after the job and the segment) and writes checkpoints under `checkpoints_uri`: the run's own prefix, or
+ * a fresh one when it resumed from a checkpoint older than the newest.
+ */
+export const JobSegmentSchema = z.object({
+  segment: z.number().int().positive(),
+  job_name: z.string().describe('the executor job of its first attempt'),
+  checkpoints_uri: z.string().nullable().describe('recipe jobs: where its checkpoints go'),
+  resumed_from: CheckpointRefSchema.nullable(),
+  started_at: z.string(),
+});
+export type JobSegment = z.infer<typeof JobSegmentSchema>;
+
+export const ResumeRequestSchema = z.strictObject({
+  from_checkpoint: z
+    .union([z.number().int().nonnegative(), z.string().min(1)])
+    .optional()
+    .describe("a checkpoint of GET /v1/jobs/{id}'s checkpoints, by step or URI; default: the newest"),
+});
+export type ResumeRequest = z.infer<typeof ResumeRequestSchema>;
+
+/** Pause: the job checkpoints and stops (its GPUs freed); the workflow waits for a resume. */
+export const pauseJobSignal = defineSignal('pauseJob');
+/** Resume a paused job, from the given checkpoint or (null) the newest. */
+export const resumeJobSignal = defineSignal<[{ from_checkpoint: CheckpointRef | null }]>('resumeJob');
+
 /** A job as the API answers it. */
 export const JobViewSchema = z.object({
   id: z.string(),
@@ -113,6 +169,7 @@ export const JobViewSchema = z.object({
   kind: z.enum(['command', 'recipe']),
   status: JobStatusSchema,
   message: z.string().nullable().describe('why it is queued, or how it ended'),
+  queue: JobQueuePlaceSchema.nullable().describe('while queued: its place in the queue and why it waits'),
   submitted_by: z.string(),
   workflow_id: z.string(),
   run_id: z.string().nullable().describe('the tracking run it logs to'),
@@ -122,6 +179,62 @@ export const JobViewSchema = z.object({
   ended_at: z.string().nullable(),
 });
 export type JobView = z.infer<typeof JobViewSchema>;
+
+export const JobCheckpointSchema = CheckpointRefSchema.extend({
+  segment: z.number().int().positive(),
+  created_at: z.string().nullable(),
+  metrics: z.record(z.string(), z.number()).describe("the run's metrics logged at this step (train/loss, eval/loss, ...)"),
+});
+export type JobCheckpoint = z.infer<typeof JobCheckpointSchema>;
+
+export const JobAttemptSchema = z.object({
+  segment: z.number().int().positive(),
+  attempt: z.number().int().positive(),
+  job_name: z.string().describe('the executor job (a Kubernetes Job, or a local process group)'),
+  reason: z.string().nullable().describe('why this attempt started: null for the first, else the recovery'),
+  step: z.number().int().nonnegative().nullable().describe('the last step it reported'),
+});
+
+/** GET /v1/jobs/{id}: the job and what is known of its execution so far. */
+export const JobDetailSchema = JobViewSchema.extend({
+  segments: z.array(JobSegmentSchema).describe('one per start or resume'),
+  attempts: z.array(JobAttemptSchema),
+  recoveries: z.array(JobRecoverySchema),
+  preemptions: z.array(JobPreemptionSchema),
+  placement: z
+    .object({ pods: z.array(z.string()), nodes: z.array(z.string()), gpu_ids: z.array(z.string()) })
+    .nullable()
+    .describe('null: the executor does not report placement to the catalogue'),
+  checkpoints: z.array(JobCheckpointSchema).describe('recipe jobs: complete checkpoints, oldest first'),
+  progress: z
+    .object({
+      step: z.number().int().nonnegative(),
+      max_steps: z.number().int().positive(),
+      steps_per_second: z.number().nonnegative().nullable().describe('measured over the latest logged steps'),
+      eta_seconds: z.number().nonnegative().nullable(),
+    })
+    .nullable(),
+  usage: z.object({
+    gpu_type: z.string(),
+    gpu_hours: z.number().nonnegative().describe('device-hours so far, over every segment and attempt'),
+    cost_usd: z.number().nonnegative().nullable(),
+  }),
+});
+export type JobDetail = z.infer<typeof JobDetailSchema>;
+
+/** POST /v1/jobs?dry_run=true: what the job would cost; nothing is queued. */
+export const JobDryRunSchema = z.object({
+  dry_run: z.literal(true),
+  kind: z.enum(['command', 'recipe']),
+  estimate: CostEstimateSchema.nullable().describe('recipe jobs; null for a command job (its work is not known before it runs)'),
+  known: z
+    .object({ gpu_type: z.string(), gpus: z.number().int().nonnegative(), price_per_gpu_hour_usd: z.number().nonnegative(), max_gpu_hours: z.number().nonnegative().nullable(), max_usd: z.number().nonnegative().nullable() })
+    .nullable()
+    .describe('command jobs: the price of its devices, and with schedule.max_duration the most it can cost'),
+  budget: BudgetStateSchema.nullable(),
+  fits_budget: z.boolean().nullable(),
+});
+export type JobDryRun = z.infer<typeof JobDryRunSchema>;
 
 /** What the job activity returns to its workflow. */
 export interface JobRunOutcome {

@@ -120,7 +120,7 @@ describe('jobs: POST /v1/jobs end to end (embedded stack, local executor)', () =
     const file = join(dir, 'job.yaml');
     writeFileSync(file, ['name: user-script', 'type: training', 'image: trainer', 'command: ["python3", "-c", ' + JSON.stringify(LOG_METRIC) + ']', 'env:', '  USER_VALUE: "0.25"', 'schedule:', '  max_duration: 10m', ''].join('\n'));
     const submitted = await submitJobFile(createApiClient(stack.runtime.apiUrl, DEV_TOKEN), file);
-    expect(submitted).toMatchObject({ name: 'user-script', kind: 'command', status: 'queued' });
+    expect(submitted).toMatchObject({ name: 'user-script', kind: 'command', status: 'validating' });
     const job = await waitFor(submitted.id, ended, 120_000);
     expect(job.status, job.message ?? '').toBe('succeeded');
     expect(job.run_id).toBeTruthy();

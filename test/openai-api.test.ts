@@ -168,7 +168,7 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
         object: 'fine_tuning.job',
         model: 'hanzo-tiny-llama',
         training_file: fileId,
-        status: 'queued',
+        status: 'validating_files',
         seed: 7,
         hyperparameters: { n_epochs: 2, batch_size: 4, learning_rate_multiplier: 0.5 },
         method: { type: 'supervised' },

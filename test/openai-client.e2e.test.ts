@@ -73,7 +73,7 @@ describe('the stock openai Python client against /v1/files and /v1/fine_tuning/j
       metadata: { client: 'openai-python' },
       user_provided_suffix: 'from-openai-client',
     });
-    expect(['queued', 'running']).toContain(out.created.status);
+    expect(['validating_files', 'queued', 'running']).toContain(out.created.status);
     expect(out.listed[0]).toBe(out.created.id);
     expect(out.events.length).toBeGreaterThan(0);
     expect(out.events[0]).toMatchObject({ object: 'fine_tuning.job.event', level: 'info' });

@@ -1,11 +1,14 @@
-// submittedJobWorkflow: one submitted job (POST /v1/jobs): its tracking run, then the job through the executor on
-// the job task queue, stopped when cancelled or when schedule.max_duration passes (SIGTERM: the trainer writes an
-// emergency checkpoint first). The catalogue row follows every step; a job that ended stays ended.
+// submittedJobWorkflow: one submitted job (POST /v1/jobs): validating (what may have changed since submit), its
+// tracking run, then the job through the executor on the job task queue, stopped when cancelled or when
+// schedule.max_duration passes (SIGTERM: the trainer writes an emergency checkpoint first). A pause stops it the
+// same way and the workflow waits, durably, for a resume: each resume runs a new segment, which continues from the
+// newest checkpoint or the one the resume named. The catalogue row follows every step; a job that ended stays ended.
 import {
   ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
+  condition,
   isCancellation,
   proxyActivities,
   setHandler,
@@ -15,7 +18,7 @@ import {
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import { jobsTaskQueueOf } from '../contracts/pipeline.js';
-import type { JobRunOutcome, JobStatus, JobWorkflowInput } from '../contracts/jobs.js';
+import { pauseJobSignal, resumeJobSignal, type CheckpointRef, type JobRunOutcome, type JobStatus, type JobWorkflowInput } from '../contracts/jobs.js';
 import { STAGE_KEY } from '../contracts/search-attributes.js';
 import { trainingProgressSignal } from '../contracts/pipeline-messages.js';
 
@@ -48,13 +51,66 @@ export async function submittedJobWorkflow(input: JobWorkflowInput): Promise<Job
     await quick.setSubmittedJobStatus({ jobId: input.job_id, status: s, message });
   };
 
+  // Pause and resume: a pause cancels the running segment's scope (the job checkpoints and stops); a resume is
+  // taken only while paused.
+  let pauseRequested = false;
+  let paused = false;
+  let resumeAsked: { from_checkpoint: CheckpointRef | null } | null = null;
+  let segmentScope: CancellationScope | null = null;
+  setHandler(pauseJobSignal, () => {
+    if (paused) return;
+    pauseRequested = true;
+    segmentScope?.cancel();
+  });
+  setHandler(resumeJobSignal, (r) => {
+    if (paused) resumeAsked = r;
+  });
+  /** Runs one segment; null when a pause stopped it (or came before it started). */
+  const unlessPaused = async <T>(work: () => Promise<T>): Promise<T | null> => {
+    if (pauseRequested) return null;
+    const scope = new CancellationScope();
+    segmentScope = scope;
+    try {
+      return await scope.run(work);
+    } catch (err) {
+      // A cancellation of the workflow itself (its root scope) is a cancel, not a pause.
+      if (pauseRequested && isCancellation(err) && !CancellationScope.current().consideredCancelled) return null;
+      throw err;
+    } finally {
+      segmentScope = null;
+    }
+  };
+  // schedule.max_duration bounds the running time over all segments, not the time spent paused.
+  let runLeftMs = input.spec.schedule.max_duration ? durationToMs(input.spec.schedule.max_duration) : null;
+
   let runId: string | null = null;
   try {
+    await status('validating');
+    await quick.validateSubmittedJob({ input });
     ({ runId } = await quick.createJobRun({ input }));
-    const outcome = await withDeadline(input.spec.schedule.max_duration ?? null, () => jobs.runSubmittedJob({ input, runId: runId! }));
-    await quick.finishJobRun({ runId, status: 'completed' });
-    await status('succeeded', outcome.output_uri ? `output: ${outcome.output_uri}` : null);
-    return { ...outcome, step: outcome.step ?? step };
+    let from: CheckpointRef | null = null;
+    for (let segment = 1; ; ) {
+      if (!pauseRequested) {
+        const started = Date.now();
+        const seg = await quick.startJobSegment({ input, runId, segment, from });
+        if (segment > 1) await status('queued', from ? `resuming from checkpoint step ${from.step}` : 'resuming from its newest checkpoint');
+        const outcome = await unlessPaused(() => withDeadline(input.spec.schedule.max_duration ?? null, runLeftMs, () => jobs.runSubmittedJob({ input, runId: runId!, segment: seg })));
+        if (outcome !== null) {
+          await quick.finishJobRun({ runId, status: 'completed' });
+          await status('succeeded', outcome.output_uri ? `output: ${outcome.output_uri}` : null);
+          return { ...outcome, step: outcome.step ?? step };
+        }
+        if (runLeftMs !== null) runLeftMs = Math.max(0, runLeftMs - (Date.now() - started));
+        segment++;
+      }
+      paused = true;
+      resumeAsked = null;
+      await status('paused', step === null ? 'paused on request' : `paused on request at step ${step}`);
+      await condition(() => resumeAsked !== null);
+      from = resumeAsked!.from_checkpoint;
+      paused = false;
+      pauseRequested = false;
+    }
   } catch (err) {
     const cancelled = isCancellation(err) && !(err instanceof MaxDurationExceeded);
     await CancellationScope.nonCancellable(async () => {
@@ -66,15 +122,22 @@ export async function submittedJobWorkflow(input: JobWorkflowInput): Promise<Job
   }
 }
 
+const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+/** A schedule duration ("90s", "30m", "48h", "2d": the contract's format) in milliseconds. */
+function durationToMs(d: string): number {
+  const m = /^(\d+)(s|m|h|d)$/.exec(d)!;
+  return Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS];
+}
+
 /**
  * Runs `work` in a scope that is cancelled when `maxDuration` passes: the activity stops the job as on a cancel
  * (SIGTERM, an emergency checkpoint, then SIGKILL after the grace period), and the job fails saying so.
  */
-async function withDeadline<T>(maxDuration: string | null, work: () => Promise<T>): Promise<T> {
-  if (maxDuration === null) return work();
+async function withDeadline<T>(maxDuration: string | null, leftMs: number | null, work: () => Promise<T>): Promise<T> {
+  if (maxDuration === null || leftMs === null) return work();
   const scope = new CancellationScope();
   let expired = false;
-  const timer = CancellationScope.nonCancellable(() => sleep(maxDuration)).then(() => {
+  const timer = CancellationScope.nonCancellable(() => sleep(leftMs)).then(() => {
     expired = true;
     scope.cancel();
   });

@@ -4,7 +4,7 @@
 import { Hono, type Context } from 'hono';
 import { z } from 'zod';
 import type { ApiDeps, AppEnv } from '../deps.js';
-import { JobSubmissionSchema, type JobSubmission } from '../../contracts/jobs.js';
+import { JobSubmissionSchema, type JobSegment, type JobSubmission } from '../../contracts/jobs.js';
 import {
   CursorListQuerySchema,
   FINE_TUNING_DEFAULTS,
@@ -21,11 +21,12 @@ import { getDataset } from '../../db/repo/datasets.js';
 import { insertFineTuningJob, getFineTuningJob, listFineTuningJobs, type FineTuningJobRows } from '../../db/repo/fine-tuning.js';
 import { listJobEvents, type JobEventRow } from '../../db/repo/job-events.js';
 import { getJob } from '../../db/repo/jobs.js';
-import { checkpointsUri } from '../../lib/job-files.js';
+import { jobCheckpoints, type StoredCheckpoint } from '../../lib/job-checkpoints.js';
 import { requireRole } from '../auth.js';
 import { ApiError, describeZodError, invalid, notFound } from '../errors.js';
 import { jsonBody, queryParams } from '../validate.js';
-import { cancelJob, idempotencyKey, submitJob } from './jobs.js';
+import { idempotencyKey, submitJob } from './jobs.js';
+import { cancelJob, pauseJob, resumeJob } from '../job-control.js';
 
 const seconds = (d: Date | null): number | null => (d ? Math.floor(d.getTime() / 1000) : null);
 
@@ -176,10 +177,25 @@ export function fineTuningRoutes(deps: ApiDeps) {
     return c.json(fineTuningJobView(await owned(c, c.req.param('id'))));
   });
 
+  // Cancel, pause and resume are /v1/jobs' (api/job-control.ts): the same checks, audit and signal; the answer is
+  // the job as it is right after the request (the change itself follows as events).
   app.post('/:id/cancel', async (c) => {
-    const rows = await owned(c, c.req.param('id'));
-    await cancelJob(c, deps, rows.job);
-    return c.json(fineTuningJobView(await owned(c, rows.job.id)));
+    const { job } = await owned(c, c.req.param('id'));
+    await cancelJob(c, deps, job.id);
+    return c.json(fineTuningJobView(await owned(c, job.id)));
+  });
+
+  app.post('/:id/pause', async (c) => {
+    const { job } = await owned(c, c.req.param('id'));
+    await pauseJob(c, deps, job.id);
+    return c.json(fineTuningJobView(await owned(c, job.id)));
+  });
+
+  /** From the newest checkpoint; POST /v1/jobs/{id}/resume takes from_checkpoint to pick another. */
+  app.post('/:id/resume', async (c) => {
+    const { job } = await owned(c, c.req.param('id'));
+    await resumeJob(c, deps, job.id);
+    return c.json(fineTuningJobView(await owned(c, job.id)));
   });
 
   /** Ascending from the cursor (OpenAI lists newest first): a follower asks again with the last id it got. */
@@ -191,12 +207,12 @@ export function fineTuningRoutes(deps: ApiDeps) {
     return c.json({ object: 'list', data: rows.slice(0, q.limit).map(fineTuningEventView), has_more: rows.length > q.limit });
   });
 
-  /** The complete checkpoints of the job's run in the object store (a manifest.json marks one complete). */
+  /** The job's complete checkpoints over all its segments, newest first (as OpenAI lists them). */
   app.get('/:id/checkpoints', async (c) => {
-    const principal = requireRole(c, 'viewer');
+    requireRole(c, 'viewer');
     const { job } = await owned(c, c.req.param('id'));
     const q = queryParams(c, CursorListQuerySchema);
-    const all = job.runId ? await runCheckpoints(deps, principal.organizationId, job.id, job.runId) : [];
+    const all = (await jobCheckpoints(deps.store, (job.segments ?? []) as JobSegment[])).reverse().map((k) => checkpointView(job.id, k));
     const from = q.after === undefined ? 0 : all.findIndex((k) => k.id === q.after) + 1;
     const page = all.slice(from, from + q.limit);
     return c.json({ object: 'list', data: page, has_more: from + q.limit < all.length, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null });
@@ -205,26 +221,15 @@ export function fineTuningRoutes(deps: ApiDeps) {
   return app;
 }
 
-const ManifestSchema = z.object({ step: z.number().int().nonnegative(), created_at: z.string().optional() });
-
-/** Newest first, as OpenAI lists them: one per step directory whose manifest.json is there. */
-async function runCheckpoints(deps: ApiDeps, organizationId: string, jobId: string, runId: string) {
-  const root = checkpointsUri(deps.store, deps.config, organizationId, runId);
-  const manifests = (await deps.store.list(root)).filter((o) => /\/step-\d+\/manifest\.json$/.test(o.uri));
-  const out = [];
-  for (const m of manifests) {
-    const parsed = ManifestSchema.safeParse(JSON.parse((await deps.store.readText(m.uri)) ?? 'null'));
-    if (!parsed.success) continue;
-    const { step, created_at } = parsed.data;
-    out.push({
-      id: `${jobId}:step-${step}`,
-      object: 'fine_tuning.job.checkpoint' as const,
-      created_at: created_at ? Math.floor(Date.parse(created_at) / 1000) : 0,
-      fine_tuned_model_checkpoint: m.uri.replace(/\/manifest\.json$/, ''),
-      fine_tuning_job_id: jobId,
-      metrics: { step },
-      step_number: step,
-    });
-  }
-  return out.sort((a, b) => b.step_number - a.step_number);
+/** A stored checkpoint as OpenAI's fine_tuning.job.checkpoint; its "model" is the checkpoint's prefix. */
+function checkpointView(jobId: string, k: StoredCheckpoint) {
+  return {
+    id: `${jobId}:${k.segment}:${k.step}`,
+    object: 'fine_tuning.job.checkpoint' as const,
+    created_at: k.created_at ? Math.floor(Date.parse(k.created_at) / 1000) : 0,
+    fine_tuned_model_checkpoint: k.uri,
+    fine_tuning_job_id: jobId,
+    metrics: { step: k.step },
+    step_number: k.step,
+  };
 }

@@ -2,12 +2,12 @@
 // the submission runs here, before anything is queued: a bad one is a 400 naming the field.
 import { randomUUID } from 'node:crypto';
 import { Hono, type Context } from 'hono';
-import { WorkflowNotFoundError } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { parse as parseYaml } from 'yaml';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { allowedImage } from '../../contracts/config.js';
-import { IDEMPOTENCY_WINDOW_MS, JobListQuerySchema, JobSubmissionSchema, TERMINAL_JOB_STATUSES, jobWorkflowId, type JobStatus, type JobSubmission, type JobView, type JobWorkflowInput } from '../../contracts/jobs.js';
+import { IDEMPOTENCY_WINDOW_MS, JobListQuerySchema, JobQueuePlaceSchema, JobSubmissionSchema, ResumeRequestSchema, jobWorkflowId, type JobDryRun, type JobStatus, type JobSubmission, type JobView, type JobWorkflowInput } from '../../contracts/jobs.js';
+import { DryRunQuerySchema } from '../../contracts/cost.js';
 import { PIPELINE_TASK_QUEUE } from '../../contracts/pipeline.js';
 import { JOB_TYPE_KEY, ORGANIZATION_KEY, STAGE_KEY } from '../../contracts/search-attributes.js';
 import { MULTI_NODE_METHODS } from '../../contracts/trainer-job.js';
@@ -15,11 +15,16 @@ import type { submittedJobWorkflow } from '../../workflows/jobs.js';
 import type { Db } from '../../db/client.js';
 import type { Principal } from '../../db/repo/auth.js';
 import { findDatasetVersion } from '../../db/repo/datasets.js';
-import { getJob, insertJob, jobOfIdempotencyKey, listJobs, type JobRow } from '../../db/repo/jobs.js';
+import { insertJob, jobOfIdempotencyKey, listJobs, type JobRow } from '../../db/repo/jobs.js';
 import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
 import { auditedChange } from '../audit.js';
-import { requireOwnerOrAdmin, requireRole } from '../auth.js';
-import { ApiError, describeZodError, invalid, notFound } from '../errors.js';
+import { requireRole } from '../auth.js';
+import { ApiError, describeZodError, invalid } from '../errors.js';
+import { cancelJob, jobOfCaller, pauseJob, resumeJob } from '../job-control.js';
+import { jobDetail } from '../job-detail.js';
+import { budgetOf, checkBudget } from '../cost.js';
+import { estimateJob } from '../job-cost.js';
+import type { z } from 'zod';
 import { checkBaseModel } from '../input-policy.js';
 import { queryParams } from '../validate.js';
 
@@ -31,6 +36,7 @@ export function jobView(row: JobRow): JobView {
     kind: row.kind as JobView['kind'],
     status: row.status as JobStatus,
     message: row.message,
+    queue: row.status === 'queued' ? (JobQueuePlaceSchema.safeParse(row.queue).data ?? null) : null,
     submitted_by: row.submittedBy,
     workflow_id: row.workflowId,
     run_id: row.runId,
@@ -83,6 +89,20 @@ export async function checkJobSubmission(deps: ApiDeps, spec: JobSubmission, pri
     throw invalid(`recipe.dataset: "${recipe.dataset.name}" has no version ${recipe.dataset.version}`);
 }
 
+/** A JSON body that may be left out (an empty body is `{}`), checked against its contract. */
+async function optionalJsonBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.infer<S>> {
+  const text = await c.req.text();
+  let raw: unknown = {};
+  try {
+    if (text.trim() !== '') raw = JSON.parse(text);
+  } catch {
+    throw new ApiError('BAD_REQUEST', 'request body is not valid JSON');
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw new ApiError('INVALID_PARAMETER_VALUE', describeZodError(parsed.error));
+  return parsed.data;
+}
+
 /** The Idempotency-Key header: printable, bounded. */
 export function idempotencyKey(c: Context<AppEnv>): string | null {
   const key = c.req.header('idempotency-key');
@@ -124,6 +144,12 @@ export async function submitJob(
     if (earlier) return { row: earlier, created: false };
   }
   await checkJobSubmission(deps, spec, principal);
+  const budget = await budgetOf(deps, principal.organizationId);
+  // The estimate runs the trainer's data code (seconds): only when there is a budget to check.
+  if (budget) {
+    const estimate = await estimateJob(deps, spec, principal.organizationId);
+    if (estimate.estimate) checkBudget(principal.organizationId, estimate.estimate, budget);
+  }
   const id = randomUUID();
   const input: JobWorkflowInput = {
     job_id: id,
@@ -143,7 +169,7 @@ export async function submitJob(
       type: spec.type,
       kind: spec.recipe ? 'recipe' : 'command',
       spec,
-      status: 'queued',
+      status: 'validating',
       workflowId: jobWorkflowId(id),
       idempotencyKey: key,
     });
@@ -156,7 +182,7 @@ export async function submitJob(
       typedSearchAttributes: new TypedSearchAttributes([
         { key: ORGANIZATION_KEY, value: principal.organizationId },
         { key: JOB_TYPE_KEY, value: spec.type },
-        { key: STAGE_KEY, value: 'queued' },
+        { key: STAGE_KEY, value: 'validating' },
       ]),
     });
     return inserted;
@@ -164,32 +190,19 @@ export async function submitJob(
   return 'existing' in row ? { row: row.existing, created: false } : { row, created: true };
 }
 
-/** Asks a job's workflow to cancel: the submitter or an admin, and only a job that has not ended. */
-export async function cancelJob(c: Context<AppEnv>, deps: ApiDeps, row: JobRow): Promise<void> {
-  const id = row.id;
-  requireOwnerOrAdmin(c, row.submittedBy, `job ${id}`);
-  if (TERMINAL_JOB_STATUSES.includes(row.status as JobStatus)) throw new ApiError('INVALID_STATE', `job ${id} has already ended (${row.status})`);
-  try {
-    await auditedChange(c, deps, { action: 'job.cancel', target: id }, () => deps.temporal.workflow.getHandle(row.workflowId).cancel());
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new ApiError('INVALID_STATE', `job ${id} has no running workflow`);
-    throw err;
-  }
-}
-
 export function jobRoutes(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
-
-  async function owned(c: Context<AppEnv>, id: string): Promise<JobRow> {
-    const row = await getJob(deps.db, c.get('principal').organizationId, id);
-    if (!row) throw notFound(`job ${id}`);
-    return row;
-  }
 
   app.post('/', async (c) => {
     const principal = requireRole(c, 'developer');
     const key = idempotencyKey(c);
     const spec = await submissionBody(c);
+    if (queryParams(c, DryRunQuerySchema).dry_run === 'true') {
+      await checkJobSubmission(deps, spec, principal);
+      const budget = await budgetOf(deps, principal.organizationId);
+      const estimate = await estimateJob(deps, spec, principal.organizationId);
+      return c.json({ dry_run: true, ...estimate, budget, fits_budget: budget && estimate.estimate ? estimate.estimate.usd <= budget.left_usd : null } satisfies JobDryRun);
+    }
     const submitted = await submitJob(c, deps, principal, spec, key);
     return c.json(jobView(submitted.row), submitted.created ? 201 : 200);
   });
@@ -201,16 +214,19 @@ export function jobRoutes(deps: ApiDeps) {
     return c.json({ jobs: rows.map(jobView), next_cursor: rows.length === q.limit ? String(rows.at(-1)!.seq) : null });
   });
 
+  /** The job with its segments, attempts, preemptions, checkpoints, progress and usage so far. */
   app.get('/:id', async (c) => {
-    requireRole(c, 'viewer');
-    return c.json(jobView(await owned(c, c.req.param('id'))));
+    const row = await jobOfCaller(c, deps, c.req.param('id'));
+    return c.json(await jobDetail(deps, row, jobView(row)));
   });
 
-  /** Cancels a job: its process gets SIGTERM (a train job writes an emergency checkpoint); it ends cancelled. */
-  app.post('/:id/cancel', async (c) => {
-    const id = c.req.param('id');
-    await cancelJob(c, deps, await owned(c, id));
-    return c.json({ id, status: 'cancel_requested' }, 202);
+  app.post('/:id/cancel', async (c) => c.json(await cancelJob(c, deps, c.req.param('id')), 202));
+
+  app.post('/:id/pause', async (c) => c.json(await pauseJob(c, deps, c.req.param('id')), 202));
+
+  app.post('/:id/resume', async (c) => {
+    const body = await optionalJsonBody(c, ResumeRequestSchema);
+    return c.json(await resumeJob(c, deps, c.req.param('id'), body.from_checkpoint), 202);
   });
 
   return app;

@@ -107,3 +107,16 @@ async function appendStatusEvent(tx: Tx, row: JobRow, before: { status: string; 
     },
   ]);
 }
+
+/** The job's place in its queue while it waits (read only while its status is queued). */
+export async function setJobQueue(db: Db, id: string, queue: unknown): Promise<void> {
+  await db.update(jobs).set({ queue, updatedAt: new Date() }).where(eq(jobs.id, id));
+}
+
+/** Adds a segment (a start or a resume) once: a retried activity that adds the same segment again changes nothing. */
+export async function addJobSegment(db: Db, id: string, segment: { segment: number } & Record<string, unknown>): Promise<void> {
+  await db
+    .update(jobs)
+    .set({ segments: sql`${jobs.segments} || ${JSON.stringify([segment])}::jsonb`, updatedAt: new Date() })
+    .where(and(eq(jobs.id, id), sql`not exists (select 1 from jsonb_array_elements(${jobs.segments}) s where (s->>'segment')::int = ${segment.segment})`));
+}

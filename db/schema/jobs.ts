@@ -23,6 +23,10 @@ export const jobs = pgTable(
     message: text('message'),
     workflowId: text('workflow_id').notNull(),
     runId: text('run_id'),
+    /** while queued: its place in the queue ({queue, position, reason}); stale once the status moves on */
+    queue: jsonb('queue'),
+    /** one entry per start or resume (contracts/jobs.ts JobSegment) */
+    segments: jsonb('segments').notNull().default([]),
     idempotencyKey: text('idempotency_key'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     startedAt: timestamp('started_at', { withTimezone: true }),

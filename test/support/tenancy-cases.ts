@@ -129,6 +129,9 @@ const V1: TenancyCase[] = [
   refused('GET /v1/jobs/:id', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}` })),
   refused('GET /v1/jobs/:id/events', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}/events` })),
   refused('GET /v1/jobs/:id/logs', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}/logs?follow=false` })),
+  refused('POST /v1/jobs/:id/pause', 'researcher', (t) => ({ path: `/v1/jobs/${t.b.jobId}/pause`, body: {} })),
+  // B's job is never paused (no worker runs its workflow): B's admin is refused for its state, which shows it was found.
+  refused('POST /v1/jobs/:id/resume', 'researcher', (t) => ({ path: `/v1/jobs/${t.b.jobId}/resume`, body: {} }), { ownerGets: { status: 409, code: 'INVALID_STATE' } }),
   refused('POST /v1/jobs/:id/cancel', 'researcher', (t) => ({ path: `/v1/jobs/${t.b.jobId}/cancel`, body: {} }), { teardown: 1 }),
   // OpenAI-compatible fine-tuning: files are dataset versions, fine-tuning jobs are recipe jobs
   list('GET /v1/files', 'viewer', () => ({ path: '/v1/files' })),
@@ -141,6 +144,9 @@ const V1: TenancyCase[] = [
   refused('GET /v1/fine_tuning/jobs/:id', 'viewer', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.fineTuningJobId}` })),
   refused('GET /v1/fine_tuning/jobs/:id/events', 'viewer', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.fineTuningJobId}/events` })),
   refused('GET /v1/fine_tuning/jobs/:id/checkpoints', 'viewer', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.fineTuningJobId}/checkpoints` })),
+  refused('POST /v1/fine_tuning/jobs/:id/pause', 'researcher', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.fineTuningJobId}/pause`, body: {} })),
+  // B's fine-tuning job is never paused (no worker runs its workflow): B's admin is refused for its state.
+  refused('POST /v1/fine_tuning/jobs/:id/resume', 'researcher', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.fineTuningJobId}/resume`, body: {} }), { ownerGets: { status: 409, code: 'INVALID_STATE' } }),
   refused('POST /v1/fine_tuning/jobs/:id/cancel', 'researcher', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.fineTuningJobId}/cancel`, body: {} }), { teardown: 1 }),
   refused('GET /v1/fine_tuning/jobs/:id', 'viewer', (t) => ({ path: `/v1/fine_tuning/jobs/${t.b.jobId}` }), {
     label: "B's command job",

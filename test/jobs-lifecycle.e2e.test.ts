@@ -1,0 +1,190 @@
+// A job's lifecycle end to end on the embedded stack (Temporal dev server, catalogue, worker, local executor, API),
+// set up as test/jobs.e2e.test.ts is: the dry run's tokens are the tokens the job then trains; pause writes a
+// checkpoint and stops the job, resume continues it (from the newest checkpoint, then from an older listed one) and
+// the loss curve is the uninterrupted run's; the detail shows segments, attempts and checkpoints; who may pause
+// what; a budget refusal names the estimate and the budget.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestStack, type TestStack } from './support/stack.js';
+import { DEV_TOKEN } from './support/config.js';
+import { createApiToken, createOrganization } from '../db/repo/auth.js';
+import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
+import type { JobDetail, JobDryRun } from '../contracts/jobs.js';
+
+type Answer = { status: number; body: Record<string, unknown> };
+
+const chat = (q: string, a: string) => JSON.stringify({ messages: [{ role: 'user', content: q }, { role: 'assistant', content: a }] });
+const MAX_STEPS = 60;
+/** A small LoRA job with a checkpoint every second, so that a pause finds several listed checkpoints. */
+const recipeJob = (name: string, dataset = 'life-ds') => ({
+  name,
+  type: 'training',
+  recipe: {
+    base_model: DEFAULT_BASE_MODEL,
+    method: 'lora',
+    dataset: { name: dataset },
+    hyperparameters: { learning_rate: 1e-3, max_steps: MAX_STEPS, batch_size: 8, max_seq_length: 128, seed: 7 },
+  },
+  schedule: { checkpoint_interval: '1s' },
+});
+
+describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedded stack, local executor)', () => {
+  let stack: TestStack;
+  let researcher: string;
+  let otherResearcher: string;
+  let otherOrgAdmin: string;
+  let tightOrgAdmin: string;
+
+  async function call(method: string, path: string, token: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {
+    const res = await fetch(stack.runtime.apiUrl + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+  }
+  const detail = async (id: string): Promise<JobDetail> => (await call('GET', `/v1/jobs/${id}`, DEV_TOKEN)).body as unknown as JobDetail;
+
+  async function waitFor(id: string, until: (j: JobDetail) => boolean, timeoutMs = 5 * 60_000): Promise<JobDetail> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const job = await detail(id);
+      if (until(job)) return job;
+      if (['succeeded', 'failed', 'cancelled'].includes(job.status)) throw new Error(`job ${id} ended ${job.status} (${job.message}) before the awaited state`);
+      if (Date.now() > deadline) throw new Error(`job ${id} still ${job.status}: ${job.message}`);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  }
+  const ended = (j: JobDetail) => ['succeeded', 'failed', 'cancelled'].includes(j.status);
+  const succeeded = (id: string) => waitFor(id, ended, 10 * 60_000);
+
+  /** train/loss by step; of several values at one step (re-trained after a resume), the last logged. */
+  async function losses(runId: string): Promise<Map<number, number>> {
+    const { body } = await call('GET', `/api/2.0/mlflow/metrics/get-history?run_id=${runId}&metric_key=train/loss&max_results=10000`, DEV_TOKEN);
+    const points = (body.metrics as { step: number; value: number; timestamp: number }[]).sort((a, b) => a.timestamp - b.timestamp);
+    return new Map(points.map((p) => [p.step, p.value]));
+  }
+  async function runTag(runId: string, key: string): Promise<string | undefined> {
+    const { body } = await call('GET', `/api/2.0/mlflow/runs/get?run_id=${runId}`, DEV_TOKEN);
+    return (body.run as { data: { tags: { key: string; value: string }[] } }).data.tags.find((t) => t.key === key)?.value;
+  }
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'jobs-life-config-'));
+    // tight-org may spend almost nothing: its recipe jobs are refused; dev has no budget.
+    writeFileSync(join(dir, 'config.yaml'), JSON.stringify({ scheduler: { default_price_usd: 4, monthly_budgets_usd: { 'tight-org': 0.000001 } } }));
+    stack = await startTestStack({ HANZO_ML_CONFIG: join(dir, 'config.yaml') });
+    const db = stack.runtime.catalogue.db;
+    const token = (org: string, subject: string, role: 'developer' | 'admin') => db.transaction(async (tx) => (await createApiToken(tx, { organizationId: org, subject, role, expiresAt: null })).token);
+    researcher = await token('dev', 'dev-researcher', 'developer');
+    otherResearcher = await token('dev', 'dev-researcher-2', 'developer');
+    await db.transaction((tx) => createOrganization(tx, 'other-org'));
+    otherOrgAdmin = await token('other-org', 'other-admin', 'admin');
+    await db.transaction((tx) => createOrganization(tx, 'tight-org'));
+    tightOrgAdmin = await token('tight-org', 'tight-admin', 'admin');
+    const rows = Array.from({ length: 32 }, (_, i) => chat(`what is ${i} plus one? answer with the number only`, `${i + 1}`)).join('\n');
+    for (const t of [DEV_TOKEN, tightOrgAdmin]) {
+      const ds = await call('POST', '/v1/datasets?name=life-ds&format=jsonl', t, rows, { 'content-type': 'application/octet-stream' });
+      expect(ds.status, JSON.stringify(ds.body)).toBeLessThan(300);
+    }
+  }, 180_000);
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  let reference: JobDetail;
+  let dryRun: JobDryRun;
+
+  it('answers a dry run with the tokens the job then trains, and queues nothing', async () => {
+    const answer = await call('POST', '/v1/jobs?dry_run=true', DEV_TOKEN, recipeJob('reference'));
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+    dryRun = answer.body as unknown as JobDryRun;
+    expect(dryRun).toMatchObject({ dry_run: true, kind: 'recipe', budget: null, fits_budget: null, estimate: { steps: MAX_STEPS, gpu_type: 'cpu', price_per_gpu_hour_usd: 4 } });
+    expect(dryRun.estimate!.tokens).toBeGreaterThan(0);
+    expect(((await call('GET', '/v1/jobs', DEV_TOKEN)).body.jobs as unknown[]).length).toBe(0);
+
+    // The uninterrupted run: the loss curve the paused job must reproduce.
+    const { status, body } = await call('POST', '/v1/jobs', DEV_TOKEN, recipeJob('reference'));
+    expect(status, JSON.stringify(body)).toBe(201);
+    expect(body.status).toBe('validating');
+    reference = await succeeded(body.id as string);
+    expect(reference.status, reference.message ?? '').toBe('succeeded');
+    expect(Number(await runTag(reference.run_id!, 'hanzo_ml.job.tokens'))).toBe(dryRun.estimate!.tokens);
+    expect(reference.segments).toHaveLength(1);
+    expect(reference.attempts).toEqual([expect.objectContaining({ segment: 1, attempt: 1, step: MAX_STEPS })]);
+    expect(reference.checkpoints.at(-1)).toMatchObject({ step: MAX_STEPS, metrics: { 'train/loss': expect.any(Number) } });
+    expect(reference.usage.gpu_hours).toBeGreaterThan(0);
+  }, 12 * 60_000);
+
+  it('describes a command job dry run by what can be known before it runs', async () => {
+    const { status, body } = await call('POST', '/v1/jobs?dry_run=true', DEV_TOKEN, { type: 'eval', image: 'trainer', command: ['true'], schedule: { max_duration: '30m' } });
+    expect(status).toBe(200);
+    expect(body).toMatchObject({ kind: 'command', estimate: null, known: { gpu_type: 'cpu', price_per_gpu_hour_usd: 4, max_gpu_hours: 0.5, max_usd: 2 } });
+  });
+
+  it('refuses a submit over what is left of the monthly budget, naming the estimate and the budget', async () => {
+    const { status, body } = await call('POST', '/v1/jobs', tightOrgAdmin, recipeJob('too-dear'));
+    expect(status, JSON.stringify(body)).toBe(402);
+    expect(String(body.message)).toMatch(/the estimate of \$\d+\.\d+ \([\d.]+ GPU-hours\) exceeds what is left of organization tight-org's monthly budget: \$0\.0000 of \$0\.0000/);
+    expect(((await call('GET', '/v1/jobs', tightOrgAdmin)).body.jobs as unknown[]).length).toBe(0);
+  });
+
+  it('pauses and resumes a job (from its newest checkpoint, then from an older listed one) and its loss curve is the uninterrupted one', async () => {
+    const { status, body } = await call('POST', '/v1/jobs', researcher, recipeJob('paused'));
+    expect(status, JSON.stringify(body)).toBe(201);
+    const id = body.id as string;
+    await waitFor(id, (j) => j.status === 'running' && (j.progress?.step ?? 0) >= 3);
+
+    // Only its submitter or an ml-admin pauses it; another organization finds no job.
+    const notHers = await call('POST', `/v1/jobs/${id}/pause`, otherResearcher, {});
+    expect(notHers.status).toBe(403);
+    expect((await call('POST', `/v1/jobs/${id}/pause`, otherOrgAdmin, {})).status).toBe(404);
+    expect((await call('POST', `/v1/jobs/${id}/resume`, otherOrgAdmin, {})).status).toBe(404);
+    expect((await call('POST', `/v1/jobs/${id}/resume`, researcher, {})).status).toBe(409);
+
+    expect((await call('POST', `/v1/jobs/${id}/pause`, researcher)).body).toEqual({ id, status: 'pause_requested' });
+    const paused = await waitFor(id, (j) => j.status === 'paused');
+    expect(paused.checkpoints.length).toBeGreaterThan(0);
+    const pausedAt = paused.checkpoints.at(-1)!.step;
+    expect(pausedAt).toBeLessThan(MAX_STEPS);
+    expect(paused.attempts).toEqual([expect.objectContaining({ segment: 1, attempt: 1 })]);
+    expect((await call('POST', `/v1/jobs/${id}/pause`, researcher, {})).status).toBe(409);
+    const bad = await call('POST', `/v1/jobs/${id}/resume`, researcher, { from_checkpoint: 999_999 });
+    expect(bad.status).toBe(400);
+    expect(String(bad.body.message)).toMatch(/^from_checkpoint: /);
+
+    // Resume from the newest: the second segment continues under the same checkpoint prefix.
+    expect((await call('POST', `/v1/jobs/${id}/resume`, researcher, {})).status).toBe(202);
+    await waitFor(id, (j) => j.status === 'running' && j.segments.length === 2 && (j.progress?.step ?? 0) > pausedAt + 2);
+    expect((await call('POST', `/v1/jobs/${id}/pause`, DEV_TOKEN, {})).status).toBe(202); // an ml-admin may
+    const again = await waitFor(id, (j) => j.status === 'paused' && j.segments.length === 2);
+    expect(again.segments[1]).toMatchObject({ segment: 2, resumed_from: null, checkpoints_uri: again.segments[0]!.checkpoints_uri });
+    const older = again.checkpoints.filter((c) => c.step < again.checkpoints.at(-1)!.step).at(-1);
+    expect(older, JSON.stringify(again.checkpoints)).toBeDefined();
+    expect(older!.metrics['train/loss']).toEqual(expect.any(Number));
+
+    // Resume from an older listed checkpoint: a third segment from exactly that one, the newer ones still listed.
+    expect((await call('POST', `/v1/jobs/${id}/resume`, researcher, { from_checkpoint: older!.uri })).status).toBe(202);
+    const done = await succeeded(id);
+    expect(done.status, done.message ?? '').toBe('succeeded');
+    expect(done.segments[2]).toMatchObject({ segment: 3, resumed_from: { step: older!.step, uri: older!.uri } });
+    expect(done.segments[2]!.checkpoints_uri).not.toBe(again.segments[1]!.checkpoints_uri);
+    expect(done.checkpoints.map((c) => c.uri)).toEqual(expect.arrayContaining(again.checkpoints.map((c) => c.uri)));
+    expect(done.attempts.map((a) => a.segment)).toEqual([1, 2, 3]);
+
+    // Same seed, same data: every step's (last) loss matches the uninterrupted run within 1e-3 relative.
+    const [want, got] = [await losses(reference.run_id!), await losses(done.run_id!)];
+    expect(want.size).toBe(MAX_STEPS);
+    expect([...got.keys()].sort((a, b) => a - b)).toEqual([...want.keys()].sort((a, b) => a - b));
+    for (const [step, loss] of want) expect(Math.abs(got.get(step)! - loss) / Math.abs(loss), `step ${step}`).toBeLessThan(1e-3);
+  }, 15 * 60_000);
+
+  it('refuses to pause a job that has ended', async () => {
+    const res = await call('POST', `/v1/jobs/${reference.id}/pause`, DEV_TOKEN, {});
+    expect(res.status).toBe(409);
+    expect(String(res.body.message)).toMatch(/is succeeded: only a validating, queued or running job can be paused/);
+  });
+});
