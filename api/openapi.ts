@@ -25,6 +25,7 @@ import {
 } from '../contracts/mlflow-artifacts.js';
 import { DryRunQuerySchema, UsageQuerySchema, UsageReportSchema } from '../contracts/cost.js';
 import { HpoStartResponseSchema, SweepConfigSchema, TrialsQuerySchema } from '../contracts/hpo.js';
+import { CursorListQuerySchema, FileListQuerySchema, FineTuningJobCreateSchema, FineTuningListQuerySchema, WebhookEndpointCreateSchema } from '../contracts/openai.js';
 import { JobDetailSchema, JobDryRunSchema, JobListQuerySchema, JobSubmissionSchema, JobViewSchema, ResumeRequestSchema } from '../contracts/jobs.js';
 
 interface Operation {
@@ -67,6 +68,22 @@ const OPERATIONS: Operation[] = [
   { method: 'post', path: '/v1/jobs/{id}/cancel', summary: 'Cancel a job (an ml-researcher: only their own); it ends cancelled' },
   { method: 'post', path: '/v1/jobs/{id}/pause', summary: 'Pause a validating, queued or running job (an ml-researcher: only their own): it checkpoints, stops and frees its GPUs; 409 in any other state' },
   { method: 'post', path: '/v1/jobs/{id}/resume', summary: 'Resume a paused job from its newest checkpoint or from_checkpoint (a step or URI of its checkpoints; another is a 400)', body: ResumeRequestSchema },
+  { method: 'post', path: '/v1/files', summary: 'OpenAI Files API: upload a JSONL training file (multipart: file, purpose "fine-tune") as a dataset version; its id is the file id', rawBody: 'multipart/form-data' },
+  { method: 'get', path: '/v1/files', summary: "OpenAI Files API: the organization's dataset versions as files (after, limit, order)", query: FileListQuerySchema },
+  { method: 'get', path: '/v1/files/{id}', summary: 'OpenAI Files API: a file (a dataset version)' },
+  { method: 'delete', path: '/v1/files/{id}', summary: 'Always 409: dataset versions are immutable lineage' },
+  { method: 'post', path: '/v1/fine_tuning/jobs', summary: 'OpenAI fine-tuning: create a recipe job (model, training_file, method, hyperparameters, suffix, seed, metadata)', body: FineTuningJobCreateSchema },
+  { method: 'get', path: '/v1/fine_tuning/jobs', summary: "OpenAI fine-tuning: the organization's recipe jobs, newest first (after, limit)", query: FineTuningListQuerySchema },
+  { method: 'get', path: '/v1/fine_tuning/jobs/{id}', summary: 'OpenAI fine-tuning: a job' },
+  { method: 'post', path: '/v1/fine_tuning/jobs/{id}/cancel', summary: 'OpenAI fine-tuning: cancel (as POST /v1/jobs/{id}/cancel)' },
+  { method: 'post', path: '/v1/fine_tuning/jobs/{id}/pause', summary: 'OpenAI fine-tuning: pause (as POST /v1/jobs/{id}/pause)' },
+  { method: 'post', path: '/v1/fine_tuning/jobs/{id}/resume', summary: 'OpenAI fine-tuning: resume from the newest checkpoint (as POST /v1/jobs/{id}/resume)' },
+  { method: 'get', path: '/v1/fine_tuning/jobs/{id}/events', summary: 'OpenAI fine-tuning: events, ascending after the event id `after`', query: CursorListQuerySchema },
+  { method: 'get', path: '/v1/fine_tuning/jobs/{id}/checkpoints', summary: "OpenAI fine-tuning: the job's complete checkpoints, newest first", query: CursorListQuerySchema },
+  { method: 'post', path: '/v1/webhooks', summary: 'Register a webhook endpoint (admins): url, events; the whsec_ signing secret is in this answer only', body: WebhookEndpointCreateSchema },
+  { method: 'get', path: '/v1/webhooks', summary: "The organization's webhook endpoints (admins)" },
+  { method: 'get', path: '/v1/webhooks/{id}/deliveries', summary: "An endpoint's latest deliveries: state, attempts, last error (admins)" },
+  { method: 'delete', path: '/v1/webhooks/{id}', summary: 'Delete a webhook endpoint; its pending deliveries are dropped (admins)' },
   { method: 'get', path: '/v1/experiments', summary: 'List experiments' },
   { method: 'post', path: '/v1/experiments', summary: 'Create an experiment' },
   { method: 'get', path: '/v1/experiments/{id}', summary: 'Get an experiment' },

@@ -197,7 +197,7 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
       const next = await call('GET', `/v1/fine_tuning/jobs?limit=1&after=${ids[1]}`);
       expect(next.body.data[0].id).toBe(ids[0]);
       const one = await call('GET', `/v1/fine_tuning/jobs/${ids[0]}`);
-      expect(one.body).toMatchObject({ id: ids[0], method: { type: 'dpo' }, job: { method: 'dpo' } });
+      expect(one.body).toMatchObject({ id: ids[0], method: { type: 'dpo' }, job: { method: 'dpo' }, estimated_finish: null, usage: { gpu_hours: 0 } });
 
       const events = await call('GET', `/v1/fine_tuning/jobs/${ids[0]}/events`);
       expect(events.status).toBe(200);

@@ -4,7 +4,7 @@
 import { Hono, type Context } from 'hono';
 import { z } from 'zod';
 import type { ApiDeps, AppEnv } from '../deps.js';
-import { JobSubmissionSchema, type JobSegment, type JobSubmission } from '../../contracts/jobs.js';
+import { JobSubmissionSchema, type JobDetail, type JobSubmission } from '../../contracts/jobs.js';
 import {
   CursorListQuerySchema,
   FINE_TUNING_DEFAULTS,
@@ -21,11 +21,11 @@ import { getDataset } from '../../db/repo/datasets.js';
 import { insertFineTuningJob, getFineTuningJob, listFineTuningJobs, type FineTuningJobRows } from '../../db/repo/fine-tuning.js';
 import { listJobEvents, type JobEventRow } from '../../db/repo/job-events.js';
 import { getJob } from '../../db/repo/jobs.js';
-import { jobCheckpoints, type StoredCheckpoint } from '../../lib/job-checkpoints.js';
 import { requireRole } from '../auth.js';
 import { ApiError, describeZodError, invalid, notFound } from '../errors.js';
 import { jsonBody, queryParams } from '../validate.js';
-import { idempotencyKey, submitJob } from './jobs.js';
+import { idempotencyKey, jobView, submitJob } from './jobs.js';
+import { jobDetail } from '../job-detail.js';
 import { cancelJob, pauseJob, resumeJob } from '../job-control.js';
 
 const seconds = (d: Date | null): number | null => (d ? Math.floor(d.getTime() / 1000) : null);
@@ -172,9 +172,13 @@ export function fineTuningRoutes(deps: ApiDeps) {
     return c.json({ object: 'list', data: rows.slice(0, q.limit).map(fineTuningJobView), has_more: rows.length > q.limit });
   });
 
+  /** With ours: usage (GPU-hours and cost so far) and, while it runs, estimated_finish from the measured step rate. */
   app.get('/:id', async (c) => {
     requireRole(c, 'viewer');
-    return c.json(fineTuningJobView(await owned(c, c.req.param('id'))));
+    const rows = await owned(c, c.req.param('id'));
+    const detail = await jobDetail(deps, rows.job, jobView(rows.job));
+    const eta = detail.progress?.eta_seconds;
+    return c.json({ ...fineTuningJobView(rows), estimated_finish: rows.job.status === 'running' && typeof eta === 'number' ? Math.floor(Date.now() / 1000 + eta) : null, usage: detail.usage });
   });
 
   // Cancel, pause and resume are /v1/jobs' (api/job-control.ts): the same checks, audit and signal; the answer is
@@ -207,12 +211,12 @@ export function fineTuningRoutes(deps: ApiDeps) {
     return c.json({ object: 'list', data: rows.slice(0, q.limit).map(fineTuningEventView), has_more: rows.length > q.limit });
   });
 
-  /** The job's complete checkpoints over all its segments, newest first (as OpenAI lists them). */
+  /** The job's complete checkpoints over all its segments with the run's metrics at their steps, newest first. */
   app.get('/:id/checkpoints', async (c) => {
     requireRole(c, 'viewer');
     const { job } = await owned(c, c.req.param('id'));
     const q = queryParams(c, CursorListQuerySchema);
-    const all = (await jobCheckpoints(deps.store, (job.segments ?? []) as JobSegment[])).reverse().map((k) => checkpointView(job.id, k));
+    const all = (await jobDetail(deps, job, jobView(job))).checkpoints.reverse().map((k) => checkpointView(job.id, k));
     const from = q.after === undefined ? 0 : all.findIndex((k) => k.id === q.after) + 1;
     const page = all.slice(from, from + q.limit);
     return c.json({ object: 'list', data: page, has_more: from + q.limit < all.length, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null });
@@ -222,14 +226,16 @@ export function fineTuningRoutes(deps: ApiDeps) {
 }
 
 /** A stored checkpoint as OpenAI's fine_tuning.job.checkpoint; its "model" is the checkpoint's prefix. */
-function checkpointView(jobId: string, k: StoredCheckpoint) {
+function checkpointView(jobId: string, k: JobDetail['checkpoints'][number]) {
+  const m = k.metrics;
   return {
     id: `${jobId}:${k.segment}:${k.step}`,
     object: 'fine_tuning.job.checkpoint' as const,
     created_at: k.created_at ? Math.floor(Date.parse(k.created_at) / 1000) : 0,
     fine_tuned_model_checkpoint: k.uri,
     fine_tuning_job_id: jobId,
-    metrics: { step: k.step },
+    // OpenAI's names where the trainer logs the same quantity; every metric of the run at that step under ours.
+    metrics: { step: k.step, train_loss: m['train/loss'] ?? null, valid_loss: m['eval/loss'] ?? null, ...m },
     step_number: k.step,
   };
 }
