@@ -71,6 +71,8 @@ export function postWebhook(url: string, headers: Record<string, string>, body: 
         method: 'POST',
         headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), 'user-agent': 'hanzo-ml-webhooks', ...headers },
         lookup: guardedLookup(o.allowPrivate),
+        // A fresh connection per attempt: a pooled one would skip the lookup, and with it the address check.
+        agent: false,
         timeout: o.timeoutMs,
       },
       (res) => {

@@ -334,6 +334,10 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
       expect(named.ok).toBe(false);
       expect(named.error).toMatch(/localhost resolves to .* a private address/);
       expect(hook.got).toHaveLength(0);
+      // Allowed, the same name resolves and connects through the same lookup.
+      expect(await postWebhook(`http://localhost:${port}/allowed`, {}, '{}', { allowPrivate: true, timeoutMs: 5000 })).toMatchObject({ ok: true, status: 200 });
+      expect(hook.got.map((g) => g.path)).toEqual(['/allowed']);
+      hook.got.length = 0;
 
       // The same refusal through the relay: the delivery fails for good, nothing reaches the receiver.
       const db = stack.runtime.catalogue.db;
