@@ -196,8 +196,9 @@ class LogLines {
   }
 
   /** Sends the whole lines of a read; a read cut short (the store's connection dropped) resumes at readAt. */
-  async add(body: AsyncIterable<Buffer>): Promise<void> {
-    for await (const chunk of body) {
+  async add(body: AsyncIterable<Uint8Array>): Promise<void> {
+    for await (const bytes of body) {
+      const chunk = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       this.pending = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
       await this.sendWhole();
     }
