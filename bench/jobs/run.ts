@@ -165,7 +165,7 @@ function markdown(r: {
     `| ... trainer step -> event row (progress.json mirror + worker poll) | ${s(r.steps.step_to_event_row)} |`,
     `| ... event row -> SSE client | ${s(r.steps.event_row_to_client)} |`,
     '',
-    `Log followers: ${r.followers.followers} GET /v1/jobs/{id}/logs streams on one API process, a command job printing ${r.followers.job_lines} lines of 72 bytes; ${r.followers.ended} followers ended with the outcome; ${r.followers.lines} lines (${r.followers.bytes} bytes) delivered in ${r.followers.follow_wall_s} s (${r.followers.lines_per_s} lines/s over all followers); API process RSS ${r.followers.api_rss_before_mib} MiB before, ${r.followers.api_rss_max_mib} MiB at most; API process CPU ${r.followers.api_cpu_cores} cores on average (this process also runs the worker and Temporal's client).`,
+    `Log followers: ${r.followers.followers} GET /v1/jobs/{id}/logs streams on one API process, a command job printing ${r.followers.job_lines} lines of 73 bytes; ${r.followers.ended} followers ended with the outcome; ${r.followers.lines} lines (${r.followers.bytes} bytes) delivered in ${r.followers.follow_wall_s} s (${r.followers.lines_per_s} lines/s over all followers); API process RSS ${r.followers.api_rss_before_mib} MiB before, ${r.followers.api_rss_max_mib} MiB at most; API process CPU ${r.followers.api_cpu_cores} cores on average (this process also runs the worker and Temporal's client).`,
     '',
     'The job runner mirrors job.log to the store every 5 s, so followers receive a log in bursts of about 5 s of lines. Steps faster than the worker polls (500 ms) share one event: `metrics` events carry the newest step each poll sees.',
     '',
