@@ -26,6 +26,7 @@ import {
 import { DryRunQuerySchema, UsageQuerySchema, UsageReportSchema } from '../contracts/cost.js';
 import { HpoStartResponseSchema, SweepConfigSchema, TrialsQuerySchema } from '../contracts/hpo.js';
 import { JobListQuerySchema, JobSubmissionSchema, JobViewSchema } from '../contracts/jobs.js';
+import { JobEventsQuerySchema, JobLogsQuerySchema } from './routes/job-streams.js';
 
 interface Operation {
   method: 'get' | 'post' | 'put' | 'delete' | 'patch';
@@ -64,6 +65,18 @@ const OPERATIONS: Operation[] = [
   { method: 'post', path: '/v1/jobs', summary: 'Submit a job (spec 000 Job Submission, JSON or YAML with content-type application/yaml); Idempotency-Key header: a retried submit returns the same job', body: JobSubmissionSchema, response: JobViewSchema },
   { method: 'get', path: '/v1/jobs', summary: "The organization's jobs, newest first", query: JobListQuerySchema, response: z.object({ jobs: z.array(JobViewSchema), next_cursor: z.string().nullable() }) },
   { method: 'get', path: '/v1/jobs/{id}', summary: 'A job: status, message, its run and spec', response: JobViewSchema },
+  {
+    method: 'get',
+    path: '/v1/jobs/{id}/events',
+    summary: "A job's events, oldest first: a JSON page ({data, has_more, next_cursor}); with Accept: text/event-stream a stream (event id: the event's id) resuming after Last-Event-ID, until the job ends",
+    query: JobEventsQuerySchema,
+  },
+  {
+    method: 'get',
+    path: '/v1/jobs/{id}/logs',
+    summary: "A job's output as server-sent events from a byte offset ({\"text\"} of whole lines, id: the offset after them), following while it runs, ending with an `end` event carrying its outcome",
+    query: JobLogsQuerySchema,
+  },
   { method: 'post', path: '/v1/jobs/{id}/cancel', summary: 'Cancel a job (an ml-researcher: only their own); it ends cancelled' },
   { method: 'get', path: '/v1/experiments', summary: 'List experiments' },
   { method: 'post', path: '/v1/experiments', summary: 'Create an experiment' },
