@@ -27,6 +27,7 @@ import { DryRunQuerySchema, UsageQuerySchema, UsageReportSchema } from '../contr
 import { HpoStartResponseSchema, SweepConfigSchema, TrialsQuerySchema } from '../contracts/hpo.js';
 import { CursorListQuerySchema, FileListQuerySchema, FineTuningJobCreateSchema, FineTuningListQuerySchema, WebhookEndpointCreateSchema } from '../contracts/openai.js';
 import { JobDetailSchema, JobDryRunSchema, JobListQuerySchema, JobSubmissionSchema, JobViewSchema, ResumeRequestSchema } from '../contracts/jobs.js';
+import { JobEventsQuerySchema, JobLogsQuerySchema } from './routes/job-streams.js';
 
 interface Operation {
   method: 'get' | 'post' | 'put' | 'delete' | 'patch';
@@ -65,6 +66,18 @@ const OPERATIONS: Operation[] = [
   { method: 'post', path: '/v1/jobs', summary: 'Submit a job (spec 000 Job Submission, JSON or YAML with content-type application/yaml); Idempotency-Key header: a retried submit returns the same job; 402 when its estimate exceeds what is left of the monthly budget; ?dry_run=true answers its cost estimate (JobDryRun) and queues nothing', body: JobSubmissionSchema, query: DryRunQuerySchema, response: z.union([JobViewSchema, JobDryRunSchema]) },
   { method: 'get', path: '/v1/jobs', summary: "The organization's jobs, newest first", query: JobListQuerySchema, response: z.object({ jobs: z.array(JobViewSchema), next_cursor: z.string().nullable() }) },
   { method: 'get', path: '/v1/jobs/{id}', summary: 'A job: status, queue place, segments, attempts, preemptions, checkpoints with their metrics, progress and ETA, GPU-hours and cost so far', response: JobDetailSchema },
+  {
+    method: 'get',
+    path: '/v1/jobs/{id}/events',
+    summary: "A job's events, oldest first: a JSON page ({data, has_more, next_cursor}); with Accept: text/event-stream a stream (event id: the event's id) resuming after Last-Event-ID, until the job ends",
+    query: JobEventsQuerySchema,
+  },
+  {
+    method: 'get',
+    path: '/v1/jobs/{id}/logs',
+    summary: "A job's output as server-sent events from a byte offset ({\"text\"} of whole lines, id: the offset after them), following while it runs, ending with an `end` event carrying its outcome",
+    query: JobLogsQuerySchema,
+  },
   { method: 'post', path: '/v1/jobs/{id}/cancel', summary: 'Cancel a job (an ml-researcher: only their own); it ends cancelled' },
   { method: 'post', path: '/v1/jobs/{id}/pause', summary: 'Pause a validating, queued or running job (an ml-researcher: only their own): it checkpoints, stops and frees its GPUs; 409 in any other state' },
   { method: 'post', path: '/v1/jobs/{id}/resume', summary: 'Resume a paused job from its newest checkpoint or from_checkpoint (a step or URI of its checkpoints; another is a 400)', body: ResumeRequestSchema },

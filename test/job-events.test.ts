@@ -1,12 +1,15 @@
 // A job's event log (db/repo/job-events.ts) on both engines: status events from setJobStatus in the job's own
-// transaction, ascending reads after a cursor, other organizations' jobs unseen, and, on Postgres, concurrent
-// appends to one job that a follower reading "after the last seq it saw" never skips.
+// transaction, training progress as metrics / checkpoint / message events that a restarted worker does not repeat,
+// ascending reads after a cursor, other organizations' jobs unseen, and, on Postgres, concurrent appends to one job
+// that a follower reading "after the last seq it saw" never skips.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { insertJob, setJobStatus } from '../db/repo/jobs.js';
 import { appendJobEvents, listJobEvents, type JobEventRow } from '../db/repo/job-events.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
+import { progressEvents } from '../activities/job-progress-events.js';
+import type { TrainProgress } from '../contracts/trainer-job.js';
 
 const engines = ['pglite', 'postgres'] as const;
 
@@ -49,6 +52,36 @@ describe.each(engines)('job events on %s', (engine) => {
     ]);
     expect(events.at(-1)!.data).toEqual({ status: 'failed', message: 'exited with code 3' });
     expect(events.map((e) => e.seq)).toEqual([...events.map((e) => e.seq)].sort((a, b) => a - b));
+  });
+
+  it('records each new step, checkpoint and trainer event once, also after the worker restarts and the trainer resumes', async () => {
+    await job('j4');
+    const progress = (step: number, checkpoint: string | null, events: TrainProgress['events'] = []): TrainProgress => ({
+      step,
+      max_steps: 10,
+      resumed_from_step: null,
+      last_checkpoint: checkpoint,
+      metrics: { 'train/loss': 1 / step },
+      best_checkpoint: null,
+      events,
+    });
+    const skipped = { kind: 'checkpoint_skipped' as const, step: 2, message: 'checkpoint step-2 is incomplete: skipped', at: '2026-01-01T00:00:01.000Z' };
+    const first = progressEvents({ db: cat.db }, 'org-a', 'j4');
+    for (const p of [progress(1, null), progress(1, null), progress(3, 'step-2'), progress(4, 'step-2', [skipped])]) await first(p);
+    // A new worker re-attaches: the same progress.json again, then the trainer resumes from step 2 and goes on.
+    const second = progressEvents({ db: cat.db }, 'org-a', 'j4');
+    for (const p of [progress(4, 'step-2', [skipped]), progress(3, 'step-2'), progress(5, 'step-4')]) await second(p);
+    const events = (await listJobEvents(cat.db, 'org-a', 'j4', { limit: 100 })).filter((e) => e.type !== 'status');
+    expect(events.map((e) => [e.type, e.message])).toEqual([
+      ['metrics', 'step 1/10: train/loss=1'],
+      ['metrics', 'step 3/10: train/loss=0.3333'],
+      ['checkpoint', 'checkpoint step-2 written'],
+      ['metrics', 'step 4/10: train/loss=0.2500'],
+      ['message', 'checkpoint step-2 is incomplete: skipped'],
+      ['metrics', 'step 5/10: train/loss=0.2000'],
+      ['checkpoint', 'checkpoint step-4 written'],
+    ]);
+    expect(events[0]!.data).toEqual({ step: 1, max_steps: 10, metrics: { 'train/loss': 1 } });
   });
 
   it('pages after a cursor, ascending, and shows no organization another one\'s job', async () => {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FileObjectStore, ObjectOutsideStoreError, S3ObjectStore, partSizeFor, type ObjectStore } from '../lib/object-store.js';
+import { FileObjectStore, ObjectOutsideStoreError, S3ObjectStore, objectUri, partSizeFor, type ObjectStore } from '../lib/object-store.js';
 import { sha256File } from '../lib/hash.js';
 import { ModelArtifactError, publishFormat } from '../lib/model-artifacts.js';
 import { loadConfig } from '../lib/config.js';
@@ -60,6 +60,20 @@ describe.each(['file', 's3'])('%s object store', (kind) => {
     // A single file, by its own key.
     await store.deletePrefix('models', 'm/v1/a.bin');
     expect(await store.exists(one.uri)).toBe(false);
+  });
+
+  it('reads an object from a byte offset to its end as it is now, and nothing past it or of an absent object', async () => {
+    const store = stores[kind]!;
+    const uri = objectUri(store, 'job-logs', 'jobs/o/j/job.log');
+    expect(await store.readFrom(uri, 0)).toBeNull();
+    await store.putText(uri, 'first line\n');
+    await store.putText(uri, 'first line\nsecond é\n');
+    const r = (await store.readFrom(uri, 11))!;
+    const chunks: Buffer[] = [];
+    for await (const c of r.body) chunks.push(c as Buffer);
+    expect(Buffer.concat(chunks).toString()).toBe('second é\n');
+    expect(r.end).toBe(Buffer.byteLength('first line\nsecond é\n'));
+    expect(await store.readFrom(uri, r.end)).toBeNull();
   });
 });
 

@@ -28,9 +28,12 @@ const MAX_LOG_EVENT_BYTES = 64 * 1024;
 const KEEPALIVE_MS = 15_000;
 
 const cursor = z.coerce.number().int().nonnegative();
-const EventsQuerySchema = z.strictObject({ after: cursor.optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) });
-const LogsQuerySchema = z.strictObject({
-  offset: cursor.optional(),
+export const JobEventsQuerySchema = z.strictObject({
+  after: cursor.optional().describe('events after this id (a JSON page); with Accept: text/event-stream, or the Last-Event-ID header, where the stream resumes'),
+  limit: z.coerce.number().int().min(1).max(1000).default(100).describe('the most events of a JSON page'),
+});
+export const JobLogsQuerySchema = z.strictObject({
+  offset: cursor.optional().describe('the byte of the log to start at (or the Last-Event-ID header: the id of the last event received)'),
   follow: z.enum(['true', 'false']).default('true').describe('false: send what is there now and close'),
 });
 
@@ -120,7 +123,7 @@ export function jobStreamRoutes(deps: ApiDeps) {
 
   app.get('/:id/events', async (c) => {
     requireRole(c, 'viewer');
-    const q = queryParams(c, EventsQuerySchema);
+    const q = queryParams(c, JobEventsQuerySchema);
     const job = await owned(c);
     if (!/text\/event-stream/.test(c.req.header('accept') ?? '')) {
       const rows = await listJobEvents(deps.db, job.organizationId, job.id, { after: q.after, limit: q.limit + 1 });
@@ -152,7 +155,7 @@ export function jobStreamRoutes(deps: ApiDeps) {
 
   app.get('/:id/logs', async (c) => {
     requireRole(c, 'viewer');
-    const q = queryParams(c, LogsQuerySchema);
+    const q = queryParams(c, JobLogsQuerySchema);
     const job = await owned(c);
     const start = resumeFrom(c, q.offset) ?? 0;
     const log = new JobLog(deps.store, deps.config, job.organizationId, submittedJobName(job.id, job.kind));
@@ -196,8 +199,9 @@ class LogLines {
   }
 
   /** Sends the whole lines of a read; a read cut short (the store's connection dropped) resumes at readAt. */
-  async add(body: AsyncIterable<Buffer>): Promise<void> {
-    for await (const chunk of body) {
+  async add(body: AsyncIterable<Uint8Array>): Promise<void> {
+    for await (const bytes of body) {
+      const chunk = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       this.pending = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
       await this.sendWhole();
     }
