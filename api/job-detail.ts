@@ -63,7 +63,7 @@ async function segmentFacts(deps: ApiDeps, organizationId: string, s: JobSegment
     const name = n === 1 ? s.job_name : `${s.job_name}-r${n}`;
     progress = await JobFiles.of(deps.store, deps.config, organizationId, name).readJson(JOB_FILES.progress, TrainProgressSchema.partial());
     const why = n === 1 ? null : recoveries[n - 2]!;
-    attempts.push({ segment: s.segment, attempt: n, job_name: name, reason: why ? `${why.kind}: ${why.change}` : null, step: progress?.step ?? null });
+    attempts.push({ segment: s.segment, attempt: n, job_name: name, reason: why ? `${why.kind}: ${why.change}` : null, step: progress?.step ?? null, resumed_from_step: progress?.resumed_from_step ?? null });
   }
   return { attempts, recoveries, preemptions, progress };
 }

@@ -193,6 +193,7 @@ export const JobAttemptSchema = z.object({
   job_name: z.string().describe('the executor job (a Kubernetes Job, or a local process group)'),
   reason: z.string().nullable().describe('why this attempt started: null for the first, else the recovery'),
   step: z.number().int().nonnegative().nullable().describe('the last step it reported'),
+  resumed_from_step: z.number().int().nonnegative().nullable().describe("the trainer's word: the checkpoint step it resumed from (null: from the start)"),
 });
 
 /** GET /v1/jobs/{id}: the job and what is known of its execution so far. */

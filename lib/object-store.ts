@@ -183,7 +183,17 @@ export class FileObjectStore implements ObjectStore {
     });
     // A writer's temporary names are not objects yet.
     const visible = files.filter((f) => !/\.tmp-[^/]*$/.test(f));
-    return Promise.all(visible.map(async (f) => ({ uri: pathToFileURL(f).href, size_bytes: (await stat(f)).size })));
+    // A file removed between the directory read and its stat (a job pruning an old checkpoint) is not listed.
+    const entries = await Promise.all(
+      visible.map(async (f) => {
+        const st = await stat(f).catch((err: NodeJS.ErrnoException) => {
+          if (err.code === 'ENOENT') return null;
+          throw err;
+        });
+        return st ? { uri: pathToFileURL(f).href, size_bytes: st.size } : null;
+      }),
+    );
+    return entries.filter((e) => e !== null);
   }
 
   async deleteObject(uri: string): Promise<void> {

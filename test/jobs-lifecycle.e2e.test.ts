@@ -114,7 +114,7 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
     expect(reference.status, reference.message ?? '').toBe('succeeded');
     expect(Number(await runTag(reference.run_id!, 'hanzo_ml.job.tokens'))).toBe(dryRun.estimate!.tokens);
     expect(reference.segments).toHaveLength(1);
-    expect(reference.attempts).toEqual([expect.objectContaining({ segment: 1, attempt: 1, step: MAX_STEPS })]);
+    expect(reference.attempts).toEqual([expect.objectContaining({ segment: 1, attempt: 1, step: MAX_STEPS, resumed_from_step: null })]);
     expect(reference.checkpoints.at(-1)).toMatchObject({ step: MAX_STEPS, metrics: { 'train/loss': expect.any(Number) } });
     expect(reference.usage.gpu_hours).toBeGreaterThan(0);
   }, 12 * 60_000);
@@ -173,7 +173,9 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
     expect(done.segments[2]).toMatchObject({ segment: 3, resumed_from: { step: older!.step, uri: older!.uri } });
     expect(done.segments[2]!.checkpoints_uri).not.toBe(again.segments[1]!.checkpoints_uri);
     expect(done.checkpoints.map((c) => c.uri)).toEqual(expect.arrayContaining(again.checkpoints.map((c) => c.uri)));
-    expect(done.attempts.map((a) => a.segment)).toEqual([1, 2, 3]);
+    // The trainer's own word that each segment continued, and from where (a restart from scratch would log the
+    // same losses, so the curve alone does not show a resume).
+    expect(done.attempts.map((a) => [a.segment, a.resumed_from_step])).toEqual([[1, null], [2, pausedAt], [3, older!.step]]);
 
     // Same seed, same data: every step's (last) loss matches the uninterrupted run within 1e-3 relative.
     const [want, got] = [await losses(reference.run_id!), await losses(done.run_id!)];
