@@ -1,7 +1,7 @@
 // /v1/files: OpenAI's Files API for training files (purpose "fine-tune"). An upload becomes a dataset version of the
 // caller's organization through the same ingestion as POST /v1/datasets (validation, normalisation, splits, token
 // counts), so its errors name the same lines and fields; a file id is the dataset version's id.
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { Hono, type Context } from 'hono';
@@ -15,6 +15,7 @@ import { auditRow } from '../audit.js';
 import { requireRole } from '../auth.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { queryParams } from '../validate.js';
+import { boundaryOf, receiveMultipart, type MultipartUpload } from '../multipart.js';
 
 const seconds = (d: Date): number => Math.floor(d.getTime() / 1000);
 
@@ -42,24 +43,15 @@ export function datasetNameOf(filename: string): string {
   return name || 'training-file';
 }
 
-/** The multipart form's `purpose` and `file` fields, each checked by name. */
-async function uploadForm(c: Context<AppEnv>): Promise<{ file: File; purpose: string }> {
-  if (!/^multipart\/form-data/i.test(c.req.header('content-type') ?? '')) throw invalid('request body: expected multipart/form-data with the fields "file" and "purpose"');
-  let form: FormData;
-  try {
-    form = await c.req.raw.formData();
-  } catch (err) {
-    if (err instanceof ApiError) throw err;
-    throw invalid(`request body: not a readable multipart form (${(err as Error).message})`);
-  }
-  const purpose = form.get('purpose');
-  if (typeof purpose !== 'string') throw invalid('purpose: required ("fine-tune")');
+/** The form's `purpose` and `file` fields, each checked by name; the file is already at `path`. */
+function checkForm(form: MultipartUpload): { filename: string } {
+  const purpose = form.fields.purpose;
+  if (purpose === undefined) throw invalid('purpose: required ("fine-tune")');
   if (purpose !== FILE_PURPOSE) throw invalid(`purpose: "${purpose}" is not supported; training files are uploaded with purpose "${FILE_PURPOSE}"`);
-  const file = form.get('file');
-  if (!(file instanceof File)) throw invalid('file: required (a JSONL training file as a form file field)');
-  if (!/\.jsonl$/i.test(file.name)) throw invalid(`file: "${file.name}" is not a .jsonl file; fine-tuning files are JSON Lines (one example per line)`);
-  if (file.size === 0) throw invalid(`file: "${file.name}" is empty`);
-  return { file, purpose };
+  if (!form.file) throw invalid('file: required (a JSONL training file as a form file field)');
+  if (!/\.jsonl$/i.test(form.file.filename)) throw invalid(`file: "${form.file.filename}" is not a .jsonl file; fine-tuning files are JSON Lines (one example per line)`);
+  if (form.file.bytes === 0) throw invalid(`file: "${form.file.filename}" is empty`);
+  return { filename: form.file.filename };
 }
 
 export function fileRoutes(deps: ApiDeps) {
@@ -73,19 +65,21 @@ export function fileRoutes(deps: ApiDeps) {
 
   app.post('/', async (c) => {
     const principal = requireRole(c, 'developer');
-    const { file } = await uploadForm(c);
+    const contentType = c.req.header('content-type') ?? '';
+    const body = c.req.raw.body;
+    if (!boundaryOf(contentType) || !body) throw invalid('request body: expected multipart/form-data with the fields "file" and "purpose"');
     const uploadDir = join(deps.home, 'tmp', 'uploads');
     await mkdir(uploadDir, { recursive: true });
     const upload = join(uploadDir, `${randomUUID()}.jsonl`);
     try {
-      await writeFile(upload, Buffer.from(await file.arrayBuffer()));
+      const { filename } = checkForm(await receiveMultipart(body, contentType, { fileField: 'file', filePath: upload, maxFieldBytes: 1024 }));
       const row = await createDatasetVersion(deps, {
         organizationId: principal.organizationId,
         createdBy: principal.subject,
-        name: datasetNameOf(file.name),
+        name: datasetNameOf(filename),
         format: 'jsonl',
         sourcePath: upload,
-        displayName: file.name,
+        displayName: filename,
         seed: 42,
         splits: { train: 0.8, validation: 0.1, test: 0.1 },
         tokenizerDir: resolveBaseModel(DEFAULT_BASE_MODEL, deps.config, deps.bootstrap),
