@@ -139,7 +139,12 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
     const { status, body } = await call('POST', '/v1/jobs', researcher, recipeJob('paused'));
     expect(status, JSON.stringify(body)).toBe(201);
     const id = body.id as string;
-    await waitFor(id, (j) => j.status === 'running' && (j.progress?.step ?? 0) >= 3);
+    // Running: its progress, the step rate measured from its logged steps, and the ETA they give.
+    const running = await waitFor(id, (j) => j.status === 'running' && (j.progress?.step ?? 0) >= 3 && j.progress?.steps_per_second != null);
+    const p = running.progress!;
+    expect(p.max_steps).toBe(MAX_STEPS);
+    expect(p.steps_per_second).toBeGreaterThan(0);
+    expect(p.eta_seconds).toBeCloseTo((MAX_STEPS - p.step) / p.steps_per_second!, 6);
 
     // Only its submitter or an ml-admin pauses it; another organization finds no job.
     const notHers = await call('POST', `/v1/jobs/${id}/pause`, otherResearcher, {});
