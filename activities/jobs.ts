@@ -186,7 +186,13 @@ async function driveJob<T>(deps: ActivityDeps, p: DriveOptions<T>): Promise<JobO
   let { request, files } = await prepareAttempt(deps, p.job, recoveries);
   await validateOrReject(deps, request);
   const gate = admissionGate(deps.db, deps.config, deps.executor.machineGpus);
-  const deviceEnv = gate.enabled ? await waitForAdmission(deps, gate, p.job, request, p.onWaiting, p.pollMs) : {};
+  const deviceEnv = gate.enabled
+    ? await waitForAdmission(deps, gate, p.job, request, p.onWaiting, p.pollMs).catch(async (err: unknown) => {
+        // Cancelled (or paused) while it waited: it leaves the queue rather than hold its place.
+        if (err instanceof CancelledFailure && !leftRunning(err)) await gate.release(p.job.name);
+        throw err;
+      })
+    : {};
   Object.assign(request.env, deviceEnv);
   let state = await deps.executor.startOrAttach(request);
   let slotRefreshedAt = Date.now();

@@ -36,6 +36,7 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
   let otherResearcher: string;
   let otherOrgAdmin: string;
   let tightOrgAdmin: string;
+  let queueOrgAdmin: string;
 
   async function call(method: string, path: string, token: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {
     const res = await fetch(stack.runtime.apiUrl + path, {
@@ -46,12 +47,12 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
     const text = await res.text();
     return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
   }
-  const detail = async (id: string): Promise<JobDetail> => (await call('GET', `/v1/jobs/${id}`, DEV_TOKEN)).body as unknown as JobDetail;
+  const detail = async (id: string, token = DEV_TOKEN): Promise<JobDetail> => (await call('GET', `/v1/jobs/${id}`, token)).body as unknown as JobDetail;
 
-  async function waitFor(id: string, until: (j: JobDetail) => boolean, timeoutMs = 5 * 60_000): Promise<JobDetail> {
+  async function waitFor(id: string, until: (j: JobDetail) => boolean, timeoutMs = 5 * 60_000, token = DEV_TOKEN): Promise<JobDetail> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const job = await detail(id);
+      const job = await detail(id, token);
       if (until(job)) return job;
       if (['succeeded', 'failed', 'cancelled'].includes(job.status)) throw new Error(`job ${id} ended ${job.status} (${job.message}) before the awaited state`);
       if (Date.now() > deadline) throw new Error(`job ${id} still ${job.status}: ${job.message}`);
@@ -74,8 +75,8 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'jobs-life-config-'));
-    // tight-org may spend almost nothing: its recipe jobs are refused; dev has no budget.
-    writeFileSync(join(dir, 'config.yaml'), JSON.stringify({ scheduler: { default_price_usd: 4, monthly_budgets_usd: { 'tight-org': 0.000001 } } }));
+    // tight-org may spend almost nothing: its recipe jobs are refused; dev has no budget. queue-org runs one job at a time.
+    writeFileSync(join(dir, 'config.yaml'), JSON.stringify({ scheduler: { default_price_usd: 4, monthly_budgets_usd: { 'tight-org': 0.000001 }, quotas: { 'queue-org': { max_gpus: 0, max_concurrent_jobs: 1 } } } }));
     stack = await startTestStack({ HANZO_ML_CONFIG: join(dir, 'config.yaml') });
     const db = stack.runtime.catalogue.db;
     const token = (org: string, subject: string, role: 'developer' | 'admin') => db.transaction(async (tx) => (await createApiToken(tx, { organizationId: org, subject, role, expiresAt: null })).token);
@@ -85,6 +86,8 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
     otherOrgAdmin = await token('other-org', 'other-admin', 'admin');
     await db.transaction((tx) => createOrganization(tx, 'tight-org'));
     tightOrgAdmin = await token('tight-org', 'tight-admin', 'admin');
+    await db.transaction((tx) => createOrganization(tx, 'queue-org'));
+    queueOrgAdmin = await token('queue-org', 'queue-admin', 'admin');
     const rows = Array.from({ length: 32 }, (_, i) => chat(`what is ${i} plus one? answer with the number only`, `${i + 1}`)).join('\n');
     for (const t of [DEV_TOKEN, tightOrgAdmin]) {
       const ds = await call('POST', '/v1/datasets?name=life-ds&format=jsonl', t, rows, { 'content-type': 'application/octet-stream' });
@@ -136,7 +139,12 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
     const { status, body } = await call('POST', '/v1/jobs', researcher, recipeJob('paused'));
     expect(status, JSON.stringify(body)).toBe(201);
     const id = body.id as string;
-    await waitFor(id, (j) => j.status === 'running' && (j.progress?.step ?? 0) >= 3);
+    // Running: its progress, the step rate measured from its logged steps, and the ETA they give.
+    const running = await waitFor(id, (j) => j.status === 'running' && (j.progress?.step ?? 0) >= 3 && j.progress?.steps_per_second != null);
+    const p = running.progress!;
+    expect(p.max_steps).toBe(MAX_STEPS);
+    expect(p.steps_per_second).toBeGreaterThan(0);
+    expect(p.eta_seconds).toBeCloseTo((MAX_STEPS - p.step) / p.steps_per_second!, 6);
 
     // Only its submitter or an ml-admin pauses it; another organization finds no job.
     const notHers = await call('POST', `/v1/jobs/${id}/pause`, otherResearcher, {});
@@ -183,6 +191,26 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
     expect([...got.keys()].sort((a, b) => a - b)).toEqual([...want.keys()].sort((a, b) => a - b));
     for (const [step, loss] of want) expect(Math.abs(got.get(step)! - loss) / Math.abs(loss), `step ${step}`).toBeLessThan(1e-3);
   }, 15 * 60_000);
+
+  it('shows a queued job its place and why it waits; paused, it leaves the queue', async () => {
+    const sleeper = { type: 'training', image: 'trainer', command: ['python3', '-c', 'import time; time.sleep(600)'] };
+    const first = (await call('POST', '/v1/jobs', queueOrgAdmin, { ...sleeper, name: 'holds-the-slot' })).body.id as string;
+    await waitFor(first, (j) => j.status === 'running', 2 * 60_000, queueOrgAdmin);
+    const second = (await call('POST', '/v1/jobs', queueOrgAdmin, { ...sleeper, name: 'waits' })).body.id as string;
+    const queued = await waitFor(second, (j) => j.status === 'queued' && j.queue !== null, 2 * 60_000, queueOrgAdmin);
+    expect(queued.queue).toEqual({ queue: 'queue-org', position: 1, reason: expect.stringMatching(/max_concurrent_jobs/) });
+    const waiting = async () => ((await call('GET', '/v1/queues', queueOrgAdmin)).body.organizations as { organization: string; jobs: { job: string; stage: string }[] }[]).find((o) => o.organization === 'queue-org')!.jobs.filter((j) => j.stage === 'waiting_for_slot');
+    expect(await waiting()).toHaveLength(1);
+
+    expect((await call('POST', `/v1/jobs/${second}/pause`, queueOrgAdmin, {})).status).toBe(202);
+    const paused = await waitFor(second, (j) => j.status === 'paused', 2 * 60_000, queueOrgAdmin);
+    expect(paused.queue).toBeNull();
+    expect(await waiting()).toEqual([]);
+    for (const id of [first, second]) {
+      expect((await call('POST', `/v1/jobs/${id}/cancel`, queueOrgAdmin, {})).status).toBe(202);
+      expect((await waitFor(id, ended, 2 * 60_000, queueOrgAdmin)).status).toBe('cancelled');
+    }
+  }, 6 * 60_000);
 
   it('refuses to pause a job that has ended', async () => {
     const res = await call('POST', `/v1/jobs/${reference.id}/pause`, DEV_TOKEN, {});

@@ -10,6 +10,7 @@ import {
   CancellationScope,
   condition,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
   sleep,
@@ -28,6 +29,9 @@ const quick = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
   retry: { maximumAttempts: 10, nonRetryableErrorTypes: ['BadInput', 'NotFound'] },
 });
+
+/** Workflows started before validating, segments and pause existed go on as they began (no validating, one run). */
+const LIFECYCLE_PATCH = 'job-lifecycle-segments';
 
 /** Ends the job when max_duration passes: a failure of its own type, never retried. */
 class MaxDurationExceeded extends Error {}
@@ -84,7 +88,16 @@ export async function submittedJobWorkflow(input: JobWorkflowInput): Promise<Job
   let runLeftMs = input.spec.schedule.max_duration ? durationToMs(input.spec.schedule.max_duration) : null;
 
   let runId: string | null = null;
+  const succeed = async (outcome: JobRunOutcome): Promise<JobRunOutcome> => {
+    await quick.finishJobRun({ runId: runId!, status: 'completed' });
+    await status('succeeded', outcome.output_uri ? `output: ${outcome.output_uri}` : null);
+    return { ...outcome, step: outcome.step ?? step };
+  };
   try {
+    if (!patched(LIFECYCLE_PATCH)) {
+      ({ runId } = await quick.createJobRun({ input }));
+      return await succeed(await withDeadline(input.spec.schedule.max_duration ?? null, runLeftMs, () => jobs.runSubmittedJob({ input, runId: runId! })));
+    }
     await status('validating');
     await quick.validateSubmittedJob({ input });
     ({ runId } = await quick.createJobRun({ input }));
@@ -95,11 +108,7 @@ export async function submittedJobWorkflow(input: JobWorkflowInput): Promise<Job
         const seg = await quick.startJobSegment({ input, runId, segment, from });
         if (segment > 1) await status('queued', from ? `resuming from checkpoint step ${from.step}` : 'resuming from its newest checkpoint');
         const outcome = await unlessPaused(() => withDeadline(input.spec.schedule.max_duration ?? null, runLeftMs, () => jobs.runSubmittedJob({ input, runId: runId!, segment: seg })));
-        if (outcome !== null) {
-          await quick.finishJobRun({ runId, status: 'completed' });
-          await status('succeeded', outcome.output_uri ? `output: ${outcome.output_uri}` : null);
-          return { ...outcome, step: outcome.step ?? step };
-        }
+        if (outcome !== null) return await succeed(outcome);
         if (runLeftMs !== null) runLeftMs = Math.max(0, runLeftMs - (Date.now() - started));
         segment++;
       }
