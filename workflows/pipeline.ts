@@ -299,7 +299,9 @@ async function awaitPromotion(
   progress: PipelineProgress,
   decided: () => PromotionDecision | null,
 ): Promise<{ kind: PipelineResult['outcome']; reason: string; decision: PromotionDecision | null }> {
-  if (input.promotion.auto_approve) {
+  // An inconclusive gate holds the version for a human, whatever the pipeline asked.
+  const held = progress.eval?.gate?.verdict === 'inconclusive';
+  if (input.promotion.auto_approve && !held) {
     const d: PromotionDecision = { decision: 'approve', approver: `auto:${input.requested_by}`, reason: 'auto_approve set on the pipeline' };
     progress.decision = d;
     return { kind: 'promoted', reason: d.reason, decision: d };
