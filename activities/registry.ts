@@ -8,7 +8,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { Artifact, PipelineWorkflowInput, PromotionDecision } from '../contracts/pipeline.js';
 import type { EvalReport, MergeReport } from '../contracts/trainer-job.js';
-import { QUARANTINE_REASON_TAG, QUARANTINE_TAG, type GateDecision } from '../contracts/eval-suite.js';
+import { GATE_INCONCLUSIVE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_TAG, gateVerdict, type GateDecision } from '../contracts/eval-suite.js';
 import type { EvalOutcome } from './evaluation.js';
 import { completeRegistration, registerModelVersion as insertVersion, transitionStage, type ModelStage, type ModelVersionRow, type NewModelVersion } from '../db/repo/models.js';
 import type { ModelRegistrationInput } from '../contracts/model-registration.js';
@@ -35,9 +35,15 @@ export interface PreparedRegistration extends RegisteredVersion {
   message: string | null;
 }
 
-/** Tags a quarantined version carries: the gate failed, and why (shown to whoever would promote it). */
+/**
+ * Tags the gate leaves on a version, shown to whoever would promote it: a blocked one is quarantined, and why; an
+ * inconclusive one is registered to staging with the comparisons a human has to weigh.
+ */
 export function gateTags(gate: GateDecision): Record<string, string> {
-  return gate.passed ? {} : { [QUARANTINE_TAG]: 'true', [QUARANTINE_REASON_TAG]: `${gate.suite}: ${gate.reason}`.slice(0, 5000) };
+  const why = `${gate.suite}: ${gate.reason}`.slice(0, 5000);
+  const verdict = gateVerdict(gate);
+  if (verdict === 'block') return { [QUARANTINE_TAG]: 'true', [QUARANTINE_REASON_TAG]: why };
+  return verdict === 'inconclusive' ? { [GATE_INCONCLUSIVE_TAG]: why } : {};
 }
 
 /** What validation measured and the thresholds it held the model to, shown to whoever approves it. */
@@ -145,7 +151,7 @@ export function createRegistryActivities(deps: ActivityDeps) {
     return {
       organizationId: a.input.organization_id,
       modelName: a.input.model_name,
-      stage: gate.passed ? 'staging' : 'none',
+      stage: gateVerdict(gate) === 'block' ? 'none' : 'staging',
       runId: a.runId,
       datasetId: a.dataset.id,
       // The version's number names its prefix, so the row comes first (pending) and its files follow.

@@ -11,7 +11,11 @@ import { recordReloadOutcome, type ReloadOutcome } from '../db/repo/reload-hooks
 
 export interface ReloadNotice {
   organizationId: string;
-  pipelineId: string;
+  /** The pipeline that promoted the version; null for a manual change. */
+  pipelineId: string | null;
+  /** Who changed production: pipeline:<id>, or the user. */
+  actor: string;
+  rollback: boolean;
   modelName: string;
   version: number;
   archived: number[];
@@ -36,6 +40,8 @@ export function createReloadActivities(deps: ActivityDeps) {
         model: { name: n.modelName, version: n.version, stage: 'production', archived_versions: n.archived },
         artifacts: n.artifacts,
         pipeline_id: n.pipelineId,
+        changed_by: n.actor,
+        rollback: n.rollback,
         promoted_at: n.promotedAt,
       };
       const { attempt } = activityInfo();

@@ -7,6 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { pullModel } from './pull.js';
 import { orderFormats } from '../lib/model-artifacts.js';
 import { describeComparison } from '../lib/eval-gate.js';
+import { gateVerdict } from '../contracts/eval-suite.js';
 import { createApiClient, type ApiClient } from './api-client.js';
 import { describeReload, followPipeline, type PipelineStatus } from './progress.js';
 import { startDevStack, type DevStack } from '../runtime/dev.js';
@@ -137,7 +138,7 @@ function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, versi
     const g = (x: number | null | undefined) => (x == null ? 'n/a' : f(x));
     lines.push(`retention       general-text perplexity: base ${g(p.eval.base.general_perplexity)}  tuned ${g(p.eval.tuned?.general_perplexity)}`);
     if (p.eval.gate) {
-      lines.push(`gate            ${p.eval.gate.suite}: ${p.eval.gate.passed ? 'passed' : 'FAILED'} (${p.eval.gate.comparisons.length} comparisons, ${Math.round(p.eval.gate.confidence * 100)}% paired bootstrap CI)`);
+      lines.push(`gate            ${p.eval.gate.suite}: ${{ pass: 'passed', inconclusive: 'INCONCLUSIVE (held for a human)', block: 'FAILED' }[gateVerdict(p.eval.gate)]} (${p.eval.gate.comparisons.length} comparisons, ${Math.round(p.eval.gate.confidence * 100)}% paired bootstrap CI)`);
       for (const c of p.eval.gate.comparisons) lines.push(`                ${describeComparison(c, p.eval.gate.confidence)}`);
     }
   }

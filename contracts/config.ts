@@ -346,7 +346,7 @@ export const ConfigSchema = z.strictObject({
         .url()
         .regex(/^https?:\/\//, 'expected an http:// or https:// URL')
         .optional()
-        .describe('reload hook: POSTed a signed JSON body once a version is in production (and the previous one archived); unset: no hook'),
+        .describe('reload hook: POSTed a signed JSON body whenever the production version changes (a pipeline\'s promotion, a manual stage change or `production` alias move, a rollback), once the change committed; unset: no hook'),
       webhook_secret: z
         .string()
         .min(16, 'expected at least 16 characters: it keys the HMAC-SHA256 receivers verify')

@@ -5,7 +5,12 @@ import { z } from 'zod';
 export const QUARANTINE_TAG = 'quarantined';
 export const QUARANTINE_REASON_TAG = 'quarantine_reason';
 export const QUARANTINE_OVERRIDE_TAG = 'quarantine_override';
-export const GATE_TAGS: readonly string[] = [QUARANTINE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_OVERRIDE_TAG];
+/** Set when a comparison's interval straddles its limit: the version waits for a human, who sees why. */
+export const GATE_INCONCLUSIVE_TAG = 'gate_inconclusive';
+export const GATE_TAGS: readonly string[] = [QUARANTINE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_OVERRIDE_TAG, GATE_INCONCLUSIVE_TAG];
+
+/** Seed 001: a fine-tune keeps more than 90% of the base model's capability. */
+export const DEFAULT_MIN_RETENTION = 0.9;
 
 export const GateReferenceSchema = z.enum(['base', 'production']);
 export type GateReference = z.infer<typeof GateReferenceSchema>;
@@ -23,7 +28,20 @@ export const GateMetricSchema = z.strictObject({
     .describe("test: the dataset's test split; retention: the suite's general text; instructions: the suite's instruction set, checked by code"),
   metric: z.enum(['exact_match', 'perplexity', 'pass_rate']),
   direction: z.enum(['higher', 'lower']).describe('which way is better'),
-  max_regression: z.number().min(0).describe('largest accepted relative regression against a reference: 0.05 = 5% worse'),
+  max_regression: z
+    .number()
+    .min(0)
+    .optional()
+    .describe('task metrics: largest accepted relative regression against a reference: 0.05 = 5% worse'),
+  min_retention: z
+    .number()
+    .gt(0)
+    .max(1)
+    .optional()
+    .describe(
+      'retention metrics: the share of the reference\'s capability the candidate keeps at least (candidate / reference; ' +
+        `for perplexity reference / candidate): 0.9 = 90%. Default for a retention metric: ${DEFAULT_MIN_RETENTION}`,
+    ),
   against: z.array(GateReferenceSchema).min(1).default(['base', 'production']),
 });
 export type GateMetric = z.infer<typeof GateMetricSchema>;
@@ -39,6 +57,14 @@ export const EvalSuiteSchema = z
         seed: z.number().int().nonnegative().default(0),
       })
       .prefault({}),
+    decide_by: z
+      .enum(['estimate', 'interval'])
+      .default('estimate')
+      .describe(
+        'estimate: a metric passes when its point estimate is within its limit (suites up to support-desk@2, kept as ' +
+          'their decisions were made); interval: block when the whole confidence interval is beyond the limit, ' +
+          'inconclusive (held for a human) when it straddles it, pass otherwise',
+      ),
     general_text: z.string().min(1).nullable().default(null).describe('repository-relative plain-text file; required by a retention metric'),
     instructions: z
       .string()
@@ -56,8 +82,27 @@ export const EvalSuiteSchema = z
       .join('; ')}`,
     path: ['metrics'],
   })
-  .refine((s) => s.metrics.every((m) => (m.metric !== 'exact_match' && m.metric !== 'pass_rate') || m.direction === 'higher'), { message: 'exact_match and pass_rate are better when higher', path: ['metrics'] });
+  .refine((s) => s.metrics.every((m) => (m.metric !== 'exact_match' && m.metric !== 'pass_rate') || m.direction === 'higher'), { message: 'exact_match and pass_rate are better when higher', path: ['metrics'] })
+  .superRefine((s, ctx) => {
+    s.metrics.forEach((m, i) => {
+      if (m.max_regression !== undefined && m.min_retention !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['metrics', i], message: 'give max_regression or min_retention, not both' });
+      if (m.task !== 'retention' && m.min_retention !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['metrics', i, 'min_retention'], message: 'min_retention is for retention metrics; a task metric is limited by max_regression' });
+      if (m.task !== 'retention' && m.max_regression === undefined)
+        ctx.addIssue({ code: 'custom', path: ['metrics', i, 'max_regression'], message: `a ${m.task} metric needs max_regression` });
+      // A ratio against a score that can be zero is undefined: retention is measured by perplexity (always >= 1).
+      if (m.task === 'retention' && m.metric !== 'perplexity')
+        ctx.addIssue({ code: 'custom', path: ['metrics', i, 'metric'], message: 'a retention metric is a ratio to the base score, which must not be zero: use perplexity' });
+    });
+  });
 export type EvalSuite = z.infer<typeof EvalSuiteSchema>;
+
+/** How a metric's comparison is limited: a relative regression (task metrics) or a retention floor. */
+export function gateLimitOf(m: GateMetric): { rule: 'max_regression' | 'min_retention'; limit: number } {
+  if (m.max_regression !== undefined) return { rule: 'max_regression', limit: m.max_regression };
+  return { rule: 'min_retention', limit: m.min_retention ?? DEFAULT_MIN_RETENTION };
+}
 
 /** One metric, candidate against one reference, on the same examples. */
 export const GateComparisonSchema = z.object({
@@ -66,17 +111,28 @@ export const GateComparisonSchema = z.object({
   against: GateReferenceSchema,
   candidate: z.number(),
   reference: z.number(),
-  regression: z.number().describe('relative change for the worse: +0.10 = 10% worse, negative = better'),
-  ci: z.tuple([z.number(), z.number()]).describe('paired bootstrap interval of `regression`'),
-  significant: z.boolean().describe('the interval excludes 0: the difference is not noise at this confidence'),
-  max_regression: z.number(),
+  regression: z.number().describe('relative change for the worse: +0.10 = 10% worse, negative = better; with a zero reference, the absolute change for the worse'),
+  ci: z.tuple([z.number(), z.number()]).describe('paired bootstrap interval of the statistic the limit applies to: `regression`, or `retention` for a retention floor'),
+  significant: z.boolean().describe('the interval of the difference excludes 0: the difference is not noise at this confidence'),
+  max_regression: z.number().nullable(),
   passed: z.boolean(),
+  // Added with support-desk@3's rules; absent from decisions recorded before.
+  absolute: z.number().optional().describe('candidate - reference'),
+  absolute_ci: z.tuple([z.number(), z.number()]).optional().describe('paired bootstrap interval of `absolute`'),
+  relative: z.number().nullable().optional().describe('(candidate - reference) / reference; null when the reference is 0'),
+  change: z.enum(['better', 'worse', 'same']).optional().describe('which way the candidate moved, by the metric\'s direction'),
+  improved: z.boolean().optional().describe('an improvement whose interval excludes zero: the only kind the report claims'),
+  rule: z.enum(['max_regression', 'min_retention']).optional(),
+  limit: z.number().optional().describe('max_regression, or the retention floor'),
+  retention: z.number().nullable().optional().describe('retention metrics: candidate / reference (perplexity: reference / candidate)'),
+  verdict: z.enum(['pass', 'inconclusive', 'block']).optional(),
 });
 export type GateComparison = z.infer<typeof GateComparisonSchema>;
 
 export const GateDecisionSchema = z.object({
   suite: z.string().describe('name@version'),
-  passed: z.boolean(),
+  passed: z.boolean().describe('verdict is pass'),
+  verdict: z.enum(['pass', 'inconclusive', 'block']).optional().describe('block if any comparison blocks, else inconclusive if any is, else pass'),
   reason: z.string(),
   confidence: z.number(),
   resamples: z.number().int(),
@@ -85,3 +141,8 @@ export const GateDecisionSchema = z.object({
   skipped: z.array(z.string()).describe('references the suite names that this job had no scores for (no production version yet)'),
 });
 export type GateDecision = z.infer<typeof GateDecisionSchema>;
+
+/** A decision's verdict; one recorded before verdicts existed passed or blocked. */
+export function gateVerdict(g: Pick<GateDecision, 'passed' | 'verdict'>): 'pass' | 'inconclusive' | 'block' {
+  return g.verdict ?? (g.passed ? 'pass' : 'block');
+}

@@ -1,5 +1,5 @@
-// The promotion reload hook: what the serving layer receives when a version reaches production
-// (promotion.webhook_url). The body is JSON; X-Hanzo-Signature is "sha256=" + hex HMAC-SHA256 over
+// The promotion reload hook: what the serving layer receives whenever the production version changes
+// (promotion.webhook_url): a pipeline's promotion, a manual stage change or `production` alias move, a rollback. The body is JSON; X-Hanzo-Signature is "sha256=" + hex HMAC-SHA256 over
 // `${X-Hanzo-Timestamp}.${raw body}` keyed by promotion.webhook_secret, so a captured request cannot be replayed
 // with a fresh timestamp. X-Hanzo-Event-Id is the same on every attempt: receivers deduplicate on it.
 import { z } from 'zod';
@@ -25,7 +25,9 @@ export const ReloadHookBodySchema = z.strictObject({
     archived_versions: z.array(z.number().int().positive()).describe('the versions this promotion moved out of production'),
   }),
   artifacts: z.record(z.string(), ArtifactSchema).describe('format ("safetensors", "gguf-q8_0") -> path, size and sha256 checksum'),
-  pipeline_id: z.string(),
+  pipeline_id: z.string().nullable().describe('the pipeline that promoted it; null: moved by hand (a stage change, an alias, a rollback)'),
+  changed_by: z.string().optional().describe('who moved it: pipeline:<id>, or the user of a manual change'),
+  rollback: z.boolean().optional().describe('true: the version is older than the production version it replaced'),
   promoted_at: z.string().describe('ISO-8601 time the promotion committed'),
 });
 export type ReloadHookBody = z.infer<typeof ReloadHookBodySchema>;

@@ -148,6 +148,35 @@ describe('fineTunePipelineWorkflow orchestration', () => {
     });
   });
 
+  it('holds a version whose gate was inconclusive for a human even when the pipeline asked for auto-approval', async () => {
+    const gate = (verdict: 'pass' | 'inconclusive') => ({
+      suite: 'support-desk@3',
+      passed: verdict === 'pass',
+      verdict,
+      reason: verdict === 'pass' ? 'no regression beyond the limits' : 'inconclusive, held for a human: retention/perplexity vs base: ...',
+      confidence: 0.95,
+      resamples: 1000,
+      comparisons: [],
+      production_version: null,
+      skipped: ['production'],
+    });
+    const withGate = (verdict: 'pass' | 'inconclusive') => ({ evaluateModels: async () => ({ base: scores(0), tuned: scores(0.9), samples: [], gate: gate(verdict) }) });
+    const held = await run(
+      0.9,
+      async (id) => {
+        const h = await awaitingApproval(id);
+        await h.executeUpdate(promotionDecisionUpdate, { args: [{ decision: 'approve', approver: 'carol', reason: 'retention interval acceptable' }] });
+        return (await h.result()) as PipelineResult;
+      },
+      { auto_approve: true },
+      withGate('inconclusive'),
+    );
+    expect(held).toMatchObject({ outcome: 'promoted', reason: 'approved by carol: retention interval acceptable' });
+    // The same pipeline with a passing gate approves itself.
+    const auto = (await run(0.9, async (id) => client.workflow.getHandle(pipelineWorkflowId(id)).result(), { auto_approve: true }, withGate('pass'))) as PipelineResult;
+    expect(auto).toMatchObject({ outcome: 'promoted', reason: 'auto_approve set on the pipeline' });
+  });
+
   it('ends with approval_timed_out when nobody decides within the timeout', async () => {
     const result = (await run(0.9, async (id) => client.workflow.getHandle(pipelineWorkflowId(id)).result(), { auto_approve: false, approval_timeout: '2s' })) as PipelineResult;
     expect(result.outcome).toBe('approval_timed_out');

@@ -20,7 +20,7 @@ import { bundleWorkflows } from '../workers/worker.js';
 import { verifyReloadRequest } from '../lib/reload-hook.js';
 import { RELOAD_HEADERS, ReloadHookBodySchema } from '../contracts/reload-hook.js';
 import { PAYLOAD_SCHEMAS } from '../contracts/events.js';
-import { pipelineWorkflowId, type PipelineResult, type PipelineWorkflowInput } from '../contracts/pipeline.js';
+import { PIPELINE_TASK_QUEUE, pipelineWorkflowId, type PipelineResult, type PipelineWorkflowInput } from '../contracts/pipeline.js';
 import { DataOptionsSchema, HardwareSchema, RecoveryPolicySchema } from '../contracts/trainer-job.js';
 import { getVersion, registerModelVersion, transitionStage } from '../db/repo/models.js';
 import { outbox } from '../db/schema/index.js';
@@ -223,6 +223,54 @@ describe('the reload hook after a promotion to production', () => {
     const events = await modelEvents(model);
     expect(events.map((e) => e.event)).toEqual(['model.registered', 'model.promoted', 'model.registered', 'model.promoted', 'model.reload_notified']);
     expect(events.at(-1)).toMatchObject({ name: model, version: 2, pipeline_id: id, hook_event_id: body.event_id, attempts: 1 });
+  });
+
+  it('fires once for every manual change of production: a promotion, a rollback and a move of the production alias', async () => {
+    const model = 'reload-manual';
+    const receiver = new Receiver(model, () => 200);
+    const url = `http://127.0.0.1:${await receiver.listen()}/reload`;
+    // An API process with the hook configured; the worker runs the hook's workflow on the pipelines' queue.
+    const loaded = testConfig({ HANZO_ML_DATABASE_URL: databaseUrl, HANZO_ML_PROMOTION_WEBHOOK_URL: url, HANZO_ML_PROMOTION_WEBHOOK_SECRET: SECRET });
+    const hooked = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, worker: false, listen: false });
+    const send = async (method: string, path: string, body: unknown) =>
+      (await hooked.app.request(path, { method, headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) })).status;
+    const delivered = (n: number) => until(`${n} hook request(s)`, 60_000, async () => receiver.received.length >= n);
+    try {
+      await withWorker(hookEnv(url, '1m'), PIPELINE_TASK_QUEUE, async () => {
+        for (let i = 0; i < 3; i++) await registerModelVersion(runtime.catalogue.db, { organizationId: ORG, modelName: model, stage: 'staging', artifacts: ARTIFACTS, createdBy: 'tester' });
+        const toProduction = (v: number, reason: string) => send('PATCH', `/v1/models/${model}/versions/${v}/stage`, { stage: 'production', reason });
+        expect(await toProduction(1, 'first release')).toBe(200);
+        await delivered(1);
+        expect(await toProduction(2, 'better on the task')).toBe(200);
+        await delivered(2);
+        expect(await toProduction(1, 'roll back: version 2 misroutes refunds')).toBe(200);
+        await delivered(3);
+        expect(await send('POST', '/api/2.0/mlflow/registered-models/alias', { name: model, alias: 'production', version: '3' })).toBe(200);
+        await delivered(4);
+        // Not a change of what is served: the same alias again, another alias, a move to staging.
+        expect(await send('POST', '/api/2.0/mlflow/registered-models/alias', { name: model, alias: 'production', version: '3' })).toBe(200);
+        expect(await send('POST', '/api/2.0/mlflow/registered-models/alias', { name: model, alias: 'canary', version: '2' })).toBe(200);
+        expect(await send('PATCH', `/v1/models/${model}/versions/3/stage`, { stage: 'staging', reason: 'x' })).toBe(200);
+        await new Promise((r) => setTimeout(r, 3000));
+      });
+    } finally {
+      await hooked.stop();
+      await receiver.close();
+    }
+    const bodies = receiver.received.map((r) => ReloadHookBodySchema.parse(JSON.parse(r.raw)));
+    expect(bodies.map((b) => [b.model.version, b.model.archived_versions, b.rollback, b.pipeline_id])).toEqual([
+      [1, [], false, null],
+      [2, [1], false, null],
+      [1, [2], true, null],
+      [3, [], false, null],
+    ]);
+    for (const [i, r] of receiver.received.entries()) {
+      expect(verifyReloadRequest(SECRET, { signature: r.headers[RELOAD_HEADERS.signature] as string, timestamp: r.headers[RELOAD_HEADERS.timestamp] as string }, r.raw)).toBeNull();
+      expect(bodies[i]!.changed_by).not.toMatch(/^pipeline:/);
+    }
+    expect(new Set(bodies.map((b) => b.event_id)).size).toBe(4);
+    const notified = (await modelEvents(model)).filter((e) => e.event === 'model.reload_notified');
+    expect(notified.map((e) => [e.version, e.pipeline_id, e.hook_event_id])).toEqual(bodies.map((b) => [b.model.version, null, b.event_id]));
   });
 
   it('retries a receiver that answers 500 until it answers 200, with the same event id, and delivers once', async () => {

@@ -5,3 +5,4 @@ export { pbtWorkflow, pbtMemberRoundWorkflow } from './pbt.js';
 export { modelRegistrationWorkflow } from './model-registration.js';
 export { checkpointWatchWorkflow } from './checkpoint-watch.js';
 export { submittedJobWorkflow } from './jobs.js';
+export { productionReloadWorkflow } from './reload.js';

@@ -16,7 +16,6 @@ import {
   workflowInfo,
   log,
   patched,
-  TimeoutFailure,
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import type { RegisteredVersion } from '../activities/registry.js';
@@ -31,12 +30,13 @@ import {
   type PipelineStage,
   type PipelineWorkflowInput,
   type PromotionDecision,
-  type ReloadStatus,
 } from '../contracts/pipeline.js';
 import { STAGE_KEY } from '../contracts/search-attributes.js';
 import { pipelineProgressQuery, promotionDecisionUpdate, trainingProgressSignal } from '../contracts/pipeline-messages.js';
 import { registrationActivities, registrationFailure } from './model-registration.js';
 import { checkpointWatchWorkflow } from './checkpoint-watch.js';
+import { notifyServing } from './reload.js';
+import type { ReloadNotice } from '../activities/reload.js';
 
 /** The register stage copies its files in an activity of their own (workflow patch; see registerVersion). */
 const REGISTRATION_ACTIVITY_PATCH = 'register-copy-activity';
@@ -145,8 +145,19 @@ export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput):
       progress.model_version = { name: input.model_name, version: registered.version, stage: 'production' };
       // Only after the promotion (and the archive of the previous version) committed: serving reloads what is in production.
       if (promoted.reloadHook) {
-        const notice = { organizationId: input.organization_id, pipelineId, modelName: input.model_name, version: registered.version, archived: promoted.archived, artifacts: registered.artifacts, promotedAt: promoted.promotedAt, eventId: uuid4() };
-        const failed = await notifyServing(notice, input.runtime.reload_deadline, progress);
+        const notice: ReloadNotice = {
+          organizationId: input.organization_id,
+          pipelineId,
+          actor: `pipeline:${pipelineId}`,
+          rollback: false,
+          modelName: input.model_name,
+          version: registered.version,
+          archived: promoted.archived,
+          artifacts: registered.artifacts,
+          promotedAt: promoted.promotedAt,
+          eventId: uuid4(),
+        };
+        const failed = await notifyServing(notice, input.runtime.reload_deadline, (reload) => (progress.reload = reload));
         if (failed) warnings.push(failed);
       }
     }
@@ -205,63 +216,6 @@ function failureMessage(err: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-type ReloadNotice = Parameters<Activities['notifyReload']>[0];
-
-/** "90s" | "10m" | "1h" | "500ms" -> milliseconds (the config's duration format). */
-function durationMs(text: string): number {
-  const m = /^(\d+)(ms|s|m|h|d)$/.exec(text);
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(m?.[2] ?? 'ms') as 'ms'];
-  return Number(m?.[1] ?? 0) * unit;
-}
-
-/**
- * Calls the reload hook until it answers 2xx or the deadline passes. Temporal holds the retry schedule (a worker
- * restart between attempts loses nothing). A hook that never answers does not undo the promotion: the pipeline
- * still completes "promoted", with progress.reload failed, a warning on the result and a model.reload_failed event.
- * Returns that warning, or null once delivered.
- */
-async function notifyServing(notice: ReloadNotice, deadline: string, progress: PipelineProgress): Promise<string | null> {
-  const reload: ReloadStatus = { status: 'pending', event_id: notice.eventId, deadline, attempts: null, http_status: null, error: null, at: null };
-  progress.reload = reload;
-  // Backoff from 1s, doubling, capped at a tenth of the deadline (1s..5m) so a receiver back up is found soon.
-  const cap = Math.min(300_000, Math.max(1000, Math.floor(durationMs(deadline) / 10)));
-  const hook = proxyActivities<Activities>({
-    scheduleToCloseTimeout: deadline,
-    startToCloseTimeout: '1 minute',
-    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: cap, nonRetryableErrorTypes: ['NotConfigured'] },
-  });
-  const outcome = { organizationId: notice.organizationId, pipelineId: notice.pipelineId, modelName: notice.modelName, version: notice.version, hookEventId: notice.eventId };
-  try {
-    const r = await hook.notifyReload(notice);
-    Object.assign(reload, { status: 'delivered', attempts: r.attempts, http_status: r.http_status, at: new Date().toISOString() });
-    await quick.recordReloadOutcome({ ...outcome, status: 'delivered', attempts: r.attempts, error: null });
-    return null;
-  } catch (err) {
-    if (isCancellation(err)) throw err;
-    const error = reloadFailure(err, deadline);
-    Object.assign(reload, { status: 'failed', error, at: new Date().toISOString() });
-    await quick.recordReloadOutcome({ ...outcome, status: 'failed', attempts: null, error });
-    return `reload hook failed: version ${notice.version} of ${notice.modelName} is in production but serving was not told: ${error}`;
-  }
-}
-
-/**
- * The last attempt's own error, and that the deadline passed: when the next backoff would cross the deadline the
- * server ends the retries with the last failure and retry state TIMEOUT; when an attempt runs into it, the cause
- * is a TimeoutFailure carrying the last failure.
- */
-function reloadFailure(err: unknown, deadline: string): string {
-  let timedOut = err instanceof ActivityFailure && err.retryState === 'TIMEOUT';
-  let e: unknown = err;
-  while ((e instanceof ActivityFailure || e instanceof TimeoutFailure) && e.cause) {
-    if (e instanceof TimeoutFailure) timedOut = true;
-    e = e.cause;
-  }
-  if (e instanceof TimeoutFailure) timedOut = true;
-  const last = e instanceof Error ? e.message : String(e);
-  return timedOut ? `no 2xx within promotion.webhook_deadline ${deadline}; last: ${last}` : last;
-}
-
 type TrainArgs = Parameters<Activities['trainModel']>[0];
 
 /**
@@ -299,7 +253,9 @@ async function awaitPromotion(
   progress: PipelineProgress,
   decided: () => PromotionDecision | null,
 ): Promise<{ kind: PipelineResult['outcome']; reason: string; decision: PromotionDecision | null }> {
-  if (input.promotion.auto_approve) {
+  // An inconclusive gate holds the version for a human, whatever the pipeline asked.
+  const held = progress.eval?.gate?.verdict === 'inconclusive';
+  if (input.promotion.auto_approve && !held) {
     const d: PromotionDecision = { decision: 'approve', approver: `auto:${input.requested_by}`, reason: 'auto_approve set on the pipeline' };
     progress.decision = d;
     return { kind: 'promoted', reason: d.reason, decision: d };

@@ -27,6 +27,7 @@ import { checkedLocation } from '../input-policy.js';
 import { filesUnder, type SourceFile } from '../../lib/model-artifacts.js';
 import { artifactRootUri } from '../../lib/object-store.js';
 import { quarantineOverride, refusingQuarantined } from '../quarantine.js';
+import { notifyProductionChange } from '../production-change.js';
 import { latestMetricsOf } from '../../db/repo/metrics.js';
 
 function modelName(raw: string): string {
@@ -151,6 +152,8 @@ export function modelRoutes(deps: ApiDeps) {
         quarantineOverride: override,
       }),
     );
+    if (row.stage === 'production' && found.version.stage !== 'production')
+      await notifyProductionChange(deps, { organizationId: p.organizationId, modelName: name, version: row, replaced: archived, actor: p.subject });
     return c.json({ version: modelVersionView(name, row), archived });
   });
   return app;

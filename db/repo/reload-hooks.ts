@@ -1,11 +1,13 @@
-// The outcome of a promotion's reload hook: its event and audit row, in one transaction.
+// The outcome of a production change's reload hook: its event and audit row, in one transaction.
 import type { Db } from '../client.js';
 import { emitEvent } from './outbox.js';
 import { audit } from './auth.js';
 
 export interface ReloadOutcome {
   organizationId: string;
-  pipelineId: string;
+  pipelineId: string | null;
+  /** Who changed production: pipeline:<id>, or the user of a manual change. */
+  actor: string;
   modelName: string;
   version: number;
   hookEventId: string;
@@ -21,7 +23,7 @@ export async function recordReloadOutcome(db: Db, o: ReloadOutcome): Promise<voi
     else await emitEvent(tx, o.organizationId, 'models', o.modelName, { event: 'model.reload_failed', ...common, error: o.error ?? 'unknown' });
     await audit(tx, {
       organizationId: o.organizationId,
-      actor: `pipeline:${o.pipelineId}`,
+      actor: o.actor,
       action: 'model.reload_hook',
       target: `${o.modelName}/${o.version}`,
       outcome: o.status === 'delivered' ? 'ok' : 'failed',

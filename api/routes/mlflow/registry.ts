@@ -64,6 +64,7 @@ import { filesUnder, type SourceFile } from '../../../lib/model-artifacts.js';
 import { filesOfLocation, filesPlan, registerVersion, versionCopyPlan } from '../../model-files.js';
 import { quarantineOverride, refuseGateTag, refusingQuarantined } from '../../quarantine.js';
 import { QUARANTINE_OVERRIDE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_TAG } from '../../../contracts/eval-suite.js';
+import { notifyProductionChange, PRODUCTION_ALIAS } from '../../production-change.js';
 
 const MAX_TAG_VALUE = 100_000;
 const MAX_ALIAS = 255;
@@ -323,6 +324,9 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (tags[QUARANTINE_TAG] === 'true' && !tags[QUARANTINE_OVERRIDE_TAG])
       throw new ApiError('INVALID_STATE', `version ${version.version} of model "${model.name}" is quarantined by the promotion gate (${tags[QUARANTINE_REASON_TAG] ?? ''}); an admin must override it (transition-stage with a comment) before it can carry an alias`);
     await setAlias(db, model.id, body.alias, version.version);
+    // The `production` alias is a road to serving like the stage: moving it is a production change.
+    if (body.alias === PRODUCTION_ALIAS && current !== version.version)
+      await notifyProductionChange(deps, { organizationId: p.organizationId, modelName: model.name, version, replaced: current === null ? [] : [current], actor: p.subject, at: new Date() });
     return {};
   });
 
@@ -535,7 +539,7 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (stage === 'production' || version.stage === 'production') requireRole(c, 'approver');
     const override = quarantineOverride(c, body.comment);
     try {
-      const { version: row } = await refusingQuarantined(() => transitionStage(db, {
+      const { version: row, archived } = await refusingQuarantined(() => transitionStage(db, {
         organizationId: p.organizationId,
         modelName: model.name,
         version: version.version,
@@ -547,6 +551,8 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
         archiveExisting: body.archive_existing_versions ? true : undefined,
         quarantineOverride: override,
       }));
+      if (row.stage === 'production' && version.stage !== 'production')
+        await notifyProductionChange(deps, { organizationId: p.organizationId, modelName: model.name, version: row, replaced: archived, actor: p.subject });
       return versionResponse(model.name, model.id, row);
     } catch (err) {
       if (err instanceof StageConflictError) throw new ApiError('INVALID_STATE', err.message);
