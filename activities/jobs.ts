@@ -213,13 +213,16 @@ async function driveJob<T>(deps: ActivityDeps, p: DriveOptions<T>): Promise<JobO
   try {
     for (;;) {
       if (state.state === 'exited' && state.exitCode === 0) break;
-      if (state.state === 'exited' && state.exitCode === TRAINER_EXIT.badSpec)
+      // A user's own command exits with codes of its own: 2, 3 and 4 mean bad spec, out of memory and divergence
+      // only from the product's tools.
+      const productTool = p.job.envelope.tool !== 'command';
+      if (state.state === 'exited' && state.exitCode === TRAINER_EXIT.badSpec && productTool)
         throw ApplicationFailure.nonRetryable(`${p.job.name}: rejected its job spec:\n${await deps.executor.logTail(request, 5)}`, 'BadJobSpec');
       const failure = state.state === 'exited' && state.exitCode !== 0 ? await readFailure(files) : null;
       // torchrun exits 1 whatever its workers exited with: failure.json, which the runner clears when it
       // starts, says what happened.
       if (failure?.kind === 'preempted' && state.state === 'exited') state = { state: 'exited', exitCode: TRAINER_EXIT.preempted };
-      const fault = state.state === 'exited' ? (faultOfExit(state.exitCode) ?? (failure && failure.kind !== 'preempted' ? failure.kind : null)) : null;
+      const fault = state.state === 'exited' && productTool ? (faultOfExit(state.exitCode) ?? (failure && failure.kind !== 'preempted' ? failure.kind : null)) : null;
       if (fault) {
         await recoverFromFault(deps, { ...p, files, logical }, fault, recoveries, log);
         beat('restarting');

@@ -161,6 +161,14 @@ describe('jobs: POST /v1/jobs end to end (embedded stack, local executor)', () =
     expect(job.message).toMatch(/schedule\.max_duration \(8s\)/);
   }, 200_000);
 
+  it('fails a command job by its own exit code: 3 from a user script is not read as the trainer running out of memory', async () => {
+    const { body } = await submit({ type: 'training', image: 'trainer', command: ['python3', '-c', 'import sys; sys.exit(3)'] });
+    const job = await waitFor(body.id as string, ended, 180_000);
+    expect(job.status).toBe('failed');
+    expect(job.message).toMatch(/exited with code 3/);
+    expect(job.message).not.toMatch(/out of memory/i);
+  }, 200_000);
+
   it('trains a recipe job with method full on the tiny base model to succeeded, and its weights register as a model version', async () => {
     const rows = Array.from({ length: 24 }, (_, i) => chat(`what is ${i} plus one?`, `${i + 1}`)).join('\n');
     const ds = await call('POST', '/v1/datasets?name=jobs-ds&format=jsonl', DEV_TOKEN, rows, { 'content-type': 'application/octet-stream' });
