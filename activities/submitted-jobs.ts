@@ -6,8 +6,10 @@ import { z } from 'zod';
 import type { ActivityDeps } from './deps.js';
 import { runJobToCompletion, type JobDefinition } from './jobs.js';
 import { runTrainJob } from './training.js';
+import { runEvalSectionJob } from './eval-job.js';
+import { runConversionSectionJob } from './conversion-job.js';
 import { datasetRef } from './datasets.js';
-import { jobWorkflowId, type JobRunOutcome, type JobStatus, type JobSubmission, type JobWorkflowInput } from '../contracts/jobs.js';
+import { jobKindOf, jobWorkflowId, type JobRunOutcome, type JobStatus, type JobSubmission, type JobWorkflowInput } from '../contracts/jobs.js';
 import type { JobPriority } from '../contracts/config.js';
 import { CheckpointPolicySchema, HardwareSchema } from '../contracts/trainer-job.js';
 import { findDatasetVersion } from '../db/repo/datasets.js';
@@ -65,7 +67,9 @@ export function createSubmittedJobActivities(deps: ActivityDeps) {
 
     /** Runs the job to its end: resolves on exit 0, fails with the job's own error otherwise. */
     async runSubmittedJob(a: { input: JobWorkflowInput; runId: string }): Promise<JobRunOutcome> {
-      return a.input.spec.recipe ? runRecipeJob(deps, a, phase(a.input.job_id)) : runCommandJob(deps, a, phase(a.input.job_id));
+      const onPhase = phase(a.input.job_id);
+      const run = { command: runCommandJob, recipe: runRecipeJob, eval: runEvalSectionJob, conversion: runConversionSectionJob }[jobKindOf(a.input.spec)];
+      return run(deps, a, onPhase);
     },
   };
 }

@@ -3,6 +3,7 @@
 // and its environment) or a recipe job (a base model, a dataset version and one of the trainer's methods).
 import { z } from 'zod';
 import { DataOptionsSchema, LoraHyperparametersSchema, RecoveryPolicySchema, TrainMethodSchema } from './trainer-job.js';
+import { CHILD_ONLY_JOB_TYPES, ConversionSectionSchema, EvalSectionSchema, JobParentSchema } from './job-kinds.js';
 
 export const jobWorkflowId = (id: string): string => `job:${id}`;
 export const jobIdFromWorkflowId = (workflowId: string): string => workflowId.replace(/^job:/, '');
@@ -10,6 +11,8 @@ export const jobIdFromWorkflowId = (workflowId: string): string => workflowId.re
 export const JOB_TYPES = ['training', 'eval', 'conversion'] as const;
 export const JobTypeSchema = z.enum(JOB_TYPES);
 export type JobType = z.infer<typeof JobTypeSchema>;
+/** A listed job's type: a submitted one's, or one only a parent starts (contracts/job-kinds.ts). */
+export const ListedJobTypeSchema = z.enum([...JOB_TYPES, ...CHILD_ONLY_JOB_TYPES]);
 
 export const JOB_STATUSES = ['validating', 'queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
 export const JobStatusSchema = z.enum(JOB_STATUSES);
@@ -71,6 +74,8 @@ export const JobSubmissionSchema = z
     command: z.array(z.string().min(1)).min(1).optional().describe('command jobs: the argv to run in the image'),
     env: z.record(envName, z.string()).default({}).describe('command jobs: added to the environment'),
     recipe: JobRecipeSchema.optional().describe('recipe jobs: what the trainer runs (instead of image and command)'),
+    eval: EvalSectionSchema.optional().describe('type eval: the model to score and what on (instead of image and command)'),
+    conversion: ConversionSectionSchema.optional().describe('type conversion: merge, quantize, validate and register (instead of image and command)'),
     resources: JobResourcesSchema.prefault({}),
     distributed: DistributedSchema.optional(),
     storage: z.record(z.string(), z.string()).optional().describe('accepted for spec 000 compatibility; inputs are named by the recipe'),
@@ -78,15 +83,33 @@ export const JobSubmissionSchema = z
     preemptible: z.boolean().optional().describe('true: runs at low priority in the queue, so other jobs may take its GPUs'),
   })
   .superRefine((s, ctx) => {
+    if (productJobSection(s, ctx)) return;
     if (s.recipe) {
       if (s.command) ctx.addIssue({ code: 'custom', path: ['command'], message: 'a recipe job runs the trainer: give either recipe or image and command' });
-      if (s.type !== 'training') ctx.addIssue({ code: 'custom', path: ['type'], message: `a recipe job is a training job (${s.type} recipes are not supported yet: submit them as command jobs)` });
+      if (s.type !== 'training') ctx.addIssue({ code: 'custom', path: ['type'], message: `a recipe job is a training job (a ${s.type} job gives a ${s.type} section, or image and command)` });
       return;
     }
     if (!s.image) ctx.addIssue({ code: 'custom', path: ['image'], message: 'a command job needs an image (a name of scheduler.images), or give a recipe' });
     if (!s.command) ctx.addIssue({ code: 'custom', path: ['command'], message: 'a command job needs a command, or give a recipe' });
   });
 export type JobSubmission = z.infer<typeof JobSubmissionSchema>;
+
+/**
+ * The eval and conversion sections: each goes with its own type and alone (the product runs its own tool, so no
+ * image, command or recipe). True when the submission has one, checked here.
+ */
+function productJobSection(s: { type: JobType; eval?: unknown; conversion?: unknown; recipe?: unknown; image?: unknown; command?: unknown }, ctx: z.RefinementCtx): boolean {
+  const section = s.eval !== undefined ? 'eval' : s.conversion !== undefined ? 'conversion' : null;
+  if (section === null) return false;
+  if (s.type !== section) ctx.addIssue({ code: 'custom', path: [section], message: `a ${section} section goes with type: ${section} (this job is type: ${s.type})` });
+  for (const other of ['eval', 'conversion', 'recipe', 'image', 'command'] as const)
+    if (other !== section && s[other] !== undefined) ctx.addIssue({ code: 'custom', path: [other], message: `a ${section} job runs the product's ${section} tool: give either ${section} or ${other}` });
+  return true;
+}
+
+/** How a job is defined: its own command, a training recipe, an eval or conversion section, or a parent's stage. */
+export const jobKindOf = (s: JobSubmission): 'command' | 'recipe' | 'eval' | 'conversion' =>
+  s.eval ? 'eval' : s.conversion ? 'conversion' : s.recipe ? 'recipe' : 'command';
 export type JobSubmissionRequest = z.input<typeof JobSubmissionSchema>;
 
 /** The workflow's input: the checked submission, who sent it, and the server settings a workflow cannot read. */
@@ -100,7 +123,8 @@ export interface JobWorkflowInput {
 
 export const JobListQuerySchema = z.strictObject({
   status: JobStatusSchema.optional(),
-  type: JobTypeSchema.optional(),
+  type: ListedJobTypeSchema.optional(),
+  parent: JobParentSchema.optional().describe("only the jobs this parent started (pipeline:<id>, sweep:<id>, dataset:<id>)"),
   limit: z.coerce.number().int().min(1).max(500).default(50),
   cursor: z.string().regex(/^\d+$/, 'a cursor from next_cursor').optional(),
 });
@@ -109,8 +133,9 @@ export const JobListQuerySchema = z.strictObject({
 export const JobViewSchema = z.object({
   id: z.string(),
   name: z.string(),
-  type: JobTypeSchema,
-  kind: z.enum(['command', 'recipe']),
+  type: ListedJobTypeSchema,
+  kind: z.enum(['command', 'recipe', 'eval', 'conversion', 'stage']).describe('stage: a job its parent started'),
+  parent: z.string().nullable().describe('what started it (pipeline:<id>, sweep:<id>); null: submitted on its own'),
   status: JobStatusSchema,
   message: z.string().nullable().describe('why it is queued, or how it ended'),
   submitted_by: z.string(),

@@ -7,7 +7,7 @@ import { TypedSearchAttributes } from '@temporalio/common';
 import { parse as parseYaml } from 'yaml';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { allowedImage } from '../../contracts/config.js';
-import { IDEMPOTENCY_WINDOW_MS, JobListQuerySchema, JobSubmissionSchema, TERMINAL_JOB_STATUSES, jobWorkflowId, type JobStatus, type JobSubmission, type JobView, type JobWorkflowInput } from '../../contracts/jobs.js';
+import { IDEMPOTENCY_WINDOW_MS, JobListQuerySchema, jobKindOf, JobSubmissionSchema, TERMINAL_JOB_STATUSES, jobWorkflowId, type JobStatus, type JobSubmission, type JobView, type JobWorkflowInput } from '../../contracts/jobs.js';
 import { PIPELINE_TASK_QUEUE } from '../../contracts/pipeline.js';
 import { JOB_TYPE_KEY, ORGANIZATION_KEY, STAGE_KEY } from '../../contracts/search-attributes.js';
 import { MULTI_NODE_METHODS } from '../../contracts/trainer-job.js';
@@ -20,6 +20,7 @@ import { auditedChange } from '../audit.js';
 import { requireOwnerOrAdmin, requireRole } from '../auth.js';
 import { ApiError, describeZodError, invalid, notFound } from '../errors.js';
 import { checkBaseModel } from '../input-policy.js';
+import { checkProductJobSection } from '../job-kinds.js';
 import { queryParams } from '../validate.js';
 
 export function jobView(row: JobRow): JobView {
@@ -28,6 +29,7 @@ export function jobView(row: JobRow): JobView {
     name: row.name,
     type: row.type as JobView['type'],
     kind: row.kind as JobView['kind'],
+    parent: row.parent,
     status: row.status as JobStatus,
     message: row.message,
     submitted_by: row.submittedBy,
@@ -59,13 +61,14 @@ async function submissionBody(c: Context<AppEnv>): Promise<JobSubmission> {
 /** The checks that need the server's settings and the catalogue: images, limits, base model and dataset. */
 export async function checkJobSubmission(deps: ApiDeps, spec: JobSubmission, principal: Principal): Promise<void> {
   const { scheduler, limits } = deps.config;
-  if ((spec.image !== undefined || !spec.recipe) && allowedImage(scheduler.images, spec.image ?? null) === null)
+  if ((spec.image !== undefined || jobKindOf(spec) === 'command') && allowedImage(scheduler.images, spec.image ?? null) === null)
     throw invalid(`image: "${spec.image}" is not an image of scheduler.images (allowed: ${Object.keys(scheduler.images).join(', ')})`);
   const nodes = spec.distributed?.num_nodes ?? 1;
   if (nodes > limits.max_nodes) throw invalid(`distributed.num_nodes: ${nodes} exceeds limits.max_nodes (${limits.max_nodes})`);
   if (nodes > 1 && scheduler.executor !== 'kubernetes') throw invalid(`distributed.num_nodes: ${nodes} machines need scheduler.executor: kubernetes (the local executor runs on this machine only)`);
   const processes = spec.distributed?.processes_per_node ?? 1;
   if (processes > limits.max_processes) throw invalid(`distributed.processes_per_node: ${processes} exceeds limits.max_processes (${limits.max_processes})`);
+  await checkProductJobSection(deps, spec, principal);
   const recipe = spec.recipe;
   if (!recipe) return;
   if (nodes > 1 && !(MULTI_NODE_METHODS as readonly string[]).includes(recipe.method))
@@ -141,7 +144,7 @@ export function jobRoutes(deps: ApiDeps) {
         name: spec.name ?? id,
         submittedBy: principal.subject,
         type: spec.type,
-        kind: spec.recipe ? 'recipe' : 'command',
+        kind: jobKindOf(spec),
         spec,
         status: 'queued',
         workflowId: jobWorkflowId(id),
@@ -167,7 +170,7 @@ export function jobRoutes(deps: ApiDeps) {
   app.get('/', async (c) => {
     const principal = requireRole(c, 'viewer');
     const q = queryParams(c, JobListQuerySchema);
-    const rows = await listJobs(deps.db, principal.organizationId, { status: q.status, type: q.type, limit: q.limit, before: q.cursor === undefined ? undefined : Number(q.cursor) });
+    const rows = await listJobs(deps.db, principal.organizationId, { status: q.status, type: q.type, parent: q.parent, limit: q.limit, before: q.cursor === undefined ? undefined : Number(q.cursor) });
     return c.json({ jobs: rows.map(jobView), next_cursor: rows.length === q.limit ? String(rows.at(-1)!.seq) : null });
   });
 
