@@ -101,11 +101,13 @@ export type JobSubmission = z.infer<typeof JobSubmissionSchema>;
 function productJobSection(s: { type: JobType; eval?: unknown; conversion?: unknown; recipe?: unknown; image?: unknown; command?: unknown }, ctx: z.RefinementCtx): boolean {
   const section = s.eval !== undefined ? 'eval' : s.conversion !== undefined ? 'conversion' : null;
   if (section === null) return false;
-  if (s.type !== section) ctx.addIssue({ code: 'custom', path: [section], message: `a ${section} section goes with type: ${section} (this job is type: ${s.type})` });
+  if (s.type !== section) ctx.addIssue({ code: 'custom', path: [section], message: `${article(section)} ${section} section goes with type: ${section} (this job is type: ${s.type})` });
   for (const other of ['eval', 'conversion', 'recipe', 'image', 'command'] as const)
-    if (other !== section && s[other] !== undefined) ctx.addIssue({ code: 'custom', path: [other], message: `a ${section} job runs the product's ${section} tool: give either ${section} or ${other}` });
+    if (other !== section && s[other] !== undefined) ctx.addIssue({ code: 'custom', path: [other], message: `${article(section)} ${section} job runs the product's ${section} tool: give either ${section} or ${other}` });
   return true;
 }
+
+const article = (word: string): string => (/^[aeiou]/.test(word) ? 'an' : 'a');
 
 /** How a job is defined: its own command, a training recipe, an eval or conversion section, or a parent's stage. */
 export const jobKindOf = (s: JobSubmission): 'command' | 'recipe' | 'eval' | 'conversion' =>
