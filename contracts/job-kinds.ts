@@ -86,3 +86,22 @@ export const ConversionSectionSchema = z.strictObject({
   }),
 });
 export type ConversionSection = z.infer<typeof ConversionSectionSchema>;
+
+/**
+ * The eval and conversion sections: each goes with its own type and alone (the product runs its own tool, so no
+ * image, command or recipe). True when the submission has one, checked here.
+ */
+export function productJobSection(s: { type: string; eval?: unknown; conversion?: unknown; recipe?: unknown; image?: unknown; command?: unknown }, ctx: z.RefinementCtx): boolean {
+  const section = s.eval !== undefined ? 'eval' : s.conversion !== undefined ? 'conversion' : null;
+  if (section === null) return false;
+  if (s.type !== section) ctx.addIssue({ code: 'custom', path: [section], message: `${article(section)} ${section} section goes with type: ${section} (this job is type: ${s.type})` });
+  for (const other of ['eval', 'conversion', 'recipe', 'image', 'command'] as const)
+    if (other !== section && s[other] !== undefined) ctx.addIssue({ code: 'custom', path: [other], message: `${article(section)} ${section} job runs the product's ${section} tool: give either ${section} or ${other}` });
+  return true;
+}
+
+const article = (word: string): string => (/^[aeiou]/.test(word) ? 'an' : 'a');
+
+/** How a submitted job is defined: its own command, a training recipe, or an eval or conversion section. */
+export const jobKindOf = (s: { eval?: unknown; conversion?: unknown; recipe?: unknown }): 'command' | 'recipe' | 'eval' | 'conversion' =>
+  s.eval ? 'eval' : s.conversion ? 'conversion' : s.recipe ? 'recipe' : 'command';

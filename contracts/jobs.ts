@@ -1,9 +1,10 @@
 // Spec 000's Job Submission: what POST /v1/jobs and `hanzo-ml job submit --config` take (YAML or JSON), the job's
 // lifecycle, and the workflow that runs it. A job is either a command job (an image of scheduler.images, a command
-// and its environment) or a recipe job (a base model, a dataset version and one of the trainer's methods).
+// and its environment) or a recipe job (a base model, a dataset version and one of the trainer's methods), or an
+// eval or conversion job (contracts/job-kinds.ts).
 import { z } from 'zod';
 import { DataOptionsSchema, LoraHyperparametersSchema, RecoveryPolicySchema, TrainMethodSchema } from './trainer-job.js';
-import { CHILD_ONLY_JOB_TYPES, ConversionSectionSchema, EvalSectionSchema, JobParentSchema } from './job-kinds.js';
+import { CHILD_ONLY_JOB_TYPES, ConversionSectionSchema, EvalSectionSchema, JobParentSchema, productJobSection } from './job-kinds.js';
 
 export const jobWorkflowId = (id: string): string => `job:${id}`;
 export const jobIdFromWorkflowId = (workflowId: string): string => workflowId.replace(/^job:/, '');
@@ -94,24 +95,6 @@ export const JobSubmissionSchema = z
   });
 export type JobSubmission = z.infer<typeof JobSubmissionSchema>;
 
-/**
- * The eval and conversion sections: each goes with its own type and alone (the product runs its own tool, so no
- * image, command or recipe). True when the submission has one, checked here.
- */
-function productJobSection(s: { type: JobType; eval?: unknown; conversion?: unknown; recipe?: unknown; image?: unknown; command?: unknown }, ctx: z.RefinementCtx): boolean {
-  const section = s.eval !== undefined ? 'eval' : s.conversion !== undefined ? 'conversion' : null;
-  if (section === null) return false;
-  if (s.type !== section) ctx.addIssue({ code: 'custom', path: [section], message: `${article(section)} ${section} section goes with type: ${section} (this job is type: ${s.type})` });
-  for (const other of ['eval', 'conversion', 'recipe', 'image', 'command'] as const)
-    if (other !== section && s[other] !== undefined) ctx.addIssue({ code: 'custom', path: [other], message: `${article(section)} ${section} job runs the product's ${section} tool: give either ${section} or ${other}` });
-  return true;
-}
-
-const article = (word: string): string => (/^[aeiou]/.test(word) ? 'an' : 'a');
-
-/** How a job is defined: its own command, a training recipe, an eval or conversion section, or a parent's stage. */
-export const jobKindOf = (s: JobSubmission): 'command' | 'recipe' | 'eval' | 'conversion' =>
-  s.eval ? 'eval' : s.conversion ? 'conversion' : s.recipe ? 'recipe' : 'command';
 export type JobSubmissionRequest = z.input<typeof JobSubmissionSchema>;
 
 /** The workflow's input: the checked submission, who sent it, and the server settings a workflow cannot read. */

@@ -7,7 +7,7 @@ import { TypedSearchAttributes } from '@temporalio/common';
 import { parse as parseYaml } from 'yaml';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { allowedImage } from '../../contracts/config.js';
-import { IDEMPOTENCY_WINDOW_MS, JobListQuerySchema, jobKindOf, JobSubmissionSchema, TERMINAL_JOB_STATUSES, jobWorkflowId, type JobStatus, type JobSubmission, type JobView, type JobWorkflowInput } from '../../contracts/jobs.js';
+import { IDEMPOTENCY_WINDOW_MS, JobListQuerySchema, JobSubmissionSchema, TERMINAL_JOB_STATUSES, jobWorkflowId, type JobStatus, type JobSubmission, type JobView, type JobWorkflowInput } from '../../contracts/jobs.js';
 import { PIPELINE_TASK_QUEUE } from '../../contracts/pipeline.js';
 import { JOB_TYPE_KEY, ORGANIZATION_KEY, STAGE_KEY } from '../../contracts/search-attributes.js';
 import { MULTI_NODE_METHODS } from '../../contracts/trainer-job.js';
@@ -21,6 +21,7 @@ import { requireOwnerOrAdmin, requireRole } from '../auth.js';
 import { ApiError, describeZodError, invalid, notFound } from '../errors.js';
 import { checkBaseModel } from '../input-policy.js';
 import { checkProductJobSection } from '../job-kinds.js';
+import { jobKindOf } from '../../contracts/job-kinds.js';
 import { queryParams } from '../validate.js';
 
 export function jobView(row: JobRow): JobView {

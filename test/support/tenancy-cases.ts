@@ -136,7 +136,10 @@ const V1: TenancyCase[] = [
     control: "B's job is a command job: it has no adapter to convert",
   }),
   list('GET /v1/jobs', 'viewer', () => ({ path: '/v1/jobs' })),
-  list('GET /v1/jobs', 'viewer', (t) => ({ path: `/v1/jobs?parent=pipeline:${t.b.pipelineId}` }), { label: "B's pipeline as the parent" }),
+  list('GET /v1/jobs', 'viewer', (t) => ({ path: `/v1/jobs?parent=pipeline:${t.b.pipelineId}` }), {
+    label: "B's pipeline as the parent",
+    control: "B's pipeline runs no stage here (no worker runs it), so it has no stage jobs for B's admin to list",
+  }),
   refused('GET /v1/jobs/:id', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}` })),
   refused('POST /v1/jobs/:id/cancel', 'researcher', (t) => ({ path: `/v1/jobs/${t.b.jobId}/cancel`, body: {} }), { teardown: 1 }),
   refused('GET /v1/pipelines/:id', 'viewer', (t) => ({ path: `/v1/pipelines/${t.b.pipelineId}` }), { control: NEEDS_WORKER }),
