@@ -87,7 +87,7 @@ export const JobSubmissionSchema = z
     if (productJobSection(s, ctx)) return;
     if (s.recipe) {
       if (s.command) ctx.addIssue({ code: 'custom', path: ['command'], message: 'a recipe job runs the trainer: give either recipe or image and command' });
-      if (s.type !== 'training') ctx.addIssue({ code: 'custom', path: ['type'], message: `a recipe job is a training job (a ${s.type} job gives a ${s.type} section, or image and command)` });
+      if (s.type !== 'training') ctx.addIssue({ code: 'custom', path: ['type'], message: `a recipe job is a training job (for type: ${s.type}, give the ${s.type} section, or image and command)` });
       return;
     }
     if (!s.image) ctx.addIssue({ code: 'custom', path: ['image'], message: 'a command job needs an image (a name of scheduler.images), or give a recipe' });
