@@ -4,15 +4,17 @@
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
 import { ApplicationFailure } from '@temporalio/common';
-import { EvalReportSchema, EvalScoresSchema, MergeReportSchema, type EvalJobSpec, type EvalReport, type MergeJobSpec, type MergeReport } from '../contracts/trainer-job.js';
-import type { GateDecision } from '../contracts/eval-suite.js';
+import { EvalReportSchema, EvalScoresSchema, MergeReportSchema, type EvalJobSpec, type EvalReport, type EvalScores, type MergeJobSpec, type MergeReport } from '../contracts/trainer-job.js';
+import type { JobFiles } from '../lib/job-files.js';
+import type { EvalSuite, GateDecision } from '../contracts/eval-suite.js';
 import { evalGate } from '../lib/eval-gate.js';
 import { EvalSuiteError, loadEvalSuite } from '../lib/eval-suites.js';
 import { getModel, productionVersionOf, getVersion } from '../db/repo/models.js';
 import type { Artifact } from '../contracts/pipeline.js';
 import { JOB_FILES } from '../contracts/job-io.js';
-import { runJobToCompletion } from './jobs.js';
-import { baseModelInput, dirInput, fileInput } from './job-inputs.js';
+import { runJobToCompletion, type JobOutcome } from './jobs.js';
+import type { JobPriority } from '../contracts/config.js';
+import { baseModelInput, dirInput, fileInput, type JobInput } from './job-inputs.js';
 import { recordArtifact } from '../db/repo/run-artifacts.js';
 import { sha256Text } from '../lib/hash.js';
 import type { DatasetRef } from './datasets.js';
@@ -38,108 +40,153 @@ export function createEvaluationActivities(deps: ActivityDeps) {
         throw e instanceof EvalSuiteError ? ApplicationFailure.nonRetryable(e.message, 'BadInput') : e;
       });
       const production = await productionModelDir(deps, a.input.organization_id, a.input.model_name);
-      const spec: EvalJobSpec = {
-        kind: 'eval',
-        job_name: `${a.pipelineId}-eval`,
-        base_model_path: 'input:base_model_path',
-        adapter_path: 'input:adapter_path',
-        test_path: 'input:test_path',
-        output_path: 'output:output_path',
-        production_model_path: production ? 'input:production_model_path' : null,
-        general_path: suite.general_text ? 'input:general_path' : null,
-        instructions_path: suite.instructions ? 'input:instructions_path' : null,
-        scores_path: 'output:scores_path',
-        max_new_tokens: a.input.eval.max_new_tokens,
-        max_seq_length: a.input.hyperparameters.max_seq_length,
-        threads: deps.config.trainer.threads,
-      };
-      const { result: report, files } = await runJobToCompletion(deps, {
-        job: {
-          name: spec.job_name,
-          kind: 'eval',
-          organizationId: a.input.organization_id,
-          priority: a.input.priority ?? null,
-          runId: a.runId,
-          envelope: {
-            tool: 'trainer',
-            spec,
-            inputs: {
-              base_model_path: await baseModelInput(deps, a.input.base_model),
-              adapter_path: dirInput(a.adapterPath),
-              test_path: fileInput(a.dataset.splits.test),
-              ...(production ? { production_model_path: dirInput(production.dir) } : {}),
-              ...(suite.general_text ? { general_path: await bundledFileInput(deps, suite.general_text) } : {}),
-              ...(suite.instructions ? { instructions_path: await bundledFileInput(deps, suite.instructions) } : {}),
-            },
-            outputs: { output_path: 'file', scores_path: 'file' },
-            result_field: 'output_path',
-          },
-        },
-        resultSchema: EvalReportSchema,
-      });
-      const step = a.input.hyperparameters.max_steps;
-      const now = Date.now();
-      const points = Object.entries({ base: report.base, tuned: report.tuned, production: report.production }).flatMap(([who, s]) =>
-        s ? (['loss', 'perplexity', 'exact_match', 'general_perplexity', 'instruction_pass_rate'] as const).flatMap((k) => (s[k] === null ? [] : [{ key: `eval/${who}/${k}`, value: s[k], step, timestamp: now }])) : [],
-      );
-      await logMetrics(deps.db, a.runId, points);
-      // The report of record is the job's output in the object store, not a file on some worker.
-      const uri = files.outputUri('output_path');
-      const text = (await deps.store.readText(uri)) ?? (await deps.store.readText(files.file(JOB_FILES.result)))!;
-      await recordArtifact(deps.db, {
+      const { result: report, files } = await runEvalJob(deps, {
+        name: `${a.pipelineId}-eval`,
+        organizationId: a.input.organization_id,
+        priority: a.input.priority ?? null,
         runId: a.runId,
-        path: 'eval/results.json',
-        uri,
-        sizeBytes: Buffer.byteLength(text),
-        sha256: sha256Text(text),
+        base: await baseModelInput(deps, a.input.base_model),
+        adapter: dirInput(a.adapterPath),
+        production: production ? dirInput(production.dir) : null,
+        testUri: a.dataset.splits.test,
+        suite,
+        maxNewTokens: a.input.eval.max_new_tokens,
+        maxSeqLength: a.input.hyperparameters.max_seq_length,
       });
-      // Per-example scores are kept as an artifact of the run: the gate's intervals can be recomputed from them.
-      const scoresUri = files.outputUri('scores_path');
-      const scoresText = await deps.store.readText(scoresUri);
-      if (scoresText === null) throw ApplicationFailure.nonRetryable(`the eval job wrote no per-example scores at ${scoresUri}`, 'BadJobSpec');
-      await recordArtifact(deps.db, { runId: a.runId, path: 'eval/scores.json', uri: scoresUri, sizeBytes: Buffer.byteLength(scoresText), sha256: sha256Text(scoresText) });
-      const gate = evalGate(suite, EvalScoresSchema.parse(JSON.parse(scoresText)), production?.version ?? null);
+      const scores = await recordEvalReport(deps, a.runId, report, files, a.input.hyperparameters.max_steps);
+      const gate = evalGate(suite, scores, production?.version ?? null);
       return { ...report, gate };
     },
 
     async mergeAdapter(a: { pipelineId: string; input: PipelineWorkflowInput; dataset: DatasetRef; adapterPath: string }): Promise<MergeReport> {
-      const spec: MergeJobSpec = {
-        kind: 'merge',
-        job_name: `${a.pipelineId}-merge`,
-        base_model_path: 'input:base_model_path',
-        adapter_path: 'input:adapter_path',
-        output_dir: 'output:output_dir',
-        heldout_path: 'input:heldout_path',
-        reference_path: 'output:reference_path',
-        heldout_tokens_path: 'output:heldout_tokens_path',
-        general_path: 'input:general_path',
-        general_tokens_path: 'output:general_tokens_path',
-        max_seq_length: a.input.hyperparameters.max_seq_length,
-        max_sequences: 64,
-        threads: deps.config.trainer.threads,
-      };
-      const { result } = await runJobToCompletion(deps, {
-        job: {
-          name: spec.job_name,
-          kind: 'merge',
-          organizationId: a.input.organization_id,
-          priority: a.input.priority ?? null,
-          envelope: {
-            tool: 'trainer',
-            spec,
-            inputs: {
-              base_model_path: await baseModelInput(deps, a.input.base_model),
-              adapter_path: dirInput(a.adapterPath),
-              heldout_path: fileInput(a.dataset.splits.test),
-              general_path: await bundledFileInput(deps, GENERAL_TEXT),
-            },
-            outputs: { output_dir: 'dir', reference_path: 'file', heldout_tokens_path: 'file', general_tokens_path: 'file' },
-            result_field: 'reference_path',
-          },
-        },
-        resultSchema: MergeReportSchema,
+      const { result } = await runMergeJob(deps, {
+        name: `${a.pipelineId}-merge`,
+        organizationId: a.input.organization_id,
+        priority: a.input.priority ?? null,
+        base: await baseModelInput(deps, a.input.base_model),
+        adapter: dirInput(a.adapterPath),
+        heldoutUri: a.dataset.splits.test,
+        maxSeqLength: a.input.hyperparameters.max_seq_length,
       });
       return result;
     },
   };
+}
+
+/** The report's scores as metric points: `eval/<who>/<metric>`, where `names` says what each model is called. */
+export function evalMetricPoints(report: EvalReport, step: number, names: Partial<Record<'base' | 'tuned' | 'production', string>> = { base: 'base', tuned: 'tuned', production: 'production' }) {
+  const now = Date.now();
+  return (['base', 'tuned', 'production'] as const).flatMap((m) => {
+    const s = report[m];
+    const who = names[m];
+    if (!s || !who) return [];
+    return (['loss', 'perplexity', 'exact_match', 'general_perplexity', 'instruction_pass_rate'] as const).flatMap((k) => (s[k] === null ? [] : [{ key: `eval/${who}/${k}`, value: s[k], step, timestamp: now }]));
+  });
+}
+
+/**
+ * An eval job's results on its run: the scores as metrics, the report and the per-example scores as artifacts
+ * (eval/results.json, eval/scores.json; the gate's intervals can be recomputed from the scores). Returns the scores.
+ */
+export async function recordEvalReport(deps: ActivityDeps, runId: string, report: EvalReport, files: JobFiles, step: number, names?: Parameters<typeof evalMetricPoints>[2]): Promise<EvalScores> {
+  await logMetrics(deps.db, runId, evalMetricPoints(report, step, names));
+  // The report of record is the job's output in the object store, not a file on some worker.
+  const uri = files.outputUri('output_path');
+  const text = (await deps.store.readText(uri)) ?? (await deps.store.readText(files.file(JOB_FILES.result)))!;
+  await recordArtifact(deps.db, { runId, path: 'eval/results.json', uri, sizeBytes: Buffer.byteLength(text), sha256: sha256Text(text) });
+  const scoresUri = files.outputUri('scores_path');
+  const scoresText = await deps.store.readText(scoresUri);
+  if (scoresText === null) throw ApplicationFailure.nonRetryable(`the eval job wrote no per-example scores at ${scoresUri}`, 'BadJobSpec');
+  await recordArtifact(deps.db, { runId, path: 'eval/scores.json', uri: scoresUri, sizeBytes: Buffer.byteLength(scoresText), sha256: sha256Text(scoresText) });
+  return EvalScoresSchema.parse(JSON.parse(scoresText));
+}
+
+type Phases = Pick<Parameters<typeof runJobToCompletion>[1], 'onWaiting' | 'onPoll'>;
+
+/** One eval job: base (+ adapter) and the production model, if given, on the test split and the suite's data. */
+export async function runEvalJob(
+  deps: ActivityDeps,
+  r: { name: string; organizationId: string; priority: JobPriority | null; runId: string; base: JobInput; adapter: JobInput | null; production: JobInput | null; testUri: string; suite: EvalSuite; maxNewTokens: number; maxSeqLength: number } & Phases,
+): Promise<JobOutcome<EvalReport>> {
+  const spec: EvalJobSpec = {
+    kind: 'eval',
+    job_name: r.name,
+    base_model_path: 'input:base_model_path',
+    adapter_path: r.adapter ? 'input:adapter_path' : null,
+    test_path: 'input:test_path',
+    output_path: 'output:output_path',
+    production_model_path: r.production ? 'input:production_model_path' : null,
+    general_path: r.suite.general_text ? 'input:general_path' : null,
+    instructions_path: r.suite.instructions ? 'input:instructions_path' : null,
+    scores_path: 'output:scores_path',
+    max_new_tokens: r.maxNewTokens,
+    max_seq_length: r.maxSeqLength,
+    threads: deps.config.trainer.threads,
+  };
+  return runJobToCompletion(deps, {
+    job: {
+      name: r.name,
+      kind: 'eval',
+      organizationId: r.organizationId,
+      priority: r.priority,
+      runId: r.runId,
+      envelope: {
+        tool: 'trainer',
+        spec,
+        inputs: {
+          base_model_path: r.base,
+          ...(r.adapter ? { adapter_path: r.adapter } : {}),
+          test_path: fileInput(r.testUri),
+          ...(r.production ? { production_model_path: r.production } : {}),
+          ...(r.suite.general_text ? { general_path: await bundledFileInput(deps, r.suite.general_text) } : {}),
+          ...(r.suite.instructions ? { instructions_path: await bundledFileInput(deps, r.suite.instructions) } : {}),
+        },
+        outputs: { output_path: 'file', scores_path: 'file' },
+        result_field: 'output_path',
+      },
+    },
+    resultSchema: EvalReportSchema,
+    ...(r.onWaiting ? { onWaiting: r.onWaiting } : {}),
+    ...(r.onPoll ? { onPoll: r.onPoll } : {}),
+  });
+}
+
+/** One merge job: the adapter merged into its base, with PyTorch's reference perplexities the Candle tool checks against. */
+export async function runMergeJob(
+  deps: ActivityDeps,
+  r: { name: string; organizationId: string; priority: JobPriority | null; base: JobInput; adapter: JobInput; heldoutUri: string; maxSeqLength: number } & Phases,
+): Promise<JobOutcome<MergeReport>> {
+  const spec: MergeJobSpec = {
+    kind: 'merge',
+    job_name: r.name,
+    base_model_path: 'input:base_model_path',
+    adapter_path: 'input:adapter_path',
+    output_dir: 'output:output_dir',
+    heldout_path: 'input:heldout_path',
+    reference_path: 'output:reference_path',
+    heldout_tokens_path: 'output:heldout_tokens_path',
+    general_path: 'input:general_path',
+    general_tokens_path: 'output:general_tokens_path',
+    max_seq_length: r.maxSeqLength,
+    max_sequences: 64,
+    threads: deps.config.trainer.threads,
+  };
+  return runJobToCompletion(deps, {
+    job: {
+      name: r.name,
+      kind: 'merge',
+      organizationId: r.organizationId,
+      priority: r.priority,
+      envelope: {
+        tool: 'trainer',
+        spec,
+        inputs: { base_model_path: r.base, adapter_path: r.adapter, heldout_path: fileInput(r.heldoutUri), general_path: await bundledFileInput(deps, GENERAL_TEXT) },
+        outputs: { output_dir: 'dir', reference_path: 'file', heldout_tokens_path: 'file', general_tokens_path: 'file' },
+        result_field: 'reference_path',
+      },
+    },
+    resultSchema: MergeReportSchema,
+    ...(r.onWaiting ? { onWaiting: r.onWaiting } : {}),
+    ...(r.onPoll ? { onPoll: r.onPoll } : {}),
+  });
 }

@@ -24,6 +24,7 @@ import {
   type TrialState,
 } from '../contracts/hpo.js';
 import { LoraHyperparametersSchema, TRAIN_JOB_IO_FIELDS, TrainJobSpecSchema, TrainResultSchema, type TrainJobSpec } from '../contracts/trainer-job.js';
+import { finishTrialJob, recordTrialJob } from './child-jobs.js';
 import { accountTrial, createSweep, finishSweep, finishTrial, insertTrial, recordLineage, warmStartTrials } from '../db/repo/hpo.js';
 import { getOrCreateExperiment } from '../db/repo/experiments.js';
 import { logParams } from '../db/repo/params-tags.js';
@@ -229,6 +230,7 @@ export function createHpoActivities(deps: ActivityDeps) {
         },
       });
       await insertTrial(deps.db, { sweepId: t.sweep_id, number: t.n, runId, params: t.params });
+      await recordTrialJob(deps, { sweepId: t.sweep_id, n: t.n, organizationId: t.organization_id, requestedBy: t.requested_by, runId, params: t.params });
       return { runId };
     },
 
@@ -305,6 +307,7 @@ export function createHpoActivities(deps: ActivityDeps) {
     }): Promise<void> {
       await finishTrial(deps.db, a.sweepId, a.n, { status: a.state, objectiveValues: a.values, metrics: a.metrics, intermediate: a.intermediate, steps: a.steps, gpuSeconds: a.gpuSeconds, reason: a.reason });
       await setRunStatus(deps.db, trialRunId(a.sweepId, a.n), a.state === 'completed' ? 'completed' : a.state === 'failed' ? 'failed' : 'cancelled');
+      await finishTrialJob(deps, { sweepId: a.sweepId, n: a.n, state: a.state, reason: a.reason });
     },
 
     /**

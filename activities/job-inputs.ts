@@ -9,7 +9,7 @@ import type { JobEnvelopeInput } from '../contracts/job-io.js';
 import { resolveBaseModel } from '../lib/base-models.js';
 import { listFiles, objectUri } from '../lib/object-store.js';
 
-type JobInput = NonNullable<JobEnvelopeInput['inputs']>[string];
+export type JobInput = NonNullable<JobEnvelopeInput['inputs']>[string];
 
 /** The marker uploaded last: a base-model prefix without it is incomplete and is uploaded again. */
 const BASE_MODEL_MARKER = 'base-model.json';

@@ -7,6 +7,10 @@ import { createRun, setRunStatus } from '../db/repo/runs.js';
 import { deterministicUuid } from '../lib/ids.js';
 import { artifactRootUri } from '../lib/object-store.js';
 import type { DatasetRef } from './datasets.js';
+import { recordPipelineStageJob } from './child-jobs.js';
+
+/** The pipeline's one tracking run, derived from its id. */
+const pipelineRunId = (pipelineId: string): string => deterministicUuid(`pipeline:${pipelineId}:run`);
 
 export function createPipelineRecordActivities(deps: ActivityDeps) {
   return {
@@ -24,11 +28,12 @@ export function createPipelineRecordActivities(deps: ActivityDeps) {
 
     async setPipelineStage(a: { pipelineId: string; stage: PipelineStage; outcome?: string | undefined }): Promise<void> {
       await setStage(deps.db, a.pipelineId, a.stage, a.outcome);
+      await recordPipelineStageJob(deps, { ...a, runId: pipelineRunId(a.pipelineId) });
     },
 
     /** One run per pipeline, in the experiment named after the model; its ID is derived from the pipeline. */
     async createTrackingRun(a: { pipelineId: string; input: PipelineWorkflowInput; dataset: DatasetRef }): Promise<{ runId: string }> {
-      const runId = deterministicUuid(`pipeline:${a.pipelineId}:run`);
+      const runId = pipelineRunId(a.pipelineId);
       const artifactRoot = artifactRootUri(deps);
       const experimentId = await getOrCreateExperiment(deps.db, a.input.organization_id, a.input.model_name, artifactRoot);
       const hp = a.input.hyperparameters;

@@ -7,8 +7,11 @@ import type { ActivityDeps } from './deps.js';
 import { runJobToCompletion, type JobDefinition } from './jobs.js';
 import { runTrainJob } from './training.js';
 import { progressEvents } from './job-progress-events.js';
+import { runEvalSectionJob } from './eval-job.js';
+import { runConversionSectionJob } from './conversion-job.js';
 import { datasetRef } from './datasets.js';
 import { jobWorkflowId, recipeHardware, type CheckpointRef, type JobQueuePlace, type JobRunOutcome, type JobSegment, type JobStatus, type JobSubmission, type JobWorkflowInput } from '../contracts/jobs.js';
+import { jobKindOf } from '../contracts/job-kinds.js';
 import type { JobPriority } from '../contracts/config.js';
 import { CheckpointPolicySchema } from '../contracts/trainer-job.js';
 import { findDatasetVersion } from '../db/repo/datasets.js';
@@ -115,7 +118,9 @@ export function createSubmittedJobActivities(deps: ActivityDeps) {
 
     /** Runs the job to its end: resolves on exit 0, fails with the job's own error otherwise. */
     async runSubmittedJob(a: { input: JobWorkflowInput; runId: string; segment?: JobSegment }): Promise<JobRunOutcome> {
-      return a.input.spec.recipe ? runRecipeJob(deps, a, phase(a.input.job_id)) : runCommandJob(deps, a, phase(a.input.job_id));
+      const onPhase = phase(a.input.job_id);
+      const run = { command: runCommandJob, recipe: runRecipeJob, eval: runEvalSectionJob, conversion: runConversionSectionJob }[jobKindOf(a.input.spec)];
+      return run(deps, a, onPhase);
     },
   };
 }

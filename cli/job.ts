@@ -67,12 +67,13 @@ export function registerJobCommands(program: Command, io: JobCliIo): void {
     .command('list')
     .description("the organization's jobs, newest first")
     .option('--status <status>', 'validating | queued | running | paused | succeeded | failed | cancelled')
-    .option('--type <type>', 'training | eval | conversion')
+    .option('--type <type>', 'training | eval | conversion | data_preparation | registration')
+    .option('--parent <parent>', "only the jobs a parent started: pipeline:<id> or sweep:<id>")
     .option('--limit <n>', 'how many', '50')
-    .action(async (o: { status?: string; type?: string; limit: string }) => {
-      const q = new URLSearchParams({ limit: o.limit, ...(o.status ? { status: o.status } : {}), ...(o.type ? { type: o.type } : {}) });
+    .action(async (o: { status?: string; type?: string; parent?: string; limit: string }) => {
+      const q = new URLSearchParams({ limit: o.limit, ...(o.status ? { status: o.status } : {}), ...(o.type ? { type: o.type } : {}), ...(o.parent ? { parent: o.parent } : {}) });
       const { jobs } = await io.api().get<{ jobs: JobView[] }>(`/v1/jobs?${q.toString()}`);
-      io.table(jobs.map((j) => ({ id: j.id, name: j.name, type: j.type, kind: j.kind, status: j.status, submitted_by: j.submitted_by, created_at: j.created_at })));
+      io.table(jobs.map((j) => ({ id: j.id, name: j.name, type: j.type, kind: j.kind, parent: j.parent ?? '', status: j.status, submitted_by: j.submitted_by, created_at: j.created_at })));
     });
   job
     .command('get <id>')

@@ -1,11 +1,13 @@
 // Spec 000's Job Submission: what POST /v1/jobs and `hanzo-ml job submit --config` take (YAML or JSON), the job's
 // lifecycle, and the workflow that runs it. A job is either a command job (an image of scheduler.images, a command
-// and its environment) or a recipe job (a base model, a dataset version and one of the trainer's methods).
+// and its environment) or a recipe job (a base model, a dataset version and one of the trainer's methods), or an
+// eval or conversion job (contracts/job-kinds.ts).
 import { defineSignal } from '@temporalio/workflow';
 import { z } from 'zod';
 import { CostEstimateSchema, BudgetStateSchema } from './cost.js';
 import { JobPreemptionSchema, JobRecoverySchema } from './pipeline.js';
 import { DataOptionsSchema, HardwareSchema, LoraHyperparametersSchema, RecoveryPolicySchema, TrainMethodSchema, type Hardware } from './trainer-job.js';
+import { CHILD_ONLY_JOB_TYPES, ConversionSectionSchema, EvalSectionSchema, JobParentSchema, productJobSection } from './job-kinds.js';
 
 export const jobWorkflowId = (id: string): string => `job:${id}`;
 export const jobIdFromWorkflowId = (workflowId: string): string => workflowId.replace(/^job:/, '');
@@ -13,6 +15,8 @@ export const jobIdFromWorkflowId = (workflowId: string): string => workflowId.re
 export const JOB_TYPES = ['training', 'eval', 'conversion'] as const;
 export const JobTypeSchema = z.enum(JOB_TYPES);
 export type JobType = z.infer<typeof JobTypeSchema>;
+/** A listed job's type: a submitted one's, or one only a parent starts (contracts/job-kinds.ts). */
+export const ListedJobTypeSchema = z.enum([...JOB_TYPES, ...CHILD_ONLY_JOB_TYPES]);
 
 export const JOB_STATUSES = ['validating', 'queued', 'running', 'paused', 'succeeded', 'failed', 'cancelled'] as const;
 export const JobStatusSchema = z.enum(JOB_STATUSES);
@@ -76,6 +80,8 @@ export const JobSubmissionSchema = z
     command: z.array(z.string().min(1)).min(1).optional().describe('command jobs: the argv to run in the image'),
     env: z.record(envName, z.string()).default({}).describe('command jobs: added to the environment'),
     recipe: JobRecipeSchema.optional().describe('recipe jobs: what the trainer runs (instead of image and command)'),
+    eval: EvalSectionSchema.optional().describe('type eval: the model to score and what on (instead of image and command)'),
+    conversion: ConversionSectionSchema.optional().describe('type conversion: merge, quantize, validate and register (instead of image and command)'),
     resources: JobResourcesSchema.prefault({}),
     distributed: DistributedSchema.optional(),
     storage: z.record(z.string(), z.string()).optional().describe('accepted for spec 000 compatibility; inputs are named by the recipe'),
@@ -83,15 +89,17 @@ export const JobSubmissionSchema = z
     preemptible: z.boolean().optional().describe('true: runs at low priority in the queue, so other jobs may take its GPUs'),
   })
   .superRefine((s, ctx) => {
+    if (productJobSection(s, ctx)) return;
     if (s.recipe) {
       if (s.command) ctx.addIssue({ code: 'custom', path: ['command'], message: 'a recipe job runs the trainer: give either recipe or image and command' });
-      if (s.type !== 'training') ctx.addIssue({ code: 'custom', path: ['type'], message: `a recipe job is a training job (${s.type} recipes are not supported yet: submit them as command jobs)` });
+      if (s.type !== 'training') ctx.addIssue({ code: 'custom', path: ['type'], message: `a recipe job is a training job (for type: ${s.type}, give the ${s.type} section, or image and command)` });
       return;
     }
     if (!s.image) ctx.addIssue({ code: 'custom', path: ['image'], message: 'a command job needs an image (a name of scheduler.images), or give a recipe' });
     if (!s.command) ctx.addIssue({ code: 'custom', path: ['command'], message: 'a command job needs a command, or give a recipe' });
   });
 export type JobSubmission = z.infer<typeof JobSubmissionSchema>;
+
 export type JobSubmissionRequest = z.input<typeof JobSubmissionSchema>;
 
 /** The trainer's hardware for a recipe job: what its estimate prices and what it runs on. */
@@ -117,7 +125,8 @@ export interface JobWorkflowInput {
 
 export const JobListQuerySchema = z.strictObject({
   status: JobStatusSchema.optional(),
-  type: JobTypeSchema.optional(),
+  type: ListedJobTypeSchema.optional(),
+  parent: JobParentSchema.optional().describe("only the jobs this parent started (pipeline:<id>, sweep:<id>, dataset:<id>)"),
   limit: z.coerce.number().int().min(1).max(500).default(50),
   cursor: z.string().regex(/^\d+$/, 'a cursor from next_cursor').optional(),
 });
@@ -165,8 +174,9 @@ export const resumeJobSignal = defineSignal<[{ from_checkpoint: CheckpointRef | 
 export const JobViewSchema = z.object({
   id: z.string(),
   name: z.string(),
-  type: JobTypeSchema,
-  kind: z.enum(['command', 'recipe']),
+  type: ListedJobTypeSchema,
+  kind: z.enum(['command', 'recipe', 'eval', 'conversion', 'stage']).describe('stage: a job its parent started'),
+  parent: z.string().nullable().describe('what started it (pipeline:<id>, sweep:<id>); null: submitted on its own'),
   status: JobStatusSchema,
   message: z.string().nullable().describe('why it is queued, or how it ended'),
   queue: JobQueuePlaceSchema.nullable().describe('while queued: its place in the queue and why it waits'),

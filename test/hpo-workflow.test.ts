@@ -16,6 +16,7 @@ import { createPipelineWorker, bundleWorkflows, type PipelineWorker } from '../w
 import { createExecutor } from '../activities/executor/factory.js';
 import { jobTokenSecrets } from '../activities/deps.js';
 import { SweepConfigSchema } from '../contracts/hpo.js';
+import type { JobView } from '../contracts/jobs.js';
 
 const bin = fileURLToPath(new URL('../bin/hanzo-ml', import.meta.url));
 const run = promisify(execFile);
@@ -184,6 +185,15 @@ describe('hyperparameter sweeps on Temporal', () => {
     }
     expect(sweep.trial_steps_saved).toBeGreaterThan(0);
     expect(all.filter((t) => t.status === 'completed').every((t) => t.steps === 90)).toBe(true);
+    // Each trial is a training job of the job list under its sweep: a pruned one ends cancelled, saying so.
+    const { body } = await stack.api<{ jobs: JobView[] }>('GET', `/v1/jobs?parent=sweep:${id}&limit=100`);
+    const byRun = new Map(body.jobs.map((j) => [j.run_id, j]));
+    expect(body.jobs).toHaveLength(all.length);
+    for (const t of all) {
+      const job = byRun.get(t.run_id)!;
+      expect(job).toMatchObject({ parent: `sweep:${id}`, type: 'training', kind: 'stage', status: t.status === 'completed' ? 'succeeded' : 'cancelled' });
+      if (t.status === 'pruned') expect(job.message).toMatch(/^pruned/);
+    }
   });
 
   it('rejects a bad sweep configuration naming the field, before anything starts', async () => {

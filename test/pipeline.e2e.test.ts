@@ -9,6 +9,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { demoPipelineRequest } from '../cli/demo.js';
 import { pipelineWorkflowId, type PipelineProgress, type PipelineResult } from '../contracts/pipeline.js';
+import type { JobView } from '../contracts/jobs.js';
 import { sha256File, sha256Text } from '../lib/hash.js';
 import { bundleWorkflows } from '../workers/worker.js';
 
@@ -67,6 +68,28 @@ describe('fine-tuning pipeline end to end (embedded stack)', () => {
     expect(again.status).toBe(409);
     final = await waitFor(stack, id, (s) => s.status === 'COMPLETED');
     expect(final.result!.outcome).toBe('promoted');
+  });
+
+  it('lists its stages as jobs under parent=pipeline:<id>, each with its type and the status its stage ended with', async () => {
+    const { status, body } = await stack.api<{ jobs: JobView[] }>('GET', `/v1/jobs?parent=pipeline:${id}`);
+    expect(status).toBe(200);
+    const stages = [...body.jobs].reverse();
+    expect(stages.map((j) => [j.name, j.type, j.status])).toEqual([
+      [`${id}-preprocess`, 'data_preparation', 'succeeded'],
+      [`${id}-train`, 'training', 'succeeded'],
+      [`${id}-eval`, 'eval', 'succeeded'],
+      [`${id}-validate`, 'conversion', 'succeeded'],
+      [`${id}-register`, 'registration', 'succeeded'],
+    ]);
+    for (const j of stages) expect(j).toMatchObject({ parent: `pipeline:${id}`, kind: 'stage', workflow_id: pipelineWorkflowId(id), submitted_by: 'dev' });
+    expect(stages[1]!.run_id).toBe(final.progress.run_id);
+    expect(stages.every((j) => j.started_at !== null && j.ended_at !== null && j.ended_at >= j.started_at)).toBe(true);
+    const training = await stack.api<{ jobs: JobView[] }>('GET', `/v1/jobs?parent=pipeline:${id}&type=training`);
+    expect(training.body.jobs.map((j) => j.id)).toEqual([stages[1]!.id]);
+    expect((await stack.api<JobView>('GET', `/v1/jobs/${stages[1]!.id}`)).body.parent).toBe(`pipeline:${id}`);
+    const bad = await stack.api('GET', '/v1/jobs?parent=nothing');
+    expect(bad.status).toBe(400);
+    expect(String(bad.body.message)).toMatch(/parent/);
   });
 
   it('registers artifacts whose checksums match the files, with lineage to run and dataset', async () => {

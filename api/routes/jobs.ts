@@ -26,6 +26,8 @@ import { budgetOf, checkBudget } from '../cost.js';
 import { estimateJob } from '../job-cost.js';
 import type { z } from 'zod';
 import { checkBaseModel } from '../input-policy.js';
+import { checkProductJobSection } from '../job-kinds.js';
+import { jobKindOf } from '../../contracts/job-kinds.js';
 import { queryParams } from '../validate.js';
 
 export function jobView(row: JobRow): JobView {
@@ -34,6 +36,7 @@ export function jobView(row: JobRow): JobView {
     name: row.name,
     type: row.type as JobView['type'],
     kind: row.kind as JobView['kind'],
+    parent: row.parent,
     status: row.status as JobStatus,
     message: row.message,
     queue: row.status === 'queued' ? (JobQueuePlaceSchema.safeParse(row.queue).data ?? null) : null,
@@ -66,13 +69,14 @@ async function submissionBody(c: Context<AppEnv>): Promise<JobSubmission> {
 /** The checks that need the server's settings and the catalogue: images, limits, base model and dataset. */
 export async function checkJobSubmission(deps: ApiDeps, spec: JobSubmission, principal: Principal): Promise<void> {
   const { scheduler, limits } = deps.config;
-  if ((spec.image !== undefined || !spec.recipe) && allowedImage(scheduler.images, spec.image ?? null) === null)
+  if ((spec.image !== undefined || jobKindOf(spec) === 'command') && allowedImage(scheduler.images, spec.image ?? null) === null)
     throw invalid(`image: "${spec.image}" is not an image of scheduler.images (allowed: ${Object.keys(scheduler.images).join(', ')})`);
   const nodes = spec.distributed?.num_nodes ?? 1;
   if (nodes > limits.max_nodes) throw invalid(`distributed.num_nodes: ${nodes} exceeds limits.max_nodes (${limits.max_nodes})`);
   if (nodes > 1 && scheduler.executor !== 'kubernetes') throw invalid(`distributed.num_nodes: ${nodes} machines need scheduler.executor: kubernetes (the local executor runs on this machine only)`);
   const processes = spec.distributed?.processes_per_node ?? 1;
   if (processes > limits.max_processes) throw invalid(`distributed.processes_per_node: ${processes} exceeds limits.max_processes (${limits.max_processes})`);
+  await checkProductJobSection(deps, spec, principal);
   const recipe = spec.recipe;
   if (!recipe) return;
   if (nodes > 1 && !(MULTI_NODE_METHODS as readonly string[]).includes(recipe.method))
@@ -167,7 +171,7 @@ export async function submitJob(
       name: spec.name ?? id,
       submittedBy: principal.subject,
       type: spec.type,
-      kind: spec.recipe ? 'recipe' : 'command',
+      kind: jobKindOf(spec),
       spec,
       status: 'validating',
       workflowId: jobWorkflowId(id),
@@ -210,7 +214,7 @@ export function jobRoutes(deps: ApiDeps) {
   app.get('/', async (c) => {
     const principal = requireRole(c, 'viewer');
     const q = queryParams(c, JobListQuerySchema);
-    const rows = await listJobs(deps.db, principal.organizationId, { status: q.status, type: q.type, limit: q.limit, before: q.cursor === undefined ? undefined : Number(q.cursor) });
+    const rows = await listJobs(deps.db, principal.organizationId, { status: q.status, type: q.type, parent: q.parent, limit: q.limit, before: q.cursor === undefined ? undefined : Number(q.cursor) });
     return c.json({ jobs: rows.map(jobView), next_cursor: rows.length === q.limit ? String(rows.at(-1)!.seq) : null });
   });
 

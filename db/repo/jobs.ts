@@ -37,10 +37,15 @@ export async function getJob(db: Db, organizationId: string, id: string): Promis
   return row ?? null;
 }
 
-export async function listJobs(db: Db, organizationId: string, f: { status?: string | undefined; type?: string | undefined; limit: number; before?: number | undefined }): Promise<JobRow[]> {
+export async function listJobs(
+  db: Db,
+  organizationId: string,
+  f: { status?: string | undefined; type?: string | undefined; parent?: string | undefined; limit: number; before?: number | undefined },
+): Promise<JobRow[]> {
   const where = [eq(jobs.organizationId, organizationId)];
   if (f.status) where.push(eq(jobs.status, f.status));
   if (f.type) where.push(eq(jobs.type, f.type));
+  if (f.parent) where.push(eq(jobs.parent, f.parent));
   if (f.before !== undefined) where.push(lt(jobs.seq, f.before));
   return db.select().from(jobs).where(and(...where)).orderBy(desc(jobs.seq)).limit(f.limit);
 }

@@ -4,7 +4,9 @@ import { organizations } from './organizations.js';
 /**
  * Catalogue side of a submitted job (workflow ID `job:<id>`): listed and read without Temporal. `seq` orders the
  * list and is its cursor. The Idempotency-Key of the submit is unique per organization; a key older than its 24 h
- * window is released (set to null) by the next submit that reuses it.
+ * window is released (set to null) by the next submit that reuses it. `parent` names what started a job that was
+ * not submitted on its own ("pipeline:<id>" for a pipeline's stages, "sweep:<id>" for an HPO sweep's trials): such
+ * rows are written by their parent's activities (db/repo/child-jobs.ts) and listed with `GET /v1/jobs?parent=`.
  */
 export const jobs = pgTable(
   'jobs',
@@ -27,6 +29,7 @@ export const jobs = pgTable(
     queue: jsonb('queue'),
     /** one entry per start or resume (contracts/jobs.ts JobSegment) */
     segments: jsonb('segments').notNull().default([]),
+    parent: text('parent'),
     idempotencyKey: text('idempotency_key'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     startedAt: timestamp('started_at', { withTimezone: true }),
@@ -35,6 +38,7 @@ export const jobs = pgTable(
   },
   (t) => [
     index('jobs_org_seq_idx').on(t.organizationId, t.seq),
+    index('jobs_org_parent_seq_idx').on(t.organizationId, t.parent, t.seq),
     uniqueIndex('jobs_org_idempotency_key_idx').on(t.organizationId, t.idempotencyKey),
   ],
 );

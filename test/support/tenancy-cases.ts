@@ -125,7 +125,21 @@ const V1: TenancyCase[] = [
   invalid('POST /v1/jobs', 'researcher', (t) => ({ path: '/v1/jobs', body: { type: 'training', recipe: { base_model: 'hanzo-tiny-llama', method: 'full', dataset: { name: t.b.datasetName } } } }), {
     message: /recipe\.dataset: "b-secret-ds" has no version/,
   }),
+  invalid('POST /v1/jobs', 'researcher', (t) => ({ path: '/v1/jobs', body: { type: 'eval', eval: { source: { model: `${t.b.modelName}@1` }, dataset: { name: 'a-own-ds' } } } }), {
+    label: "an eval of B's model version",
+    message: /eval\.source\.model: no registered model "b-secret-model" in this organization/,
+    control: "B's version was registered from a run's files without weights: there is nothing to score",
+  }),
+  invalid('POST /v1/jobs', 'researcher', (t) => ({ path: '/v1/jobs', body: { type: 'conversion', conversion: { source: { job: t.b.jobId }, dataset: { name: 'a-own-ds' }, register: { model_name: 'a-converted' } } } }), {
+    label: "a conversion of B's job",
+    message: /conversion\.source\.job: no job "[^"]+" in this organization/,
+    control: "B's job is a command job: it has no adapter to convert",
+  }),
   list('GET /v1/jobs', 'viewer', () => ({ path: '/v1/jobs' })),
+  list('GET /v1/jobs', 'viewer', (t) => ({ path: `/v1/jobs?parent=pipeline:${t.b.pipelineId}` }), {
+    label: "B's pipeline as the parent",
+    control: "B's pipeline runs no stage here (no worker runs it), so it has no stage jobs for B's admin to list",
+  }),
   refused('GET /v1/jobs/:id', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}` })),
   refused('GET /v1/jobs/:id/events', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}/events` })),
   refused('GET /v1/jobs/:id/logs', 'viewer', (t) => ({ path: `/v1/jobs/${t.b.jobId}/logs?follow=false` })),

@@ -1,0 +1,71 @@
+// `type: eval` jobs (contracts/job-kinds.ts EvalSection): a registered model version or a finished training job's
+// output scored on a dataset version's test split and an eval suite's data, through the executor as the pipeline's
+// eval stage (runEvalJob). An adapter is scored beside its base model (eval/base/*, eval/tuned/*, and the suite's
+// gate against base); a full model alone (eval/model/*). The report and per-example scores are artifacts of the
+// job's run.
+import { ApplicationFailure } from '@temporalio/common';
+import type { ActivityDeps } from './deps.js';
+import { datasetRef, type DatasetRef } from './datasets.js';
+import { evalMetricPoints, recordEvalReport, runEvalJob } from './evaluation.js';
+import { baseModelInput, dirInput } from './job-inputs.js';
+import { phaseCallbacks, type Phase } from './job-phases.js';
+import { ModelSourceError, requireScorable, resolveModelSource } from './model-source.js';
+import type { JobRunOutcome, JobSubmission, JobWorkflowInput } from '../contracts/jobs.js';
+import type { JobPriority } from '../contracts/config.js';
+import { findDatasetVersion } from '../db/repo/datasets.js';
+import { logMetrics } from '../db/repo/metrics.js';
+import { setRunTags } from '../db/repo/params-tags.js';
+import { evalGate } from '../lib/eval-gate.js';
+import { EvalSuiteError, loadEvalSuite } from '../lib/eval-suites.js';
+
+export const priorityOf = (spec: JobSubmission): JobPriority | null => (spec.preemptible || spec.schedule.preemptible ? 'low' : null);
+
+/** A bad input found when the job runs (a version deleted since it was submitted): the job fails, not retried. */
+export function badInput(err: unknown): never {
+  if (err instanceof ModelSourceError || err instanceof EvalSuiteError) throw ApplicationFailure.nonRetryable(err.message, 'BadInput');
+  throw err;
+}
+
+/** The section's dataset version (of the job's organization): its test split is what the job scores. */
+export async function sectionDataset(deps: ActivityDeps, organizationId: string, field: string, d: { name: string; version: number | 'latest' }): Promise<DatasetRef> {
+  const row = await findDatasetVersion(deps.db, organizationId, d.name, d.version);
+  if (!row) throw ApplicationFailure.nonRetryable(`${field}.dataset: "${d.name}" has no version ${d.version}`, 'BadInput');
+  return datasetRef(row);
+}
+
+export async function runEvalSectionJob(deps: ActivityDeps, a: { input: JobWorkflowInput; runId: string }, onPhase: Phase): Promise<JobRunOutcome> {
+  const { spec, job_id: jobId, organization_id: organizationId } = a.input;
+  const section = spec.eval!;
+  const model = await resolveModelSource(deps, organizationId, 'eval', section.source, section.base_model)
+    .then((m) => requireScorable(m, 'eval'))
+    .catch(badInput);
+  const suite = await loadEvalSuite(section.suite).catch(badInput);
+  const testUri = (await sectionDataset(deps, organizationId, 'eval', section.dataset)).splits.test;
+  const adapter = model.adapterDir !== null && model.baseModel !== null;
+  const { result: report, files } = await runEvalJob(deps, {
+    name: `${jobId}-eval`,
+    organizationId,
+    priority: priorityOf(spec),
+    runId: a.runId,
+    base: adapter ? await baseModelInput(deps, model.baseModel!) : dirInput(model.modelDir!),
+    adapter: adapter ? dirInput(model.adapterDir!) : null,
+    production: null,
+    testUri,
+    suite,
+    maxNewTokens: section.max_new_tokens,
+    maxSeqLength: section.max_seq_length,
+    ...phaseCallbacks(onPhase),
+  });
+  await setRunTags(deps.db, a.runId, [{ key: 'hanzo_ml.eval.model', value: model.label }]);
+  const names = adapter ? { base: 'base', tuned: 'tuned' } : { base: 'model' };
+  const scores = await recordEvalReport(deps, a.runId, report, files, 0, names);
+  const metrics = Object.fromEntries(evalMetricPoints(report, 0, names).map((p) => [p.key, p.value]));
+  if (adapter) {
+    // Without a production version the suite's gate compares the adapter with its base only.
+    const gate = evalGate(suite, scores, null);
+    metrics['eval/gate_passed'] = gate.passed ? 1 : 0;
+    await logMetrics(deps.db, a.runId, [{ key: 'eval/gate_passed', value: metrics['eval/gate_passed'], step: 0, timestamp: Date.now() }]);
+    await setRunTags(deps.db, a.runId, [{ key: 'hanzo_ml.eval.gate', value: `${gate.suite}: ${gate.reason}`.slice(0, 5000) }]);
+  }
+  return { step: null, metrics, output_uri: files.outputUri('output_path') };
+}
