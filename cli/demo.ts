@@ -23,15 +23,16 @@ export function demoPipelineRequest(overrides: Partial<PipelineRequest> = {}): P
     base_model: DEFAULT_BASE_MODEL,
     dataset: { name: 'demo-task', source_uri: pathToFileURL(DEMO_DATASET).href, seed: 42 },
     hyperparameters: {
-      // Attention q/v only at 1e-3: every projection at 2e-3 learned the task but raised the general-text
-      // perplexity from 1.8 to 53 by step 100, which the gate's retention check refuses.
-      learning_rate: 1e-3,
-      max_steps: 250,
+      // The value projection only, at 2e-4 for 200 steps: it learns the task (exact match 0 -> ~0.15) and keeps
+      // ~93% of the base's general-text capability, which support-desk@3 asks of it (at least 90%, by the whole
+      // interval). q/v at 1e-3 for 250 steps kept 66%; q/v at 3e-4 89%; q/v at 1e-4 98% but learned nothing.
+      learning_rate: 2e-4,
+      max_steps: 200,
       batch_size: 8,
       warmup_steps: 10,
       lora_rank: 8,
       lora_alpha: 16,
-      target_modules: ['q_proj', 'v_proj'],
+      target_modules: ['v_proj'],
       max_seq_length: 128,
       seed: 42,
     },
@@ -67,7 +68,9 @@ export async function runDemo(opts: { waitForApproval: boolean; apiUrl?: string;
   process.once('SIGINT', onSignal);
   try {
     const started = Date.now();
-    const { id } = await api.post<{ id: string }>('/v1/pipelines', demoPipelineRequest());
+    // The demo is gated by support-desk@3 (a 90% retention floor and decisions by interval); pipelines keep the
+    // default suite until every recipe the tests run is tuned for it.
+    const { id } = await api.post<{ id: string }>('/v1/pipelines', demoPipelineRequest({ eval: { max_new_tokens: 12, suite: 'support-desk@3' } }));
     process.stderr.write(`pipeline ${id} started\n`);
     let status = await followPipeline(api, id, { until: (s) => s.progress.awaiting_approval });
     if (status.progress.awaiting_approval) {
