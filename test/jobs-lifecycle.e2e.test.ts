@@ -10,8 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { DEV_TOKEN } from './support/config.js';
 import { createApiToken, createOrganization } from '../db/repo/auth.js';
+import { insertJob } from '../db/repo/jobs.js';
+import { PIPELINE_TASK_QUEUE } from '../contracts/pipeline.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
-import type { JobDetail, JobDryRun } from '../contracts/jobs.js';
+import { JobSubmissionSchema, jobWorkflowId, type JobDetail, type JobDryRun, type JobWorkflowInput } from '../contracts/jobs.js';
 
 type Answer = { status: number; body: Record<string, unknown> };
 
@@ -211,6 +213,20 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
       expect((await waitFor(id, ended, 2 * 60_000, queueOrgAdmin)).status).toBe('cancelled');
     }
   }, 6 * 60_000);
+
+  it('fails a job in validating when its dataset version is gone by the time it starts, before it queues', async () => {
+    // Submitted as the API would have accepted it, naming a version that no longer exists when its workflow runs.
+    const id = 'validating-gone-dataset';
+    const spec = JobSubmissionSchema.parse({ ...recipeJob('gone'), recipe: { ...recipeJob('gone').recipe, dataset: { name: 'life-ds', version: 99 } } });
+    await insertJob(stack.runtime.catalogue.db, { id, organizationId: 'dev', name: 'gone', submittedBy: 'dev', type: 'training', kind: 'recipe', spec, status: 'validating', workflowId: jobWorkflowId(id), idempotencyKey: null });
+    const input: JobWorkflowInput = { job_id: id, organization_id: 'dev', submitted_by: 'dev', spec, runtime: { heartbeat_timeout: '10s' } };
+    await stack.runtime.client.workflow.start('submittedJobWorkflow', { taskQueue: PIPELINE_TASK_QUEUE, workflowId: jobWorkflowId(id), args: [input] });
+    const job = await waitFor(id, ended, 2 * 60_000);
+    expect(job.status).toBe('failed');
+    expect(job.message).toMatch(/^recipe\.dataset: "life-ds" has no version 99 any more/);
+    expect(job.run_id).toBeNull();
+    expect(job.segments).toEqual([]);
+  }, 3 * 60_000);
 
   it('refuses to pause a job that has ended', async () => {
     const res = await call('POST', `/v1/jobs/${reference.id}/pause`, DEV_TOKEN, {});
