@@ -19,6 +19,7 @@ type Answer = { status: number; body: Record<string, any> }; // eslint-disable-l
 
 const chat = (q: string, a: string) => JSON.stringify({ messages: [{ role: 'user', content: q }, { role: 'assistant', content: a }] });
 const TRAINING = Array.from({ length: 20 }, (_, i) => chat(`question ${i}?`, `answer ${i}.`)).join('\n') + '\n';
+const PAIRS = Array.from({ length: 12 }, (_, i) => JSON.stringify({ prompt: [{ role: 'user', content: `question ${i}?` }], chosen: `good answer ${i}.`, rejected: `bad ${i}` })).join('\n') + '\n';
 
 interface Received {
   path: string;
@@ -123,8 +124,10 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
 
   describe('/v1/fine_tuning/jobs', () => {
     let fileId: string;
+    let pairsId: string;
     beforeAll(async () => {
       fileId = (await upload(TRAINING, 'ft.jsonl')).body.id;
+      pairsId = (await upload(PAIRS, 'pairs.jsonl')).body.id;
     });
 
     it('refuses bad input with a 400 naming the field, and queues nothing', async () => {
@@ -141,6 +144,7 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
         [{ ...base(), method: { type: 'supervised', supervised: { hyperparameters: { learning_rate_multiplier: -1 } } } }, /method\.supervised\.hyperparameters\.learning_rate_multiplier/],
         [{ ...base(), method: { type: 'reinforcement' } }, /method\.type: reinforcement fine-tuning is not supported/],
         [{ ...base(), method: { type: 'dpo', dpo: { hyperparameters: { beta: 0.5 } } } }, /method\.dpo\.hyperparameters\.beta/],
+        [{ ...base(), method: { type: 'dpo' } }, /method\.type: dpo needs a preference file .* holds messages records/],
         [{ ...base(), suffix: 'has spaces' }, /suffix/],
         [{ ...base(), seed: -1 }, /seed/],
         [{ ...base(), validation_file: 'file-other' }, /validation_file: a separate validation file is not supported/],
@@ -190,7 +194,7 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
 
     it('lists newest first with has_more and after, retrieves, lists events ascending, and cancels', async () => {
       const ids: string[] = [];
-      for (let i = 0; i < 2; i++) ids.push((await call('POST', '/v1/fine_tuning/jobs', { model: 'hanzo-tiny-llama', training_file: fileId, method: { type: 'dpo' } })).body.id);
+      for (let i = 0; i < 2; i++) ids.push((await call('POST', '/v1/fine_tuning/jobs', { model: 'hanzo-tiny-llama', training_file: pairsId, method: { type: 'dpo' } })).body.id);
       const page = await call('GET', '/v1/fine_tuning/jobs?limit=1');
       expect(page.body).toMatchObject({ object: 'list', has_more: true });
       expect(page.body.data[0].id).toBe(ids[1]);

@@ -99,6 +99,10 @@ async function recipeOf(deps: ApiDeps, principal: Principal, body: FineTuningJob
   if (body.validation_file && body.validation_file !== body.training_file)
     throw invalid('validation_file: a separate validation file is not supported; the training file\'s dataset version carries its own validation split (10% of its examples)');
   const type = body.method?.type === 'dpo' ? 'dpo' : 'supervised';
+  // DPO learns from pairs: a file of conversations gives it nothing to compare, caught here rather than in the trainer.
+  const form = (file.schema as { form?: string }).form;
+  if (type === 'dpo' && form !== 'preference')
+    throw invalid(`method.type: dpo needs a preference file (prompt, chosen, rejected on each line); file "${file.id}" holds ${form ?? 'other'} records`);
   const given = (type === 'dpo' ? body.method?.dpo?.hyperparameters : body.method?.supervised?.hyperparameters) ?? body.hyperparameters ?? {};
   const hp = resolveHyperparameters(given);
   const method = methodOf(type);
