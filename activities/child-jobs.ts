@@ -14,17 +14,18 @@ export const sweepTrialJobId = (sweepId: string, n: number): string => determini
 /** The pipeline entered `stage`: the stage before it ended (succeeded, or as the pipeline ended) and this one runs. */
 export async function recordPipelineStageJob(deps: ActivityDeps, a: { pipelineId: string; stage: PipelineStage; outcome?: string | undefined; runId: string }): Promise<void> {
   const parent = jobParent('pipeline', a.pipelineId);
+  // The organization keys the lookup of its children (jobs_org_parent_seq_idx).
+  const owner = await pipelineOwner(deps.db, a.pipelineId);
+  if (!owner) return;
   if (a.stage === 'failed') {
     const cancelled = a.outcome === 'cancelled';
-    await endChildJobs(deps.db, parent, cancelled ? 'cancelled' : 'failed', cancelled ? 'the pipeline was cancelled' : 'the pipeline failed in this stage');
+    await endChildJobs(deps.db, owner.organizationId, parent, cancelled ? 'cancelled' : 'failed', cancelled ? 'the pipeline was cancelled' : 'the pipeline failed in this stage');
     return;
   }
   const type = PIPELINE_STAGE_JOB_TYPES[a.stage];
   const id = pipelineStageJobId(a.pipelineId, a.stage);
-  if (a.stage !== 'queued') await endChildJobs(deps.db, parent, 'succeeded', null, type ? [id] : []);
+  if (a.stage !== 'queued') await endChildJobs(deps.db, owner.organizationId, parent, 'succeeded', null, type ? [id] : []);
   if (!type) return;
-  const owner = await pipelineOwner(deps.db, a.pipelineId);
-  if (!owner) return;
   // The run is the pipeline's from training on (preprocessing comes before it exists).
   const runId = a.stage === 'preprocess' ? null : a.runId;
   await recordChildJob(

@@ -48,6 +48,19 @@ export function auditRow(c: Context<AppEnv>, action: string, target: string): (t
   return (tx, detail) => audit(tx, { ...auditContext(c, principal), action, target, detail: detail ?? {} });
 }
 
+/** Work a request's change starts outside the catalogue (a workflow), queued until its transaction commits. */
+const commitHooks = new AsyncLocalStorage<(() => Promise<void>)[]>();
+
+/**
+ * Runs `fn` once the current request's transaction has committed (at once outside one), so that what it starts
+ * never sees, or reports, a change that is not there yet or was rolled back.
+ */
+export async function afterCommit(fn: () => Promise<void>): Promise<void> {
+  const hooks = commitHooks.getStore();
+  if (hooks) hooks.push(fn);
+  else await fn();
+}
+
 export interface RequestTransactions {
   /** the catalogue as routes see it: inside an atomic request, that request's transaction */
   db: Db;
@@ -71,17 +84,32 @@ export function requestTransactions(db: Db): RequestTransactions {
   });
   const atomic: MiddlewareHandler<AppEnv> = async (c, next) => {
     if (!isChange(c.req.method, c.req.path)) return next();
-    await db
-      .transaction(async (tx) => {
-        await current.run(tx, next);
-        const principal = c.get('principal') as Principal | undefined;
-        // A refused or failed request changes nothing; its denial (if any) is recorded by auditTrail.
-        if (c.error || c.res.status >= 400 || !principal) tx.rollback();
-        await audit(tx, { ...auditContext(c, principal!), action: `${c.req.method} ${c.req.path}`, target: c.req.path, detail: { status: c.res.status } });
-      })
-      .catch((err: unknown) => {
-        if (!(err instanceof TransactionRollbackError)) throw err;
-      });
+    const hooks: (() => Promise<void>)[] = [];
+    const committed = await commitHooks.run(hooks, () =>
+      db
+        .transaction(async (tx) => {
+          await current.run(tx, next);
+          const principal = c.get('principal') as Principal | undefined;
+          // A refused or failed request changes nothing; its denial (if any) is recorded by auditTrail.
+          if (c.error || c.res.status >= 400 || !principal) tx.rollback();
+          await audit(tx, { ...auditContext(c, principal!), action: `${c.req.method} ${c.req.path}`, target: c.req.path, detail: { status: c.res.status } });
+        })
+        .then(
+          () => true,
+          (err: unknown) => {
+            if (!(err instanceof TransactionRollbackError)) throw err;
+            return false;
+          },
+        ),
+    );
+    if (!committed) return;
+    for (const hook of hooks) {
+      try {
+        await hook();
+      } catch (err) {
+        throw new Error(`the change committed, but what it starts could not be started: ${(err as Error).message}`, { cause: err });
+      }
+    }
   };
   return { db: scoped, atomic };
 }

@@ -24,10 +24,15 @@ export async function jobOfCaller(c: Context<AppEnv>, deps: Pick<ApiDeps, 'db'>,
   return row;
 }
 
-/** The job, when the caller may change it: its submitter or an ml-admin. */
+/**
+ * The job, when the caller may change it: its submitter or an ml-admin. A pipeline's stage or a sweep's trial is
+ * listed as a job but runs in its parent's workflow: it is steered through its parent, never on its own (a cancel
+ * sent to that workflow would stop the whole pipeline or sweep).
+ */
 async function controllable(c: Context<AppEnv>, deps: Pick<ApiDeps, 'db'>, id: string): Promise<JobRow> {
   const row = await jobOfCaller(c, deps, id);
   requireOwnerOrAdmin(c, row.submittedBy, `job ${id}`);
+  if (row.parent) throw new ApiError('INVALID_STATE', `job ${id} is part of ${row.parent}: cancel, pause or resume ${row.parent.replace(':', ' ')} instead`);
   return row;
 }
 

@@ -1,8 +1,9 @@
 // Serving follows every change of the production version, not only a pipeline's promotion: a manual stage change
 // (PATCH, MLflow transition-stage), the `production` alias and a rollback start the reload hook's workflow
-// (workflows/reload.ts) once the change committed. Nothing starts when promotion.webhook_url is not set.
+// (workflows/reload.ts) once the request's transaction committed (api/audit.ts afterCommit). Nothing starts when promotion.webhook_url is not set.
 import { randomUUID } from 'node:crypto';
 import type { ApiDeps } from './deps.js';
+import { afterCommit } from './audit.js';
 import type { ReloadNotice } from '../activities/reload.js';
 import type { Artifact } from '../contracts/pipeline.js';
 import { PIPELINE_TASK_QUEUE } from '../contracts/pipeline.js';
@@ -39,11 +40,14 @@ export async function notifyProductionChange(
     promotedAt: (p.at ?? p.version.stageChangedAt).toISOString(),
     eventId,
   };
-  await deps.temporal.workflow.start<typeof productionReloadWorkflow>('productionReloadWorkflow', {
-    taskQueue: PIPELINE_TASK_QUEUE,
-    workflowId: productionReloadWorkflowId(eventId),
-    args: [{ notice, deadline }],
-    memo: { organization_id: p.organizationId },
+  // Serving must read the new production version when it is told: the request's transaction commits first.
+  await afterCommit(async () => {
+    await deps.temporal.workflow.start<typeof productionReloadWorkflow>('productionReloadWorkflow', {
+      taskQueue: PIPELINE_TASK_QUEUE,
+      workflowId: productionReloadWorkflowId(eventId),
+      args: [{ notice, deadline }],
+      memo: { organization_id: p.organizationId },
+    });
   });
   return eventId;
 }

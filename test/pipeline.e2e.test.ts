@@ -87,6 +87,10 @@ describe('fine-tuning pipeline end to end (embedded stack)', () => {
     const training = await stack.api<{ jobs: JobView[] }>('GET', `/v1/jobs?parent=pipeline:${id}&type=training`);
     expect(training.body.jobs.map((j) => j.id)).toEqual([stages[1]!.id]);
     expect((await stack.api<JobView>('GET', `/v1/jobs/${stages[1]!.id}`)).body.parent).toBe(`pipeline:${id}`);
+    // A stage is steered through its pipeline: cancelling it alone would stop the whole pipeline's workflow.
+    const cancel = await stack.api('POST', `/v1/jobs/${stages[1]!.id}/cancel`, {});
+    expect(cancel.status).toBe(409);
+    expect(String(cancel.body.message)).toContain(`is part of pipeline:${id}`);
     const bad = await stack.api('GET', '/v1/jobs?parent=nothing');
     expect(bad.status).toBe(400);
     expect(String(bad.body.message)).toMatch(/parent/);

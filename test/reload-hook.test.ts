@@ -269,6 +269,12 @@ describe('the reload hook after a promotion to production', () => {
       expect(bodies[i]!.changed_by).not.toMatch(/^pipeline:/);
     }
     expect(new Set(bodies.map((b) => b.event_id)).size).toBe(4);
+    // Each hook arrived after its change committed: the receiver read the new stages when it was called.
+    expect(receiver.received.slice(0, 3).map((r) => r.stages)).toEqual([
+      { 1: 'production', 2: 'staging' },
+      { 1: 'archived', 2: 'production' },
+      { 1: 'production', 2: 'archived' },
+    ]);
     const notified = (await modelEvents(model)).filter((e) => e.event === 'model.reload_notified');
     expect(notified.map((e) => [e.version, e.pipeline_id, e.hook_event_id])).toEqual(bodies.map((b) => [b.model.version, null, b.event_id]));
   });

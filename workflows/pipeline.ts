@@ -40,6 +40,8 @@ import type { ReloadNotice } from '../activities/reload.js';
 
 /** The register stage copies its files in an activity of their own (workflow patch; see registerVersion). */
 const REGISTRATION_ACTIVITY_PATCH = 'register-copy-activity';
+/** An inconclusive eval gate holds the version for a human even with auto_approve (see awaitPromotion). */
+const GATE_INCONCLUSIVE_HOLD_PATCH = 'gate-inconclusive-hold';
 /** The checkpoint watcher is a child workflow on timers, not a slot-holding activity (see trainWithCheckpointWatch). */
 const CHECKPOINT_WATCH_WORKFLOW_PATCH = 'checkpoint-watch-workflow';
 
@@ -254,7 +256,8 @@ async function awaitPromotion(
   decided: () => PromotionDecision | null,
 ): Promise<{ kind: PipelineResult['outcome']; reason: string; decision: PromotionDecision | null }> {
   // An inconclusive gate holds the version for a human, whatever the pipeline asked.
-  const held = progress.eval?.gate?.verdict === 'inconclusive';
+  // (Patched: a pipeline that reached this point before inconclusive gates existed replays as it ran.)
+  const held = progress.eval?.gate?.verdict === 'inconclusive' && patched(GATE_INCONCLUSIVE_HOLD_PATCH);
   if (input.promotion.auto_approve && !held) {
     const d: PromotionDecision = { decision: 'approve', approver: `auto:${input.requested_by}`, reason: 'auto_approve set on the pipeline' };
     progress.decision = d;

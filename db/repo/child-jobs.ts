@@ -45,12 +45,12 @@ export async function recordChildJob(db: Db, job: ChildJob, status: string, mess
 }
 
 /** Ends every child of `parent` that has not ended (the parent moved on, finished or stopped): returns their ids. */
-export async function endChildJobs(db: Db, parent: string, status: 'succeeded' | 'failed' | 'cancelled', message: string | null = null, exceptIds: string[] = []): Promise<string[]> {
+export async function endChildJobs(db: Db, organizationId: string, parent: string, status: 'succeeded' | 'failed' | 'cancelled', message: string | null = null, exceptIds: string[] = []): Promise<string[]> {
   const now = new Date();
   const rows = await db
     .update(jobs)
     .set({ status, message, updatedAt: now, endedAt: now })
-    .where(and(eq(jobs.parent, parent), sql`${jobs.status} not in ('succeeded', 'failed', 'cancelled')`, ...(exceptIds.length ? [notInArray(jobs.id, exceptIds)] : [])))
+    .where(and(eq(jobs.organizationId, organizationId), eq(jobs.parent, parent), sql`${jobs.status} not in ('succeeded', 'failed', 'cancelled')`, ...(exceptIds.length ? [notInArray(jobs.id, exceptIds)] : [])))
     .returning({ id: jobs.id });
   return rows.map((r) => r.id);
 }

@@ -6,8 +6,8 @@ import { audit } from './auth.js';
 export interface ReloadOutcome {
   organizationId: string;
   pipelineId: string | null;
-  /** Who changed production: pipeline:<id>, or the user of a manual change. */
-  actor: string;
+  /** Who changed production: pipeline:<id>, or the user of a manual change (absent from outcomes scheduled before it existed). */
+  actor?: string;
   modelName: string;
   version: number;
   hookEventId: string;
@@ -23,7 +23,7 @@ export async function recordReloadOutcome(db: Db, o: ReloadOutcome): Promise<voi
     else await emitEvent(tx, o.organizationId, 'models', o.modelName, { event: 'model.reload_failed', ...common, error: o.error ?? 'unknown' });
     await audit(tx, {
       organizationId: o.organizationId,
-      actor: o.actor,
+      actor: o.actor ?? (o.pipelineId ? `pipeline:${o.pipelineId}` : 'system'),
       action: 'model.reload_hook',
       target: `${o.modelName}/${o.version}`,
       outcome: o.status === 'delivered' ? 'ok' : 'failed',
