@@ -14,15 +14,16 @@ import { phaseCallbacks, type Phase } from './job-phases.js';
 import { createModelRegistrationActivities } from './model-registration.js';
 import { requireAdapter, resolveModelSource, type ResolvedModel } from './model-source.js';
 import type { ConversionSection } from '../contracts/job-kinds.js';
-import type { JobRunOutcome, JobWorkflowInput } from '../contracts/jobs.js';
+import type { JobRunOutcome, JobSegment, JobWorkflowInput } from '../contracts/jobs.js';
 import type { ModelRegistrationInput } from '../contracts/model-registration.js';
 import type { MergeReport } from '../contracts/trainer-job.js';
 import { logMetrics } from '../db/repo/metrics.js';
 import { registerModelVersion } from '../db/repo/models.js';
+import { segmentOwner } from '../lib/job-log.js';
 import { MANIFEST_FILE, describeModel, filesUnder, readSourceJson, type SourceFile } from '../lib/model-artifacts.js';
 import type { DatasetRef } from './datasets.js';
 
-export async function runConversionSectionJob(deps: ActivityDeps, a: { input: JobWorkflowInput; runId: string }, onPhase: Phase): Promise<JobRunOutcome> {
+export async function runConversionSectionJob(deps: ActivityDeps, a: { input: JobWorkflowInput; runId: string; segment?: JobSegment }, onPhase: Phase): Promise<JobRunOutcome> {
   const { spec, job_id: jobId, organization_id: organizationId } = a.input;
   const c = spec.conversion!;
   const model = await resolveModelSource(deps, organizationId, 'conversion', c.source, c.base_model)
@@ -31,8 +32,10 @@ export async function runConversionSectionJob(deps: ActivityDeps, a: { input: Jo
   const dataset = await sectionDataset(deps, organizationId, 'conversion', c.dataset);
   const phases = phaseCallbacks(onPhase);
   const priority = priorityOf(spec);
+  // A resumed segment runs its steps as jobs of its own, not the first segment's again (lib/job-log.ts segmentOwner).
+  const owner = segmentOwner(jobId, a.segment?.segment ?? 1);
   const { result: merge } = await runMergeJob(deps, {
-    name: `${jobId}-merge`,
+    name: `${owner}-merge`,
     organizationId,
     priority,
     base: await baseModelInput(deps, model.baseModel),
@@ -42,7 +45,7 @@ export async function runConversionSectionJob(deps: ActivityDeps, a: { input: Jo
     ...phases,
   });
   // The Candle jobs tell no phase: the job stays running between its steps.
-  const candle = await validateAndQuantize(deps, { name: jobId, organizationId, priority, validate: { ...c.validate, quantization: c.quantization }, merge });
+  const candle = await validateAndQuantize(deps, { name: owner, organizationId, priority, validate: { ...c.validate, quantization: c.quantization }, merge });
   const metrics = conversionMetrics(merge, candle);
   const now = Date.now();
   await logMetrics(deps.db, a.runId, Object.entries(metrics).map(([key, value]) => ({ key, value, step: 0, timestamp: now })));

@@ -10,13 +10,14 @@ import { evalMetricPoints, recordEvalReport, runEvalJob } from './evaluation.js'
 import { baseModelInput, dirInput } from './job-inputs.js';
 import { phaseCallbacks, type Phase } from './job-phases.js';
 import { ModelSourceError, requireScorable, resolveModelSource } from './model-source.js';
-import type { JobRunOutcome, JobSubmission, JobWorkflowInput } from '../contracts/jobs.js';
+import type { JobRunOutcome, JobSegment, JobSubmission, JobWorkflowInput } from '../contracts/jobs.js';
 import type { JobPriority } from '../contracts/config.js';
 import { findDatasetVersion } from '../db/repo/datasets.js';
 import { logMetrics } from '../db/repo/metrics.js';
 import { setRunTags } from '../db/repo/params-tags.js';
 import { evalGate } from '../lib/eval-gate.js';
 import { EvalSuiteError, loadEvalSuite } from '../lib/eval-suites.js';
+import { segmentOwner } from '../lib/job-log.js';
 
 export const priorityOf = (spec: JobSubmission): JobPriority | null => (spec.preemptible || spec.schedule.preemptible ? 'low' : null);
 
@@ -33,7 +34,7 @@ export async function sectionDataset(deps: ActivityDeps, organizationId: string,
   return datasetRef(row);
 }
 
-export async function runEvalSectionJob(deps: ActivityDeps, a: { input: JobWorkflowInput; runId: string }, onPhase: Phase): Promise<JobRunOutcome> {
+export async function runEvalSectionJob(deps: ActivityDeps, a: { input: JobWorkflowInput; runId: string; segment?: JobSegment }, onPhase: Phase): Promise<JobRunOutcome> {
   const { spec, job_id: jobId, organization_id: organizationId } = a.input;
   const section = spec.eval!;
   const model = await resolveModelSource(deps, organizationId, 'eval', section.source, section.base_model)
@@ -43,7 +44,7 @@ export async function runEvalSectionJob(deps: ActivityDeps, a: { input: JobWorkf
   const testUri = (await sectionDataset(deps, organizationId, 'eval', section.dataset)).splits.test;
   const adapter = model.adapterDir !== null && model.baseModel !== null;
   const { result: report, files } = await runEvalJob(deps, {
-    name: `${jobId}-eval`,
+    name: `${segmentOwner(jobId, a.segment?.segment ?? 1)}-eval`,
     organizationId,
     priority: priorityOf(spec),
     runId: a.runId,

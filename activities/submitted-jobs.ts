@@ -25,6 +25,7 @@ import { deterministicUuid } from '../lib/ids.js';
 import { artifactRootUri, objectUri } from '../lib/object-store.js';
 import { BaseModelError, resolveBaseModel } from '../lib/base-models.js';
 import { checkpointsUnder } from '../lib/job-checkpoints.js';
+import { segmentJobNames, segmentOwner } from '../lib/job-log.js';
 import { checkpointsKey, checkpointsUri, jobNameOf } from '../lib/job-files.js';
 
 /** The experiment a submitted job's run goes to. */
@@ -79,7 +80,7 @@ export function createSubmittedJobActivities(deps: ActivityDeps) {
       }
       const segment: JobSegment = {
         segment: a.segment,
-        job_name: jobNameOf(`${ownerOf(input.job_id, a.segment)}-${recipe ? 'train' : 'command'}`),
+        job_name: jobNameOf(segmentJobNames(segmentOwner(input.job_id, a.segment), jobKindOf(input.spec))[0]!),
         checkpoints_uri: root,
         resumed_from: a.from,
         started_at: new Date().toISOString(),
@@ -128,9 +129,6 @@ export function createSubmittedJobActivities(deps: ActivityDeps) {
 /** A submitted job's steps reach its event stream within about this (plus the runner's progress mirror). */
 const PROGRESS_POLL_MS = 500;
 
-/** The name a segment's executor job is derived from: the job's ID for its first segment (as before resume existed). */
-const ownerOf = (jobId: string, segment: number): string => (segment === 1 ? jobId : `${jobId}-s${segment}`);
-
 /** Copies one checkpoint to {key}/{step}, its manifest last: the copy exists only once it is whole. */
 async function copyCheckpoint(deps: ActivityDeps, from: CheckpointRef, key: string): Promise<void> {
   const bucket = deps.config.storage.buckets.checkpoints;
@@ -155,7 +153,7 @@ async function runRecipeJob(deps: ActivityDeps, a: SegmentArgs, onPhase: Phase):
   const hardware = recipeHardware(spec);
   const checkpoint = CheckpointPolicySchema.parse({ every_steps: Math.max(1, Math.min(25, recipe.hyperparameters.max_steps)), keep_last: 3, ...(every !== null ? { every_seconds: every } : {}) });
   const { result } = await runTrainJob(deps, {
-    ownerId: ownerOf(a.input.job_id, a.segment?.segment ?? 1),
+    ownerId: segmentOwner(a.input.job_id, a.segment?.segment ?? 1),
     runId: a.runId,
     ...(a.segment?.checkpoints_uri ? { checkpointsUri: a.segment.checkpoints_uri } : {}),
     recipe: { ...recipe, checkpoint, hardware, priority: priorityOf(spec) ?? undefined },
@@ -195,7 +193,7 @@ async function runCommandJob(deps: ActivityDeps, a: SegmentArgs, onPhase: Phase)
     ...(interval !== null ? { HANZO_ML_CHECKPOINT_INTERVAL_SECONDS: String(interval) } : {}),
   };
   const job: JobDefinition = {
-    name: `${ownerOf(jobId, a.segment?.segment ?? 1)}-command`,
+    name: `${segmentOwner(jobId, a.segment?.segment ?? 1)}-command`,
     kind: 'command',
     organizationId: a.input.organization_id,
     runId: a.runId,

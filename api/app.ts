@@ -12,7 +12,7 @@ import { anonymousPrincipal, authenticate, isUploadPath, jwtVerifierFor } from '
 import { streamingBodyLimit } from './body-limit.js';
 import { identityRoutes } from './routes/identity.js';
 import { auditTrail, requestTransactions } from './audit.js';
-import { eventRoutes } from './routes/events.js';
+import { eventRoutes, streamSlots } from './routes/events.js';
 import { datasetRoutes } from './routes/datasets.js';
 import { pipelineRoutes } from './routes/pipelines.js';
 import { usageRoutes } from './routes/usage.js';
@@ -93,11 +93,13 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   for (const prefix of ['/v1/experiments', '/v1/runs', '/v1/models', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow']) app.use(`${prefix}/*`, atomic);
   deps = { ...deps, db: requests.db };
   app.route('/v1', identityRoutes(deps));
-  app.route('/v1/events', eventRoutes(deps));
+  // One count of each caller's open streams, events and job streams alike: limits.event_streams_per_token is theirs.
+  const streams = streamSlots(deps.config.limits.event_streams_per_token);
+  app.route('/v1/events', eventRoutes(deps, streams));
   app.route('/v1/datasets', datasetRoutes(deps));
   app.route('/v1/pipelines', pipelineRoutes(deps));
   app.route('/v1/jobs', jobRoutes(deps));
-  app.route('/v1/jobs', jobStreamRoutes(deps));
+  app.route('/v1/jobs', jobStreamRoutes(deps, streams));
   app.route('/v1/files', fileRoutes(deps));
   app.route('/v1/fine_tuning/jobs', fineTuningRoutes(deps));
   app.route('/v1/webhooks', webhookRoutes(deps));

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../api/app.js';
 import { openCatalogue, type Catalogue, type Db } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
+import { insertJob } from '../db/repo/jobs.js';
 import { emitEvent } from '../db/repo/outbox.js';
 import { createLogger } from '../lib/log.js';
 import { FileObjectStore } from '../lib/object-store.js';
@@ -153,6 +154,18 @@ describe('GET /v1/events from one shared listener', () => {
     const again = await open(DEV_TOKEN);
     expect(again.status).toBe(200);
     await Promise.all([...held.slice(1), other, again].map((s) => s.close()));
+  });
+
+  it("counts a caller's job streams with its event streams: at the limit on /v1/events, a job's stream is refused", async () => {
+    await insertJob(catalogue.db, { id: 'job-streams-1', organizationId: 'dev', name: 'j', submittedBy: 'dev', type: 'training', kind: 'command', spec: {}, status: 'running', workflowId: 'job:job-streams-1' });
+    const held = [await open(DEV_TOKEN), await open(DEV_TOKEN), await open(DEV_TOKEN)];
+    const headers = { authorization: `Bearer ${DEV_TOKEN}`, accept: 'text/event-stream' };
+    for (const path of ['/v1/jobs/job-streams-1/events', '/v1/jobs/job-streams-1/logs']) {
+      const over = await app.request(path, { headers });
+      expect(over.status).toBe(429);
+      expect(((await over.json()) as { message: string }).message).toContain('dev/dev already holds 3 event streams');
+    }
+    await Promise.all(held.map((s) => s.close()));
   });
 
   it('resumes from Last-Event-ID after a reconnect without missing or repeating an event', async () => {

@@ -27,7 +27,8 @@ const EventsQuerySchema = z.strictObject({
 
 /**
  * Streams one caller holds open, by organization and subject: over limits.event_streams_per_token a stream is
- * refused with 429 before it subscribes. A stream frees its slot when it ends, however it ends.
+ * refused with 429 before it subscribes. A stream frees its slot when it ends, however it ends. One instance counts
+ * every kind of stream (api/app.ts hands it to /v1/events and the job streams alike), so the limit is the caller's.
  */
 export function streamSlots(limit: number) {
   const open = new Map<string, number>();
@@ -45,6 +46,7 @@ export function streamSlots(limit: number) {
     },
   };
 }
+export type StreamSlots = ReturnType<typeof streamSlots>;
 
 /**
  * An event's server-sent-events frame (the envelope as `data`, its outbox id as `id`), made once per row however
@@ -58,10 +60,13 @@ function frameOf(row: OutboxRow): string {
   return frame;
 }
 
-export function eventRoutes(deps: ApiDeps, listener: OutboxListener = createOutboxListener(deps.db, { onError: (err) => deps.log.warn('event stream poll failed', { error: String(err) }) })) {
+export function eventRoutes(
+  deps: ApiDeps,
+  slots: StreamSlots = streamSlots(deps.config.limits.event_streams_per_token),
+  listener: OutboxListener = createOutboxListener(deps.db, { onError: (err) => deps.log.warn('event stream poll failed', { error: String(err) }) }),
+) {
   const app = new Hono<AppEnv>();
   const limit = deps.config.limits.event_streams_per_token;
-  const slots = streamSlots(limit);
   app.get('/', (c) => {
     const p = requireRole(c, 'viewer');
     const q = queryParams(c, EventsQuerySchema);

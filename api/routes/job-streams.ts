@@ -12,11 +12,11 @@ import { TERMINAL_JOB_STATUSES, type JobStatus } from '../../contracts/jobs.js';
 import { getJob, type JobRow } from '../../db/repo/jobs.js';
 import { lastJobEventSeq, listJobEvents, type JobEventRow } from '../../db/repo/job-events.js';
 import { POLL_MS } from '../../events/outbox-listener.js';
-import { JobLog, submittedJobName } from '../../lib/job-log.js';
+import { JobLog, jobLogNames } from '../../lib/job-log.js';
 import { requireRole } from '../auth.js';
 import { notFound, invalid } from '../errors.js';
 import { queryParams } from '../validate.js';
-import { streamSlots } from './events.js';
+import { streamSlots, type StreamSlots } from './events.js';
 
 /** How long one read of a job's status or newest event serves every follower of the job. */
 const SHARED_MS = 200;
@@ -74,10 +74,10 @@ function resumeFrom(c: Context<AppEnv>, fromQuery: number | undefined): number |
   return parsed.data;
 }
 
-export function jobStreamRoutes(deps: ApiDeps) {
+/** `slots`: the caller's open streams, shared with /v1/events (api/app.ts) so that the limit covers both. */
+export function jobStreamRoutes(deps: ApiDeps, slots: StreamSlots = streamSlots(deps.config.limits.event_streams_per_token)) {
   const app = new Hono<AppEnv>();
   const limit = deps.config.limits.event_streams_per_token;
-  const slots = streamSlots(limit);
   const statusReads = sharedReads<JobRow | null>(SHARED_MS);
   const headReads = sharedReads<number>(SHARED_MS);
 
@@ -158,7 +158,9 @@ export function jobStreamRoutes(deps: ApiDeps) {
     const q = queryParams(c, JobLogsQuerySchema);
     const job = await owned(c);
     const start = resumeFrom(c, q.offset) ?? 0;
-    const log = new JobLog(deps.store, deps.config, job.organizationId, submittedJobName(job.id, job.kind));
+    // The names grow as the job is resumed: each new segment's executor jobs follow those before.
+    const names = () => statusReads(job.id, () => getJob(deps.db, job.organizationId, job.id)).then((r) => jobLogNames(r ?? job));
+    const log = new JobLog(deps.store, deps.config, job.organizationId, names);
     return limitedStream(c, async (stream) => {
       const out = new LogLines(stream, start);
       for (;;) {
