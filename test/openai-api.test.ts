@@ -48,11 +48,11 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
   let developer: string;
   const servers: Server[] = [];
 
-  async function call(method: string, path: string, body?: unknown, token = DEV_TOKEN): Promise<Answer> {
+  async function call(method: string, path: string, body?: unknown, token = DEV_TOKEN, headers: Record<string, string> = {}): Promise<Answer> {
     const form = body instanceof FormData;
     const res = await fetch(stack.runtime.apiUrl + path, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined && !form ? { 'content-type': 'application/json' } : {}) },
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined && !form ? { 'content-type': 'application/json' } : {}), ...headers },
       body: body === undefined ? undefined : form ? body : JSON.stringify(body),
     });
     const text = await res.text();
@@ -224,6 +224,17 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
       const job = await call('POST', '/v1/jobs', { type: 'training', image: 'trainer', command: ['true'] });
       expect(job.status).toBe(201);
       expect((await call('GET', `/v1/fine_tuning/jobs/${job.body.id}`)).status).toBe(404);
+    });
+
+    it('answers a 409 naming the key when an Idempotency-Key was already used by a /v1/jobs job', async () => {
+      const key = { 'idempotency-key': 'ft-key-of-a-command-job' };
+      const job = await call('POST', '/v1/jobs', { type: 'training', image: 'trainer', command: ['true'] }, DEV_TOKEN, key);
+      expect(job.status).toBe(201);
+      const replay = await call('POST', '/v1/fine_tuning/jobs', { model: 'hanzo-tiny-llama', training_file: fileId }, DEV_TOKEN, key);
+      expect(replay.status).toBe(409);
+      expect(replay.body).toMatchObject({ error_code: 'INVALID_STATE' });
+      expect(replay.body.message).toMatch(/ft-key-of-a-command-job/);
+      expect(replay.body.message).toContain(job.body.id);
     });
   });
 
