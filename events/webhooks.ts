@@ -24,9 +24,17 @@ for (const [net, bits] of [
   ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
   ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
 ] as const) PRIVATE.addSubnet(net, bits, 'ipv4');
-for (const [net, bits] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8]] as const) PRIVATE.addSubnet(net, bits, 'ipv6');
+// IPv6 forms that carry an IPv4 address (NAT64 64:ff9b::/96 and 64:ff9b:1::/48, 6to4 2002::/16, IPv4-compatible
+// ::/96, which holds :: and ::1 too) are refused whole: a gateway may turn them into a private IPv4 destination.
+// Site-local fec0::/10 is deprecated but still routed by some networks.
+for (const [net, bits] of [
+  ['::', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['2002::', 16], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
+] as const) PRIVATE.addSubnet(net, bits, 'ipv6');
 
-/** A private, loopback, link-local, multicast or unspecified address (IPv4-mapped IPv6 checked as IPv4). */
+/**
+ * A private, loopback, link-local, multicast or unspecified address, or an IPv6 address embedding an IPv4 one
+ * through NAT64, 6to4 or the IPv4-compatible form (IPv4-mapped IPv6 is checked as IPv4).
+ */
 export function isPrivateAddress(address: string): boolean {
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
   if (mapped) return PRIVATE.check(mapped[1]!, 'ipv4');

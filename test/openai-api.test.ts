@@ -333,9 +333,12 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
     });
 
     it('never sends to a private, loopback or link-local address unless allowed, and follows no redirect', async () => {
-      for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1'])
+      for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1'])
         expect(isPrivateAddress(a), a).toBe(true);
-      for (const a of ['93.184.216.34', '8.8.8.8', '2606:4700::1111']) expect(isPrivateAddress(a), a).toBe(false);
+      // IPv6 forms that embed an IPv4 address (NAT64, 6to4, IPv4-compatible), and site-local.
+      for (const a of ['64:ff9b::a9fe:a9fe', '64:ff9b::127.0.0.1', '64:ff9b:1::a00:1', '2002:7f00:1::1', '2002:a9fe:a9fe::', '::127.0.0.1', '::a9fe:a9fe', 'fec0::1', 'feff::1'])
+        expect(isPrivateAddress(a), a).toBe(true);
+      for (const a of ['93.184.216.34', '8.8.8.8', '2606:4700::1111', '::ffff:8.8.8.8', '2001:db9::1', '64:ff9c::1']) expect(isPrivateAddress(a), a).toBe(false);
 
       const hook = await receiver([200]);
       servers.push(hook.server);
