@@ -10,7 +10,9 @@ import { startTestStack, type TestStack } from './support/stack.js';
 import { DEV_TOKEN, testConfig } from './support/config.js';
 import { createApiToken } from '../db/repo/auth.js';
 import { setJobStatus } from '../db/repo/jobs.js';
-import { claimDueDeliveries, enqueueWebhookDeliveries, insertWebhookEndpoint } from '../db/repo/webhooks.js';
+import { eq } from 'drizzle-orm';
+import { claimDueDeliveries, deleteWebhookEndpoint, enqueueWebhookDeliveries, insertWebhookEndpoint, recordDeliveryAttempt } from '../db/repo/webhooks.js';
+import { webhookDeliveries, webhookEndpoints } from '../db/schema/index.js';
 import { deliverOne, isPrivateAddress, postWebhook } from '../events/webhooks.js';
 import { ConfigError } from '../lib/config.js';
 import { signWebhook, verifyWebhook } from '../lib/webhook-signature.js';
@@ -376,6 +378,58 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
       const answered = await postWebhook(`${redirect.url}/hook`, {}, '{}', { allowPrivate: true, timeoutMs: 5000 });
       expect(answered).toMatchObject({ ok: false, status: 302, error: 'answered HTTP 302' });
       expect(hook.got.filter((g) => g.path === '/followed')).toHaveLength(0);
+    });
+
+    it('cuts an attempt off at webhooks.timeout even while the receiver keeps trickling bytes', async () => {
+      const trickle = createServer((req, res) => {
+        req.resume();
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        const drip = setInterval(() => res.write('.'), 50);
+        res.on('close', () => clearInterval(drip));
+      });
+      await new Promise<void>((r) => trickle.listen(0, '127.0.0.1', r));
+      servers.push(trickle);
+      const started = Date.now();
+      const result = await postWebhook(`http://127.0.0.1:${(trickle.address() as AddressInfo).port}/slow`, {}, '{}', { allowPrivate: true, timeoutMs: 400 });
+      expect(result).toMatchObject({ ok: false, status: null, error: 'no complete answer within 400 ms' });
+      expect(Date.now() - started).toBeLessThan(2000);
+    });
+
+    it('records an attempt only under the claim it was made on, and never claims a deleted endpoint\'s deliveries', async () => {
+      const db = stack.runtime.catalogue.db;
+      const secret = 'whsec_' + Buffer.alloc(32, 9).toString('base64');
+      const endpoint = (id: string) => ({ id, organizationId: 'dev', url: 'http://127.0.0.1:9/never', events: [`test.${id}`], secret, createdBy: 'test' });
+      // Queued and claimed in one transaction, so the stack's own relay never sees the rows unclaimed.
+      const claimOne = (id: string) =>
+        db.transaction(async (tx) => {
+          await insertWebhookEndpoint(tx, endpoint(id));
+          await enqueueWebhookDeliveries(tx, 'dev', `test.${id}`, { id: 'job-z' });
+          return (await claimDueDeliveries(tx as unknown as typeof db, 100, 60_000)).find((d) => d.endpoint.id === id)!;
+        });
+      const row = async (id: string) => (await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, id)))[0]!;
+
+      // Another relay's claim (the row was reclaimed after this one's lapsed): the late result is dropped.
+      const reclaimed = await claimOne('we_reclaimed');
+      const stale = new Date(reclaimed.delivery.claimedUntil!.getTime() - 60_000);
+      expect(await recordDeliveryAttempt(db, reclaimed.delivery.id, stale, { ok: true })).toBe(false);
+      expect(await row(reclaimed.delivery.id)).toMatchObject({ state: 'pending', attempts: 0 });
+      expect(await recordDeliveryAttempt(db, reclaimed.delivery.id, reclaimed.delivery.claimedUntil!, { ok: false, error: 'answered HTTP 503', retryAt: null })).toBe(true);
+      expect(await row(reclaimed.delivery.id)).toMatchObject({ state: 'failed', attempts: 1, lastError: 'answered HTTP 503', claimedUntil: null });
+
+      // The endpoint was deleted while the attempt was in flight: its failed row stays failed.
+      const deleted = await claimOne('we_deleted_mid_attempt');
+      expect(await deleteWebhookEndpoint(db, 'dev', 'we_deleted_mid_attempt')).toBe(true);
+      expect(await recordDeliveryAttempt(db, deleted.delivery.id, deleted.delivery.claimedUntil!, { ok: true })).toBe(false);
+      expect(await row(deleted.delivery.id)).toMatchObject({ state: 'failed', attempts: 0, lastError: 'endpoint deleted', deliveredAt: null });
+
+      // A pending row of an endpoint deleted concurrently with its queueing is never claimed.
+      const skipped = await db.transaction(async (tx) => {
+        await insertWebhookEndpoint(tx, endpoint('we_deleted'));
+        await enqueueWebhookDeliveries(tx, 'dev', 'test.we_deleted', { id: 'job-z' });
+        await tx.update(webhookEndpoints).set({ deletedAt: new Date() }).where(eq(webhookEndpoints.id, 'we_deleted'));
+        return (await claimDueDeliveries(tx as unknown as typeof db, 100, 1000)).filter((d) => d.endpoint.id === 'we_deleted');
+      });
+      expect(skipped).toEqual([]);
     });
 
     it('refuses webhooks.allow_private_targets on a server reachable from other machines', () => {
