@@ -117,11 +117,12 @@ export function requestTransactions(db: Db): RequestTransactions {
 /** Reads that hand out data (artifacts, dataset and model files): audited as downloads. */
 const DOWNLOAD = /\/artifacts\/.+|\/get-artifact$|\/download$/;
 /**
- * Reads of dataset metadata (spec 000: dataset access is audited): the /v1 dataset list and records, and MLflow's
- * dataset search. Who looked at which dataset is part of the trail as much as who downloaded it.
+ * Reads of dataset metadata (spec 000: dataset access is audited): the /v1 dataset list and records, the /v1/files
+ * list and records (the same dataset versions in OpenAI's shape), and MLflow's dataset search. Who looked at which
+ * dataset is part of the trail as much as who downloaded it.
  */
 const isDatasetRead = (method: string, path: string): boolean =>
-  (method === 'GET' && /^\/v1\/datasets(\/|$)/.test(path)) || (method === 'POST' && /\/2\.0\/mlflow\/experiments\/search-datasets$/.test(path));
+  (method === 'GET' && /^\/v1\/(datasets|files)(\/|$)/.test(path)) || (method === 'POST' && /\/2\.0\/mlflow\/experiments\/search-datasets$/.test(path));
 
 /**
  * Distinct 401 rows one process writes per minute before it folds every further source address into one row.

@@ -24,9 +24,17 @@ for (const [net, bits] of [
   ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
   ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
 ] as const) PRIVATE.addSubnet(net, bits, 'ipv4');
-for (const [net, bits] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8]] as const) PRIVATE.addSubnet(net, bits, 'ipv6');
+// IPv6 forms that carry an IPv4 address (NAT64 64:ff9b::/96 and 64:ff9b:1::/48, 6to4 2002::/16, IPv4-compatible
+// ::/96, which holds :: and ::1 too) are refused whole: a gateway may turn them into a private IPv4 destination.
+// Site-local fec0::/10 is deprecated but still routed by some networks.
+for (const [net, bits] of [
+  ['::', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['2002::', 16], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
+] as const) PRIVATE.addSubnet(net, bits, 'ipv6');
 
-/** A private, loopback, link-local, multicast or unspecified address (IPv4-mapped IPv6 checked as IPv4). */
+/**
+ * A private, loopback, link-local, multicast or unspecified address, or an IPv6 address embedding an IPv4 one
+ * through NAT64, 6to4 or the IPv4-compatible form (IPv4-mapped IPv6 is checked as IPv4).
+ */
 export function isPrivateAddress(address: string): boolean {
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
   if (mapped) return PRIVATE.check(mapped[1]!, 'ipv4');
@@ -56,7 +64,11 @@ export interface SendResult {
   error: string | null;
 }
 
-/** One POST of `body` to `url`; a 2xx is delivered, a redirect is an answer like any other non-2xx. */
+/**
+ * One POST of `body` to `url`; a 2xx is delivered, a redirect is an answer like any other non-2xx. `timeoutMs`
+ * bounds the whole attempt, from the lookup to the answer's last byte, not only the socket's idle time: a
+ * receiver trickling bytes is cut off, so an attempt never outlives the relay's claim on its delivery.
+ */
 export function postWebhook(url: string, headers: Record<string, string>, body: string, o: { allowPrivate: boolean; timeoutMs: number }): Promise<SendResult> {
   const target = new URL(url);
   const host = target.hostname.replace(/^\[|\]$/g, '');
@@ -65,6 +77,14 @@ export function postWebhook(url: string, headers: Record<string, string>, body: 
     return Promise.resolve({ ok: false, status: null, error: `${host} is a private address (webhooks.allow_private_targets is false)` });
   const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve) => {
+    let settled = false;
+    const settle = (result: SendResult): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(deadline);
+      resolve(result);
+    };
+    const failed = (error: string): void => settle({ ok: false, status: null, error });
     const req = send(
       target,
       {
@@ -73,18 +93,22 @@ export function postWebhook(url: string, headers: Record<string, string>, body: 
         lookup: guardedLookup(o.allowPrivate),
         // A fresh connection per attempt: a pooled one would skip the lookup, and with it the address check.
         agent: false,
-        timeout: o.timeoutMs,
       },
       (res) => {
         res.resume();
         res.on('end', () => {
           const status = res.statusCode ?? 0;
-          resolve({ ok: status >= 200 && status < 300, status, error: status >= 200 && status < 300 ? null : `answered HTTP ${status}` });
+          settle({ ok: status >= 200 && status < 300, status, error: status >= 200 && status < 300 ? null : `answered HTTP ${status}` });
         });
+        res.on('error', (err) => failed(err.message));
+        res.on('close', () => failed('the connection closed before the answer ended'));
       },
     );
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${o.timeoutMs} ms`)));
-    req.on('error', (err) => resolve({ ok: false, status: null, error: err.message }));
+    const deadline = setTimeout(() => {
+      failed(`no complete answer within ${o.timeoutMs} ms`);
+      req.destroy();
+    }, o.timeoutMs);
+    req.on('error', (err) => failed(err.message));
     req.end(body);
   });
 }
@@ -106,9 +130,11 @@ export async function deliverOne(db: Db, config: Config, { delivery, endpoint }:
   );
   const attempts = delivery.attempts + 1;
   const retry = !result.ok && attempts < config.webhooks.max_attempts;
+  // Written only under this attempt's own claim (see recordDeliveryAttempt).
   await recordDeliveryAttempt(
     db,
     delivery.id,
+    delivery.claimedUntil!,
     result.ok ? { ok: true } : { ok: false, error: result.error ?? 'failed', retryAt: retry ? new Date(now() + backoffMs(attempts, durationMs(config.webhooks.initial_backoff))) : null },
   );
   return result;
@@ -124,7 +150,8 @@ const BATCH = 20;
 
 /** Runs the delivery relay until stopped: every `idleMs` when nothing was due. */
 export function startWebhookRelay(o: { db: Db; config: Config; log: Logger; idleMs?: number }): WebhookRelay {
-  // A claim outlasts one attempt of every delivery of a batch, sent concurrently.
+  // A claim outlasts one attempt of every delivery of a batch, sent concurrently (each attempt is cut off at
+  // webhooks.timeout), with room left to record the outcomes.
   const claimMs = durationMs(o.config.webhooks.timeout) * 2 + 5_000;
   const drain = async (): Promise<number> => {
     let total = 0;

@@ -180,6 +180,15 @@ describe('reads of dataset metadata', () => {
       expect(await auditRows(requestId), requestId).toEqual([expect.objectContaining({ action: 'dataset.read', target, actor: 'dev', organizationId: 'dev', outcome: 'ok' })]);
   });
 
+  it('are audit rows from the /v1/files list and record too (the same dataset versions in OpenAI\'s shape)', async () => {
+    const files = await call('GET', '/v1/files', undefined, { 'x-request-id': 'ds-read-files' });
+    expect(files.status).toBe(200);
+    const id = (files.body.data as Json[])[0]!.id as string;
+    expect((await call('GET', `/v1/files/${id}`, undefined, { 'x-request-id': 'ds-read-file' })).status).toBe(200);
+    for (const [requestId, target] of [['ds-read-files', '/v1/files'], ['ds-read-file', `/v1/files/${id}`]] as const)
+      expect(await auditRows(requestId), requestId).toEqual([expect.objectContaining({ action: 'dataset.read', target, actor: 'dev', organizationId: 'dev', outcome: 'ok' })]);
+  });
+
   it('that find nothing write no read row (a probe of another id is not a read of anything)', async () => {
     expect((await call('GET', `/v1/datasets/${randomUUID()}`, undefined, { 'x-request-id': 'ds-read-missing' })).status).toBe(404);
     expect(await auditRows('ds-read-missing')).toEqual([]);

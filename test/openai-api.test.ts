@@ -10,7 +10,9 @@ import { startTestStack, type TestStack } from './support/stack.js';
 import { DEV_TOKEN, testConfig } from './support/config.js';
 import { createApiToken } from '../db/repo/auth.js';
 import { setJobStatus } from '../db/repo/jobs.js';
-import { claimDueDeliveries, enqueueWebhookDeliveries, insertWebhookEndpoint } from '../db/repo/webhooks.js';
+import { eq } from 'drizzle-orm';
+import { claimDueDeliveries, deleteWebhookEndpoint, enqueueWebhookDeliveries, insertWebhookEndpoint, recordDeliveryAttempt } from '../db/repo/webhooks.js';
+import { webhookDeliveries, webhookEndpoints } from '../db/schema/index.js';
 import { deliverOne, isPrivateAddress, postWebhook } from '../events/webhooks.js';
 import { ConfigError } from '../lib/config.js';
 import { signWebhook, verifyWebhook } from '../lib/webhook-signature.js';
@@ -48,11 +50,11 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
   let developer: string;
   const servers: Server[] = [];
 
-  async function call(method: string, path: string, body?: unknown, token = DEV_TOKEN): Promise<Answer> {
+  async function call(method: string, path: string, body?: unknown, token = DEV_TOKEN, headers: Record<string, string> = {}): Promise<Answer> {
     const form = body instanceof FormData;
     const res = await fetch(stack.runtime.apiUrl + path, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined && !form ? { 'content-type': 'application/json' } : {}) },
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined && !form ? { 'content-type': 'application/json' } : {}), ...headers },
       body: body === undefined ? undefined : form ? body : JSON.stringify(body),
     });
     const text = await res.text();
@@ -225,6 +227,17 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
       expect(job.status).toBe(201);
       expect((await call('GET', `/v1/fine_tuning/jobs/${job.body.id}`)).status).toBe(404);
     });
+
+    it('answers a 409 naming the key when an Idempotency-Key was already used by a /v1/jobs job', async () => {
+      const key = { 'idempotency-key': 'ft-key-of-a-command-job' };
+      const job = await call('POST', '/v1/jobs', { type: 'training', image: 'trainer', command: ['true'] }, DEV_TOKEN, key);
+      expect(job.status).toBe(201);
+      const replay = await call('POST', '/v1/fine_tuning/jobs', { model: 'hanzo-tiny-llama', training_file: fileId }, DEV_TOKEN, key);
+      expect(replay.status).toBe(409);
+      expect(replay.body).toMatchObject({ error_code: 'INVALID_STATE' });
+      expect(replay.body.message).toMatch(/ft-key-of-a-command-job/);
+      expect(replay.body.message).toContain(job.body.id);
+    });
   });
 
   describe('webhooks', () => {
@@ -322,9 +335,12 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
     });
 
     it('never sends to a private, loopback or link-local address unless allowed, and follows no redirect', async () => {
-      for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1'])
+      for (const a of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1'])
         expect(isPrivateAddress(a), a).toBe(true);
-      for (const a of ['93.184.216.34', '8.8.8.8', '2606:4700::1111']) expect(isPrivateAddress(a), a).toBe(false);
+      // IPv6 forms that embed an IPv4 address (NAT64, 6to4, IPv4-compatible), and site-local.
+      for (const a of ['64:ff9b::a9fe:a9fe', '64:ff9b::127.0.0.1', '64:ff9b:1::a00:1', '2002:7f00:1::1', '2002:a9fe:a9fe::', '::127.0.0.1', '::a9fe:a9fe', 'fec0::1', 'feff::1'])
+        expect(isPrivateAddress(a), a).toBe(true);
+      for (const a of ['93.184.216.34', '8.8.8.8', '2606:4700::1111', '::ffff:8.8.8.8', '2001:db9::1', '64:ff9c::1']) expect(isPrivateAddress(a), a).toBe(false);
 
       const hook = await receiver([200]);
       servers.push(hook.server);
@@ -362,6 +378,58 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
       const answered = await postWebhook(`${redirect.url}/hook`, {}, '{}', { allowPrivate: true, timeoutMs: 5000 });
       expect(answered).toMatchObject({ ok: false, status: 302, error: 'answered HTTP 302' });
       expect(hook.got.filter((g) => g.path === '/followed')).toHaveLength(0);
+    });
+
+    it('cuts an attempt off at webhooks.timeout even while the receiver keeps trickling bytes', async () => {
+      const trickle = createServer((req, res) => {
+        req.resume();
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        const drip = setInterval(() => res.write('.'), 50);
+        res.on('close', () => clearInterval(drip));
+      });
+      await new Promise<void>((r) => trickle.listen(0, '127.0.0.1', r));
+      servers.push(trickle);
+      const started = Date.now();
+      const result = await postWebhook(`http://127.0.0.1:${(trickle.address() as AddressInfo).port}/slow`, {}, '{}', { allowPrivate: true, timeoutMs: 400 });
+      expect(result).toMatchObject({ ok: false, status: null, error: 'no complete answer within 400 ms' });
+      expect(Date.now() - started).toBeLessThan(2000);
+    });
+
+    it('records an attempt only under the claim it was made on, and never claims a deleted endpoint\'s deliveries', async () => {
+      const db = stack.runtime.catalogue.db;
+      const secret = 'whsec_' + Buffer.alloc(32, 9).toString('base64');
+      const endpoint = (id: string) => ({ id, organizationId: 'dev', url: 'http://127.0.0.1:9/never', events: [`test.${id}`], secret, createdBy: 'test' });
+      // Queued and claimed in one transaction, so the stack's own relay never sees the rows unclaimed.
+      const claimOne = (id: string) =>
+        db.transaction(async (tx) => {
+          await insertWebhookEndpoint(tx, endpoint(id));
+          await enqueueWebhookDeliveries(tx, 'dev', `test.${id}`, { id: 'job-z' });
+          return (await claimDueDeliveries(tx as unknown as typeof db, 100, 60_000)).find((d) => d.endpoint.id === id)!;
+        });
+      const row = async (id: string) => (await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, id)))[0]!;
+
+      // Another relay's claim (the row was reclaimed after this one's lapsed): the late result is dropped.
+      const reclaimed = await claimOne('we_reclaimed');
+      const stale = new Date(reclaimed.delivery.claimedUntil!.getTime() - 60_000);
+      expect(await recordDeliveryAttempt(db, reclaimed.delivery.id, stale, { ok: true })).toBe(false);
+      expect(await row(reclaimed.delivery.id)).toMatchObject({ state: 'pending', attempts: 0 });
+      expect(await recordDeliveryAttempt(db, reclaimed.delivery.id, reclaimed.delivery.claimedUntil!, { ok: false, error: 'answered HTTP 503', retryAt: null })).toBe(true);
+      expect(await row(reclaimed.delivery.id)).toMatchObject({ state: 'failed', attempts: 1, lastError: 'answered HTTP 503', claimedUntil: null });
+
+      // The endpoint was deleted while the attempt was in flight: its failed row stays failed.
+      const deleted = await claimOne('we_deleted_mid_attempt');
+      expect(await deleteWebhookEndpoint(db, 'dev', 'we_deleted_mid_attempt')).toBe(true);
+      expect(await recordDeliveryAttempt(db, deleted.delivery.id, deleted.delivery.claimedUntil!, { ok: true })).toBe(false);
+      expect(await row(deleted.delivery.id)).toMatchObject({ state: 'failed', attempts: 0, lastError: 'endpoint deleted', deliveredAt: null });
+
+      // A pending row of an endpoint deleted concurrently with its queueing is never claimed.
+      const skipped = await db.transaction(async (tx) => {
+        await insertWebhookEndpoint(tx, endpoint('we_deleted'));
+        await enqueueWebhookDeliveries(tx, 'dev', 'test.we_deleted', { id: 'job-z' });
+        await tx.update(webhookEndpoints).set({ deletedAt: new Date() }).where(eq(webhookEndpoints.id, 'we_deleted'));
+        return (await claimDueDeliveries(tx as unknown as typeof db, 100, 1000)).filter((d) => d.endpoint.id === 'we_deleted');
+      });
+      expect(skipped).toEqual([]);
     });
 
     it('refuses webhooks.allow_private_targets on a server reachable from other machines', () => {

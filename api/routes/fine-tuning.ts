@@ -160,7 +160,10 @@ export function fineTuningRoutes(deps: ApiDeps) {
         metadata: body.metadata ?? null,
       }),
     ).catch(inOpenAiTerms);
-    return c.json(fineTuningJobView((await getFineTuningJob(deps.db, principal.organizationId, row.id))!), 200);
+    const rows = await getFineTuningJob(deps.db, principal.organizationId, row.id);
+    // A replayed key answers the earlier job; one that was submitted through /v1/jobs is no fine-tuning job.
+    if (!rows) throw new ApiError('INVALID_STATE', `Idempotency-Key ${key}: already used for job ${row.id}, which was not submitted as a fine-tuning job`);
+    return c.json(fineTuningJobView(rows), 200);
   });
 
   app.get('/', async (c) => {

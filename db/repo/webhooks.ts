@@ -1,7 +1,7 @@
 // Webhook endpoints of an organization and the deliveries of its job events to them. A delivery row is written in
 // the transaction that ends the job; the relay (events/webhooks.ts) claims due rows, sends and records the outcome.
 import { randomUUID } from 'node:crypto';
-import { and, asc, desc, eq, isNull, lte, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNull, lte, or, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { webhookDeliveries, webhookEndpoints } from '../schema/index.js';
 import type { Tx } from './outbox.js';
@@ -75,6 +75,8 @@ export interface ClaimedDelivery {
 /**
  * Claims up to `limit` deliveries that are due for `claimMs` (the catalogue's clock): a row another relay claimed
  * is skipped until its claim lapses, so several processes may run the relay and a crashed one's rows come back.
+ * A deleted endpoint's rows are never claimed. The claim is kept to the millisecond, so the returned row's
+ * claimedUntil names it exactly for recordDeliveryAttempt.
  */
 export async function claimDueDeliveries(db: Db, limit: number, claimMs: number): Promise<ClaimedDelivery[]> {
   return db.transaction(async (tx) => {
@@ -86,6 +88,7 @@ export async function claimDueDeliveries(db: Db, limit: number, claimMs: number)
           eq(webhookDeliveries.state, 'pending'),
           lte(webhookDeliveries.nextAttemptAt, sql`now()`),
           or(isNull(webhookDeliveries.claimedUntil), lte(webhookDeliveries.claimedUntil, sql`now()`)),
+          inArray(webhookDeliveries.endpointId, tx.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(isNull(webhookEndpoints.deletedAt))),
         ),
       )
       .orderBy(asc(webhookDeliveries.nextAttemptAt))
@@ -95,7 +98,7 @@ export async function claimDueDeliveries(db: Db, limit: number, claimMs: number)
     for (const { id } of due) {
       const [delivery] = await tx
         .update(webhookDeliveries)
-        .set({ claimedUntil: sql`now() + ${claimMs} * interval '1 millisecond'` })
+        .set({ claimedUntil: sql`date_trunc('milliseconds', now() + ${claimMs} * interval '1 millisecond')` })
         .where(eq(webhookDeliveries.id, id))
         .returning();
       const [endpoint] = await tx.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, delivery!.endpointId));
@@ -105,22 +108,25 @@ export async function claimDueDeliveries(db: Db, limit: number, claimMs: number)
   });
 }
 
-/** Records one attempt: delivered, or retried at `retryAt`, or failed for good when `retryAt` is null. */
-export async function recordDeliveryAttempt(db: Db, id: string, outcome: { ok: true } | { ok: false; error: string; retryAt: Date | null }): Promise<void> {
+/**
+ * Records one attempt: delivered, or retried at `retryAt`, or failed for good when `retryAt` is null. Only while
+ * the row is still pending under the claim the attempt was made on (`claimedUntil`, as claimDueDeliveries returned
+ * it): a late result never overwrites a row failed by its endpoint's deletion or claimed again by another relay.
+ * Resolves false when the row had moved on and nothing was written.
+ */
+export async function recordDeliveryAttempt(
+  db: Db,
+  id: string,
+  claimedUntil: Date,
+  outcome: { ok: true } | { ok: false; error: string; retryAt: Date | null },
+): Promise<boolean> {
   const attempts = sql`${webhookDeliveries.attempts} + 1`;
-  if (outcome.ok) {
-    await db.update(webhookDeliveries).set({ state: 'delivered', attempts, deliveredAt: new Date(), claimedUntil: null, lastError: null }).where(eq(webhookDeliveries.id, id));
-    return;
-  }
-  await db
-    .update(webhookDeliveries)
-    .set({
-      attempts,
-      lastError: outcome.error.slice(0, 1000),
-      claimedUntil: null,
-      ...(outcome.retryAt ? { nextAttemptAt: outcome.retryAt } : { state: 'failed' }),
-    })
-    .where(eq(webhookDeliveries.id, id));
+  const underClaim = and(eq(webhookDeliveries.id, id), eq(webhookDeliveries.state, 'pending'), eq(webhookDeliveries.claimedUntil, claimedUntil));
+  const set = outcome.ok
+    ? { state: 'delivered', attempts, deliveredAt: new Date(), claimedUntil: null, lastError: null }
+    : { attempts, lastError: outcome.error.slice(0, 1000), claimedUntil: null, ...(outcome.retryAt ? { nextAttemptAt: outcome.retryAt } : { state: 'failed' }) };
+  const rows = await db.update(webhookDeliveries).set(set).where(underClaim).returning({ id: webhookDeliveries.id });
+  return rows.length > 0;
 }
 
 export async function listDeliveries(db: Db, organizationId: string, endpointId: string, limit = 50): Promise<WebhookDeliveryRow[]> {
