@@ -18,7 +18,11 @@ import { JobSubmissionSchema, jobWorkflowId, type JobDetail, type JobDryRun, typ
 type Answer = { status: number; body: Record<string, unknown> };
 
 const chat = (q: string, a: string) => JSON.stringify({ messages: [{ role: 'user', content: q }, { role: 'assistant', content: a }] });
-const MAX_STEPS = 60;
+/**
+ * Long enough that a pause sent at step 3 arrives before the end on a fast, idle machine (the tiny model can run
+ * 30 steps a second there): with 60 steps the job was already writing its last checkpoint when the pause came.
+ */
+const MAX_STEPS = 300;
 /** A small LoRA job with a checkpoint every second, so that a pause finds several listed checkpoints. */
 const recipeJob = (name: string, dataset = 'life-ds') => ({
   name,
