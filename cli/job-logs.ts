@@ -6,7 +6,7 @@
 import type { Command } from 'commander';
 import { ApiClientError, type ApiClient } from './api-client.js';
 import type { JobCliIo } from './job.js';
-import { TERMINAL_JOB_STATUSES, type JobStatus, type JobView } from '../contracts/jobs.js';
+import { TERMINAL_JOB_STATUSES, type JobEventView, type JobStatus, type JobView } from '../contracts/jobs.js';
 
 export interface SseEvent {
   event: string;
@@ -80,15 +80,6 @@ export async function followJobLog(api: ApiClient, id: string, o: { offset?: num
     o.onReconnect?.(offset);
     await new Promise((r) => setTimeout(r, RECONNECT_MS));
   }
-}
-
-export interface JobEventView {
-  id: number;
-  created_at: string;
-  level: string;
-  type: string;
-  message: string;
-  data: Record<string, unknown>;
 }
 
 /**

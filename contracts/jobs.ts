@@ -253,3 +253,13 @@ export interface JobRunOutcome {
   metrics: Record<string, number>;
   output_uri: string | null;
 }
+
+/** One event of a job's event log as GET /v1/jobs/{id}/events answers it (JSON pages and SSE alike). */
+export interface JobEventView {
+  id: number;
+  created_at: string;
+  level: string;
+  type: string;
+  message: string;
+  data: Record<string, unknown>;
+}

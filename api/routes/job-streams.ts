@@ -8,7 +8,7 @@ import { Hono, type Context } from 'hono';
 import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
 import { z } from 'zod';
 import type { ApiDeps, AppEnv } from '../deps.js';
-import { TERMINAL_JOB_STATUSES, type JobStatus } from '../../contracts/jobs.js';
+import { TERMINAL_JOB_STATUSES, type JobEventView, type JobStatus } from '../../contracts/jobs.js';
 import { getJob, type JobRow } from '../../db/repo/jobs.js';
 import { lastJobEventSeq, listJobEvents, type JobEventRow } from '../../db/repo/job-events.js';
 import { POLL_MS } from '../../events/outbox-listener.js';
@@ -36,15 +36,6 @@ export const JobLogsQuerySchema = z.strictObject({
   offset: cursor.optional().describe('the byte of the log to start at (or the Last-Event-ID header: the id of the last event received)'),
   follow: z.enum(['true', 'false']).default('true').describe('false: send what is there now and close'),
 });
-
-export interface JobEventView {
-  id: number;
-  created_at: string;
-  level: string;
-  type: string;
-  message: string;
-  data: Record<string, unknown>;
-}
 
 const eventView = (e: JobEventRow): JobEventView => ({ id: e.seq, created_at: e.createdAt.toISOString(), level: e.level, type: e.type, message: e.message, data: e.data });
 const ended = (status: string): boolean => TERMINAL_JOB_STATUSES.includes(status as JobStatus);
