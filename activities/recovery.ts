@@ -41,7 +41,9 @@ export function adjustSpecAfterFault(spec: TrainJobSpec, kind: FaultKind, policy
     const accumulation = hp.gradient_accumulation_steps * factor;
     return {
       ok: true,
-      spec: { ...spec, hyperparameters: { ...hp, batch_size: batch, gradient_accumulation_steps: accumulation } },
+      // micro_batch recipe: the halved batch_size is the micro-batch from now on (auto would size it again from
+      // the same estimate that ran out of memory)
+      spec: { ...spec, hyperparameters: { ...hp, batch_size: batch, gradient_accumulation_steps: accumulation }, hardware: { ...spec.hardware, micro_batch: 'recipe' } },
       change: `batch_size ${hp.batch_size} -> ${batch}, gradient_accumulation_steps ${hp.gradient_accumulation_steps} -> ${accumulation}`,
     };
   }

@@ -109,6 +109,22 @@ export const HardwareSchema = z.strictObject({
     .enum(['auto', 'fp32', 'bf16'])
     .default('auto')
     .describe('bf16: forward and backward autocast to bfloat16, fp32 master weights and optimizer; auto: bf16 on a CUDA device that supports it, fp32 otherwise'),
+  attention: z
+    .enum(['auto', 'flex', 'sdpa'])
+    .default('auto')
+    .describe('how packed rows attend: flex (FlexAttention with a document block mask: blocks across examples are skipped; CUDA, packed chat methods), sdpa (a dense block-diagonal mask); auto: flex where it runs, else sdpa; flex where it cannot run is refused'),
+  kernels: z
+    .enum(['auto', 'liger', 'none'])
+    .default('auto')
+    .describe('fused RMSNorm, rotary embedding and SwiGLU: liger (Liger kernels; CUDA, chat methods, the model types Liger supports, the liger-kernel package), none (the model\'s own); auto: liger where it runs; liger where it cannot is refused'),
+  compile: z
+    .boolean()
+    .default(false)
+    .describe('torch.compile each decoder layer (inductor fuses norms, rotary embedding, activation, residual adds and casts; replaces liger); the first step pays the compile time'),
+  micro_batch: z
+    .enum(['auto', 'recipe'])
+    .default('auto')
+    .describe('auto: a one-process job on a CUDA device runs the largest micro-batch its memory estimate fits that divides batch_size x gradient_accumulation_steps, accumulating the rest (each optimizer step sees the same examples); recipe: micro-batches of batch_size, as on a CPU and across processes'),
   nodes: z.number().int().positive().default(1).describe('machines the job spans (recipe templates; memory and cost estimates)'),
   gpus_per_node: z.number().int().nonnegative().default(0).describe('GPUs per machine; 0 on a CPU-only machine'),
   image: z

@@ -1,7 +1,7 @@
 # The program inside every training / eval / conversion pod: the Python trainer and the Candle tool.
 #   docker build -f deploy/trainer.Dockerfile -t hanzoai/ml-trainer:0.1.0 .
 # scripts/images.sh builds it without any registry: BASE_IMAGE is a Debian root built with mmdebstrap, and the
-# stages `wheels`, `storage-wheels` and `candle` are replaced (--build-context) by the lock files' cached wheels
+# stages `wheels`, `storage-wheels`, `kernels-wheels` and `candle` are replaced (--build-context) by the lock files' cached wheels
 # and the Candle binary the bootstrap built (Debian bookworm too, the same glibc), so nothing is downloaded or
 # compiled twice. Without them (a plain docker build) pip reads PyPI and Candle is compiled in a Rust stage.
 ARG BASE_IMAGE=debian:bookworm-slim
@@ -19,6 +19,7 @@ COPY --from=candle-build /src/candle/target/release/hanzo-ml-candle /hanzo-ml-ca
 # Empty: pip downloads from PyPI. With --build-context wheels=DIR, DIR's wheels are installed offline.
 FROM scratch AS wheels
 FROM scratch AS storage-wheels
+FROM scratch AS kernels-wheels
 
 FROM ${BASE_IMAGE}
 # Bookworm's Python is 3.11, the interpreter trainer/requirements.lock is frozen for. A base that already has these
@@ -39,6 +40,11 @@ COPY trainer/requirements-storage.lock trainer/requirements-storage.lock
 RUN --mount=type=bind,from=storage-wheels,target=/wheels \
     offline=; [ -n "$(ls /wheels)" ] && offline="--no-index --find-links /wheels"; \
     pip install -q --no-deps $offline -r trainer/requirements-storage.lock
+# Liger kernels (hardware.kernels liger on CUDA): their own layer; torch and triton come from the lock's.
+COPY trainer/requirements-kernels.lock trainer/requirements-kernels.lock
+RUN --mount=type=bind,from=kernels-wheels,target=/wheels \
+    offline=; [ -n "$(ls /wheels)" ] && offline="--no-index --find-links /wheels"; \
+    pip install -q --no-deps $offline -r trainer/requirements-kernels.lock
 
 COPY --from=candle /hanzo-ml-candle /usr/local/bin/hanzo-ml-candle
 COPY contracts/generated/ contracts/generated/

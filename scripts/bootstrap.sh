@@ -78,6 +78,19 @@ storage_layer() {
   touch "$stamp"
 }
 
+# Liger kernels (hardware.kernels liger: fused RMSNorm, rotary embedding and SwiGLU on CUDA) are a layer over the
+# venv with their own lock, like the S3 client. --no-deps: torch and triton come from the main lock. A CPU-only
+# machine never runs them, but the import path and the refusal are the same everywhere.
+kernels_layer() {
+  local stamp
+  stamp="$VENV/.kernels-$(hash_of trainer/requirements-kernels.lock)"
+  [ -f "$stamp" ] && return
+  say "installing the Liger kernels into the Python venv (trainer/requirements-kernels.lock)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r trainer/requirements-kernels.lock >&2
+  rm -f "$VENV"/.kernels-*
+  touch "$stamp"
+}
+
 temporal_bin() {
   TEMPORAL="$CACHE/temporal-$TEMPORAL_VERSION/temporal"
   [ -x "$TEMPORAL" ] && return
@@ -262,6 +275,7 @@ phase npm node_deps
 phase venv python_venv
 phase deepspeed deepspeed_layer
 phase s3-client storage_layer
+phase kernels kernels_layer
 phase temporal temporal_bin
 phase candle candle_tool
 phase base-model base_model

@@ -206,6 +206,7 @@ timed() {  # timed NAME FUNCTION: the function's time, when it took a second or 
 lock_wheels() {
   WHEELS=$(scripts/wheels.sh trainer/requirements.lock)
   STORAGE_WHEELS=$(scripts/wheels.sh trainer/requirements-storage.lock)
+  KERNELS_WHEELS=$(scripts/wheels.sh trainer/requirements-kernels.lock)
 }
 t_start=$SECONDS
 busybox_image
@@ -219,6 +220,7 @@ build "$CONTROL_PLANE" "$cp_key" deploy/Dockerfile \
 candle_binary
 trainer_key=$(trainer_key)
 build "$TRAINER" "$trainer_key" deploy/trainer.Dockerfile \
-  --build-context candle="$CANDLE_DIR" --build-context wheels="$WHEELS" --build-context storage-wheels="$STORAGE_WHEELS"
+  --build-context candle="$CANDLE_DIR" --build-context wheels="$WHEELS" --build-context storage-wheels="$STORAGE_WHEELS" \
+  --build-context kernels-wheels="$KERNELS_WHEELS"
 [ ${#TIMES[@]} -eq 0 ] || say "build times: ${TIMES[*]} (total $((SECONDS - t_start))s)"
 print_json "$cp_key" "$trainer_key"

@@ -20,7 +20,10 @@ dir="$CACHE/wheels-$(cat "$lock" <(echo "$abi") | sha256sum | cut -c1-16)"
 printf 'wheels: downloading the wheels of %s into %s\n' "$lock" "$dir" >&2
 # With dependencies: a pip freeze leaves out setuptools, which torch requires; the download adds what the pins
 # leave open exactly as `pip install -r LOCK` does. An interrupted download resumes (pip skips the files it has).
-"$PYTHON" -m pip download -q --disable-pip-version-check --only-binary=:all: -d "$dir.tmp" -r "$lock" >&2
+# A layer lock whose requirements are all pinned in another lock says `# wheels: no-deps` (liger-kernel would
+# otherwise bring a second torch).
+deps=(); grep -qx '# wheels: no-deps' "$lock" && deps=(--no-deps)
+"$PYTHON" -m pip download -q --disable-pip-version-check --only-binary=:all: "${deps[@]}" -d "$dir.tmp" -r "$lock" >&2
 rm -rf "$dir"
 mv "$dir.tmp" "$dir"
 touch "$dir/.complete"

@@ -70,6 +70,8 @@ describe('adjustSpecAfterFault', () => {
     const r = adjustSpecAfterFault(base, 'out_of_memory', policy, []);
     expect(r).toMatchObject({ ok: true, change: 'batch_size 8 -> 4, gradient_accumulation_steps 1 -> 2' });
     if (r.ok) expect(r.spec.hyperparameters).toMatchObject({ batch_size: 4, gradient_accumulation_steps: 2, learning_rate: 0.01 });
+    // the trainer must run the halved batch_size, not size the micro-batch again from the estimate that ran out
+    if (r.ok) expect(r.spec.hardware.micro_batch).toBe('recipe');
   });
 
   it('splits an odd micro-batch by its largest divisor so the effective batch stays exact', () => {

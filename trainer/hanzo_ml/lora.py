@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from hanzo_ml import checkpoint as ckpt
-from hanzo_ml import distributed, memory, recovery
+from hanzo_ml import distributed, kernels, memory, recovery
 from hanzo_ml.errors import Preempted
 from hanzo_ml.files import atomic_write_json, dumps_json
 from hanzo_ml.gpu_telemetry import start_gpu_sampler
@@ -105,6 +105,11 @@ def lr_multiplier(step: int, warmup_steps: int, max_steps: int) -> float:
     return (max_steps - step) / max(1, max_steps - warmup_steps)
 
 
+def model_type_of(model_dir: str) -> str:
+    """config.json's model_type (the kernels plan needs it before the weights load); check_fits read it already."""
+    return json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")).get("model_type", "")
+
+
 def load_datasets(spec, spec_path: Path, recipe: Recipe):
     """Every input read and validated before any model is loaded: a bad record fails in seconds."""
     datasets = recipe.load_data(spec, spec_path)
@@ -125,13 +130,15 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
     data = load_datasets(spec, spec_path, recipe)
     recipe.check(spec, spec_path)                  # a method this machine cannot run stops here ...
     device = resolve_device(spec)
-    memory.check_fits(spec, spec_path, device)     # ... and so does a job that cannot fit its device
+    micro_batch = memory.check_fits(spec, spec_path, device)  # ... and so does a job that cannot fit its device
+    plan = kernels.plan_step(spec, spec_path, device, model_type_of(spec.base_model_path))  # ... or its kernels
     world = distributed.init_world(spec.hardware, spec_path, spec.method)  # one process, or a torchrun rank
 
     # ---- model, optimizer, schedule: built the same way on every start, so saved states load 1:1 -------
     configure_torch(spec.threads)
     seed_everything(hp.seed)
     model = recipe.build_model(spec, spec_path, device)
+    kernels.apply_plan(model, plan)
     precision = resolve_precision(spec, device)
     autocast_forward(model, precision)
     objective = recipe.objective(spec, model, data)
@@ -155,8 +162,9 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
         wrapped = distributed.deepspeed_engine(model, optimizer, hp, spec.hardware.strategy, world)
         sharded = distributed.is_sharded(wrapped)
     engine = wrapped if distributed.is_deepspeed(wrapped) else None
-    log.info("%s on %s (%s): %d trainable parameters", spec.method, device, "bf16 autocast" if precision else "fp32",
-             sum(numel(p) for p in trainable))
+    log.info("%s on %s (%s): %d trainable parameters; micro-batches of %d, %d items a step", spec.method, device,
+             "bf16 autocast" if precision else "fp32", sum(numel(p) for p in trainable), micro_batch,
+             memory.effective_batch(spec))
 
     # ---- ... and the optimizer, schedule, RNG and data position once the optimizer exists ------------
     state, resumed_from, last_checkpoint = TrainingState(), None, None
@@ -229,12 +237,13 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
                                 + (f"; checkpoint {last_checkpoint} holds it" if last_checkpoint else ""))
             started = time.monotonic()
 
-            # One optimizer step = gradient_accumulation_steps micro-batches of batch_size examples each.
-            # Under torchrun each rank collates its rows of every micro-batch (distributed.shard).
-            micro_batches = [data.collate(distributed.shard([data.train[i] for i in order.take(hp.batch_size)],
-                                                            world))
-                             for _ in range(hp.gradient_accumulation_steps)]  # each: (B, T) tensors
-            with faults.during_step(model, state.step + 1, hp.batch_size):  # injected faults, if any
+            # One optimizer step = batch_size x gradient_accumulation_steps items, in micro-batches of micro_batch
+            # (the recipe's batch_size, or what fits the GPU: the same items either way). Under torchrun each rank
+            # collates its rows of every micro-batch (distributed.shard).
+            items = [data.train[i] for i in order.take(memory.effective_batch(spec))]
+            micro_batches = [data.collate(distributed.shard(items[start:start + micro_batch], world))
+                             for start in range(0, len(items), micro_batch)]  # each: (B, T) tensors
+            with faults.during_step(model, state.step + 1, micro_batch):  # injected faults, if any
                 if world.distributed:
                     loss, grad_norm = distributed.accumulate_and_clip(wrapped, trainable, micro_batches,
                                                                       hp.max_grad_norm, objective, world)

@@ -3,9 +3,9 @@
     estimate(spec, device_memory_bytes) -> Estimate
 
 Per device, in bytes: frozen/trained weights, adapter, gradients, AdamW states, activations at
-max_seq_length x micro-batch, plus a fixed fraction for the allocator and the CUDA context. The trainer refuses a
-job whose estimate exceeds its device (check_fits, before any weight is loaded) and the estimate names the
-largest micro-batch that fits. Recipe templates (recipes/*.yaml) carry the numbers this module computes for them.
+max_seq_length x micro-batch, plus a fixed fraction for the allocator and the CUDA context. Before any weight is
+loaded the trainer sizes its micro-batch from the estimate (check_fits: on a GPU, the largest that fits, up to the
+step's items) or refuses a job that does not fit, naming the largest micro-batch that would. Recipe templates (recipes/*.yaml) carry the numbers this module computes for them.
 
 Torch-free: `python -m hanzo_ml recipe` renders templates without loading torch.
 
@@ -24,6 +24,8 @@ from hanzo_ml.errors import InputError
 GIB = 1024 ** 3
 ADAPTER_METHODS = ("lora", "qlora", "adalora", "dpo", "orpo")
 PREFERENCE_METHODS = ("dpo", "orpo")
+CHAT_METHODS = ("full", "lora", "qlora", "adalora")
+LOSS_CHUNK_BYTES = 256 * 2 ** 20  # float32 logits of one chunk of the chunked loss (hanzo_ml.kernels)
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 OVERHEAD_FRACTION = 0.10      # allocator fragmentation, CUDA context, kernels' workspaces
 ASSUMED_MFU = 0.40            # model FLOPs utilization assumed for time estimates (well-tuned dense training)
@@ -148,15 +150,35 @@ def adapter_params(spec, shape: ModelShape) -> int:
     return shape.num_layers * per_layer
 
 
+def flex_attention_expected(spec) -> bool:
+    """The trainer's attention choice (hanzo_ml.kernels.plan_step), predicted without torch: FlexAttention for
+    packed chat methods on a CUDA device unless hardware.attention says sdpa."""
+    return (getattr(spec.hardware, "attention", "auto") != "sdpa" and device_kind(spec) == "cuda"
+            and getattr(getattr(spec, "data", None), "packing", False) and spec.method in CHAT_METHODS)
+
+
+def chunked_loss_expected(spec) -> bool:
+    """The chunked loss over labelled positions (hanzo_ml.kernels.summed_nll) runs for chat methods in one process;
+    distributed jobs compute the model's full logits."""
+    hardware = spec.hardware
+    return spec.method in CHAT_METHODS and hardware.nodes * max(1, hardware.processes) == 1
+
+
 def activation_bytes(spec, shape: ModelShape, micro_batch: int) -> int:
-    """Stored activations for one micro-batch: per layer s*b*h*(34 + 5*a*s/h) at 16 bits (with gradient
-    checkpointing: each layer's input plus one layer in full), plus the float32 logits and their gradient.
+    """Stored activations for one micro-batch: per layer s*b*h*34 at 16 bits (with gradient checkpointing: each
+    layer's input plus one layer in full), plus the attention scores 5*a*s*s*b unless FlexAttention computes
+    them block by block without storing them, plus the logits: the float32 logits of every position and their
+    gradient, or with the chunked loss one chunk of them and the hidden states' gradient.
     Preference methods run chosen and rejected rows: twice the batch."""
     s, h, a = spec.hyperparameters.max_seq_length, shape.hidden_size, shape.num_heads
     b = micro_batch * (2 if spec.method in PREFERENCE_METHODS else 1)
     scale = activation_bytes_per_value(spec) / 2.0  # the formula counts 2-byte activations
-    per_layer = s * b * h * (34 + 5 * a * s / h) * scale
-    logits = 2 * s * b * shape.vocab_size * 4
+    scores = 0 if flex_attention_expected(spec) else 5 * a * s / h
+    per_layer = s * b * h * (34 + scores) * scale
+    if chunked_loss_expected(spec):
+        logits = 2 * min(LOSS_CHUNK_BYTES, s * b * shape.vocab_size * 4) + s * b * h * 4
+    else:
+        logits = 2 * s * b * shape.vocab_size * 4
     if getattr(spec.hyperparameters, "gradient_checkpointing", False):
         # Each layer keeps only its input (s*b*h values); one layer at a time is recomputed in full.
         return int(shape.num_layers * s * b * h * 2 * scale + per_layer + logits)
@@ -202,7 +224,7 @@ def estimate(spec, device_memory_bytes: int | None = None, shape: ModelShape | N
     max_micro_batch = None
     if device_memory_bytes is not None:
         max_micro_batch = 0
-        for micro_batch in range(1, hp.batch_size * 64 + 1):
+        for micro_batch in range(1, max(hp.batch_size * 64, effective_batch(spec)) + 1):
             if total_at(micro_batch)[1] > device_memory_bytes:
                 break
             max_micro_batch = micro_batch
@@ -250,15 +272,36 @@ def device_memory(spec, device) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def check_fits(spec, spec_path: Path, device) -> Estimate:
-    """Refuse, before any weight is loaded, a job whose estimate exceeds one device's memory."""
+def effective_batch(spec) -> int:
+    """Items (examples, or packed rows) one optimizer step sees in one process."""
+    return spec.hyperparameters.batch_size * spec.hyperparameters.gradient_accumulation_steps
+
+
+def chooses_micro_batch(spec, device) -> bool:
+    """hardware.micro_batch auto: a single-process job on a CUDA device sizes its micro-batches to the device;
+    on a CPU (host memory is not the limit worth filling) and across processes the recipe's batch_size holds."""
+    hardware = spec.hardware
+    return (getattr(hardware, "micro_batch", "auto") == "auto" and getattr(device, "type", "cpu") == "cuda"
+            and hardware.nodes * max(1, hardware.processes) == 1)
+
+
+def check_fits(spec, spec_path: Path, device) -> int:
+    """The micro-batch the job runs with, or InputError, before any weight is loaded, when even the smallest
+    does not fit one device. With hardware.micro_batch auto (see chooses_micro_batch) it is the largest that the
+    estimate fits, at most the step's items: the step's examples are the same on every device, split into as
+    few micro-batches as fit, so results do not depend on the GPU. Otherwise it is hyperparameters.batch_size."""
     config = Path(spec.base_model_path) / "config.json"
     if not config.is_file():
         raise InputError(f"{spec_path}: base_model_path: {spec.base_model_path} has no config.json (not a model "
                          "directory)")
     available = device_memory(spec, device)
     result = estimate(spec, available, shape_from_config(json.loads(config.read_text(encoding="utf-8"))))
-    if result.total > available:
+    if chooses_micro_batch(spec, device) and result.max_micro_batch:
+        # a divisor of the step's items: equal micro-batches, so objectives that average per micro-batch
+        # (AdaLoRA's, the preference losses) weigh every item as the recipe's own split does
+        step = effective_batch(spec)
+        return max(d for d in range(1, min(step, result.max_micro_batch) + 1) if step % d == 0)
+    if result.total > available or not result.max_micro_batch:
         advice = (f"lower hyperparameters.batch_size to {result.max_micro_batch} (and raise "
                   "gradient_accumulation_steps to keep the effective batch)" if result.max_micro_batch
                   else "use a method that trains fewer weights (lora, qlora), a shorter max_seq_length or more "
@@ -267,4 +310,4 @@ def check_fits(spec, spec_path: Path, device) -> Estimate:
                          f"device (weights {result.weights / GIB:.1f}, optimizer {result.optimizer / GIB:.1f}, "
                          f"activations {result.activations / GIB:.1f}); this device has {available / GIB:.1f} "
                          f"GiB; {advice}")
-    return result
+    return spec.hyperparameters.batch_size

@@ -1,8 +1,9 @@
 """Sequence packing: several short chat examples share one row of max_seq_length tokens, so a batch carries
 almost no padding.
 
-Attention stays inside each example: a packed row gets position ids that restart at 0 for every example and a
-block-diagonal causal mask, (B, 1, T, T) booleans, which transformers' eager and SDPA attention take as given.
+Attention stays inside each example: a packed row gets position ids that restart at 0 for every example and the
+index of the example each token belongs to (segment_ids), from which the step builds the mask its attention takes
+(hanzo_ml.kernels.model_inputs: a dense block-diagonal causal mask for SDPA, a block mask for FlexAttention).
 So the logits of a packed example equal those of the same example alone (tests/test_data.py checks it), and the
 first token of an example is never a target predicted from the previous example's last token.
 """
@@ -40,7 +41,8 @@ def pack(examples: list[TokenizedExample], max_seq_length: int) -> list[PackedRo
 
 def collate_packed(rows: list[PackedRow], pad_id: int) -> dict[str, torch.Tensor]:
     """input_ids, labels, position_ids: (B, T); attention_mask: (B, T) padding mask (token counts);
-    packed_attention_mask: (B, 1, T, T) block-diagonal causal mask the model attends with."""
+    segment_ids: (B, T) the example each token belongs to, -1 for padding (the attention mask is built from it
+    on the device, in the form the model's attention takes)."""
     longest = max(row.length for row in rows)
     input_ids = torch.full((len(rows), longest), pad_id, dtype=torch.long)         # (B, T)
     labels = torch.full((len(rows), longest), IGNORE_INDEX, dtype=torch.long)       # (B, T)
@@ -56,10 +58,5 @@ def collate_packed(rows: list[PackedRow], pad_id: int) -> dict[str, torch.Tensor
             position_ids[r, start:start + n] = torch.arange(n)
             segment[r, start:start + n] = s
             start += n
-    causal = torch.ones((longest, longest), dtype=torch.bool).tril()                # (T, T)
-    same = (segment[:, :, None] == segment[:, None, :]) & (segment[:, :, None] >= 0)  # (B, T, T)
-    # Padding rows attend to themselves only, so no softmax row is empty (all -inf would give NaN).
-    eye = torch.eye(longest, dtype=torch.bool).expand(len(rows), -1, -1)
-    packed = (same & causal) | eye                                                  # (B, T, T)
     return {"input_ids": input_ids, "labels": labels, "position_ids": position_ids,
-            "attention_mask": (segment >= 0).long(), "packed_attention_mask": packed[:, None]}
+            "attention_mask": (segment >= 0).long(), "segment_ids": segment}

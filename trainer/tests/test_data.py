@@ -9,6 +9,7 @@ import torch
 
 from hanzo_ml.chat import IGNORE_INDEX, TokenizedExample, encode_dataset, load_tokenizer, render
 from hanzo_ml.errors import InputError
+from hanzo_ml.kernels import document_mask
 from hanzo_ml.packing import collate_packed, pack
 from hanzo_ml.preference import encode_pair, read_preference_jsonl
 from helpers import demo_records, write_jsonl
@@ -121,7 +122,7 @@ def test_a_packed_example_sees_only_itself_so_its_logits_equal_those_of_the_exam
     batch = collate_packed(pack(examples, max_seq_length=240), pad_id=0)
     assert batch["input_ids"].shape[0] == 1  # both share one row
     with torch.no_grad():
-        packed = model(input_ids=batch["input_ids"], attention_mask=batch["packed_attention_mask"],
+        packed = model(input_ids=batch["input_ids"], attention_mask=document_mask(batch["segment_ids"]),
                        position_ids=batch["position_ids"]).logits                          # (1, T, V)
         start = len(examples[0].input_ids)
         alone = model(**{k: v for k, v in collate([examples[1]], 0).items() if k != "labels"}).logits

@@ -2,6 +2,8 @@
 contract and carries exactly the estimate the estimator computes for it."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import json
 import shutil
 from pathlib import Path
@@ -114,7 +116,8 @@ def test_sharding_divides_weights_gradients_and_optimizer_over_every_device(tmp_
     sharded = estimate(spec_for(tmp_path, "full", nodes=4, gpus_per_node=8, strategy="fsdp"), shape=shape)
     assert sharded.devices == 32
     assert (sharded.weights, sharded.optimizer) == (int(one.weights / 32), int(shape.params * 8 / 32))
-    assert sharded.activations == one.activations  # each device still runs its own micro-batch
+    ddp = estimate(spec_for(tmp_path, "full", nodes=4, gpus_per_node=8), shape=shape)
+    assert sharded.activations == ddp.activations  # each device still runs its own micro-batch
     zero2 = estimate(spec_for(tmp_path, "full", nodes=4, gpus_per_node=8, strategy="deepspeed_zero2"), shape=shape)
     # ZeRO-2 keeps whole weights; ZeRO keeps a float32 master copy of each partition next to the two moments
     assert (zero2.weights, zero2.gradients, zero2.optimizer) == (one.weights, int(one.gradients / 32),
@@ -145,7 +148,8 @@ def test_the_largest_micro_batch_that_fits_is_reported_and_fits(tmp_path):
 
 def test_preference_methods_need_activations_for_two_answers_per_pair(tmp_path):
     shape = KNOWN_SHAPES["zen-7b"]
-    lora, dpo = (estimate(spec_for(tmp_path, m), shape=shape) for m in ("lora", "dpo"))
+    # two nodes: both compute the model's full logits (the chunked loss is a one-process chat path)
+    lora, dpo = (estimate(spec_for(tmp_path, m, nodes=2), shape=shape) for m in ("lora", "dpo"))
     assert dpo.activations == 2 * lora.activations
 
 
@@ -172,3 +176,50 @@ def test_an_unknown_model_name_is_refused():
 
     with pytest.raises(InputError, match="neither a known architecture"):
         shape_of("zen-9000b")
+
+
+def test_flex_attention_and_the_chunked_loss_shrink_the_activation_estimate(tmp_path):
+    from hanzo_ml.memory import LOSS_CHUNK_BYTES, activation_bytes
+
+    shape = KNOWN_SHAPES["zen-7b"]
+    sdpa = spec_for(tmp_path, "lora", attention="sdpa")
+    flex = spec_for(tmp_path, "lora")
+    flex.data.packing = sdpa.data.packing = True
+    s, b, h, a = 192, 4, shape.hidden_size, shape.num_heads   # train_spec's max_seq_length, batch_size
+    scores = shape.num_layers * s * b * h * 5 * a * s / h    # 16-bit attention scores FlexAttention never stores
+    assert activation_bytes(sdpa, shape, b) - activation_bytes(flex, shape, b) == pytest.approx(scores, rel=1e-9)
+    one_process = activation_bytes(flex, shape, b)
+    flex.hardware.nodes = 2  # distributed: the full float32 logits and their gradient
+    full_logits = activation_bytes(flex, shape, b)
+    assert full_logits - one_process == pytest.approx(2 * s * b * shape.vocab_size * 4
+                                                      - 2 * min(LOSS_CHUNK_BYTES, s * b * shape.vocab_size * 4)
+                                                      - s * b * h * 4, rel=1e-9)
+
+
+def test_on_a_gpu_the_micro_batch_is_the_largest_fitting_divisor_of_the_step(tmp_path, monkeypatch):
+    import hanzo_ml.memory as memory
+
+    spec = spec_for(tmp_path, "lora", device_memory_gb=1000.0)
+    spec.hyperparameters.batch_size, spec.hyperparameters.gradient_accumulation_steps = 3, 4   # 12 a step
+    monkeypatch.setattr(memory, "shape_from_config", lambda config: KNOWN_SHAPES["zen-7b"])
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    spec.base_model_path = str(model)
+    cuda, cpu = SimpleNamespace(type="cuda"), SimpleNamespace(type="cpu")
+    assert memory.check_fits(spec, "job.json", cuda) == 12          # all of the step fits: no accumulation
+
+    def memory_that_fits(micro_batch: int) -> float:
+        spec.hyperparameters.batch_size = micro_batch
+        total = memory.estimate(spec, None, KNOWN_SHAPES["zen-7b"]).total
+        spec.hyperparameters.batch_size = 3
+        return total / GIB
+
+    spec.hardware.device_memory_gb = memory_that_fits(5)
+    assert memory.check_fits(spec, "job.json", cuda) == 4           # 5 fits, but 4 divides the step's 12
+    spec.hardware.device_memory_gb = memory_that_fits(3)
+    spec.hardware.micro_batch = "recipe"
+    assert memory.check_fits(spec, "job.json", cuda) == 3
+    spec.hardware.micro_batch = "auto"
+    spec.hardware.device_memory_gb = 1000.0
+    assert memory.check_fits(spec, "job.json", cpu) == 3             # a CPU keeps the recipe's batch_size

@@ -14,6 +14,7 @@ from typing import Iterator
 import torch
 
 from hanzo_ml.errors import InputError
+from hanzo_ml.kernels import model_inputs, padded_packed
 from hanzo_ml.modeling import load_causal_lm
 from hanzo_ml.recipes import Recipe
 from hanzo_ml.recipes.components import (AdapterWeights, ChatObjective, attach_adapter, frozen_base_dtype,
@@ -56,11 +57,8 @@ class AdaLoraObjective(ChatObjective):
         device = model_device(model)
         for batch in micro_batches:
             batch = to_device(batch, device)
-            kwargs = {"input_ids": batch["input_ids"], "labels": batch["labels"]}
-            if "packed_attention_mask" in batch:
-                kwargs.update(attention_mask=batch["packed_attention_mask"], position_ids=batch["position_ids"])
-            else:
-                kwargs["attention_mask"] = batch["attention_mask"]
+            batch = padded_packed(model, batch)
+            kwargs = {**model_inputs(model, batch), "labels": batch["labels"]}
             yield model(**kwargs).loss / len(micro_batches)  # NLL mean + orth_reg_weight * regularizer
 
 

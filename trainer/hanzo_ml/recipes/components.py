@@ -14,11 +14,11 @@ from types import SimpleNamespace
 from typing import Callable, Iterator
 
 import torch
-import torch.nn.functional as F
 
-from hanzo_ml.chat import IGNORE_INDEX, encode_dataset, load_tokenizer, read_chat_jsonl
+from hanzo_ml.chat import encode_dataset, load_tokenizer, read_chat_jsonl
 from hanzo_ml.errors import InputError
 from hanzo_ml.files import replace_dir
+from hanzo_ml.kernels import summed_nll
 from hanzo_ml.modeling import collate, target_token_count
 from hanzo_ml.spec import require_existing
 
@@ -65,6 +65,7 @@ def autocast_forward(model, dtype: torch.dtype | None) -> None:
     state stay fp32, so checkpoints and resume are unchanged. Evaluation goes through the same forward."""
     if dtype is not None:
         model.forward = torch.autocast(model_device(model).type, dtype=dtype)(model.forward)
+        model.autocast_dtype = dtype  # for code that calls the model's parts directly (hanzo_ml.kernels)
 
 
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
@@ -274,19 +275,6 @@ def mean_pair_loss(model, pairs: list, batch_size: int, collate_pairs: Callable[
         total += loss_of(to_device(collate_pairs(chunk), device)).item() * len(chunk)
     model.train(was_training)
     return total / len(pairs)
-
-
-def summed_nll(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Sum of next-token NLL over labelled tokens; packed batches attend with their block-diagonal mask."""
-    kwargs = {"input_ids": batch["input_ids"]}
-    if "packed_attention_mask" in batch:
-        kwargs.update(attention_mask=batch["packed_attention_mask"], position_ids=batch["position_ids"])
-    else:
-        kwargs["attention_mask"] = batch["attention_mask"]
-    logits = model(**kwargs).logits[:, :-1, :].float()  # (B, T-1, V): position t predicts token t+1
-    targets = batch["labels"][:, 1:]                    # (B, T-1)
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
-                           ignore_index=IGNORE_INDEX, reduction="sum")
 
 
 class ChatObjective:
