@@ -192,7 +192,8 @@ def reference_check(model_dir: Path, device: str, work: Path, logs: Path) -> dic
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     except subprocess.TimeoutExpired as e:
-        log.write_text(str(e.stderr or ""))
+        stderr = e.stderr or b""
+        log.write_text(stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr)
         return {"ok": False, "error": "timed out after 240 s"}
     log.write_text(proc.stdout + proc.stderr)
     found = json.loads(out.read_text()) if out.is_file() else None

@@ -26,9 +26,11 @@ def gpu_header(gpu: dict) -> list[str]:
              f"{gpu['peak_tflops']:g} TFLOP/s; measured {gpu['measured_at']}. Ratios are ours / theirs: tokens/s above "
              "1 and memory below 1 favour ours. first step s: the wall time of the first step (compilation shows "
              "there).", ""]
+    if gpu.get("source"):
+        lines[-1:-1] = ["", f"Source: {gpu['source']}."]
     check = gpu.get("reference_check")
     if check and not check["ok"]:
-        lines += [f"**Reference check FAILED** (`bench/trainer/gpu_check.py`): {check['error'].splitlines()[0]}", ""]
+        lines += [f"**Reference check FAILED** (`bench/trainer/gpu_check.py`): {summary(check['error'])}", ""]
     elif check:
         lines += ["Reference check (`bench/trainer/gpu_check.py`): passed.", ""]
     return lines
@@ -48,8 +50,10 @@ def gpu_method_rows(r: dict, systems: dict) -> list[str]:
         if m is None:
             continue
         first = r["method"] if not lines else ""
+        if system == "rival" and m.get("attention", "flex_attention") != "flex_attention":  # the row says so
+            name += f" (ran: {m['attention'].upper()}{'' if m.get('liger') else ', no Liger'})"
         if "error" in m:
-            lines.append(f"| {first} | {name} | failed: {m['error'].splitlines()[0]} | | | | | | | |")
+            lines.append(f"| {first} | {name} | failed: {summary(m['error'])} | | | | | | | |")
             continue
         ratios = (f"{ratio('baseline', 'tokens_per_second', True)} | {ratio('baseline', 'peak_memory', False)} | "
                   f"{ratio('rival', 'tokens_per_second', True)} | {ratio('rival', 'peak_memory', False)}"
@@ -59,3 +63,10 @@ def gpu_method_rows(r: dict, systems: dict) -> list[str]:
                      f"{cell(m.get('peak_memory_gib'), '.2f')} | {cell(m.get('first_step_seconds'), '.1f')} | "
                      f"{ratios} |")
     return lines
+
+
+def summary(error: str) -> str:
+    """An error's reason (its first line) and its message (the last line of the log: a traceback's exception)."""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    text = lines[0] if len(lines) < 2 else f"{lines[0]}: {lines[-1]}"
+    return text.replace("|", "\\|")
