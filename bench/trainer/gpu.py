@@ -215,6 +215,7 @@ def environment(device: str) -> dict:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
+    versions["torch"] = torch.__version__  # with its build (+cu130): the metadata version drops it
     if device != "cuda":
         return {"device": f"cpu ({platform.machine()}, smoke)", "driver": None, "cuda": None, "versions": versions}
     try:
