@@ -221,8 +221,9 @@ def environment(device: str) -> dict:
     try:
         driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                 capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        driver = None
+    except (OSError, subprocess.SubprocessError, IndexError):  # no nvidia-smi: the CUDA version the driver supports
+        api = getattr(torch._C, "_cuda_getDriverVersion", lambda: 0)()
+        driver = f"supports CUDA {api // 1000}.{api % 1000 // 10}" if api else None
     return {"device": torch.cuda.get_device_name(0), "driver": driver, "cuda": torch.version.cuda,
             "memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1), "versions": versions}
 
