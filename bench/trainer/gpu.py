@@ -1,19 +1,26 @@
-"""GPU trainer benchmark: our trainer against a plain transformers `Trainer` + peft baseline, same data and
-settings, on a ~1.1B-parameter Llama-architecture model made from a config (TinyLlama-1.1B's shape, seeded random
-weights, the bundled tokenizer; nothing is downloaded). For full fine-tuning (bf16 mixed precision), LoRA and
-QLoRA it records tokens/s, MFU and peak GPU memory, and writes them as the GPU rows of
+"""GPU trainer benchmark: our trainer against two transformers `Trainer` baselines, same data and settings, on a
+~1.1B-parameter Llama-architecture model made from a config (TinyLlama-1.1B's shape, seeded random weights, the
+bundled tokenizer; nothing is downloaded). For full fine-tuning (bf16 mixed precision), LoRA and QLoRA it records
+tokens/s, MFU, peak GPU memory and the first (warm-up) step's seconds, and writes them as the GPU rows of
 bench/results/trainer.{json,md} (the CPU rows come from bench/trainer/run.py and are kept).
 
-    $(jq -r .python .bootstrap.json) bench/trainer/gpu.py [--steps 40] [--seq-len 1024] [--rows 8]
+    $(jq -r .python .bootstrap.json) bench/trainer/gpu.py [--steps 40] [--seq-len 1024] [--rows 8] [--out DIR]
     $(jq -r .python .bootstrap.json) bench/trainer/gpu.py --smoke   # a 2-layer model on CPU: checks the harness
 
-Both sides see the same records of examples/data/demo-task.jsonl, tokenized by our chat encoder (loss on the
-answers only), the same learning rate, warmup and step count, and about the same tokens per optimizer step. Ours
-packs examples into rows of --seq-len tokens (attention kept within each example); the baseline pads each batch to
-its longest example, as `DataCollatorForSeq2Seq` does, with as many examples per batch as fill the same tokens.
-tokens/s counts non-padding tokens over the training steps after the first --skip (warm-up) steps; MFU is
-6 x parameters x tokens/s over the device's peak dense bf16 FLOP/s (--peak-tflops); peak memory is
-torch.cuda.max_memory_allocated. Each run is its own process, so one run's memory never counts for another.
+Systems (--systems): hanzo-ml (ours), baseline (`Trainer` + peft, padded batches) and rival (`Trainer` +
+padding-free packing + Liger + FlexAttention); bench/trainer/baselines.py says how each baseline is configured.
+All see the same records of examples/data/demo-task.jsonl, tokenized by our chat encoder (loss on the answers
+only), the same learning rate, warmup and step count, and about the same tokens per optimizer step: ours packs
+examples into --rows rows of --seq-len tokens (attention kept within each example); the baselines take as many
+examples per step as fill the same tokens. tokens/s counts non-padding tokens over the steps after the first --skip
+(warm-up) steps; MFU is 6 x parameters x tokens/s over the device's peak dense bf16 FLOP/s (--peak-tflops); peak
+memory is torch.cuda.max_memory_allocated.
+
+Each (system, method) run is its own process, so one run's memory never counts for another, under --run-timeout
+seconds: a run that fails or times out becomes a row with the end of its log as "error", the report is written
+after every run, and the bench exits non-zero at the end if any run (or the reference check) failed. Before the
+runs, bench/trainer/gpu_check.py, where present, checks the trainer's GPU kernels against the reference path on
+the same model; its result is recorded under "reference_check".
 """
 from __future__ import annotations
 
@@ -23,19 +30,25 @@ import math
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "trainer"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(HERE))
+
+from baselines import LEARNING_RATE, TARGETS, measured, run_trainer  # noqa: E402
 
 METHODS = ("full", "lora", "qlora")
-LEARNING_RATE = {"full": 2e-5, "lora": 2e-4, "qlora": 2e-4}
-TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+SYSTEMS = {"hanzo-ml": "hanzo-ml", "baseline": "transformers Trainer + peft",
+           "rival": "Trainer + padding-free + Liger + FlexAttention"}
+VERSIONS = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "liger-kernel", "triton")
+ERROR_LINES = 25  # the end of a failed run's log kept in its row
 # TinyLlama-1.1B's shape; the smoke shape only checks that every part runs.
 SHAPES = {
     "1.1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
@@ -47,18 +60,26 @@ SHAPES = {
 
 # ---- the model and the data ------------------------------------------------------------------------------
 
-def make_model(out: Path, shape: str) -> Path:
+def default_tokenizer() -> Path:
+    """The bundled tiny base model's directory (its tokenizer and token ids), as the bootstrap recorded it."""
+    bootstrap = REPO / ".bootstrap.json"
+    if not bootstrap.is_file():
+        sys.exit("bench/trainer/gpu.py: no .bootstrap.json: pass --tokenizer DIR (tokenizer.json, "
+                 "tokenizer_config.json, chat_template.jinja and config.json of the bundled base model)")
+    return Path(json.loads(bootstrap.read_text())["base_model"])
+
+
+def make_model(out: Path, shape: str, tokenizer: Path) -> Path:
     """A Llama model from a config with seeded random weights (bf16 on disk), beside the bundled tokenizer."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    tiny = Path(json.loads((REPO / ".bootstrap.json").read_text())["base_model"])
     out.mkdir(parents=True, exist_ok=True)
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
-        if (tiny / name).is_file():
-            shutil.copy(tiny / name, out / name)
+        if (tokenizer / name).is_file():
+            shutil.copy(tokenizer / name, out / name)
     dims = dict(SHAPES[shape])
-    tiny_config = json.loads((tiny / "config.json").read_text())
+    tiny_config = json.loads((tokenizer / "config.json").read_text())  # vocab size and special token ids only
     dims["vocab_size"] = dims["vocab_size"] or tiny_config["vocab_size"]
     config = LlamaConfig(**dims, max_position_embeddings=4096, tie_word_embeddings=False,
                          bos_token_id=tiny_config.get("bos_token_id"), eos_token_id=tiny_config.get("eos_token_id"),
@@ -74,6 +95,13 @@ def write_splits(work: Path) -> dict[str, Path]:
     (work / "train.jsonl").write_text("\n".join(lines[:-64]) + "\n")
     (work / "validation.jsonl").write_text("\n".join(lines[-64:]) + "\n")
     return {"train": work / "train.jsonl", "validation": work / "validation.jsonl"}
+
+
+def parameter_count(model_dir: Path) -> int:
+    from safetensors import safe_open
+
+    with safe_open(str(model_dir / "model.safetensors"), framework="pt") as f:
+        return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
 
 
 # ---- one run of ours -------------------------------------------------------------------------------------
@@ -111,82 +139,6 @@ def run_ours(args, model_dir: Path, files: dict[str, Path], work: Path) -> dict:
     return measured(steps, args.skip)
 
 
-def measured(steps: list[tuple[int, int, float]], skip: int) -> dict:
-    """steps: (step, tokens so far, training seconds so far); the first `skip` steps are warm-up."""
-    import torch
-
-    (_, tokens0, seconds0), (_, tokens1, seconds1) = steps[min(skip, len(steps) - 2)], steps[-1]
-    return {"tokens": tokens1 - tokens0, "seconds": seconds1 - seconds0,
-            "tokens_per_second": (tokens1 - tokens0) / max(seconds1 - seconds0, 1e-9),
-            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None}
-
-
-# ---- one run of the baseline -----------------------------------------------------------------------------
-
-def run_baseline(args, model_dir: Path, files: dict[str, Path], work: Path) -> dict:
-    import torch
-    from transformers import (AutoModelForCausalLM, BitsAndBytesConfig, DataCollatorForSeq2Seq, Trainer,
-                              TrainerCallback, TrainingArguments)
-
-    from hanzo_ml.chat import encode_dataset, load_tokenizer, read_chat_jsonl
-
-    tokenizer = load_tokenizer(model_dir)
-    examples = encode_dataset(tokenizer, read_chat_jsonl(files["train"]), args.seq_len, "train")
-    rows = [{"input_ids": e.input_ids, "labels": e.labels} for e in examples]
-    mean_length = sum(len(r["input_ids"]) for r in rows) / len(rows)
-    per_batch = max(1, round(args.rows * args.seq_len / mean_length))  # the tokens ours packs into --rows rows
-
-    bf16 = args.precision == "bf16" or (args.precision == "auto" and args.device == "cuda")
-    load = {"dtype": torch.float32}
-    if args.method == "qlora":
-        load["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                                         bnb_4bit_use_double_quant=True,
-                                                         bnb_4bit_compute_dtype=getattr(torch, args.compute_dtype))
-        load["device_map"] = {"": 0 if args.device == "cuda" else "cpu"}
-    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, **load)
-    if args.method != "full":
-        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
-        if args.method == "qlora":
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
-        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS,
-                                                 task_type="CAUSAL_LM"))
-
-    steps: list[tuple[int, int, float]] = []
-    counted = {"tokens": 0}
-
-    def collate(batch):
-        out = DataCollatorForSeq2Seq(tokenizer, padding="longest", label_pad_token_id=-100)(batch)
-        counted["tokens"] += int(out["attention_mask"].sum())
-        return out
-
-    class Clock(TrainerCallback):
-        def on_step_begin(self, a, state, control, **kw):
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            self.started = time.monotonic()
-
-        def on_step_end(self, a, state, control, **kw):
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            seconds = (steps[-1][2] if steps else 0.0) + time.monotonic() - self.started
-            steps.append((state.global_step, counted["tokens"], seconds))
-
-    training_args = TrainingArguments(
-        output_dir=str(work / "hf"), max_steps=args.steps, per_device_train_batch_size=per_batch,
-        gradient_accumulation_steps=1, learning_rate=LEARNING_RATE[args.method], warmup_steps=args.steps // 10,
-        lr_scheduler_type="linear", bf16=bf16, use_cpu=args.device == "cpu", logging_strategy="no",
-        save_strategy="no", report_to=[], dataloader_drop_last=True, remove_unused_columns=False, seed=42)
-    Trainer(model=model, args=training_args, train_dataset=rows, data_collator=collate,
-            callbacks=[Clock()]).train()
-    # The collator runs a batch ahead (prefetch): tokens are counted when collated, so the counter leads by at
-    # most one batch; over the measured steps that is < 1 / steps of the total.
-    result = measured(steps, args.skip)
-    result["examples_per_batch"] = per_batch
-    return result
-
-
-# ---- the driver ------------------------------------------------------------------------------------------
-
 def child(args) -> None:
     for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         os.environ[variable] = "1"
@@ -195,19 +147,98 @@ def child(args) -> None:
     quiet_transformers()
     work = Path(args.work)
     files = {"train": work / "train.jsonl", "validation": work / "validation.jsonl"}
-    runner = run_ours if args.system == "hanzo-ml" else run_baseline
-    result = runner(args, work / "model", files, work / f"{args.system}-{args.method}")
-    Path(args.out).write_text(json.dumps(result))
+    run_dir = work / f"{args.system}-{args.method}"
+    if args.system == "hanzo-ml":
+        result = run_ours(args, work / "model", files, run_dir)
+    else:
+        result = run_trainer(args, work / "model", files, run_dir, rival=args.system == "rival")
+    Path(args.result).write_text(json.dumps(result))
 
 
-def parameter_count(model_dir: Path) -> int:
-    from safetensors import safe_open
+# ---- the driver ------------------------------------------------------------------------------------------
 
-    with safe_open(str(model_dir / "model.safetensors"), framework="pt") as f:
-        return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+def run_one(args, system: str, method: str, work: Path, device: dict, log: Path) -> dict:
+    """One (system, method) run in a child process of its own; a failure or a timeout becomes {"error": ...}."""
+    result = work / f"{system}-{method}.json"
+    cmd = [sys.executable, __file__, "--system", system, "--method", method, "--work", str(work),
+           "--result", str(result), "--device", device["device"], "--precision", device["precision"],
+           "--compute-dtype", device["compute"], "--steps", str(args.steps), "--skip", str(args.skip),
+           "--seq-len", str(args.seq_len), "--rows", str(args.rows), "--peak-tflops", str(args.peak_tflops)]
+    started = time.monotonic()
+    with log.open("w") as stream:
+        # its own session: a timeout ends the run with every process it started (compile workers included)
+        child_process = subprocess.Popen(cmd, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = child_process.wait(timeout=args.run_timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(child_process.pid, signal.SIGKILL)
+            child_process.wait()
+            code = None
+    wall = round(time.monotonic() - started, 1)
+    if code == 0 and result.is_file():
+        return {**json.loads(result.read_text()), "wall_seconds": wall}
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-ERROR_LINES:])
+    reason = f"timed out after {args.run_timeout} s" if code is None else f"exited with status {code}"
+    return {"error": f"{reason}\n{tail}", "wall_seconds": wall}
 
 
-def main() -> None:
+def reference_check(model_dir: Path, device: str, work: Path, logs: Path) -> dict | None:
+    """bench/trainer/gpu_check.py's verdict on the trainer's GPU kernels, where the check exists."""
+    script = HERE / "gpu_check.py"
+    if not script.is_file():
+        return None
+    out, log = work / "reference-check.json", logs / "reference-check.log"
+    cmd = [sys.executable, str(script), "--model", str(model_dir), "--device", device, "--out", str(out)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired as e:
+        stderr = e.stderr or b""
+        log.write_text(stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr)
+        return {"ok": False, "error": "timed out after 240 s"}
+    log.write_text(proc.stdout + proc.stderr)
+    found = json.loads(out.read_text()) if out.is_file() else None
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.splitlines()[-ERROR_LINES:])
+        return {"ok": False, "error": f"exited with status {proc.returncode}\n{tail}", "result": found}
+    return {"ok": True, "result": found}
+
+
+def environment(device: str) -> dict:
+    """The device, its driver and the library versions the numbers were measured with."""
+    from importlib import metadata
+
+    import torch
+
+    versions = {}
+    for name in VERSIONS:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    versions["torch"] = torch.__version__  # with its build (+cu130): the metadata version drops it
+    if device != "cuda":
+        return {"device": f"cpu ({platform.machine()}, smoke)", "driver": None, "cuda": None, "versions": versions}
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):  # no nvidia-smi: the CUDA version the driver supports
+        api = getattr(torch._C, "_cuda_getDriverVersion", lambda: 0)()
+        driver = f"supports CUDA {api // 1000}.{api % 1000 // 10}" if api else None
+    return {"device": torch.cuda.get_device_name(0), "driver": driver, "cuda": torch.version.cuda,
+            "memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1), "versions": versions}
+
+
+def source_commit(given: str | None) -> str | None:
+    if given:
+        return given
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--skip", type=int, default=5, help="warm-up steps left out of tokens/s")
@@ -215,16 +246,31 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=8, help="packed rows of --seq-len tokens per step (ours)")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of one device (H100 SXM)")
     parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--run-timeout", type=int, default=240, help="seconds one (system, method) run may take")
+    parser.add_argument("--tokenizer", type=Path, help="the bundled base model's tokenizer files and config.json "
+                                                       "(default: .bootstrap.json's base_model)")
+    parser.add_argument("--out", type=Path, help="also copy trainer.json/.md and every run's log here")
+    parser.add_argument("--commit", help="the source commit measured (default: git rev-parse HEAD)")
     parser.add_argument("--smoke", action="store_true", help="a 2-layer model on CPU: checks the harness only")
     # internal: one run in a child process
-    parser.add_argument("--system", choices=["hanzo-ml", "baseline"])
+    parser.add_argument("--system", choices=list(SYSTEMS))
     parser.add_argument("--method", choices=METHODS)
     parser.add_argument("--work")
-    parser.add_argument("--out")
+    parser.add_argument("--result")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--precision", default="bf16")
     parser.add_argument("--compute-dtype", default="bfloat16")
     args = parser.parse_args()
+    for option, chosen, known in (("--methods", args.methods, METHODS), ("--systems", args.systems, SYSTEMS)):
+        unknown = [x for x in chosen.split(",") if x not in known]
+        if unknown:
+            parser.error(f"{option}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     if args.system:
         return child(args)
 
@@ -232,57 +278,75 @@ def main() -> None:
 
     if not torch.cuda.is_available() and not args.smoke:
         sys.exit("bench/trainer/gpu.py: no CUDA device on this machine (use --smoke to check the harness on CPU)")
-    device, precision, compute = ("cpu", "fp32", "float32") if args.smoke else ("cuda", "bf16", "bfloat16")
+    device = (dict(device="cpu", precision="fp32", compute="float32") if args.smoke
+              else dict(device="cuda", precision="bf16", compute="bfloat16"))
     if args.smoke:
         args.steps, args.skip, args.seq_len, args.rows = min(args.steps, 4), 1, 256, 2
-    rows = []
+    tokenizer = args.tokenizer or default_tokenizer()
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+    failed = []
     with tempfile.TemporaryDirectory(prefix="hanzo-ml-bench-gpu-") as tmp:
         work = Path(tmp)
-        model_dir = make_model(work / "model", "smoke" if args.smoke else "1.1b")
+        logs = args.out or work
+        model_dir = make_model(work / "model", "smoke" if args.smoke else "1.1b", tokenizer)
         write_splits(work)
         params = parameter_count(model_dir)
+        gpu = {**environment(device["device"]), "commit": source_commit(args.commit), "parameters": params,
+               "steps": args.steps, "skip": args.skip, "seq_len": args.seq_len, "rows": args.rows,
+               "peak_tflops": args.peak_tflops, "smoke": args.smoke, "systems": SYSTEMS,
+               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": []}
+        print(json.dumps({k: v for k, v in gpu.items() if k != "results"}), file=sys.stderr, flush=True)
+        gpu["reference_check"] = reference_check(model_dir, device["device"], work, logs)
+        if gpu["reference_check"] and not gpu["reference_check"]["ok"]:
+            failed.append("reference check")
+        print(json.dumps({"reference_check": gpu["reference_check"]}), file=sys.stderr, flush=True)
         for method in args.methods.split(","):
-            pair = {}
-            for system in ("hanzo-ml", "baseline"):
-                out = work / f"{system}-{method}.json"
-                cmd = [sys.executable, __file__, "--system", system, "--method", method, "--work", str(work),
-                       "--out", str(out), "--device", device, "--precision", precision, "--compute-dtype", compute,
-                       "--steps", str(args.steps), "--skip", str(args.skip), "--seq-len", str(args.seq_len),
-                       "--rows", str(args.rows), "--peak-tflops", str(args.peak_tflops)]
-                subprocess.run(cmd, check=True)
-                r = json.loads(out.read_text())
-                r["mfu"] = 6 * params * r["tokens_per_second"] / (args.peak_tflops * 1e12) if device == "cuda" else None
-                pair[system] = r
-                print(json.dumps({"method": method, "system": system, **r}), file=sys.stderr)
-            rows.append(gpu_row(method, pair))
-    gpu = {"device": torch.cuda.get_device_name(0) if device == "cuda" else f"cpu ({platform.machine()}, smoke)",
-           "parameters": params, "steps": args.steps, "skip": args.skip, "seq_len": args.seq_len, "rows": args.rows,
-           "peak_tflops": args.peak_tflops, "smoke": args.smoke, "results": rows,
-           "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            runs = {}
+            for system in args.systems.split(","):
+                r = run_one(args, system, method, work, device, logs / f"{system}-{method}.log")
+                if "error" in r:
+                    failed.append(f"{system} {method}")
+                elif device["device"] == "cuda":
+                    r["mfu"] = 6 * params * r["tokens_per_second"] / (args.peak_tflops * 1e12)
+                runs[system] = r
+                print(json.dumps({"method": method, "system": system, **r}), file=sys.stderr, flush=True)
+                gpu["results"] = [x for x in gpu["results"] if x["method"] != method] + [gpu_row(method, runs)]
+                write_report(gpu, args.out)  # after every run: a later crash keeps the rows so far
     if args.smoke:  # the harness ran; its numbers say nothing about a GPU
         print(json.dumps(gpu, indent=2))
-    else:
-        write_report(gpu)
+    if failed:
+        sys.exit(f"bench/trainer/gpu.py: failed: {', '.join(failed)}")
 
 
-def gpu_row(method: str, pair: dict) -> dict:
-    ours, base = pair["hanzo-ml"], pair["baseline"]
-    ratio = ours["tokens_per_second"] / base["tokens_per_second"] if base["tokens_per_second"] else None
-    memory = (ours["peak_memory_gib"] / base["peak_memory_gib"]
-              if ours["peak_memory_gib"] and base["peak_memory_gib"] else None)
-    return {"method": method, "hanzo_ml": ours, "baseline": base, "tokens_per_second_ratio": ratio,
-            "peak_memory_ratio": memory}
+def gpu_row(method: str, runs: dict) -> dict:
+    """One method's runs, with ours against each baseline: tokens/s and peak memory as ratios (ours / theirs)."""
+    row = {"method": method, **{system.replace("-", "_"): r for system, r in runs.items()}, "ratios": {}}
+    ours = runs.get("hanzo-ml")
+    for system in ("baseline", "rival"):
+        theirs = runs.get(system)
+        if not ours or not theirs or "error" in ours or "error" in theirs:
+            continue
+        row["ratios"][system] = {
+            "tokens_per_second": ours["tokens_per_second"] / theirs["tokens_per_second"]
+            if theirs["tokens_per_second"] else None,
+            "peak_memory": ours["peak_memory_gib"] / theirs["peak_memory_gib"]
+            if ours["peak_memory_gib"] and theirs["peak_memory_gib"] else None}
+    return row
 
 
-def write_report(gpu: dict) -> None:
+def write_report(gpu: dict, out: Path | None) -> None:
+    """The GPU rows into bench/results/trainer.{json,md} (the CPU rows kept); a smoke run writes only to --out."""
     from run import markdown
 
-    results = REPO / "bench" / "results"
-    path = results / "trainer.json"
+    path = REPO / "bench" / "results" / "trainer.json"
     report = json.loads(path.read_text()) if path.is_file() else {"rows": []}
     report["gpu"] = gpu
-    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    (results / "trainer.md").write_text(markdown(report), encoding="utf-8")
+    text, md = json.dumps(report, indent=2) + "\n", markdown(report)
+    targets = ([] if gpu["smoke"] else [path.parent]) + ([out] if out else [])
+    for folder in targets:
+        (folder / "trainer.json").write_text(text, encoding="utf-8")
+        (folder / "trainer.md").write_text(md, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -119,28 +119,14 @@ def markdown(report: dict) -> str:
 
 
 def gpu_markdown(gpu: dict | None) -> list[str]:
-    """The rows of bench/trainer/gpu.py: ours against transformers Trainer + peft on one GPU."""
-    lines = ["", "## GPU: hanzo-ml trainer vs transformers `Trainer` + peft (`bench/trainer/gpu.py`)", ""]
+    """The rows of bench/trainer/gpu.py: ours against the plain `Trainer` + peft and the tuned `Trainer`."""
+    lines = ["", "## GPU: hanzo-ml trainer vs transformers `Trainer` baselines (`bench/trainer/gpu.py`)", ""]
     if not gpu:
         return lines + ["Not measured: no GPU was available to the machine that ran the benchmark. The rows stay "
                         "empty rather than estimated; `bench/trainer/gpu.py` fills them on a CUDA machine."]
-    lines += [f"{gpu['device']}; a {gpu['parameters'] / 1e9:.2f}B-parameter Llama-architecture model made from a "
-              f"config; {gpu['steps']} steps ({gpu['skip']} warm-up steps left out), {gpu['rows']} packed rows of "
-              f"{gpu['seq_len']} tokens per step (the baseline: as many padded examples as hold the same tokens); "
-              f"MFU against {gpu['peak_tflops']:g} TFLOP/s; measured {gpu['measured_at']}.", "",
-              "| method | system | tokens/s | MFU | peak memory GiB | tokens/s ratio | memory ratio |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-
-    def cell(value, fmt):
-        return format(value, fmt) if value is not None else ""
-    for r in gpu["results"]:
-        for system, key in (("hanzo-ml", "hanzo_ml"), ("transformers Trainer + peft", "baseline")):
-            m = r[key]
-            ratios = (f"**{cell(r['tokens_per_second_ratio'], '.2f')}x** | {cell(r['peak_memory_ratio'], '.2f')}x"
-                      if key == "hanzo_ml" else " | ")
-            lines.append(f"| {r['method'] if key == 'hanzo_ml' else ''} | {system} | {m['tokens_per_second']:.0f} | "
-                         f"{cell(m['mfu'] and 100 * m['mfu'], '.1f')}% | {cell(m['peak_memory_gib'], '.2f')} | {ratios} |")
-    return lines
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_report import gpu_table
+    return lines + gpu_table(gpu)
 
 
 def main() -> None:
