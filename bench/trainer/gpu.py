@@ -45,8 +45,10 @@ sys.path.insert(0, str(HERE))
 from baselines import LEARNING_RATE, TARGETS, measured, run_trainer  # noqa: E402
 
 METHODS = ("full", "lora", "qlora")
-SYSTEMS = {"hanzo-ml": "hanzo-ml", "baseline": "transformers Trainer + peft",
-           "rival": "Trainer + padding-free + Liger + FlexAttention"}
+SYSTEMS = {"hanzo-ml": "hanzo-ml", "hanzo-ml-compile": "hanzo-ml, compiled layers (hardware.compile)",
+           "baseline": "transformers Trainer + peft", "rival": "Trainer + padding-free + Liger + FlexAttention"}
+DEFAULT_SYSTEMS = ("hanzo-ml", "baseline", "rival")
+OURS = {"hanzo-ml": "ratios", "hanzo-ml-compile": "ratios_compiled"}  # our systems and where their ratios go
 VERSIONS = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "liger-kernel", "triton")
 ERROR_LINES = 25  # the end of a failed run's log kept in its row
 # TinyLlama-1.1B's shape; the smoke shape only checks that every part runs.
@@ -111,7 +113,8 @@ def run_ours(args, model_dir: Path, files: dict[str, Path], work: Path) -> dict:
     from hanzo_ml.recipes.templates import read_template, render, validated
 
     template = REPO / "recipes" / "tiny" / f"{args.method}.yaml"
-    doc = render(read_template(template), str(model_dir), str(files["train"]), str(files["validation"]), str(work))
+    # no validation split: the baselines evaluate nothing either, and the end of the run is not measured
+    doc = render(read_template(template), str(model_dir), str(files["train"]), None, str(work))
     hp = doc["hyperparameters"]
     hp.update(max_steps=args.steps, batch_size=args.rows, gradient_accumulation_steps=1, warmup_steps=args.steps // 10,
               max_seq_length=args.seq_len, learning_rate=LEARNING_RATE[args.method])
@@ -120,7 +123,8 @@ def run_ours(args, model_dir: Path, files: dict[str, Path], work: Path) -> dict:
     doc["data"] = {**doc.get("data", {}), "packing": True}
     doc["hardware"] = {**doc.get("hardware", {}), "device": args.device, "precision": args.precision,
                        "gpus_per_node": 1 if args.device == "cuda" else 0, "device_memory_gb": None,
-                       "peak_flops_per_device": args.peak_tflops * 1e12}
+                       "peak_flops_per_device": args.peak_tflops * 1e12,
+                       "compile": args.system == "hanzo-ml-compile"}
     if args.method == "qlora":
         doc["quantization"] = {**doc.get("quantization", {}), "compute_dtype": args.compute_dtype}
     doc["checkpoint"] = {"every_steps": args.steps, "keep_last": 1, "keep_best": False}  # saved at the end only
@@ -148,7 +152,7 @@ def child(args) -> None:
     work = Path(args.work)
     files = {"train": work / "train.jsonl", "validation": work / "validation.jsonl"}
     run_dir = work / f"{args.system}-{args.method}"
-    if args.system == "hanzo-ml":
+    if args.system in OURS:
         result = run_ours(args, work / "model", files, run_dir)
     else:
         result = run_trainer(args, work / "model", files, run_dir, rival=args.system == "rival")
@@ -246,8 +250,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=8, help="packed rows of --seq-len tokens per step (ours)")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of one device (H100 SXM)")
     parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS))
     parser.add_argument("--run-timeout", type=int, default=240, help="seconds one (system, method) run may take")
+    parser.add_argument("--only", help="system:method pairs to run instead of --systems x --methods "
+                                       "(e.g. hanzo-ml:qlora,hanzo-ml-compile:full)")
+    parser.add_argument("--no-check", action="store_true", help="skip bench/trainer/gpu_check.py")
     parser.add_argument("--tokenizer", type=Path, help="the bundled base model's tokenizer files and config.json "
                                                        "(default: .bootstrap.json's base_model)")
     parser.add_argument("--out", type=Path, help="also copy trainer.json/.md and every run's log here")
@@ -266,6 +273,14 @@ def parse_args() -> argparse.Namespace:
         unknown = [x for x in chosen.split(",") if x not in known]
         if unknown:
             parser.error(f"{option}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    if args.only:
+        pairs = [pair.partition(":") for pair in args.only.split(",")]
+        bad = [f"{s}:{m}" for s, _, m in pairs if s not in SYSTEMS or m not in METHODS]
+        if bad:
+            parser.error(f"--only: unknown system:method {', '.join(bad)}")
+        args.pairs = [(s, m) for s, _, m in pairs]
+    else:
+        args.pairs = [(s, m) for m in args.methods.split(",") for s in args.systems.split(",")]
     return args
 
 
@@ -297,22 +312,21 @@ def main() -> None:
                "peak_tflops": args.peak_tflops, "smoke": args.smoke, "systems": SYSTEMS,
                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": []}
         print(json.dumps({k: v for k, v in gpu.items() if k != "results"}), file=sys.stderr, flush=True)
-        gpu["reference_check"] = reference_check(model_dir, device["device"], work, logs)
+        gpu["reference_check"] = None if args.no_check else reference_check(model_dir, device["device"], work, logs)
         if gpu["reference_check"] and not gpu["reference_check"]["ok"]:
             failed.append("reference check")
         print(json.dumps({"reference_check": gpu["reference_check"]}), file=sys.stderr, flush=True)
-        for method in args.methods.split(","):
-            runs = {}
-            for system in args.systems.split(","):
-                r = run_one(args, system, method, work, device, logs / f"{system}-{method}.log")
-                if "error" in r:
-                    failed.append(f"{system} {method}")
-                elif device["device"] == "cuda":
-                    r["mfu"] = 6 * params * r["tokens_per_second"] / (args.peak_tflops * 1e12)
-                runs[system] = r
-                print(json.dumps({"method": method, "system": system, **r}), file=sys.stderr, flush=True)
-                gpu["results"] = [x for x in gpu["results"] if x["method"] != method] + [gpu_row(method, runs)]
-                write_report(gpu, args.out)  # after every run: a later crash keeps the rows so far
+        runs: dict[str, dict] = {}
+        for system, method in args.pairs:
+            r = run_one(args, system, method, work, device, logs / f"{system}-{method}.log")
+            if "error" in r:
+                failed.append(f"{system} {method}")
+            elif device["device"] == "cuda":
+                r["mfu"] = 6 * params * r["tokens_per_second"] / (args.peak_tflops * 1e12)
+            runs.setdefault(method, {})[system] = r
+            print(json.dumps({"method": method, "system": system, **r}), file=sys.stderr, flush=True)
+            gpu["results"] = [gpu_row(m, runs[m]) for m in METHODS if m in runs]
+            write_report(gpu, args.out)  # after every run: a later crash keeps the rows so far
     if args.smoke:  # the harness ran; its numbers say nothing about a GPU
         print(json.dumps(gpu, indent=2))
     if failed:
@@ -321,17 +335,21 @@ def main() -> None:
 
 def gpu_row(method: str, runs: dict) -> dict:
     """One method's runs, with ours against each baseline: tokens/s and peak memory as ratios (ours / theirs)."""
-    row = {"method": method, **{system.replace("-", "_"): r for system, r in runs.items()}, "ratios": {}}
-    ours = runs.get("hanzo-ml")
-    for system in ("baseline", "rival"):
-        theirs = runs.get(system)
-        if not ours or not theirs or "error" in ours or "error" in theirs:
+    row = {"method": method, **{system.replace("-", "_"): r for system, r in runs.items()}}
+    for our_system, key in OURS.items():
+        ours = runs.get(our_system)
+        if not ours:
             continue
-        row["ratios"][system] = {
-            "tokens_per_second": ours["tokens_per_second"] / theirs["tokens_per_second"]
-            if theirs["tokens_per_second"] else None,
-            "peak_memory": ours["peak_memory_gib"] / theirs["peak_memory_gib"]
-            if ours["peak_memory_gib"] and theirs["peak_memory_gib"] else None}
+        row[key] = {}
+        for system in ("baseline", "rival"):
+            theirs = runs.get(system)
+            if not theirs or "error" in ours or "error" in theirs:
+                continue
+            row[key][system] = {
+                "tokens_per_second": ours["tokens_per_second"] / theirs["tokens_per_second"]
+                if theirs["tokens_per_second"] else None,
+                "peak_memory": ours["peak_memory_gib"] / theirs["peak_memory_gib"]
+                if ours["peak_memory_gib"] and theirs["peak_memory_gib"] else None}
     return row
 
 

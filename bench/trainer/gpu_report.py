@@ -41,7 +41,7 @@ def gpu_method_rows(r: dict, systems: dict) -> list[str]:
         return format(value, fmt) + suffix if value is not None else ""
 
     def ratio(against: str, key: str, bold: bool) -> str:
-        value = r.get("ratios", {}).get(against, {}).get(key)
+        value = r.get(ratios_key, {}).get(against, {}).get(key)
         text = cell(value, ".2f", "x")
         return f"**{text}**" if bold and text else text
     lines = []
@@ -55,9 +55,10 @@ def gpu_method_rows(r: dict, systems: dict) -> list[str]:
         if "error" in m:
             lines.append(f"| {first} | {name} | failed: {summary(m['error'])} | | | | | | | |")
             continue
+        ratios_key = {"hanzo-ml": "ratios", "hanzo-ml-compile": "ratios_compiled"}.get(system)
         ratios = (f"{ratio('baseline', 'tokens_per_second', True)} | {ratio('baseline', 'peak_memory', False)} | "
                   f"{ratio('rival', 'tokens_per_second', True)} | {ratio('rival', 'peak_memory', False)}"
-                  if system == "hanzo-ml" else " | | | ")
+                  if ratios_key else " | | | ")
         mfu = m.get("mfu")
         lines.append(f"| {first} | {name} | {m['tokens_per_second']:,.0f} | {cell(mfu and 100 * mfu, '.1f', '%')} | "
                      f"{cell(m.get('peak_memory_gib'), '.2f')} | {cell(m.get('first_step_seconds'), '.1f')} | "
