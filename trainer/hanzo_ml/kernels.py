@@ -213,8 +213,9 @@ def padded_packed(model, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tens
 
 def model_inputs(model, batch: dict[str, torch.Tensor]) -> dict:
     """input_ids, attention_mask (and position_ids for packed rows) in the form the model's attention takes.
-    batch is already on the model's device."""
-    inputs = {"input_ids": batch["input_ids"]}
+    batch is already on the model's device. No KV cache: training never reuses one, and filling it per layer
+    makes every compiled layer a different graph."""
+    inputs = {"input_ids": batch["input_ids"], "use_cache": False}
     if "segment_ids" not in batch:
         inputs["attention_mask"] = batch["attention_mask"]
         return inputs
@@ -227,6 +228,14 @@ def model_inputs(model, batch: dict[str, torch.Tensor]) -> dict:
 
 # ---- the loss --------------------------------------------------------------------------------------
 
+def with_loss_positions(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The batch (still on the CPU) with the (row, column) of every labelled position of labels[:, 1:]: found
+    here, where it costs no GPU synchronization, rather than by boolean indexing on the device mid-forward (which
+    waits for the forward to finish before the backward can be queued)."""
+    rows, columns = (batch["labels"][:, 1:] != IGNORE_INDEX).nonzero(as_tuple=True)
+    return {**batch, "loss_rows": rows, "loss_columns": columns}
+
+
 def summed_nll(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Sum of the next-token NLL over labelled tokens (float32 scalar). batch is on the model's device."""
     batch = padded_packed(model, batch)
@@ -237,10 +246,13 @@ def summed_nll(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         logits = model(**inputs).logits[:, :-1, :].float()           # (B, T-1, V)
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
                                ignore_index=IGNORE_INDEX, reduction="sum")
+    if "loss_rows" in batch:
+        rows, columns = batch["loss_rows"], batch["loss_columns"]                  # (N,), (N,)
+    else:
+        rows, columns = (targets != IGNORE_INDEX).nonzero(as_tuple=True)
     with forward_autocast(model):
         hidden = causal_lm(model).get_decoder()(**inputs).last_hidden_state[:, :-1]  # (B, T-1, H)
-        labelled = targets != IGNORE_INDEX                                         # (B, T-1)
-        return linear_cross_entropy(hidden[labelled], head.weight, targets[labelled])
+        return linear_cross_entropy(hidden[rows, columns], head.weight, targets[rows, columns])  # (N, H), (N,)
 
 
 def forward_autocast(model):

@@ -214,12 +214,38 @@ def test_the_chunked_loss_applies_to_a_lora_model_and_not_to_a_wrapped_one(tiny_
     assert kernels.fused_loss_head(wrapped) is None
 
 
-def test_compiled_decoder_layers_follow_the_eager_loss_curve_within_1e_4(tmp_path, tiny_base_dir, monkeypatch):
-    """torch.compile on a CPU (inductor's C++ backend): 8 steps of the 2-layer model, bounded to a minute or two."""
+@pytest.fixture
+def four_layer_base_dir(tmp_path, tiny_base_dir):
+    """The tiny model with four layers: enough depth to tell one graph per layer from one graph for all."""
+    import shutil
+
+    from transformers import AutoConfig, LlamaForCausalLM
+
+    config = AutoConfig.from_pretrained(tiny_base_dir)
+    config.num_hidden_layers = 4
+    torch.manual_seed(0)
+    out = tmp_path / "four-layers"
+    LlamaForCausalLM(config).save_pretrained(out)
+    for path in tiny_base_dir.iterdir():
+        if path.name.startswith("tokenizer") or path.suffix == ".jinja":
+            shutil.copy(path, out / path.name)
+    return out
+
+
+def test_compiled_decoder_layers_follow_the_eager_loss_curve_within_1e_4(tmp_path, four_layer_base_dir, monkeypatch):
+    """torch.compile on a CPU (inductor's C++ backend): 8 steps of a 4-layer tiny model, bounded to a minute."""
+    tiny_base_dir = four_layer_base_dir
     files = {"train": write_jsonl(tmp_path / "train.jsonl", demo_records(40)), "validation": None}
     eager = loss_curve(tmp_path, tiny_base_dir, files, "lora", True, monkeypatch, reference=False, steps=8)
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
     compiled = loss_curve(tmp_path, tiny_base_dir, files, "lora", True, monkeypatch, reference=False, steps=8,
                           hardware={"compile": True})
     assert len(compiled) == len(eager) == 8
+    # two graphs whatever the depth: the first layer's input needs no gradient under LoRA (frozen embeddings),
+    # every later layer's does; a per-layer guard (a KV cache filled layer by layer) would compile each anew
+    assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
     for step, (a, b) in enumerate(zip(compiled, eager), start=1):
         assert a == pytest.approx(b, rel=1e-4), f"step {step}: {a} vs {b}"

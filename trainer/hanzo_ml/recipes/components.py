@@ -18,7 +18,7 @@ import torch
 from hanzo_ml.chat import encode_dataset, load_tokenizer, read_chat_jsonl
 from hanzo_ml.errors import InputError
 from hanzo_ml.files import replace_dir
-from hanzo_ml.kernels import summed_nll
+from hanzo_ml.kernels import summed_nll, with_loss_positions
 from hanzo_ml.modeling import collate, target_token_count
 from hanzo_ml.spec import require_existing
 
@@ -288,7 +288,7 @@ class ChatObjective:
         num_targets = max(1, sum(target_token_count(b) for b in micro_batches))
         device = model_device(model)
         for batch in micro_batches:
-            yield summed_nll(model, to_device(batch, device)) / num_targets  # scalar
+            yield summed_nll(model, to_device(with_loss_positions(batch), device)) / num_targets  # scalar
 
     def step_metrics(self) -> dict[str, float]:
         return {}
@@ -300,7 +300,7 @@ class ChatObjective:
         total, count, device = 0.0, 0, model_device(model)
         for start in range(0, len(examples), batch_size):
             batch = self.collate(examples[start:start + batch_size])
-            total += summed_nll(model, to_device(batch, device)).item()
+            total += summed_nll(model, to_device(with_loss_positions(batch), device)).item()
             count += target_token_count(batch)
         model.train(was_training)
         return total / count if count else float("nan")
