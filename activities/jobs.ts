@@ -381,7 +381,7 @@ async function recoverFromFault(
   const record = { kind, step: failure?.step ?? null, restart: recoveries.length + 1, at: new Date().toISOString() };
   if (!p.recovery) throw ApplicationFailure.nonRetryable(`${p.job.name}: ${kind.replace(/_/g, ' ')}: ${what}`, failureType);
   const spec = ((await p.files.readEnvelope())?.spec ?? p.job.envelope.spec) as TrainJobSpec;
-  const adjusted = adjustSpecAfterFault(spec, kind, p.recovery.policy, recoveries);
+  const adjusted = adjustSpecAfterFault(spec, kind, p.recovery.policy, recoveries, failure?.micro_batch);
   if (!adjusted.ok) {
     log.error('job fault: giving up', { kind, reason: adjusted.reason });
     await p.recovery.onFault?.({ ...record, change: `none: ${adjusted.reason}` }, false, failure, p.files);

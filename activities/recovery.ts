@@ -16,6 +16,8 @@ export interface TrainerFailure {
   step: number;
   message: string;
   at: string;
+  /** out of memory: the micro-batch that ran out (the trainer may size it above batch_size: hardware.micro_batch auto) */
+  micro_batch?: number;
 }
 
 export interface RecoveryLog {
@@ -28,23 +30,25 @@ export type Adjustment = { ok: true; spec: TrainJobSpec; change: string } | { ok
 /**
  * The spec for the next attempt, or why there is none. The micro-batch is halved (for an odd size, the largest
  * divisor below it) and the accumulation raised by the same factor, so every optimizer step still sees the
- * same examples in the same order and the run stays comparable.
+ * same examples in the same order and the run stays comparable. usedMicroBatch: the micro-batch that ran out of
+ * memory, when the trainer chose it (hardware.micro_batch auto): the halving starts from it, not from batch_size.
  */
-export function adjustSpecAfterFault(spec: TrainJobSpec, kind: FaultKind, policy: RecoveryPolicy, earlier: JobRecovery[]): Adjustment {
+export function adjustSpecAfterFault(spec: TrainJobSpec, kind: FaultKind, policy: RecoveryPolicy, earlier: JobRecovery[], usedMicroBatch?: number): Adjustment {
   const done = earlier.filter((r) => r.kind === kind).length;
   const hp = spec.hyperparameters;
   if (kind === 'out_of_memory') {
     if (done >= policy.max_oom_retries) return { ok: false, reason: `out of memory after ${done} restarts with smaller micro-batches (recovery.max_oom_retries)` };
-    const batch = largestDivisorBelow(hp.batch_size);
+    const step = hp.batch_size * hp.gradient_accumulation_steps;
+    const chosen = spec.hardware?.micro_batch !== 'recipe' && usedMicroBatch !== undefined && usedMicroBatch !== hp.batch_size && step % usedMicroBatch === 0;
+    const batch = chosen ? largestDivisorBelow(usedMicroBatch, step) : largestDivisorBelow(hp.batch_size);
     if (batch === null) return { ok: false, reason: 'out of memory with a micro-batch of 1 example: nothing left to halve' };
-    const factor = hp.batch_size / batch;
-    const accumulation = hp.gradient_accumulation_steps * factor;
+    const accumulation = step / batch;
     return {
       ok: true,
       // micro_batch recipe: the halved batch_size is the micro-batch from now on (auto would size it again from
       // the same estimate that ran out of memory)
       spec: { ...spec, hyperparameters: { ...hp, batch_size: batch, gradient_accumulation_steps: accumulation }, hardware: { ...spec.hardware, micro_batch: 'recipe' } },
-      change: `batch_size ${hp.batch_size} -> ${batch}, gradient_accumulation_steps ${hp.gradient_accumulation_steps} -> ${accumulation}`,
+      change: `${chosen ? `micro-batch ${usedMicroBatch} (sized to the GPU) -> ${batch}, batch_size ${hp.batch_size}` : `batch_size ${hp.batch_size}`} -> ${batch}, gradient_accumulation_steps ${hp.gradient_accumulation_steps} -> ${accumulation}`,
     };
   }
   if (done >= policy.max_divergence_retries)
@@ -57,8 +61,9 @@ export function adjustSpecAfterFault(spec: TrainJobSpec, kind: FaultKind, policy
   };
 }
 
-function largestDivisorBelow(n: number): number | null {
-  for (let d = Math.floor(n / 2); d >= 1; d--) if (n % d === 0) return d;
+/** The largest d <= n/2 dividing n (and `of`, the step's items, when the micro-batch was the trainer's choice). */
+function largestDivisorBelow(n: number, of: number = n): number | null {
+  for (let d = Math.floor(n / 2); d >= 1; d--) if (n % d === 0 && of % d === 0) return d;
   return null;
 }
 

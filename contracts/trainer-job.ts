@@ -245,6 +245,7 @@ export const TrainProgressSchema = z.object({
   best_checkpoint: z.object({ step: z.number().int().nonnegative(), eval_loss: z.number() }).nullable().default(null),
   events: z.array(TrainEventSchema).default([]).describe("this process's events (earlier processes' are in their result or the run record)"),
   totals: RunTotalsSchema.optional(),
+  micro_batch: z.number().int().positive().optional().describe('items per forward/backward pass this process runs (hardware.micro_batch)'),
 });
 export type TrainProgress = z.infer<typeof TrainProgressSchema>;
 

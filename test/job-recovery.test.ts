@@ -74,6 +74,19 @@ describe('adjustSpecAfterFault', () => {
     if (r.ok) expect(r.spec.hardware.micro_batch).toBe('recipe');
   });
 
+  it('halves the micro-batch the trainer sized to the GPU, not the smaller batch_size of the recipe', () => {
+    const auto = { hyperparameters: { batch_size: 2, gradient_accumulation_steps: 4 }, hardware: { micro_batch: 'auto' } } as unknown as TrainJobSpec;
+    const r = adjustSpecAfterFault(auto, 'out_of_memory', policy, [], 8);
+    if (!r.ok) throw new Error(r.reason);
+    expect(r.spec.hyperparameters).toMatchObject({ batch_size: 4, gradient_accumulation_steps: 2 });
+    expect(r.spec.hardware.micro_batch).toBe('recipe');
+    expect(r.change).toContain('micro-batch 8 (sized to the GPU) -> 4');
+    // with micro_batch recipe the trainer ran batch_size: that is what is halved
+    const recipe = { ...auto, hardware: { micro_batch: 'recipe' } } as unknown as TrainJobSpec;
+    const again = adjustSpecAfterFault(recipe, 'out_of_memory', policy, [], 8);
+    if (again.ok) expect(again.spec.hyperparameters).toMatchObject({ batch_size: 1, gradient_accumulation_steps: 8 });
+  });
+
   it('splits an odd micro-batch by its largest divisor so the effective batch stays exact', () => {
     const five = { hyperparameters: { batch_size: 5, gradient_accumulation_steps: 2 } } as unknown as TrainJobSpec;
     const r = adjustSpecAfterFault(five, 'out_of_memory', policy, []);

@@ -217,7 +217,7 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
     def report_progress() -> None:
         if world.is_main:
             write_progress(workdir, state, hp.max_steps, resumed_from, last_checkpoint,
-                       {"best_checkpoint": best_so_far, "events": events,
+                       {"best_checkpoint": best_so_far, "events": events, "micro_batch": micro_batch,
                         "totals": meter.totals(state.tokens_seen, state.elapsed_seconds)})
 
     # ---- the loop ----------------------------------------------------------------------------------
@@ -399,7 +399,7 @@ def warn_on_changed_hyperparameters(saved: dict, current: dict, path: Path) -> N
 
 def write_progress(workdir: Path, state: TrainingState, max_steps: int, resumed_from: int | None,
                    last_checkpoint: str | None, extra: dict | None = None) -> None:
-    """extra: best_checkpoint, events, totals (TrainProgress)."""
+    """extra: best_checkpoint, events, micro_batch, totals (TrainProgress)."""
     atomic_write_json(workdir / "progress.json", {
         "step": state.step,
         "max_steps": max_steps,

@@ -123,10 +123,10 @@ def recorded_failure(workdir: Path):
     try:
         yield
     except torch.OutOfMemoryError as e:
-        atomic_write_json(failure, event("out_of_memory", last_step(workdir), _one_line(e)))
+        atomic_write_json(failure, out_of_memory(workdir, _one_line(e)))
         raise OutOfMemory(_one_line(e)) from e
     except OutOfMemory as e:
-        atomic_write_json(failure, event("out_of_memory", last_step(workdir), _one_line(e)))
+        atomic_write_json(failure, out_of_memory(workdir, _one_line(e)))
         raise
     except TrainingDiverged as e:
         atomic_write_json(failure, event("diverged", last_step(workdir), _one_line(e)))
@@ -136,11 +136,27 @@ def recorded_failure(workdir: Path):
         raise
 
 
+def out_of_memory(workdir: Path, message: str) -> dict:
+    """The failure record, with the micro-batch that ran out: the restart halves that one (the trainer may have
+    chosen it larger than the recipe's batch_size, hardware.micro_batch auto)."""
+    record = event("out_of_memory", last_step(workdir), message)
+    micro_batch = _progress(workdir).get("micro_batch")
+    return {**record, "micro_batch": micro_batch} if isinstance(micro_batch, int) else record
+
+
 def last_step(workdir: Path) -> int:
     try:
-        return int(json.loads((workdir / "progress.json").read_text(encoding="utf-8"))["step"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return int(_progress(workdir)["step"])
+    except (KeyError, ValueError, TypeError):
         return 0
+
+
+def _progress(workdir: Path) -> dict:
+    try:
+        progress = json.loads((workdir / "progress.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return progress if isinstance(progress, dict) else {}
 
 
 def _one_line(e: BaseException) -> str:

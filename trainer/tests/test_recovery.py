@@ -71,7 +71,7 @@ def test_out_of_memory_exits_3_and_half_the_micro_batch_with_twice_the_accumulat
     first = run_cli(root, spec, **faults)
     assert first.returncode == 3, first.stderr
     failure = read_json(root / "work" / "failure.json")
-    assert (failure["kind"], failure["step"]) == ("out_of_memory", 2)
+    assert (failure["kind"], failure["step"], failure["micro_batch"]) == ("out_of_memory", 2, 4)
     assert "a micro-batch of 4 examples does not fit" in failure["message"]
 
     spec["hyperparameters"].update(batch_size=2, gradient_accumulation_steps=2)  # same 4 examples per step
