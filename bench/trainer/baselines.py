@@ -51,8 +51,10 @@ def run_trainer(args, model_dir: Path, files: dict[str, Path], work: Path, rival
         lr_scheduler_type="linear", bf16=bf16, use_cpu=args.device == "cpu", logging_strategy="no",
         save_strategy="no", report_to=[], dataloader_drop_last=True, remove_unused_columns=False, seed=42,
         use_liger_kernel=setup["liger"])
+    profiler = step_profiler(args)
     Trainer(model=model, args=training_args, train_dataset=rows, data_collator=collate,
-            callbacks=[clock(steps, counted, torch)]).train()
+            callbacks=[clock(steps, counted, torch, profiler)]).train()
+    print_profile(profiler)
     # The collator runs a batch ahead (prefetch): tokens are counted when collated, so the counter leads by at
     # most one batch; over the measured steps that is < 1 / steps of the total.
     result = measured(steps, args.skip)
@@ -111,7 +113,33 @@ def counting_collator(tokenizer, flatten: bool):
     return collate, counted
 
 
-def clock(steps: list, counted: dict, torch):
+def step_profiler(args):
+    """--profile: torch.profiler over the 6 steps after the warm-up ones (the run's tokens/s then includes the
+    profiler's overhead, so a profiled run writes no bench/results rows). None without --profile."""
+    if not getattr(args, "profile", False):
+        return None
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    profiler = profile(activities=activities, schedule=schedule(wait=max(0, args.skip - 1), warmup=1, active=6))
+    profiler.start()
+    return profiler
+
+
+def print_profile(profiler) -> None:
+    """The profiled steps' kernels and operators by self time, into the run's log."""
+    if profiler is None:
+        return
+    import torch
+
+    profiler.stop()
+    key = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+    print(f"---- profile: 6 steps after warm-up, by {key} ----", flush=True)
+    print(profiler.key_averages().table(sort_by=key, row_limit=45), flush=True)
+
+
+def clock(steps: list, counted: dict, torch, profiler=None):
     """A callback that appends (step, tokens so far, training seconds so far) at the end of every step."""
     from transformers import TrainerCallback
 
@@ -126,4 +154,6 @@ def clock(steps: list, counted: dict, torch):
                 torch.cuda.synchronize()
             seconds = (steps[-1][2] if steps else 0.0) + time.monotonic() - self.started
             steps.append((state.global_step, counted["tokens"], seconds))
+            if profiler is not None:
+                profiler.step()
     return Clock()

@@ -42,7 +42,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "trainer"))
 sys.path.insert(0, str(HERE))
 
-from baselines import LEARNING_RATE, TARGETS, measured, run_trainer  # noqa: E402
+from baselines import LEARNING_RATE, TARGETS, measured, print_profile, run_trainer, step_profiler  # noqa: E402
 
 METHODS = ("full", "lora", "qlora")
 SYSTEMS = {"hanzo-ml": "hanzo-ml", "hanzo-ml-compile": "hanzo-ml, compiled layers (hardware.compile)",
@@ -134,12 +134,17 @@ def run_ours(args, model_dir: Path, files: dict[str, Path], work: Path) -> dict:
     import hanzo_ml.lora as loop
     original = loop.write_progress
 
+    profiler = step_profiler(args)
+
     def record_step(workdir, state, *a, **kw):  # called once per step with the step's metrics
         original(workdir, state, *a, **kw)
         if state.step and (not steps or steps[-1][0] != state.step):
             steps.append((state.step, state.tokens_seen, state.elapsed_seconds))
+            if profiler is not None:
+                profiler.step()
     loop.write_progress = record_step
     train(spec, template, work / "work")
+    print_profile(profiler)
     return measured(steps, args.skip)
 
 
@@ -167,7 +172,8 @@ def run_one(args, system: str, method: str, work: Path, device: dict, log: Path)
     cmd = [sys.executable, __file__, "--system", system, "--method", method, "--work", str(work),
            "--result", str(result), "--device", device["device"], "--precision", device["precision"],
            "--compute-dtype", device["compute"], "--steps", str(args.steps), "--skip", str(args.skip),
-           "--seq-len", str(args.seq_len), "--rows", str(args.rows), "--peak-tflops", str(args.peak_tflops)]
+           "--seq-len", str(args.seq_len), "--rows", str(args.rows), "--peak-tflops", str(args.peak_tflops)] \
+        + (["--profile"] if args.profile else [])
     started = time.monotonic()
     with log.open("w") as stream:
         # its own session: a timeout ends the run with every process it started (compile workers included)
@@ -255,6 +261,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--only", help="system:method pairs to run instead of --systems x --methods "
                                        "(e.g. hanzo-ml:qlora,hanzo-ml-compile:full)")
     parser.add_argument("--no-check", action="store_true", help="skip bench/trainer/gpu_check.py")
+    parser.add_argument("--profile", action="store_true", help="torch.profiler tables in each run's log; the rows "
+                        "then include the profiler's overhead, so only --out gets the report")
     parser.add_argument("--tokenizer", type=Path, help="the bundled base model's tokenizer files and config.json "
                                                        "(default: .bootstrap.json's base_model)")
     parser.add_argument("--out", type=Path, help="also copy trainer.json/.md and every run's log here")
@@ -309,7 +317,7 @@ def main() -> None:
         params = parameter_count(model_dir)
         gpu = {**environment(device["device"]), "commit": source_commit(args.commit), "parameters": params,
                "steps": args.steps, "skip": args.skip, "seq_len": args.seq_len, "rows": args.rows,
-               "peak_tflops": args.peak_tflops, "smoke": args.smoke, "systems": SYSTEMS,
+               "peak_tflops": args.peak_tflops, "smoke": args.smoke, "profiled": args.profile, "systems": SYSTEMS,
                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": []}
         print(json.dumps({k: v for k, v in gpu.items() if k != "results"}), file=sys.stderr, flush=True)
         gpu["reference_check"] = None if args.no_check else reference_check(model_dir, device["device"], work, logs)
@@ -361,7 +369,7 @@ def write_report(gpu: dict, out: Path | None) -> None:
     report = json.loads(path.read_text()) if path.is_file() else {"rows": []}
     report["gpu"] = gpu
     text, md = json.dumps(report, indent=2) + "\n", markdown(report)
-    targets = ([] if gpu["smoke"] else [path.parent]) + ([out] if out else [])
+    targets = ([] if gpu["smoke"] or gpu.get("profiled") else [path.parent]) + ([out] if out else [])
     for folder in targets:
         (folder / "trainer.json").write_text(text, encoding="utf-8")
         (folder / "trainer.md").write_text(md, encoding="utf-8")
