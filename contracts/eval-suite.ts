@@ -180,3 +180,15 @@ export type GateDecision = z.infer<typeof GateDecisionSchema>;
 export function gateVerdict(g: Pick<GateDecision, 'passed' | 'verdict'>): 'pass' | 'inconclusive' | 'block' {
   return g.verdict ?? (g.passed ? 'pass' : 'block');
 }
+
+/** A suite as the API shows it: an organization's own (registered through /v1/eval-suites) or a bundled one. */
+export const EvalSuiteViewSchema = z.object({
+  suite: z.string().describe('name@version, as a pipeline names it'),
+  name: z.string(),
+  version: z.number().int().positive(),
+  source: z.enum(['organization', 'bundled']).describe("organization: the caller's organization's own, found first; bundled: recipes/eval/, readable by every organization"),
+  created_at: z.string().nullable().describe('null for a bundled suite'),
+  created_by: z.string().nullable().describe('null for a bundled suite'),
+  definition: z.record(z.string(), z.unknown()).describe('the suite as checked, defaults filled in (EvalSuiteSchema)'),
+});
+export type EvalSuiteView = z.infer<typeof EvalSuiteViewSchema>;
