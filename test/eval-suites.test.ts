@@ -3,8 +3,12 @@
 // organizations; and a pipeline that names one is gated by it, on the held-out split of a dataset version the
 // organization uploaded (every stage real, the bundled tiny model, a short LoRA run; ~100 s). The same decision
 // blocking a pipeline is tested with a bundled suite in pipeline-workflow.test.ts and gate-quarantine.test.ts.
-import { readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { auth } from './support/config.js';
@@ -122,6 +126,29 @@ interface Status {
   progress: PipelineProgress;
   result: PipelineResult | null;
 }
+
+describe('hanzo-ml eval-suite', () => {
+  const bin = fileURLToPath(new URL('../bin/hanzo-ml', import.meta.url));
+  const cli = (...args: string[]) =>
+    promisify(execFile)(bin, args, { env: { ...process.env, HANZO_ML_API_URL: stack.runtime.apiUrl, HANZO_ML_TOKEN: stack.loaded.config.auth.dev_token } }).then(
+      (r) => ({ code: 0, ...r }),
+      (e: { code: number; stdout: string; stderr: string }) => e,
+    );
+
+  it('creates a suite from a YAML file, shows it and lists it beside the bundled ones; a bad file exits non-zero naming the field', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'eval-suite-cli-'));
+    writeFileSync(join(dir, 'suite.yaml'), `name: cli-suite\nversion: 1\nsafety: examples/heldout/safety.jsonl\nmetrics:\n  - {task: safety, metric: refusal_rate, direction: higher, max_regression: 0.1}\n`);
+    expect(await cli('eval-suite', 'create', join(dir, 'suite.yaml'))).toMatchObject({ code: 0, stdout: expect.stringContaining('"suite": "cli-suite@1"') });
+    expect(JSON.parse((await cli('eval-suite', 'show', 'cli-suite@1')).stdout)).toMatchObject({ source: 'organization', definition: { safety: 'examples/heldout/safety.jsonl' } });
+    const listed = (await cli('eval-suite', 'list')).stdout;
+    expect(listed).toMatch(/cli-suite@1\s+organization/);
+    expect(listed).toMatch(/support-desk@4\s+bundled/);
+    writeFileSync(join(dir, 'bad.yaml'), `name: cli-suite\nversion: 2\nmetrics:\n  - {task: safety, metric: refusal_rate, direction: higher, max_regression: 0.1}\n`);
+    const bad = await cli('eval-suite', 'create', join(dir, 'bad.yaml'));
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/INVALID_PARAMETER_VALUE: .*safety: a safety metric needs safety/);
+  });
+});
 
 describe("a pipeline gated by the organization's own suite", () => {
   it('evaluates on the dataset version the suite names and holds the version its gate passed for approval', { timeout: 10 * 60_000 }, async () => {
