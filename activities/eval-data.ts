@@ -8,6 +8,7 @@ import { repoRoot } from '../lib/config.js';
 import { sha256Text } from '../lib/hash.js';
 import { objectUri } from '../lib/object-store.js';
 import { fileInput } from './job-inputs.js';
+import type { HeldoutInput } from '../datasets/eval-suites.js';
 
 /** General text none of the training touched: held out from pre-training and unrelated to the task. */
 export const GENERAL_TEXT = 'examples/heldout/general-text.txt';
@@ -25,4 +26,9 @@ export async function bundledFileInput(deps: ActivityDeps, relativePath: string)
   const uri = objectUri(deps.store, bucket, key);
   if (!(await deps.store.exists(uri))) await deps.store.putFile(bucket, key, path);
   return fileInput(uri);
+}
+
+/** A suite's held-out set as a job input: a bundled file, or a dataset version's split read from the object store. */
+export async function heldoutJobInput(deps: ActivityDeps, h: HeldoutInput): Promise<ReturnType<typeof fileInput>> {
+  return h.kind === 'bundled' ? bundledFileInput(deps, h.path) : fileInput(h.uri);
 }

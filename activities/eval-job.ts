@@ -16,7 +16,8 @@ import { findDatasetVersion } from '../db/repo/datasets.js';
 import { logMetrics } from '../db/repo/metrics.js';
 import { setRunTags } from '../db/repo/params-tags.js';
 import { evalGate } from '../lib/eval-gate.js';
-import { EvalSuiteError, loadEvalSuite } from '../lib/eval-suites.js';
+import { EvalSuiteError } from '../lib/eval-suites.js';
+import { resolveSuite } from '../datasets/eval-suites.js';
 import { segmentOwner } from '../lib/job-log.js';
 
 export const priorityOf = (spec: JobSubmission): JobPriority | null => (spec.preemptible || spec.schedule.preemptible ? 'low' : null);
@@ -40,7 +41,7 @@ export async function runEvalSectionJob(deps: ActivityDeps, a: { input: JobWorkf
   const model = await resolveModelSource(deps, organizationId, 'eval', section.source, section.base_model)
     .then((m) => requireScorable(m, 'eval'))
     .catch(badInput);
-  const suite = await loadEvalSuite(section.suite).catch(badInput);
+  const { suite, data } = await resolveSuite(deps.db, organizationId, section.suite).catch(badInput);
   const testUri = (await sectionDataset(deps, organizationId, 'eval', section.dataset)).splits.test;
   const adapter = model.adapterDir !== null && model.baseModel !== null;
   const { result: report, files } = await runEvalJob(deps, {
@@ -53,6 +54,7 @@ export async function runEvalSectionJob(deps: ActivityDeps, a: { input: JobWorkf
     production: null,
     testUri,
     suite,
+    data,
     maxNewTokens: section.max_new_tokens,
     maxSeqLength: section.max_seq_length,
     ...phaseCallbacks(onPhase),

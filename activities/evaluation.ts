@@ -8,7 +8,8 @@ import { EvalReportSchema, EvalScoresSchema, MergeReportSchema, type EvalJobSpec
 import type { JobFiles } from '../lib/job-files.js';
 import type { EvalSuite, GateDecision } from '../contracts/eval-suite.js';
 import { evalGate } from '../lib/eval-gate.js';
-import { EvalSuiteError, loadEvalSuite } from '../lib/eval-suites.js';
+import { EvalSuiteError } from '../lib/eval-suites.js';
+import { resolveSuite, type SuiteData } from '../datasets/eval-suites.js';
 import { getModel, productionVersionOf, getVersion } from '../db/repo/models.js';
 import type { Artifact } from '../contracts/pipeline.js';
 import { JOB_FILES } from '../contracts/job-io.js';
@@ -18,7 +19,7 @@ import { baseModelInput, dirInput, fileInput, type JobInput } from './job-inputs
 import { recordArtifact } from '../db/repo/run-artifacts.js';
 import { sha256Text } from '../lib/hash.js';
 import type { DatasetRef } from './datasets.js';
-import { GENERAL_TEXT, bundledFileInput } from './eval-data.js';
+import { GENERAL_TEXT, bundledFileInput, heldoutJobInput } from './eval-data.js';
 
 export type EvalOutcome = EvalReport & { gate: GateDecision };
 
@@ -36,8 +37,9 @@ import { logMetrics } from '../db/repo/metrics.js';
 export function createEvaluationActivities(deps: ActivityDeps) {
   return {
     async evaluateModels(a: { pipelineId: string; runId: string; input: PipelineWorkflowInput; dataset: DatasetRef; adapterPath: string }): Promise<EvalOutcome> {
-      const suite = await loadEvalSuite(a.input.eval.suite).catch((e: unknown) => {
-        throw e instanceof EvalSuiteError ? ApplicationFailure.nonRetryable(e.message, 'BadInput') : e;
+      // The organization's own suite first, its held-out sets resolved for the organization.
+      const { suite, data } = await resolveSuite(deps.db, a.input.organization_id, a.input.eval.suite).catch((e: unknown) => {
+        throw e instanceof EvalSuiteError ? ApplicationFailure.nonRetryable(`eval suite ${a.input.eval.suite}: ${e.message}`, 'BadInput') : e;
       });
       const production = await productionModelDir(deps, a.input.organization_id, a.input.model_name);
       const { result: report, files } = await runEvalJob(deps, {
@@ -50,6 +52,7 @@ export function createEvaluationActivities(deps: ActivityDeps) {
         production: production ? dirInput(production.dir) : null,
         testUri: a.dataset.splits.test,
         suite,
+        data,
         maxNewTokens: a.input.eval.max_new_tokens,
         maxSeqLength: a.input.hyperparameters.max_seq_length,
       });
@@ -103,11 +106,16 @@ export async function recordEvalReport(deps: ActivityDeps, runId: string, report
 
 type Phases = Pick<Parameters<typeof runJobToCompletion>[1], 'onWaiting' | 'onPoll'>;
 
-/** One eval job: base (+ adapter) and the production model, if given, on the test split and the suite's data. */
+/**
+ * One eval job: base (+ adapter) and the production model, if given, on the test split and the suite's data.
+ * `data`: the suite's held-out sets resolved for the organization (datasets/eval-suites.ts); the suite's own test
+ * split, when it names one, replaces `testUri`. Without it, only a suite of bundled files can run.
+ */
 export async function runEvalJob(
   deps: ActivityDeps,
-  r: { name: string; organizationId: string; priority: JobPriority | null; runId: string; base: JobInput; adapter: JobInput | null; production: JobInput | null; testUri: string; suite: EvalSuite; maxNewTokens: number; maxSeqLength: number } & Phases,
+  r: { name: string; organizationId: string; priority: JobPriority | null; runId: string; base: JobInput; adapter: JobInput | null; production: JobInput | null; testUri: string; suite: EvalSuite; data?: SuiteData; maxNewTokens: number; maxSeqLength: number } & Phases,
 ): Promise<JobOutcome<EvalReport>> {
+  const data = r.data ?? bundledSuiteData(r.suite);
   const spec: EvalJobSpec = {
     kind: 'eval',
     job_name: r.name,
@@ -116,8 +124,9 @@ export async function runEvalJob(
     test_path: 'input:test_path',
     output_path: 'output:output_path',
     production_model_path: r.production ? 'input:production_model_path' : null,
-    general_path: r.suite.general_text ? 'input:general_path' : null,
-    instructions_path: r.suite.instructions ? 'input:instructions_path' : null,
+    general_path: data.general ? 'input:general_path' : null,
+    instructions_path: data.instructions ? 'input:instructions_path' : null,
+    safety_path: data.safety ? 'input:safety_path' : null,
     scores_path: 'output:scores_path',
     max_new_tokens: r.maxNewTokens,
     max_seq_length: r.maxSeqLength,
@@ -136,10 +145,11 @@ export async function runEvalJob(
         inputs: {
           base_model_path: r.base,
           ...(r.adapter ? { adapter_path: r.adapter } : {}),
-          test_path: fileInput(r.testUri),
+          test_path: data.test ? await heldoutJobInput(deps, data.test) : fileInput(r.testUri),
           ...(r.production ? { production_model_path: r.production } : {}),
-          ...(r.suite.general_text ? { general_path: await bundledFileInput(deps, r.suite.general_text) } : {}),
-          ...(r.suite.instructions ? { instructions_path: await bundledFileInput(deps, r.suite.instructions) } : {}),
+          ...(data.general ? { general_path: await heldoutJobInput(deps, data.general) } : {}),
+          ...(data.instructions ? { instructions_path: await heldoutJobInput(deps, data.instructions) } : {}),
+          ...(data.safety ? { safety_path: await heldoutJobInput(deps, data.safety) } : {}),
         },
         outputs: { output_path: 'file', scores_path: 'file' },
         result_field: 'output_path',
@@ -149,6 +159,15 @@ export async function runEvalJob(
     ...(r.onWaiting ? { onWaiting: r.onWaiting } : {}),
     ...(r.onPoll ? { onPoll: r.onPoll } : {}),
   });
+}
+
+/** A suite whose held-out sets are all bundled files, as job data; one that names a dataset version needs resolveSuite. */
+function bundledSuiteData(suite: EvalSuite): SuiteData {
+  const bundled = (field: string, h: EvalSuite['general_text']) => {
+    if (h !== null && typeof h !== 'string') throw ApplicationFailure.nonRetryable(`eval suite ${suite.name}@${suite.version}: ${field} names a dataset version, which only an organization's eval can resolve`, 'BadInput');
+    return h === null ? null : { kind: 'bundled' as const, path: h };
+  };
+  return { test: bundled('test', suite.test), general: bundled('general_text', suite.general_text), instructions: bundled('instructions', suite.instructions), safety: bundled('safety', suite.safety) };
 }
 
 /** One merge job: the adapter merged into its base, with PyTorch's reference perplexities the Candle tool checks against. */

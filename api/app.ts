@@ -14,6 +14,7 @@ import { identityRoutes } from './routes/identity.js';
 import { auditTrail, requestTransactions } from './audit.js';
 import { eventRoutes, streamSlots } from './routes/events.js';
 import { datasetRoutes } from './routes/datasets.js';
+import { evalSuiteRoutes } from './routes/eval-suites.js';
 import { pipelineRoutes } from './routes/pipelines.js';
 import { usageRoutes } from './routes/usage.js';
 import { jobRoutes } from './routes/jobs.js';
@@ -97,6 +98,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   const streams = streamSlots(deps.config.limits.event_streams_per_token);
   app.route('/v1/events', eventRoutes(deps, streams));
   app.route('/v1/datasets', datasetRoutes(deps));
+  app.route('/v1/eval-suites', evalSuiteRoutes(deps));
   app.route('/v1/pipelines', pipelineRoutes(deps));
   app.route('/v1/jobs', jobRoutes(deps));
   app.route('/v1/jobs', jobStreamRoutes(deps, streams));

@@ -6,7 +6,8 @@ import type { JobSubmission } from '../contracts/jobs.js';
 import type { Principal } from '../db/repo/auth.js';
 import { findDatasetVersion } from '../db/repo/datasets.js';
 import { ModelSourceError, requireAdapter, requireScorable, resolveModelSource } from '../activities/model-source.js';
-import { EvalSuiteError, loadEvalSuite } from '../lib/eval-suites.js';
+import { EvalSuiteError } from '../lib/eval-suites.js';
+import { resolveSuite } from '../datasets/eval-suites.js';
 import { invalid } from './errors.js';
 import { checkBaseModel } from './input-policy.js';
 
@@ -19,7 +20,7 @@ export async function checkProductJobSection(deps: ApiDeps, spec: JobSubmission,
     const model = await resolveModelSource(deps, principal.organizationId, field, section.source, section.base_model);
     if (field === 'eval') requireScorable(model, field);
     else requireAdapter(model, field);
-    if (spec.eval) await loadEvalSuite(spec.eval.suite);
+    if (spec.eval) await resolveSuite(deps.db, principal.organizationId, spec.eval.suite);
   } catch (err) {
     if (err instanceof ModelSourceError) throw invalid(err.message);
     if (err instanceof EvalSuiteError) throw invalid(`eval.suite: ${err.message}`);

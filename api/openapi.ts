@@ -8,6 +8,7 @@ import * as mlflowArtifacts from '../contracts/mlflow-artifacts.js';
 import * as registry from '../contracts/models.js';
 import { PipelineInputSchema, PipelineProgressSchema, PipelineResultSchema, ScheduleCreateSchema, ApprovalRequestSchema } from '../contracts/pipeline.js';
 import { DatasetSchema, DatasetCreateQuerySchema } from '../contracts/datasets.js';
+import { EvalSuiteViewSchema } from '../contracts/eval-suite.js';
 import { RunCreateSchema, RunParamsSchema, RunSchema, RunStatusUpdateSchema } from '../contracts/runs.js';
 import { ModelCreateSchema, ModelVersionCreateSchema, ModelVersionSchema, RegisteredModelSchema, StageChangeResultSchema, StageChangeSchema } from '../contracts/models.js';
 import { ErrorBodySchema } from './errors.js';
@@ -45,6 +46,9 @@ const OPERATIONS: Operation[] = [
   { method: 'post', path: '/v1/datasets', summary: 'Upload a dataset file (JSONL or CSV body) as a new immutable version', rawBody: 'application/octet-stream', query: DatasetCreateQuerySchema, response: DatasetSchema },
   { method: 'get', path: '/v1/datasets', summary: 'List dataset versions', response: z.object({ datasets: z.array(DatasetSchema) }) },
   { method: 'get', path: '/v1/datasets/{id}', summary: 'Get a dataset version', response: DatasetSchema },
+  { method: 'post', path: '/v1/eval-suites', summary: "Register an eval suite of the caller's organization (JSON, or YAML with content-type application/yaml); 409 for a version that exists", rawBody: 'application/json', response: EvalSuiteViewSchema },
+  { method: 'get', path: '/v1/eval-suites', summary: "List the organization's own eval suites and the bundled ones", response: z.object({ eval_suites: z.array(EvalSuiteViewSchema) }) },
+  { method: 'get', path: '/v1/eval-suites/{name}/{version}', summary: "Get an eval suite: the organization's own first, else the bundled one", response: EvalSuiteViewSchema },
   {
     method: 'post',
     path: '/v1/pipelines',

@@ -20,6 +20,7 @@ import { pullModel } from './pull.js';
 import { registerModelVersion } from './register.js';
 import { dryRunPipeline, printUsage } from './cost.js';
 import { registerJobCommands } from './job.js';
+import { registerEvalSuiteCommands } from './eval-suite.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 
 const api = (): ApiClient =>
@@ -89,6 +90,7 @@ export function buildCli(): Command {
     });
 
   registerJobCommands(program, { api, print, table });
+  registerEvalSuiteCommands(program, { api, print, table });
 
   const pipeline = program.command('pipeline').description('start and steer fine-tuning pipelines');
   pipeline

@@ -1,4 +1,5 @@
-// Evaluation suites (recipes/eval/<name>-v<version>.yaml) and the gate's decision recorded on a model version.
+// Evaluation suites (bundled: recipes/eval/<name>-v<version>.yaml; an organization's own: registered through
+// /v1/eval-suites) and the gate's decision recorded on a model version.
 import { z } from 'zod';
 
 /** Version tags the gate owns: set at registration when it fails, never by a tag call. */
@@ -20,13 +21,31 @@ export const TASK_METRICS = {
   test: ['exact_match', 'perplexity'],
   retention: ['perplexity'],
   instructions: ['pass_rate'],
+  safety: ['refusal_rate'],
 } as const;
+
+/**
+ * A split of one of the organization's dataset versions used as a held-out set: `dataset` is NAME@VERSION or the
+ * version's id. Its records are chat messages (a dataset version is normalised to them on upload).
+ */
+export const DatasetSplitRefSchema = z.strictObject({
+  dataset: z.string().regex(/^([a-z0-9][a-z0-9._-]*@\d+|[0-9a-f-]{36})$/i, 'NAME@VERSION or a dataset version id'),
+  split: z.enum(['train', 'validation', 'test']).default('test'),
+});
+export type DatasetSplitRef = z.infer<typeof DatasetSplitRefSchema>;
+
+/** A held-out set: a repository-relative file bundled with the product, or a split of a dataset version. */
+const HeldoutSchema = z.union([z.string().min(1), DatasetSplitRefSchema]);
+export type Heldout = z.infer<typeof HeldoutSchema>;
 
 export const GateMetricSchema = z.strictObject({
   task: z
-    .enum(['test', 'retention', 'instructions'])
-    .describe("test: the dataset's test split; retention: the suite's general text; instructions: the suite's instruction set, checked by code"),
-  metric: z.enum(['exact_match', 'perplexity', 'pass_rate']),
+    .enum(['test', 'retention', 'instructions', 'safety'])
+    .describe(
+      "test: the suite's test split (default: the pipeline's dataset's); retention: the suite's general text; instructions: the suite's " +
+        'instruction set, checked by code; safety: prompts whose expected answer is a refusal, checked by code',
+    ),
+  metric: z.enum(['exact_match', 'perplexity', 'pass_rate', 'refusal_rate']),
   direction: z.enum(['higher', 'lower']).describe('which way is better'),
   max_regression: z
     .number()
@@ -65,24 +84,39 @@ export const EvalSuiteSchema = z
           'their decisions were made); interval: block when the whole confidence interval is beyond the limit, ' +
           'inconclusive (held for a human) when it straddles it, pass otherwise',
       ),
-    general_text: z.string().min(1).nullable().default(null).describe('repository-relative plain-text file; required by a retention metric'),
+    test: DatasetSplitRefSchema.nullable()
+      .default(null)
+      .describe("a dataset version's split the test metrics are measured on; null: the test split of the dataset the pipeline trains on"),
+    general_text: HeldoutSchema.nullable()
+      .default(null)
+      .describe(
+        'general text of the domain: a repository-relative plain-text file (documents separated by blank lines), or a dataset ' +
+          "version's split whose records are chat (each record's messages, joined, are one document); required by a retention metric",
+      ),
     instructions: z
       .string()
       .min(1)
       .nullable()
       .default(null)
       .describe('repository-relative JSONL instruction set (trainer/hanzo_ml/instructions.py); required by an instructions metric'),
+    safety: HeldoutSchema.nullable()
+      .default(null)
+      .describe(
+        'prompts whose expected answer is a refusal (trainer/hanzo_ml/safety.py): a repository-relative chat JSONL file or a dataset ' +
+          "version's split; a record ending with an assistant turn must have a refusal there; required by a safety metric",
+      ),
     metrics: z.array(GateMetricSchema).min(1),
   })
   .refine((s) => s.general_text !== null || !s.metrics.some((m) => m.task === 'retention'), { message: 'a retention metric needs general_text', path: ['general_text'] })
   .refine((s) => s.instructions !== null || !s.metrics.some((m) => m.task === 'instructions'), { message: 'an instructions metric needs instructions', path: ['instructions'] })
+  .refine((s) => s.safety !== null || !s.metrics.some((m) => m.task === 'safety'), { message: 'a safety metric needs safety', path: ['safety'] })
   .refine((s) => s.metrics.every((m) => (TASK_METRICS[m.task] as readonly string[]).includes(m.metric)), {
     message: `a task is measured by its own metrics: ${Object.entries(TASK_METRICS)
       .map(([task, metrics]) => `${task}: ${metrics.join(', ')}`)
       .join('; ')}`,
     path: ['metrics'],
   })
-  .refine((s) => s.metrics.every((m) => (m.metric !== 'exact_match' && m.metric !== 'pass_rate') || m.direction === 'higher'), { message: 'exact_match and pass_rate are better when higher', path: ['metrics'] })
+  .refine((s) => s.metrics.every((m) => m.metric === 'perplexity' || m.direction === 'higher'), { message: 'exact_match, pass_rate and refusal_rate are better when higher', path: ['metrics'] })
   .superRefine((s, ctx) => {
     s.metrics.forEach((m, i) => {
       if (m.max_regression !== undefined && m.min_retention !== undefined)
@@ -146,3 +180,15 @@ export type GateDecision = z.infer<typeof GateDecisionSchema>;
 export function gateVerdict(g: Pick<GateDecision, 'passed' | 'verdict'>): 'pass' | 'inconclusive' | 'block' {
   return g.verdict ?? (g.passed ? 'pass' : 'block');
 }
+
+/** A suite as the API shows it: an organization's own (registered through /v1/eval-suites) or a bundled one. */
+export const EvalSuiteViewSchema = z.object({
+  suite: z.string().describe('name@version, as a pipeline names it'),
+  name: z.string(),
+  version: z.number().int().positive(),
+  source: z.enum(['organization', 'bundled']).describe("organization: the caller's organization's own, found first; bundled: recipes/eval/, readable by every organization"),
+  created_at: z.string().nullable().describe('null for a bundled suite'),
+  created_by: z.string().nullable().describe('null for a bundled suite'),
+  definition: z.record(z.string(), z.unknown()).describe('the suite as checked, defaults filled in (EvalSuiteSchema)'),
+});
+export type EvalSuiteView = z.infer<typeof EvalSuiteViewSchema>;

@@ -93,9 +93,9 @@ export const PipelineInputSchema = z.strictObject({
       max_new_tokens: z.number().int().positive().default(12),
       suite: z
         .string()
-        .regex(/^[a-z0-9][a-z0-9-]*@\d+$/, 'name@version of a suite in recipes/eval/')
+        .regex(/^[a-z0-9][a-z0-9-]*@\d+$/, "name@version of the organization's own suite (/v1/eval-suites) or a bundled one (recipes/eval/)")
         .default('support-desk@2')
-        .describe('the eval suite the promotion gate applies (recipes/eval/<name>-v<version>.yaml)'),
+        .describe("the eval suite the promotion gate applies: the organization's own of that name@version first, else the bundled recipes/eval/<name>-v<version>.yaml"),
     })
     .prefault({}),
   validate: z

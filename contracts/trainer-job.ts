@@ -175,6 +175,10 @@ export const EvalJobSpecSchema = z.strictObject({
     .nullable()
     .default(null)
     .describe('JSONL of {"id","messages","instruction":{"kind",...}}: prompts with one instruction each, checked by code (instruction following); null: none'),
+  safety_path: absPath
+    .nullable()
+    .default(null)
+    .describe('chat JSONL of prompts whose expected answer is a refusal, checked by code (trainer/hanzo_ml/safety.py); null: none'),
   max_new_tokens: z.number().int().positive().default(16),
   max_seq_length: z.number().int().positive().default(256),
   threads: z.number().int().positive().default(2),
@@ -279,6 +283,7 @@ export const ModelScoresSchema = z.object({
   num_examples: z.number().int().nonnegative(),
   general_perplexity: z.number().nullable().default(null).describe('perplexity on the general text (capability retention); null: not measured'),
   instruction_pass_rate: z.number().min(0).max(1).nullable().default(null).describe('share of the instruction set whose instruction the answer followed; null: not measured'),
+  safety_refusal_rate: z.number().min(0).max(1).nullable().default(null).describe('share of the safety set the answer refused, as expected; null: not measured'),
 });
 export type ModelScores = z.infer<typeof ModelScoresSchema>;
 
@@ -300,6 +305,13 @@ const ExampleScoresSchema = z.object({
       kind: z.array(z.string()).describe('the kind of instruction each prompt carries'),
       answer: z.array(z.string()).describe('the greedy answer'),
       pass: z.array(z.number().int().min(0).max(1)).describe('1: the answer followed the instruction'),
+    })
+    .optional(),
+  safety: z
+    .object({
+      id: z.array(z.string()).describe('the prompt ids of the safety set'),
+      answer: z.array(z.string()).describe('the greedy answer'),
+      pass: z.array(z.number().int().min(0).max(1)).describe('1: the answer refused, as expected'),
     })
     .optional(),
 });

@@ -13,6 +13,10 @@ function metricOn(scores: ExampleScores, m: GateMetric, idx: number[]): number {
     if (!scores.instructions) throw new Error('no instructions scores: the eval job ran without the instruction set');
     return mean(scores.instructions.pass, idx);
   }
+  if (m.task === 'safety') {
+    if (!scores.safety) throw new Error('no safety scores: the eval job ran without the safety set');
+    return mean(scores.safety.pass, idx);
+  }
   const set = m.task === 'test' ? scores.test : scores.general;
   if (!set) throw new Error(`no ${m.task} scores: the eval job ran without general text`);
   let nll = 0;
@@ -26,6 +30,7 @@ function metricOn(scores: ExampleScores, m: GateMetric, idx: number[]): number {
 
 function exampleCount(scores: ExampleScores, m: GateMetric): number {
   if (m.task === 'instructions') return scores.instructions?.pass.length ?? 0;
+  if (m.task === 'safety') return scores.safety?.pass.length ?? 0;
   return m.task === 'test' ? scores.test.nll.length : (scores.general?.nll.length ?? 0);
 }
 
@@ -108,7 +113,8 @@ function compare(cand: ExampleScores, ref: ExampleScores, against: GateReference
   const n = exampleCount(cand, m);
   if (n === 0 || exampleCount(ref, m) !== n) throw new Error(`${m.task}/${m.metric}: candidate has ${n} examples, ${against} has ${exampleCount(ref, m)}; the gate compares the same examples`);
   // The instruction set names its prompts: the same count is not enough when the ids say otherwise.
-  if (m.task === 'instructions' && cand.instructions!.id.some((id, i) => ref.instructions!.id[i] !== id)) throw new Error(`instructions/${m.metric}: candidate and ${against} were scored on different prompts; the gate compares the same examples`);
+  const ids = (x: ExampleScores) => (m.task === 'instructions' ? x.instructions!.id : m.task === 'safety' ? x.safety!.id : null);
+  if (ids(cand)?.some((id, i) => ids(ref)![i] !== id)) throw new Error(`${m.task}/${m.metric}: candidate and ${against} were scored on different prompts; the gate compares the same examples`);
   const all = Array.from({ length: n }, (_, i) => i);
   const candidate = metricOn(cand, m, all);
   const reference = metricOn(ref, m, all);

@@ -104,6 +104,25 @@ describe('eval gate', () => {
     expect(EvalSuiteSchema.safeParse({ name: 'x', version: 1, metrics: [{ task: 'retention', metric: 'perplexity', direction: 'lower', max_regression: 0.1 }] }).error?.issues[0]?.path).toEqual(['general_text']);
   });
 
+  it('blocks a candidate that stopped refusing the safety set, compared prompt by prompt', async () => {
+    const v4 = await loadEvalSuite('support-desk@4');
+    expect(v4.safety).toBe('examples/heldout/safety.jsonl');
+    const safetyOnly = EvalSuiteSchema.parse({ ...v4, metrics: v4.metrics.filter((m) => m.task === 'safety') });
+    const ids = Array.from({ length: 64 }, (_, i) => `safety-${i}`);
+    const refusing = (share: number): ExampleScores => ({
+      ...base,
+      safety: { id: ids, answer: ids.map(() => ''), pass: ids.map((_, i) => (i < share * 64 ? 1 : 0)) },
+    });
+    const blocked = evalGate(safetyOnly, { models: { base: refusing(0.9), tuned: refusing(0.3) } });
+    expect(blocked.comparisons[0]).toMatchObject({ task: 'safety', metric: 'refusal_rate', change: 'worse', verdict: 'block' });
+    expect(blocked.verdict).toBe('block');
+    expect(evalGate(safetyOnly, { models: { base: refusing(0.9), tuned: refusing(0.95) } }).verdict).toBe('pass');
+    const shuffled = refusing(0.9);
+    shuffled.safety!.id = [...ids].reverse();
+    expect(() => evalGate(safetyOnly, { models: { base: refusing(0.9), tuned: shuffled } })).toThrow(/safety\/refusal_rate: candidate and base were scored on different prompts/);
+    expect(EvalSuiteSchema.safeParse({ ...v4, safety: null }).error?.issues[0]).toMatchObject({ path: ['safety'], message: 'a safety metric needs safety' });
+  });
+
   describe('by the rules of support-desk@3: honest changes, retention floors and significance', () => {
     /** A v3-style suite: the exact-match task metric and the general-text retention floor, decided by interval. */
     const v3 = (floor = 0.9): EvalSuite =>
@@ -263,7 +282,7 @@ describe('eval gate', () => {
       const file = { instructions: 'examples/heldout/instructions.jsonl' };
       expect(issue({ task: 'instructions', metric: 'exact_match' }, file)?.message).toMatch(/^a task is measured by its own metrics: .*instructions: pass_rate/);
       expect(issue({ task: 'test', metric: 'pass_rate' }, file)?.message).toMatch(/^a task is measured by its own metrics/);
-      expect(issue({ task: 'instructions', metric: 'pass_rate', direction: 'lower' }, file)?.message).toBe('exact_match and pass_rate are better when higher');
+      expect(issue({ task: 'instructions', metric: 'pass_rate', direction: 'lower' }, file)?.message).toBe('exact_match, pass_rate and refusal_rate are better when higher');
       expect(issue({ task: 'instructions', metric: 'pass_rate' }, file)).toBeUndefined();
     });
   });

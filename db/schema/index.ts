@@ -9,3 +9,4 @@ export * from './jobs.js';
 export * from './job-events.js';
 export * from './webhooks.js';
 export * from './fine-tuning.js';
+export * from './eval-suites.js';

@@ -118,6 +118,12 @@ const V1: TenancyCase[] = [
   // datasets
   list('GET /v1/datasets', 'viewer', (t) => ({ path: `/v1/datasets?name=${t.b.datasetName}` })),
   refused('GET /v1/datasets/:id', 'viewer', (t) => ({ path: `/v1/datasets/${t.b.datasetId}` })),
+  // eval suites
+  invalid('POST /v1/eval-suites', 'researcher', (t) => ({ path: '/v1/eval-suites', body: { name: 'probe-suite', version: 1, test: { dataset: `${t.b.datasetName}@1`, split: 'train' }, metrics: [{ task: 'test', metric: 'exact_match', direction: 'higher', max_regression: 0.05 }] } }), {
+    message: /test\.dataset: dataset version "b-secret-ds@1" does not exist in this organization/,
+  }),
+  list('GET /v1/eval-suites', 'viewer', (t) => ({ path: `/v1/eval-suites?name=${t.b.evalSuiteName}` }), { shows: /b-secret-ds@1/ }),
+  refused('GET /v1/eval-suites/:name/:version', 'viewer', (t) => ({ path: `/v1/eval-suites/${t.b.evalSuiteName}/1` })),
   // pipelines
   invalid('POST /v1/pipelines', 'researcher', (t) => ({ path: '/v1/pipelines', body: pipelineOnB(t) }), { message: /dataset: "b-secret-ds" has no version/ }),
   list('GET /v1/pipelines', 'viewer', () => ({ path: '/v1/pipelines' })),

@@ -36,6 +36,8 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 export interface OrgB {
   datasetId: string;
   datasetName: string;
+  /** B's own eval suite (version 1), whose test set is a split of B's dataset */
+  evalSuiteName: string;
   experimentId: string;
   experimentName: string;
   runId: string;
@@ -189,6 +191,8 @@ async function populateOrgB(app: TenancyWorld['app'], token: string, viewerToken
   const req = (method: string, path: string, body?: unknown) => call(app, method, path, token, body);
   const mlflow = (rpc: string, body: unknown) => req('POST', `/api/2.0/mlflow/${rpc}`, body);
   const dataset = created('a dataset', await req('POST', '/v1/datasets?name=b-secret-ds&format=jsonl', [chat('b q1?', 'a1'), chat('b q2?', 'a2'), chat('b q3?', 'a3')].join('\n')));
+  const evalSuite = { name: 'b-secret-suite', version: 1, test: { dataset: 'b-secret-ds@1', split: 'train' }, metrics: [{ task: 'test', metric: 'exact_match', direction: 'higher', max_regression: 0.05 }] };
+  created('an eval suite', await req('POST', '/v1/eval-suites', evalSuite));
   const experimentId = created('an experiment', await mlflow('experiments/create', { name: 'b-secret-exp', tags: [{ key: 'b_secret_tag', value: 'b-secret-tag-value' }] })).experiment_id as string;
   const run = created('a run', await mlflow('runs/create', { experiment_id: experimentId, run_name: 'b-secret-run', start_time: 1_700_000_000_000, tags: [] })).run as Json;
   const runId = run.info.run_id as string;
@@ -234,6 +238,7 @@ async function populateOrgB(app: TenancyWorld['app'], token: string, viewerToken
   return {
     datasetId: dataset.id as string,
     datasetName: 'b-secret-ds',
+    evalSuiteName: 'b-secret-suite',
     experimentId,
     experimentName: 'b-secret-exp',
     runId,

@@ -8,7 +8,8 @@ For each model: the mean NLL of the test file's assistant tokens (same masking a
 exp(loss), and exact match: greedy generation of the answer from the prompt (all messages but the last, then the
 assistant header), stopped at <|end|>/eos, compared after strip() with the expected answer; with general_path,
 the perplexity of general text (capability retention); with instructions_path, instruction following: the
-greedy answer to each prompt of the instruction set, checked by code (hanzo_ml/instructions.py). Writes an
+greedy answer to each prompt of the instruction set, checked by code (hanzo_ml/instructions.py); with
+safety_path, the share of the safety set's prompts the greedy answer refuses (hanzo_ml/safety.py). Writes an
 EvalReport, and with scores_path the per-example scores the gate bootstraps its confidence intervals from.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hanzo_ml.chat import (IGNORE_INDEX, Messages, encode_dataset, encode_prompt
 from hanzo_ml.files import atomic_write_json
 from hanzo_ml.instructions import InstructionRecord, read_instructions
 from hanzo_ml.merge import general_sequences, sequence_nlls
+from hanzo_ml.safety import SafetyRecord, read_safety_set
 from hanzo_ml.modeling import configure_torch, load_causal_lm, seed_everything
 from hanzo_ml.spec import require_existing
 
@@ -48,6 +50,9 @@ def evaluate(spec, spec_path: Path) -> dict:
     require_existing(spec_path, "instructions_path", instructions_path)
     # Read before the tokenizer and any model: a bad instruction record fails the job at once, not after scoring.
     instructions = read_instructions(Path(instructions_path)) if instructions_path else []
+    safety_path = getattr(spec, "safety_path", None)
+    require_existing(spec_path, "safety_path", safety_path)
+    safety = read_safety_set(Path(safety_path)) if safety_path else []
     tokenizer = load_tokenizer(Path(spec.base_model_path))
     conversations = read_chat_jsonl(Path(spec.test_path))
     data = EvalData(
@@ -58,6 +63,8 @@ def evaluate(spec, spec_path: Path) -> dict:
         if general_path else None,
         instructions=instructions,
         instruction_prompts=[encode_question(tokenizer, r.messages, spec.max_seq_length) for r in instructions],
+        safety=safety,
+        safety_prompts=[encode_question(tokenizer, r.messages, spec.max_seq_length) for r in safety],
     )
 
     configure_torch(spec.threads)
@@ -114,29 +121,38 @@ class EvalData:
     general: list[list[int]] | None  # general-text documents, every token scored
     instructions: list[InstructionRecord]  # empty: instruction following not measured
     instruction_prompts: list[list[int]]
+    safety: list[SafetyRecord]  # empty: safety not measured
+    safety_prompts: list[list[int]]
 
 
 def score_model(model, tokenizer, data: EvalData, max_new_tokens: int, per_example: dict, name: str
                 ) -> tuple[dict, list[str]]:
     """Summary scores; per-example scores go into per_example[name] (test: NLL sum and token count of the
     assistant turns, exact match; general: NLL sum and token count of each document; instructions: each
-    prompt's id, instruction kind, answer and whether the answer followed it)."""
+    prompt's id, instruction kind, answer and whether the answer followed it; safety: each prompt's id, answer and
+    whether it refused)."""
     masks = [[int(label != IGNORE_INDEX) for label in e.labels] for e in data.examples]
     test = sequence_nlls(model, [e.input_ids for e in data.examples], masks)
     loss = sum(n for n, _ in test) / max(1, sum(t for _, t in test))
     # One generation pass over both prompt sets: batches sorted by length stay full, so the instruction set
     # costs its own rows and no extra partly empty batch.
-    generated = generate_answers(model, tokenizer, data.prompts + data.instruction_prompts, max_new_tokens)
-    answers, instruction_answers = generated[:len(data.prompts)], generated[len(data.prompts):]
+    generated = generate_answers(model, tokenizer, data.prompts + data.instruction_prompts + data.safety_prompts,
+                                 max_new_tokens)
+    ends = (len(data.prompts), len(data.prompts) + len(data.instruction_prompts))
+    answers, instruction_answers, safety_answers = generated[:ends[0]], generated[ends[0]:ends[1]], generated[ends[1]:]
     matches = [int(answer.strip() == want.strip()) for answer, want in zip(answers, data.expected, strict=True)]
     scores = {"loss": loss, "perplexity": bounded_exp(loss),
               "exact_match": sum(matches) / len(matches), "num_examples": len(matches), "general_perplexity": None,
-              "instruction_pass_rate": None}
+              "instruction_pass_rate": None, "safety_refusal_rate": None}
     per_example[name] = {"test": {"nll": [n for n, _ in test], "tokens": [t for _, t in test], "exact_match": matches}}
     if data.instructions:
         per_example[name]["instructions"] = instruction_scores(data.instructions, instruction_answers)
         followed = per_example[name]["instructions"]["pass"]
         scores["instruction_pass_rate"] = sum(followed) / len(followed)
+    if data.safety:
+        refused = [int(r.passed_by(a)) for r, a in zip(data.safety, safety_answers, strict=True)]
+        per_example[name]["safety"] = {"id": [r.id for r in data.safety], "answer": safety_answers, "pass": refused}
+        scores["safety_refusal_rate"] = sum(refused) / len(refused)
     if data.general:
         general = sequence_nlls(model, data.general)
         scores["general_perplexity"] = bounded_exp(sum(n for n, _ in general) / sum(t for _, t in general))

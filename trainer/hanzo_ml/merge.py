@@ -95,13 +95,21 @@ def assistant_targets(tokenizer, conversations, max_seq_length: int, name: str) 
 
 
 def general_sequences(tokenizer, path: Path, max_sequences: int, max_seq_length: int) -> list[list[int]]:
-    """Documents of a plain-text file (separated by blank lines), each encoded and cut to max_seq_length."""
-    text = path.read_text(encoding="utf-8")
-    documents = [d.strip() for d in text.split("\n\n") if d.strip()][:max_sequences]
+    """Documents of a plain-text file (separated by blank lines), or of a chat JSONL file (a dataset version's
+    split: each record's messages, joined by new lines, are one document), each encoded and cut to max_seq_length."""
+    documents = general_documents(path)[:max_sequences]
     sequences = [ids for ids in (encode_text(tokenizer, d)[:max_seq_length] for d in documents) if len(ids) >= 2]
     if not sequences:
         raise InputError(f"{path}: no document (blank-line separated) encodes to 2 or more tokens")
     return sequences
+
+
+def general_documents(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    # A job input's file name need not keep its extension: a chat file is told by its first record.
+    if text.lstrip().startswith('{"messages"'):
+        return ["\n".join(m["content"] for m in messages) for messages in read_chat_jsonl(path)]
+    return [d.strip() for d in text.split("\n\n") if d.strip()]
 
 
 def general_report(spec, output_dir: Path, merged_model, sequences: list[list[int]]) -> dict:
