@@ -1,9 +1,10 @@
 // GET /v1/jobs/{id}: what is known of a job's execution, read from where the job itself writes it (its files in the
-// object store: progress, placement, recoveries, preemptions, checkpoints) and from its run's metrics, so that it answers
-// without a worker: segments (one per start or resume), attempts, checkpoints with their metrics, progress with
-// the measured step rate and an ETA, and the device-hours and dollars so far.
+// object store: progress, recoveries, preemptions, checkpoints; the worker's placement.json) and from its run's
+// metrics, so that it answers without a worker: segments (one per start or resume), attempts, where the latest one
+// runs, checkpoints with their metrics, progress with the measured step rate and an ETA, and the device-hours and
+// dollars so far.
 import type { ApiDeps } from './deps.js';
-import { JOB_FILES, JobPlacementSchema, type JobPlacement } from '../contracts/job-io.js';
+import { JOB_FILES, JobPlacementSchema } from '../contracts/job-io.js';
 import type { JobDetail, JobSegment, JobView } from '../contracts/jobs.js';
 import { TrainProgressSchema, type TrainProgress } from '../contracts/trainer-job.js';
 import type { JobRecovery, JobPreemption } from '../contracts/pipeline.js';
@@ -26,8 +27,6 @@ interface SegmentFacts {
   preemptions: JobPreemption[];
   /** progress.json of its latest attempt */
   progress: Partial<TrainProgress> | null;
-  /** placement.json of its latest attempt: null until the worker saw that attempt running */
-  placement: JobPlacement | null;
 }
 
 export async function jobDetail(deps: ApiDeps, row: JobRow, view: JobView): Promise<JobDetail> {
@@ -41,8 +40,7 @@ export async function jobDetail(deps: ApiDeps, row: JobRow, view: JobView): Prom
     attempts: facts.flatMap((f) => f.attempts),
     recoveries: facts.flatMap((f) => f.recoveries),
     preemptions: facts.flatMap((f) => f.preemptions),
-    // Where the latest attempt runs (or ran): a queued job, or a new attempt not seen running yet, has none.
-    placement: facts.at(-1)?.placement ?? null,
+    placement: await placementOf(deps, row.organizationId, facts.at(-1)?.attempts.at(-1)?.job_name ?? null),
     checkpoints,
     progress: await progressOf(deps, row, segments.at(-1) ?? null, latest),
     usage: {
@@ -61,17 +59,22 @@ async function segmentFacts(deps: ApiDeps, organizationId: string, s: JobSegment
   const preemptions = await readPreemptions(logical);
   const attempts: JobDetail['attempts'] = [];
   let progress: Partial<TrainProgress> | null = null;
-  const attemptCount = recoveries.length + 1;
-  let placement: JobPlacement | null = null;
-  for (let n = 1; n <= attemptCount; n++) {
+  for (let n = 1; n <= recoveries.length + 1; n++) {
     const name = n === 1 ? s.job_name : `${s.job_name}-r${n}`;
-    const files = JobFiles.of(deps.store, deps.config, organizationId, name);
-    progress = await files.readJson(JOB_FILES.progress, TrainProgressSchema.partial());
-    if (n === attemptCount) placement = await files.readJson(JOB_FILES.placement, JobPlacementSchema);
+    progress = await JobFiles.of(deps.store, deps.config, organizationId, name).readJson(JOB_FILES.progress, TrainProgressSchema.partial());
     const why = n === 1 ? null : recoveries[n - 2]!;
     attempts.push({ segment: s.segment, attempt: n, job_name: name, reason: why ? `${why.kind}: ${why.change}` : null, step: progress?.step ?? null, resumed_from_step: progress?.resumed_from_step ?? null });
   }
-  return { attempts, recoveries, preemptions, progress, placement };
+  return { attempts, recoveries, preemptions, progress };
+}
+
+/**
+ * Where the latest attempt runs (or ran), as the worker wrote it once it saw the attempt running: null for a
+ * queued job, an attempt not seen running yet, or a job that ran before placements were written.
+ */
+async function placementOf(deps: ApiDeps, organizationId: string, attempt: string | null): Promise<JobDetail['placement']> {
+  if (attempt === null) return null;
+  return JobFiles.of(deps.store, deps.config, organizationId, attempt).readJson(JOB_FILES.placement, JobPlacementSchema);
 }
 
 async function checkpointsWithMetrics(deps: ApiDeps, row: JobRow, segments: JobSegment[]): Promise<JobDetail['checkpoints']> {
