@@ -8,7 +8,7 @@ import { Context, CancelledFailure, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { JOB_SECRET_RENEW_MS, type ActivityDeps } from './deps.js';
-import { JobRejected, type JobRequest, type JobResources, type JobState, type QueuePlace } from './executor/types.js';
+import { JobRejected, type JobPlacement, type JobRequest, type JobResources, type JobState, type QueuePlace } from './executor/types.js';
 import { readPreemptions, recordEviction, recordResumed } from './preemptions.js';
 import { admissionGate, type AdmissionGate } from '../scheduling/admission.js';
 import { repoRoot, durationMs, storageEncryption } from '../lib/config.js';
@@ -203,6 +203,8 @@ async function driveJob<T>(deps: ActivityDeps, p: DriveOptions<T>): Promise<JobO
   const preemptionCtx = () => ({ deps, logical, attempt: files, job: p.job, checkpointIntervalSeconds: p.checkpointIntervalSeconds ?? null });
   // When the newest checkpoint appeared, for the staleness of one at a preemption (the job's start until one does).
   let lastCheckpoint: { name: string | null; at: number } = { name: null, at: Date.now() };
+  // The attempt and placement last written to placement.json: a new attempt or a changed placement writes it again.
+  let placementWritten: string | null = null;
   const beat = (phase: JobHeartbeat['phase'], extra: Record<string, unknown> = {}): void =>
     ctx.heartbeat({ job: request.name, phase, restarts, recoveries: visibleRecoveries(recoveries), preemptions: preemptions.length, ...extra } satisfies JobHeartbeat);
   const nextAttempt = async (): Promise<void> => {
@@ -267,6 +269,7 @@ async function driveJob<T>(deps: ActivityDeps, p: DriveOptions<T>): Promise<JobO
           preemptions = await recordResumed(preemptionCtx(), preemptions);
           await p.onPreemptions?.(preemptions);
         }
+        if (state.state === 'running') placementWritten = await writePlacement(files, state.placement, placementWritten, log);
         if (p.checkpointIntervalSeconds !== undefined) lastCheckpoint = await checkpointSeen(files, lastCheckpoint);
         if (gate.enabled && Date.now() - slotRefreshedAt > SLOT_REFRESH_MS) {
           await gate.request({ name: p.job.name, organizationId: p.job.organizationId, priority: p.job.priority ?? null, gpus: gpusOf(request), alreadyRunning: true });
@@ -289,6 +292,23 @@ async function driveJob<T>(deps: ActivityDeps, p: DriveOptions<T>): Promise<JobO
   const result = await files.readJson(JOB_FILES.result, p.resultSchema);
   if (result === null) throw ApplicationFailure.retryable(`${p.job.name}: exited 0 but ${files.file(JOB_FILES.result)} is missing or malformed`, 'JobFailed');
   return { result, files };
+}
+
+/**
+ * Writes the attempt's placement.json (GET /v1/jobs/{id} reads it) when the executor reports a placement not yet
+ * written for this attempt. A failed write is only logged: the next poll tries again, and the job runs on.
+ */
+async function writePlacement(files: JobFiles, placement: JobPlacement | undefined, written: string | null, log: ActivityDeps['log']): Promise<string | null> {
+  if (!placement) return written;
+  const key = `${files.uri} ${JSON.stringify(placement)}`;
+  if (key === written) return written;
+  try {
+    await files.writeJson(JOB_FILES.placement, placement);
+    return key;
+  } catch (err) {
+    log.warn('job placement not written', { job: files.name, error: String(err) });
+    return written;
+  }
 }
 
 const SLOT_REFRESH_MS = 30_000;

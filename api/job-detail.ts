@@ -1,9 +1,10 @@
 // GET /v1/jobs/{id}: what is known of a job's execution, read from where the job itself writes it (its files in the
-// object store: progress, recoveries, preemptions, checkpoints) and from its run's metrics, so that it answers
-// without a worker: segments (one per start or resume), attempts, checkpoints with their metrics, progress with
-// the measured step rate and an ETA, and the device-hours and dollars so far.
+// object store: progress, recoveries, preemptions, checkpoints; the worker's placement.json) and from its run's
+// metrics, so that it answers without a worker: segments (one per start or resume), attempts, where the latest one
+// runs, checkpoints with their metrics, progress with the measured step rate and an ETA, and the device-hours and
+// dollars so far.
 import type { ApiDeps } from './deps.js';
-import { JOB_FILES } from '../contracts/job-io.js';
+import { JOB_FILES, JobPlacementSchema } from '../contracts/job-io.js';
 import type { JobDetail, JobSegment, JobView } from '../contracts/jobs.js';
 import { TrainProgressSchema, type TrainProgress } from '../contracts/trainer-job.js';
 import type { JobRecovery, JobPreemption } from '../contracts/pipeline.js';
@@ -39,8 +40,7 @@ export async function jobDetail(deps: ApiDeps, row: JobRow, view: JobView): Prom
     attempts: facts.flatMap((f) => f.attempts),
     recoveries: facts.flatMap((f) => f.recoveries),
     preemptions: facts.flatMap((f) => f.preemptions),
-    // The executor's placement is not written where the API reads: the executor's own tools show it.
-    placement: null,
+    placement: await placementOf(deps, row.organizationId, facts.at(-1)?.attempts.at(-1)?.job_name ?? null),
     checkpoints,
     progress: await progressOf(deps, row, segments.at(-1) ?? null, latest),
     usage: {
@@ -66,6 +66,15 @@ async function segmentFacts(deps: ApiDeps, organizationId: string, s: JobSegment
     attempts.push({ segment: s.segment, attempt: n, job_name: name, reason: why ? `${why.kind}: ${why.change}` : null, step: progress?.step ?? null, resumed_from_step: progress?.resumed_from_step ?? null });
   }
   return { attempts, recoveries, preemptions, progress };
+}
+
+/**
+ * Where the latest attempt runs (or ran), as the worker wrote it once it saw the attempt running: null for a
+ * queued job, an attempt not seen running yet, or a job that ran before placements were written.
+ */
+async function placementOf(deps: ApiDeps, organizationId: string, attempt: string | null): Promise<JobDetail['placement']> {
+  if (attempt === null) return null;
+  return JobFiles.of(deps.store, deps.config, organizationId, attempt).readJson(JOB_FILES.placement, JobPlacementSchema);
 }
 
 async function checkpointsWithMetrics(deps: ApiDeps, row: JobRow, segments: JobSegment[]): Promise<JobDetail['checkpoints']> {

@@ -8,6 +8,8 @@
 //   {job}/failure.json     the trainer's failure record (out of memory, diverged, preempted); cleared at start
 //   {job}/result.json      the job's result, written last, with local output paths rewritten to object URIs
 //   {job}/job.log          the job's combined stdout/stderr, copied up every few seconds and at exit
+//   {job}/placement.json   where it runs (JobPlacement below): written by the worker once the executor reports it
+//                          running, again when it changes; GET /v1/jobs/{id} reads the latest attempt's
 //   {job}/outputs/{field}/ each output directory or file of the spec (see `outputs`)
 //
 // Checkpoints live apart from the job, per run, as spec 000 says: `{checkpoints}/{step}/` with the manifest
@@ -58,6 +60,17 @@ export const JobEnvelopeSchema = z.strictObject({
 export type JobEnvelope = z.infer<typeof JobEnvelopeSchema>;
 export type JobEnvelopeInput = z.input<typeof JobEnvelopeSchema>;
 
+/**
+ * Where an attempt runs, as its executor reports it: Kubernetes pod names and their nodes, or the local process
+ * group's job name and this machine's hostname; gpu_ids are CUDA device indices where the executor knows them.
+ */
+export const JobPlacementSchema = z.object({
+  pods: z.array(z.string()).describe('the Kubernetes pods running it, or the local job (its process group) by name'),
+  nodes: z.array(z.string()).describe('the nodes of those pods, or the local machine\'s hostname'),
+  gpu_ids: z.array(z.string()).describe('CUDA device indices the job was given (local executor); [] where the cluster does not say'),
+});
+export type JobPlacement = z.infer<typeof JobPlacementSchema>;
+
 /** The names of the files under a job URI. */
 export const JOB_FILES = {
   envelope: 'envelope.json',
@@ -67,4 +80,5 @@ export const JOB_FILES = {
   log: 'job.log',
   recoveries: 'recoveries.json',
   preemptions: 'preemptions.json',
+  placement: 'placement.json',
 } as const;

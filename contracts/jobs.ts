@@ -215,7 +215,7 @@ export const JobDetailSchema = JobViewSchema.extend({
   placement: z
     .object({ pods: z.array(z.string()), nodes: z.array(z.string()), gpu_ids: z.array(z.string()) })
     .nullable()
-    .describe('null: the executor does not report placement to the catalogue'),
+    .describe("where the latest attempt runs or ran: pods, their nodes, GPU ids (local CUDA indices; [] on a cluster); null until it was seen running"),
   checkpoints: z.array(JobCheckpointSchema).describe('recipe jobs: complete checkpoints, oldest first'),
   progress: z
     .object({

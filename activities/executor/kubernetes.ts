@@ -16,7 +16,7 @@ import { sharedRead } from '../../lib/shared-read.js';
 import { durationMs } from '../../lib/config.js';
 import type { Logger } from '../../lib/log.js';
 import { JobRejected, type JobExecutor, type JobRequest, type JobState } from './types.js';
-import { podWaitingState, terminatedExit } from './kubernetes-status.js';
+import { podsState, terminatedExit } from './kubernetes-status.js';
 
 export const GPU_RESOURCE = 'nvidia.com/gpu';
 export const GPU_TYPE_LABEL = 'hanzo-ml.dev/gpu-type';
@@ -238,13 +238,7 @@ export class KubernetesExecutor implements JobExecutor {
       return { state: 'exited', exitCode: exit?.exitCode ?? 1, reason: [failed.reason, failed.message, exit?.reason].filter(Boolean).join(': ') };
     }
     if (k8sJob.spec?.suspend) return this.queuedState(this.ns(job), k8sJob);
-    const live = pods.filter((p) => !p.metadata?.deletionTimestamp && (p.status?.phase === 'Pending' || p.status?.phase === 'Running'));
-    const running = live.filter((p) => p.status?.phase === 'Running');
-    if (running.length > 0 && running.length >= job.resources.nodes) return { state: 'running' };
-    const waiting = live.map((p) => podWaitingState(p, CONTAINER)).find((w) => w !== null);
-    if (waiting) return { state: 'pending', reason: waiting.reason, message: waiting.message };
-    if (running.length > 0) return { state: 'pending', reason: 'WaitingForGang', message: `${running.length} of ${job.resources.nodes} pods running` };
-    return { state: 'pending', reason: 'ContainerCreating', message: pods.length === 0 ? 'the Job has no pod yet' : 'starting its pod' };
+    return podsState(pods, job.resources.nodes, CONTAINER);
   }
 
   /** A suspended Job: waiting in its queue (and where), or taken back by the queue after it ran. */

@@ -7,8 +7,10 @@
 import { spawn } from 'node:child_process';
 import { existsSync, openSync, closeSync, readFileSync, readdirSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { JobRejected, type JobExecutor, type JobRequest, type JobState } from './types.js';
+import { JobPlacementSchema } from '../../contracts/job-io.js';
+import { JobRejected, type JobExecutor, type JobPlacement, type JobRequest, type JobState } from './types.js';
 
 export interface LocalExecutorOptions {
   /** job workspaces: {workRoot}/{job name} */
@@ -80,22 +82,45 @@ export class LocalExecutor implements JobExecutor {
     for (const f of ['exitcode', 'child.pid', 'wrapper.pid']) await rm(join(workdir, f), { force: true });
     const scratch = join(workdir, 'scratch');
     const command = this.o.command?.(job, scratch) ?? [this.o.python, '-m', 'hanzo_ml', 'job', '--envelope', job.envelopeUri, '--scratch', scratch];
-    await writeFile(join(workdir, 'command.json'), JSON.stringify({ command, started_at: new Date().toISOString() }));
+    // Not the worker's environment: a job gets what it needs and its own token, never the API's secrets.
+    const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? workdir, ...this.o.env, ...job.env, ...job.secretEnv };
+    // Its placement is recorded with its command: a worker that re-attaches later reads the GPUs it was started with.
+    const placement = localPlacement(job.name, env.CUDA_VISIBLE_DEVICES);
+    await writeFile(join(workdir, 'command.json'), JSON.stringify({ command, started_at: new Date().toISOString(), placement }));
     const log = openSync(join(workdir, 'job.log'), 'a');
     try {
-      const child = spawn('sh', ['-c', WRAPPER, 'hanzo-ml-job', ...command], {
-        cwd: workdir,
-        detached: true,
-        stdio: ['ignore', log, log],
-        // Not the worker's environment: a job gets what it needs and its own token, never the API's secrets.
-        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? workdir, ...this.o.env, ...job.env, ...job.secretEnv },
-      });
+      const child = spawn('sh', ['-c', WRAPPER, 'hanzo-ml-job', ...command], { cwd: workdir, detached: true, stdio: ['ignore', log, log], env });
       child.unref();
     } finally {
       closeSync(log);
     }
     await waitFor(() => existsSync(join(workdir, 'child.pid')) || existsSync(join(workdir, 'exitcode')), 10_000);
   }
+}
+
+/**
+ * A local job's placement: the job (its process group) by name as the pod, this machine as the node, and the CUDA
+ * device indices of its environment ([] when it was given none: a CPU machine, or a job that asked for no GPU).
+ */
+export function localPlacement(name: string, cudaVisibleDevices: string | undefined): JobPlacement {
+  const gpuIds = (cudaVisibleDevices ?? '').split(',').map((d) => d.trim()).filter((d) => d !== '');
+  return { pods: [name], nodes: [hostname()], gpu_ids: gpuIds };
+}
+
+/** The placement recorded when the job was started; undefined for a job started before placements were recorded. */
+function recordedPlacement(workdir: string): JobPlacement | undefined {
+  try {
+    const recorded = JSON.parse(readFileSync(join(workdir, 'command.json'), 'utf8')) as { placement?: unknown };
+    const parsed = JobPlacementSchema.safeParse(recorded.placement);
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function running(workdir: string): JobState {
+  const placement = recordedPlacement(workdir);
+  return placement ? { state: 'running', placement } : { state: 'running' };
 }
 
 function readInt(path: string): number | null {
@@ -152,11 +177,11 @@ export function jobState(workdir: string): JobState {
   if (exitCode !== null) return { state: 'exited', exitCode };
   const pid = readInt(join(workdir, 'child.pid'));
   if (pid === null) return { state: 'absent' };
-  if (isOurProcess(pid, workdir)) return { state: 'running' };
+  if (isOurProcess(pid, workdir)) return running(workdir);
   // The child has been reaped but its wrapper may not have written the exit code yet: while the wrapper
   // lives the job is still finishing, not lost (calling it lost here would restart a finished job).
   const wrapper = readInt(join(workdir, 'wrapper.pid'));
-  if (wrapper !== null && isOurProcess(wrapper, workdir)) return { state: 'running' };
+  if (wrapper !== null && isOurProcess(wrapper, workdir)) return running(workdir);
   const late = readInt(join(workdir, 'exitcode'));
   return late !== null ? { state: 'exited', exitCode: late } : { state: 'lost', reason: 'the process ended without an exit code (killed with its machine or its wrapper)' };
 }

@@ -3,13 +3,15 @@
 // it, never starts a second copy, so an activity retried after a worker crash finds the job its first attempt
 // started. A job reads and writes only through the object store (contracts/job-io.ts), so it can run anywhere.
 import type { JobPriority } from '../../contracts/config.js';
+import type { JobPlacement } from '../../contracts/job-io.js';
 import type { Eviction, QueuePlace } from '../../scheduling/kueue-status.js';
-export type { Eviction, QueuePlace };
+export type { Eviction, JobPlacement, QueuePlace };
 
 export type JobState =
   /** Created but not running yet: waiting for a node, pulling its image, queued. `reason` says why when known. */
   | { state: 'pending'; reason: string | null; message?: string; queue?: QueuePlace; evicted?: Eviction }
-  | { state: 'running' }
+  /** `placement`: where it runs, when the executor can tell (absent for a local job started before it was recorded). */
+  | { state: 'running'; placement?: JobPlacement }
   | { state: 'exited'; exitCode: number; reason?: string }
   /** It existed and is gone without an exit code (killed with its machine, deleted by someone else). */
   | { state: 'lost'; reason?: string }
