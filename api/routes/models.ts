@@ -150,6 +150,7 @@ export function modelRoutes(deps: ApiDeps) {
         actor: p.subject,
         reason: body.reason ?? '',
         quarantineOverride: override,
+        requireGate: deps.config.registry.require_gate_for_production,
       }),
     );
     if (row.stage === 'production' && found.version.stage !== 'production')
