@@ -47,7 +47,9 @@ export const StageChangeSchema = z.strictObject({
     .min(1)
     .max(2000)
     .optional()
-    .describe('admin only: why a version the promotion gate quarantined may go to staging or production anyway (audited)'),
+    .describe(
+      'admin only: why a version the promotion gate quarantined, or one that never met an eval suite (ungated), may go to staging or production anyway (audited)',
+    ),
 });
 export type StageChange = z.infer<typeof StageChangeSchema>;
 
