@@ -24,7 +24,7 @@ import { GENERAL_TEXT, bundledFileInput, heldoutJobInput } from './eval-data.js'
 export type EvalOutcome = EvalReport & { gate: GateDecision };
 
 /** The merged safetensors directory of the model's current production version, if it has one. */
-async function productionModelDir(deps: ActivityDeps, organizationId: string, modelName: string): Promise<{ version: number; dir: string } | null> {
+export async function productionModelDir(deps: ActivityDeps, organizationId: string, modelName: string): Promise<{ version: number; dir: string } | null> {
   const model = await getModel(deps.db, organizationId, modelName);
   const version = model ? await productionVersionOf(deps.db, model.id) : null;
   if (version === null) return null;

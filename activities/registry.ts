@@ -230,6 +230,7 @@ export function createRegistryActivities(deps: ActivityDeps) {
         stage: 'production',
         actor: a.decision.approver,
         reason: a.decision.reason,
+        requireGate: deps.config.registry.require_gate_for_production,
       });
       return { archived, promotedAt: version.stageChangedAt.toISOString(), reloadHook: deps.config.promotion.webhook_url !== undefined };
     },

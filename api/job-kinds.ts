@@ -6,6 +6,7 @@ import type { JobSubmission } from '../contracts/jobs.js';
 import type { Principal } from '../db/repo/auth.js';
 import { findDatasetVersion } from '../db/repo/datasets.js';
 import { ModelSourceError, requireAdapter, requireScorable, resolveModelSource } from '../activities/model-source.js';
+import { gateCandidate } from '../activities/eval-job.js';
 import { EvalSuiteError } from '../lib/eval-suites.js';
 import { resolveSuite } from '../datasets/eval-suites.js';
 import { invalid } from './errors.js';
@@ -18,7 +19,8 @@ export async function checkProductJobSection(deps: ApiDeps, spec: JobSubmission,
   if (section.base_model !== undefined) checkBaseModel(deps.config, principal, `${field}.base_model`, section.base_model);
   try {
     const model = await resolveModelSource(deps, principal.organizationId, field, section.source, section.base_model);
-    if (field === 'eval') requireScorable(model, field);
+    if (spec.eval?.record_gate) gateCandidate(model, field);
+    else if (field === 'eval') requireScorable(model, field);
     else requireAdapter(model, field);
     if (spec.eval) await resolveSuite(deps.db, principal.organizationId, spec.eval.suite);
   } catch (err) {

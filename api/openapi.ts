@@ -10,7 +10,7 @@ import { PipelineInputSchema, PipelineProgressSchema, PipelineResultSchema, Sche
 import { DatasetSchema, DatasetCreateQuerySchema } from '../contracts/datasets.js';
 import { EvalSuiteViewSchema } from '../contracts/eval-suite.js';
 import { RunCreateSchema, RunParamsSchema, RunSchema, RunStatusUpdateSchema } from '../contracts/runs.js';
-import { ModelCreateSchema, ModelVersionCreateSchema, ModelVersionSchema, RegisteredModelSchema, StageChangeResultSchema, StageChangeSchema } from '../contracts/models.js';
+import { ModelCreateSchema, ModelVersionCreateSchema, ModelVersionSchema, RegisteredModelSchema, StageChangeResultSchema, StageChangeSchema, EvaluateVersionSchema } from '../contracts/models.js';
 import { ErrorBodySchema } from './errors.js';
 import {
   CreateLoggedModelSchema,
@@ -144,6 +144,13 @@ const OPERATIONS: Operation[] = [
     summary: 'Move a version to a stage (production needs the approver role and archives the previous production version)',
     body: StageChangeSchema,
     response: StageChangeResultSchema,
+  },
+  {
+    method: 'post',
+    path: '/v1/models/{name}/versions/{version}/evaluate',
+    summary:
+      "Run the eval gate on a version (the version's registrant or ml-admin): an eval job compares it with its base model and the production version; its decision is recorded on the version (pass: it may go to production; block: quarantined; inconclusive: held). Answers 202 with the job",
+    body: EvaluateVersionSchema,
   },
   { method: 'post', path: '/v1/schedules', summary: 'Create a retraining schedule', body: ScheduleCreateSchema },
   { method: 'get', path: '/v1/schedules', summary: 'List retraining schedules' },

@@ -1,4 +1,5 @@
-// Overriding the promotion gate: moving a quarantined model version to staging or production. Kept in one
+// Overriding the promotion gate: moving a quarantined model version to staging or production, or an ungated one
+// (it never met an eval suite) to production. Kept in one
 // function so that the permission it takes (today: the admin role) can change in one place.
 import type { Context } from 'hono';
 import type { AppEnv } from './deps.js';

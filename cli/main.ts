@@ -203,14 +203,33 @@ export function buildCli(): Command {
       process.stdout.write(`pulled ${r.name} v${r.version} ${r.format}: ${r.files} files, ${r.size_bytes} bytes, every SHA-256 verified (manifest ${r.checksum}) -> ${r.dest}\n`);
     });
   model
+    .command('evaluate <name>')
+    .description("run the eval gate on a version that never met a suite: an eval job against its base model and production, whose decision is recorded on the version (pass: it may go to production)")
+    .requiredOption('--version <n>', 'version number', (v: string) => {
+      if (!/^[1-9]\d*$/.test(v)) throw new InvalidArgumentError('expected a positive integer');
+      return Number(v);
+    })
+    .option('--base <model>', 'the base model to compare with (default: the one the version records)')
+    .option('--suite <name@version>', 'the eval suite (default: the eval job\'s)')
+    .option('--dataset <name[@version]>', 'the dataset version whose test split is scored (default: the one the version was trained on)')
+    .action(async (name: string, o: { version: number; base?: string; suite?: string; dataset?: string }) => {
+      const [dataset, dv] = (o.dataset ?? '').split('@');
+      if (dv !== undefined && !/^[1-9]\d*$/.test(dv)) throw new InvalidArgumentError(`--dataset: expected name or name@version, got "${o.dataset}"`);
+      const body = { ...(o.base ? { base_model: o.base } : {}), ...(o.suite ? { suite: o.suite } : {}), ...(dataset ? { dataset: { name: dataset, version: dv ? Number(dv) : 'latest' } } : {}) };
+      const res = await api().post<{ job: { id: string; status: string } }>(`/v1/models/${encodeURIComponent(name)}/versions/${o.version}/evaluate`, body);
+      process.stdout.write(`${res.job.id}\n`);
+      process.stderr.write(`eval job ${res.job.id} (${res.job.status}); the gate's decision is recorded on ${name} version ${o.version} when it finishes: hanzo-ml job get ${res.job.id}\n`);
+    });
+  model
     .command('promote <name> <version>')
     .description('move a model version to a stage; production needs the approver role and archives the previous production version')
     .addOption(new Option('--stage <stage>', 'target stage').choices(['none', 'staging', 'production', 'archived']).makeOptionMandatory())
     .option('--reason <text>', 'why (kept in the audit log)')
-    .action(async (name: string, version: string, o: { stage: string; reason?: string }) => {
+    .option('--override-reason <text>', 'admin only: why a version the eval gate quarantined, or one that never met a suite, may be served anyway (audited)')
+    .action(async (name: string, version: string, o: { stage: string; reason?: string; overrideReason?: string }) => {
       const body = await api().patch<{ version: Record<string, unknown>; archived: number[] }>(
         `/v1/models/${encodeURIComponent(name)}/versions/${encodeURIComponent(version)}/stage`,
-        { stage: o.stage, ...(o.reason ? { reason: o.reason } : {}) },
+        { stage: o.stage, ...(o.reason ? { reason: o.reason } : {}), ...(o.overrideReason ? { override_reason: o.overrideReason } : {}) },
       );
       process.stdout.write(`${name} version ${body.version.version} is now ${body.version.stage}${body.archived.length ? `; archived ${body.archived.join(', ')}` : ''}\n`);
     });

@@ -358,6 +358,18 @@ export const ConfigSchema = z.strictObject({
         .describe('the hook is retried (exponential backoff, interval capped at a tenth of this, at most 5m) until it answers 2xx or this passes; then the pipeline shows it failed, the promotion stands'),
     })
     .prefault({}),
+  registry: z
+    .strictObject({
+      require_gate_for_production: bool
+        .default(true)
+        .describe(
+          'true: a model version with no eval gate decision of record (registered by hand through /v1 or MLflow, or by a ' +
+            'conversion job) may go to staging but not to production (stage change or `production` alias) until ' +
+            '`hanzo-ml model evaluate` passes it or an admin overrides with a reason. false: such versions are promoted ' +
+            'as in stock MLflow; it exists for MLflow\'s own registry tests, which promote versions they registered by hand',
+        ),
+    })
+    .prefault({}),
   webhooks: z
     .strictObject({
       allow_private_targets: bool

@@ -8,7 +8,9 @@ export const QUARANTINE_REASON_TAG = 'quarantine_reason';
 export const QUARANTINE_OVERRIDE_TAG = 'quarantine_override';
 /** Set when a comparison's interval straddles its limit: the version waits for a human, who sees why. */
 export const GATE_INCONCLUSIVE_TAG = 'gate_inconclusive';
-export const GATE_TAGS: readonly string[] = [QUARANTINE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_OVERRIDE_TAG, GATE_INCONCLUSIVE_TAG];
+/** Set when an admin let a version that never met a suite toward production anyway: the override's reason. */
+export const GATE_OVERRIDE_TAG = 'gate_override';
+export const GATE_TAGS: readonly string[] = [QUARANTINE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_OVERRIDE_TAG, GATE_INCONCLUSIVE_TAG, GATE_OVERRIDE_TAG];
 
 /** Seed 001: a fine-tune keeps more than 90% of the base model's capability. */
 export const DEFAULT_MIN_RETENTION = 0.9;

@@ -60,6 +60,13 @@ export const EvalSectionSchema = z.strictObject({
     .describe('the eval suite whose general text and instruction set are scored too (recipes/eval/<name>-v<version>.yaml)'),
   max_new_tokens: z.number().int().positive().max(512).default(12),
   max_seq_length: z.number().int().positive().max(8192).default(256),
+  record_gate: z
+    .boolean()
+    .default(false)
+    .describe(
+      'true (`hanzo-ml model evaluate`): the source is a registered adapter version (name@version), compared by the suite with its ' +
+        'base model and the current production version; the gate decision is recorded on the version as a pipeline records it',
+    ),
 });
 export type EvalSection = z.infer<typeof EvalSectionSchema>;
 

@@ -47,9 +47,26 @@ export const StageChangeSchema = z.strictObject({
     .min(1)
     .max(2000)
     .optional()
-    .describe('admin only: why a version the promotion gate quarantined may go to staging or production anyway (audited)'),
+    .describe(
+      'admin only: why a version the promotion gate quarantined, or one that never met an eval suite (ungated), may go to staging or production anyway (audited)',
+    ),
 });
 export type StageChange = z.infer<typeof StageChangeSchema>;
+
+/** POST /v1/models/{name}/versions/{n}/evaluate (`hanzo-ml model evaluate`): the eval job that gates a version. */
+export const EvaluateVersionSchema = z.strictObject({
+  base_model: z.string().min(1).optional().describe('the base model the adapter is compared with; default: the one the version records'),
+  suite: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9-]*@\d+$/, 'name@version of a suite in recipes/eval/')
+    .optional()
+    .describe("the eval suite (name@version); default: the eval job's"),
+  dataset: z
+    .strictObject({ name: z.string().min(1), version: z.union([z.number().int().positive(), z.literal('latest')]).default('latest') })
+    .optional()
+    .describe("the dataset version whose test split is scored; default: the one the version was trained on"),
+});
+export type EvaluateVersion = z.infer<typeof EvaluateVersionSchema>;
 
 export const RegisteredModelSchema = z.object({
   name: z.string(),

@@ -124,8 +124,8 @@ describe.each(engines)('catalogue on %s', (engine) => {
     const v2 = await registerModelVersion(cat.db, { ...base, sourcePipeline: randomUUID() });
     const again = await registerModelVersion(cat.db, { ...base, sourcePipeline: v2.sourcePipeline });
     expect(again.id).toBe(v2.id); // a retried registration returns the version it made
-    await transitionStage(cat.db, { organizationId: 'org-a', modelName: 'm', version: v1.version, stage: 'production', actor: 'alice', reason: 'first' });
-    const { archived } = await transitionStage(cat.db, { organizationId: 'org-a', modelName: 'm', version: v2.version, stage: 'production', actor: 'bob', reason: 'better' });
+    await transitionStage(cat.db, { organizationId: 'org-a', modelName: 'm', version: v1.version, stage: 'production', actor: 'alice', reason: 'first', requireGate: false });
+    const { archived } = await transitionStage(cat.db, { organizationId: 'org-a', modelName: 'm', version: v2.version, stage: 'production', actor: 'bob', reason: 'better', requireGate: false });
     expect(archived).toEqual([v1.version]);
     const stages = Object.fromEntries((await listVersions(cat.db, 'org-a', 'm'))!.map((v) => [v.version, v.stage]));
     expect(stages).toEqual({ [v1.version]: 'archived', [v2.version]: 'production' });

@@ -69,7 +69,9 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
   }
 
   beforeAll(async () => {
-    const env: Record<string, string> = {};
+    // Stage rules of hand-registered versions (roles, one production version); the eval gate's refusal of such
+    // versions is test/model-gate.test.ts's.
+    const env: Record<string, string> = { HANZO_ML_REGISTRY_REQUIRE_GATE_FOR_PRODUCTION: 'false' };
     if (engine === 'postgres') {
       pg = await startPostgres();
       env.HANZO_ML_DATABASE_URL = await pg.createDatabase('models_api');

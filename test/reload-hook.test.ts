@@ -27,7 +27,7 @@ import { outbox } from '../db/schema/index.js';
 import { auth, testConfig } from './support/config.js';
 import { freePort } from './support/ports.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
-import { ARTIFACTS, startPromotionWorker } from './support/promotion-worker.js';
+import { ARTIFACTS, PASSED_GATE, startPromotionWorker } from './support/promotion-worker.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 const SECRET = 'reload-hook-test-secret-0123456789';
@@ -109,7 +109,7 @@ function pipelineInput(model: string, reloadDeadline: string): PipelineWorkflowI
 
 /** Version 1 of the model is in production before the pipeline registers and promotes version 2. */
 async function startPipeline(model: string, taskQueue: string, reloadDeadline: string): Promise<{ id: string; handle: WorkflowHandle }> {
-  await registerModelVersion(runtime.catalogue.db, { organizationId: ORG, modelName: model, stage: 'staging', artifacts: ARTIFACTS, createdBy: 'tester' });
+  await registerModelVersion(runtime.catalogue.db, { organizationId: ORG, modelName: model, stage: 'staging', artifacts: ARTIFACTS, metrics: { gate: PASSED_GATE }, createdBy: 'tester' });
   await transitionStage(runtime.catalogue.db, { organizationId: ORG, modelName: model, version: 1, stage: 'production', actor: 'tester', reason: 'first version' });
   const id = randomUUID();
   const handle = await client.workflow.start('fineTunePipelineWorkflow', { taskQueue, workflowId: pipelineWorkflowId(id), args: [pipelineInput(model, reloadDeadline)], memo: { organization_id: ORG } });
@@ -237,7 +237,8 @@ describe('the reload hook after a promotion to production', () => {
     const delivered = (n: number) => until(`${n} hook request(s)`, 60_000, async () => receiver.received.length >= n);
     try {
       await withWorker(hookEnv(url, '1m'), PIPELINE_TASK_QUEUE, async () => {
-        for (let i = 0; i < 3; i++) await registerModelVersion(runtime.catalogue.db, { organizationId: ORG, modelName: model, stage: 'staging', artifacts: ARTIFACTS, createdBy: 'tester' });
+        // Versions that passed their suite: an ungated one never reaches production (test/model-gate.test.ts).
+        for (let i = 0; i < 3; i++) await registerModelVersion(runtime.catalogue.db, { organizationId: ORG, modelName: model, stage: 'staging', artifacts: ARTIFACTS, metrics: { gate: PASSED_GATE }, createdBy: 'tester' });
         const toProduction = (v: number, reason: string) => send('PATCH', `/v1/models/${model}/versions/${v}/stage`, { stage: 'production', reason });
         expect(await toProduction(1, 'first release')).toBe(200);
         await delivered(1);

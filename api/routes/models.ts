@@ -19,7 +19,11 @@ import { getRun } from '../../db/repo/runs.js';
 import { ApiError, invalid, notFound } from '../errors.js';
 import { requireRole } from '../auth.js';
 import { jsonBody } from '../validate.js';
-import { ModelCreateSchema, ModelNameSchema, ModelVersionCreateSchema, StageChangeSchema } from '../../contracts/models.js';
+import { EvaluateVersionSchema, ModelCreateSchema, ModelNameSchema, ModelVersionCreateSchema, StageChangeSchema, type EvaluateVersion } from '../../contracts/models.js';
+import { JobSubmissionSchema } from '../../contracts/jobs.js';
+import { getDataset } from '../../db/repo/datasets.js';
+import type { ModelVersionRow } from '../../db/repo/models.js';
+import { idempotencyKey, jobView, submitJob } from './jobs.js';
 import { wireExperimentId } from './mlflow/common.js';
 import { keyOfUri, rawPathAfter, wireRunArtifactUri } from './mlflow/artifact-store.js';
 import { downloadFormatFile, filesOfLocation, filesPlan, registerVersion } from '../model-files.js';
@@ -57,6 +61,14 @@ async function artifactsUnder(deps: ApiDeps, run: { id: string; artifactUri: str
   const key = keyOfUri(deps, [run.artifactUri.replace(/\/+$/, ''), prefix].filter(Boolean).join('/'));
   if (key !== null) for (const f of await filesUnder(deps.store, `${artifactRootUri(deps)}/${key}`)) if (!out.has(f.path)) out.set(f.path, f);
   return [...out.values()];
+}
+
+/** The dataset version an evaluation scores: the one asked for, else the one the version was trained on. */
+async function evaluationDataset(deps: ApiDeps, organizationId: string, v: ModelVersionRow, body: EvaluateVersion): Promise<{ name: string; version: number | 'latest' }> {
+  if (body.dataset) return body.dataset;
+  const recorded = v.datasetId ? await getDataset(deps.db, organizationId, v.datasetId) : null;
+  if (!recorded) throw invalid(`dataset: version ${v.version} records no dataset it was trained on; name the dataset whose test split to score ({"dataset": {"name": ..., "version": ...}}, --dataset)`);
+  return { name: recorded.name, version: recorded.version };
 }
 
 export function modelRoutes(deps: ApiDeps) {
@@ -130,6 +142,33 @@ export function modelRoutes(deps: ApiDeps) {
     return downloadFormatFile(deps, { name, version: found.version, format, rawPath: rawPathAfter(c, `/artifacts/${format}/`) });
   });
 
+  // The eval gate for a version that never met a suite (registered by hand or by a conversion job): an eval job
+  // compares it with its base model and production; its decision is recorded on the version like a pipeline's.
+  app.post('/:name/versions/:version/evaluate', async (c) => {
+    const p = requireRole(c, 'developer');
+    const name = modelName(c.req.param('name'));
+    const version = versionNumber(c.req.param('version'));
+    const body = await jsonBody(c, EvaluateVersionSchema);
+    const found = await getVersion(deps.db, p.organizationId, name, version);
+    if (!found) throw notFound(`model "${name}" version ${version}`);
+    // Whoever registered the version may have it evaluated; anyone else needs ml-admin.
+    if (found.version.createdBy !== p.subject) requireRole(c, 'admin');
+    const parsed = JobSubmissionSchema.safeParse({
+      type: 'eval',
+      eval: {
+        source: { model: `${name}@${version}` },
+        ...(body.base_model ? { base_model: body.base_model } : {}),
+        ...(body.suite ? { suite: body.suite } : {}),
+        dataset: await evaluationDataset(deps, p.organizationId, found.version, body),
+        record_gate: true,
+      },
+    });
+    if (!parsed.success) throw invalid(`model "${name}" cannot be evaluated as an eval job source: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    const { row, created } = await submitJob(c, deps, p, parsed.data, idempotencyKey(c));
+    c.header('location', `/v1/jobs/${row.id}`);
+    return c.json({ job: jobView(row) }, created ? 202 : 200);
+  });
+
   app.patch('/:name/versions/:version/stage', async (c) => {
     const p = requireRole(c, 'developer');
     const name = modelName(c.req.param('name'));
@@ -150,6 +189,7 @@ export function modelRoutes(deps: ApiDeps) {
         actor: p.subject,
         reason: body.reason ?? '',
         quarantineOverride: override,
+        requireGate: deps.config.registry.require_gate_for_production,
       }),
     );
     if (row.stage === 'production' && found.version.stage !== 'production')

@@ -7,7 +7,7 @@ import { modelAliases, modelVersions, registeredModels } from '../schema/index.j
 import { emitEvent, type Tx } from './outbox.js';
 import { audit } from './auth.js';
 import { orderFormats } from '../../lib/model-artifacts.js';
-import { QUARANTINE_OVERRIDE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_TAG } from '../../contracts/eval-suite.js';
+import { GATE_OVERRIDE_TAG, GATE_TAGS, GateDecisionSchema, QUARANTINE_OVERRIDE_TAG, QUARANTINE_REASON_TAG, QUARANTINE_TAG } from '../../contracts/eval-suite.js';
 
 export type RegisteredModelRow = typeof registeredModels.$inferSelect;
 export type ModelVersionRow = typeof modelVersions.$inferSelect;
@@ -44,6 +44,40 @@ function checkQuarantine(target: ModelVersionRow, p: { modelName: string; stage:
         `moving it to ${p.stage} takes an admin with an override reason`,
     );
   return { ...tags, [QUARANTINE_OVERRIDE_TAG]: p.quarantineOverride };
+}
+
+/** A version that never met an eval suite, moved to production without an override. */
+export class UngatedError extends NotServableError {}
+
+/**
+ * Whether a version never met an eval suite: no gate decision of record (a pipeline's, or `model evaluate`'s, in
+ * metrics.gate: hand-registered and converted versions have none) and no admin override. A blocked or inconclusive
+ * decision is a decision: the quarantine and the inconclusive tag speak for those.
+ */
+export function isUngated(v: Pick<ModelVersionRow, 'metrics' | 'tags'>): boolean {
+  if ((v.tags as Record<string, string>)[GATE_OVERRIDE_TAG]) return false;
+  return !GateDecisionSchema.safeParse((v.metrics as Record<string, unknown>).gate).success;
+}
+
+/** The refusal of an ungated version's move to production, naming both ways out. */
+export function ungatedMessage(modelName: string, version: number): string {
+  return (
+    `version ${version} of model "${modelName}" is ungated: it never met an eval suite (no gate decision is recorded on it), so it may go to staging but not to production. ` +
+    `Either evaluate it (\`hanzo-ml model evaluate ${modelName} --version ${version}\`, POST /v1/models/${encodeURIComponent(modelName)}/versions/${version}/evaluate) ` +
+    `and promote it once the gate passes, or have an admin override with a reason (\`hanzo-ml model promote ${modelName} ${version} --stage production --override-reason "..."\`, ` +
+    `override_reason on PATCH .../stage, or a comment on MLflow's transition-stage)`
+  );
+}
+
+/**
+ * Refuses production for an ungated version when the registry requires the gate (registry.require_gate_for_production);
+ * an admin's override reason, given on a move to staging or production, is recorded on it instead.
+ */
+function checkGate(target: ModelVersionRow, p: { modelName: string; stage: ModelStage; requireGate?: boolean; quarantineOverride?: string }): Record<string, string> | null {
+  if (!isUngated(target) || (p.stage !== 'staging' && p.stage !== 'production')) return null;
+  if (p.quarantineOverride) return { [GATE_OVERRIDE_TAG]: p.quarantineOverride };
+  if (p.stage === 'production' && p.requireGate !== false) throw new UngatedError(ungatedMessage(p.modelName, target.version));
+  return null;
 }
 
 /** A comparison of a registry search filter (the MLflow grammar, parsed by the API). */
@@ -343,7 +377,18 @@ export async function setVersionTag(db: Db, organizationId: string, name: string
  */
 export async function transitionStage(
   db: Db,
-  p: { organizationId: string; modelName: string; version: number; stage: ModelStage; actor: string; reason: string; archiveExisting?: boolean; quarantineOverride?: string },
+  p: {
+    organizationId: string;
+    modelName: string;
+    version: number;
+    stage: ModelStage;
+    actor: string;
+    reason: string;
+    archiveExisting?: boolean;
+    quarantineOverride?: string;
+    /** registry.require_gate_for_production; unset: required */
+    requireGate?: boolean;
+  },
 ): Promise<{ version: ModelVersionRow; archived: number[] }> {
   return db.transaction(async (tx) => {
     const model = await getModel(tx, p.organizationId, p.modelName);
@@ -355,7 +400,9 @@ export async function transitionStage(
       .where(and(eq(modelVersions.modelId, model.id), eq(modelVersions.version, p.version)));
     if (!target) throw new NotFoundError(`model "${p.modelName}" has no version ${p.version}`);
     checkRegistered(target, p);
-    const overridden = checkQuarantine(target, p);
+    const unquarantined = checkQuarantine(target, p);
+    const ungatedOverride = checkGate(target, p);
+    const overridden = unquarantined || ungatedOverride ? { ...(target.tags as Record<string, string>), ...unquarantined, ...ungatedOverride } : null;
     const others = and(eq(modelVersions.modelId, model.id), ne(modelVersions.version, p.version));
     const now = new Date();
     let archived: number[] = [];
@@ -382,13 +429,21 @@ export async function transitionStage(
       .set({ stage: p.stage, stageChangedAt: now, lastUpdatedAt: now, ...(overridden ? { tags: overridden } : {}) })
       .where(eq(modelVersions.id, target.id))
       .returning();
-    if (overridden)
+    if (ungatedOverride)
+      await audit(tx, {
+        organizationId: p.organizationId,
+        actor: p.actor,
+        action: 'model.gate.override',
+        target: `${p.modelName}/${p.version}`,
+        detail: { override_reason: p.quarantineOverride, stage: p.stage, gate: 'ungated' },
+      });
+    if (unquarantined)
       await audit(tx, {
         organizationId: p.organizationId,
         actor: p.actor,
         action: 'model.quarantine.override',
         target: `${p.modelName}/${p.version}`,
-        detail: { override_reason: p.quarantineOverride, stage: p.stage, quarantine_reason: overridden[QUARANTINE_REASON_TAG] ?? null },
+        detail: { override_reason: p.quarantineOverride, stage: p.stage, quarantine_reason: unquarantined[QUARANTINE_REASON_TAG] ?? null },
       });
     await tx.update(registeredModels).set({ lastUpdatedAt: now }).where(eq(registeredModels.id, model.id));
     await emitEvent(tx, p.organizationId, 'models', p.modelName, { event: 'model.promoted', name: p.modelName, version: p.version, stage: p.stage, archived });
@@ -400,6 +455,29 @@ export async function transitionStage(
       detail: { reason: p.reason, from: target.stage, archived },
     });
     return { version: row!, archived };
+  });
+}
+
+/**
+ * Records a gate decision on a version as a pipeline's registration does (metrics.gate and the gate's tags, which
+ * replace those of an earlier decision), with an audit row; null when the version does not exist.
+ */
+export async function recordGateDecision(
+  db: Db,
+  p: { organizationId: string; modelName: string; version: number; gate: Record<string, unknown>; tags: Record<string, string>; actor: string; detail?: Record<string, unknown> },
+): Promise<ModelVersionRow | null> {
+  return db.transaction(async (tx) => {
+    const found = await getVersion(tx, p.organizationId, p.modelName, p.version);
+    if (!found) return null;
+    const kept = Object.fromEntries(Object.entries(found.version.tags as Record<string, string>).filter(([k]) => !GATE_TAGS.includes(k)));
+    const suite: Record<string, string> = typeof p.gate.suite === 'string' ? { eval_suite: p.gate.suite } : {};
+    const [row] = await tx
+      .update(modelVersions)
+      .set({ metrics: { ...(found.version.metrics as Record<string, unknown>), gate: p.gate }, tags: { ...kept, ...suite, ...p.tags }, lastUpdatedAt: new Date() })
+      .where(eq(modelVersions.id, found.version.id))
+      .returning();
+    await audit(tx, { organizationId: p.organizationId, actor: p.actor, action: 'model.gate.evaluate', target: `${p.modelName}/${p.version}`, detail: { suite: p.gate.suite, verdict: p.gate.verdict ?? null, reason: p.gate.reason, ...p.detail } });
+    return row!;
   });
 }
 

@@ -21,6 +21,9 @@ export const ARTIFACTS: Record<string, Artifact> = {
   'gguf-q8_0': { path: 'file:///models/m/gguf-q8_0/model.gguf', size_bytes: 500, checksum: sha('b') },
 };
 
+/** The decision of record a pipeline's register stage leaves on a version that passed its suite. */
+export const PASSED_GATE = { suite: 'support-desk@1', passed: true, verdict: 'pass', reason: 'passed', confidence: 0.95, resamples: 1000, comparisons: [], production_version: null, skipped: [] };
+
 const scores = (em: number) => ({ loss: 1, perplexity: 2.7, exact_match: em, num_examples: 10 });
 
 /** Stand-ins for preprocess..validate; register writes a real staging version to the catalogue. */
@@ -35,12 +38,12 @@ function earlyStages(deps: ActivityDeps) {
     mergeAdapter: async () => ({ merged_dir: '/m', heldout_tokens_path: '/h', reference_perplexity: 3, num_tokens: 10, general_tokens_path: null, general_reference_perplexity: null, general_num_tokens: null, base_general_perplexity: null, files: [] }),
     validateAndQuantize: async () => ({ validate: {}, quantize: {}, gguf: { path: '/g.gguf', size_bytes: 1, sha256: 'g'.repeat(64), dtype: 'q8_0' } }),
     registerModelVersion: async (a: { pipelineId: string; input: { organization_id: string; model_name: string } }) => {
-      const row = await registerModelVersion(deps.db, { organizationId: a.input.organization_id, modelName: a.input.model_name, stage: 'staging', artifacts: ARTIFACTS, createdBy: 'pipeline', sourcePipeline: a.pipelineId });
+      const row = await registerModelVersion(deps.db, { organizationId: a.input.organization_id, modelName: a.input.model_name, stage: 'staging', artifacts: ARTIFACTS, metrics: { gate: PASSED_GATE }, createdBy: 'pipeline', sourcePipeline: a.pipelineId });
       return { version: row.version, stage: row.stage, gateReason: 'passed', artifacts: ARTIFACTS };
     },
     // The version is ready at once: nothing is left for the copy activity.
     prepareModelRegistration: async (a: { pipelineId: string; input: { organization_id: string; model_name: string } }) => {
-      const row = await registerModelVersion(deps.db, { organizationId: a.input.organization_id, modelName: a.input.model_name, stage: 'staging', artifacts: ARTIFACTS, createdBy: 'pipeline', sourcePipeline: a.pipelineId });
+      const row = await registerModelVersion(deps.db, { organizationId: a.input.organization_id, modelName: a.input.model_name, stage: 'staging', artifacts: ARTIFACTS, metrics: { gate: PASSED_GATE }, createdBy: 'pipeline', sourcePipeline: a.pipelineId });
       return { version: row.version, stage: row.stage, gateReason: 'passed', artifacts: ARTIFACTS, registration: null, status: row.status, message: null };
     },
     finishRun: async () => undefined,

@@ -202,6 +202,10 @@ const V1: TenancyCase[] = [
   refused('GET /v1/models/:name/versions/:version/artifacts/:format/*', 'viewer', (t) => ({ path: `/v1/models/${t.b.modelName}/versions/${t.b.version}/artifacts/hf/manifest.json` }), {
     control: "B's version stays pending_registration (no worker copies its files), so its files cannot be read here",
   }),
+  refused('POST /v1/models/:name/versions/:version/evaluate', 'researcher', (t) => ({ path: `/v1/models/${t.b.modelName}/versions/${t.b.version}/evaluate`, body: { dataset: { name: 'b-secret-ds' } } }), {
+    // B's version stays pending_registration: its eval job is refused, naming the version it found.
+    ownerGets: { status: 400, code: 'INVALID_PARAMETER_VALUE' },
+  }),
   refused('PATCH /v1/models/:name/versions/:version/stage', 'researcher', (t) => ({ path: `/v1/models/${t.b.modelName}/versions/${t.b.version}/stage`, body: { stage: 'staging' } }), STILL_REGISTERING),
   // schedules
   invalid('POST /v1/schedules', 'researcher', (t) => ({ path: '/v1/schedules', body: { name: 'probe-schedule', every: '1d', paused: true, pipeline: pipelineOnB(t) } }), {

@@ -42,6 +42,8 @@ import {
   searchModels,
   searchVersions,
   setAlias,
+  isUngated,
+  ungatedMessage,
   setModelTag,
   setVersionTag,
   StageConflictError,
@@ -323,6 +325,9 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const tags = version.tags as Record<string, string>;
     if (tags[QUARANTINE_TAG] === 'true' && !tags[QUARANTINE_OVERRIDE_TAG])
       throw new ApiError('INVALID_STATE', `version ${version.version} of model "${model.name}" is quarantined by the promotion gate (${tags[QUARANTINE_REASON_TAG] ?? ''}); an admin must override it (transition-stage with a comment) before it can carry an alias`);
+    // The `production` alias serves like the production stage: an ungated version needs evaluating or an override first.
+    if (body.alias === PRODUCTION_ALIAS && deps.config.registry.require_gate_for_production && isUngated(version))
+      throw new ApiError('INVALID_STATE', ungatedMessage(model.name, version.version));
     await setAlias(db, model.id, body.alias, version.version);
     // The `production` alias is a road to serving like the stage: moving it is a production change.
     if (body.alias === PRODUCTION_ALIAS && current !== version.version)
@@ -550,6 +555,7 @@ export function mlflowRegistryRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
         // previous one, and other stages keep theirs, which is what MLflow shows for one production version.
         archiveExisting: body.archive_existing_versions ? true : undefined,
         quarantineOverride: override,
+        requireGate: deps.config.registry.require_gate_for_production,
       }));
       if (row.stage === 'production' && version.stage !== 'production')
         await notifyProductionChange(deps, { organizationId: p.organizationId, modelName: model.name, version: row, replaced: archived, actor: p.subject });
