@@ -58,7 +58,7 @@ export const EvaluateVersionSchema = z.strictObject({
   base_model: z.string().min(1).optional().describe('the base model the adapter is compared with; default: the one the version records'),
   suite: z
     .string()
-    .regex(/^[a-z0-9][a-z0-9-]*@\d+$/, 'name@version of a suite in recipes/eval/')
+    .regex(/^[a-z0-9][a-z0-9-]*@\d+$/, "name@version of the organization's suite or a bundled one (recipes/eval/)")
     .optional()
     .describe("the eval suite (name@version); default: the eval job's"),
   dataset: z

@@ -132,5 +132,21 @@ describe('eval and conversion jobs: POST /v1/jobs end to end (embedded stack, lo
 
     const scored = await run({ type: 'eval', eval: { source: { model: 'kinds-converted@1' }, dataset: { name: 'kinds-ds' }, max_new_tokens: 4, suite: 'support-desk@1' } });
     expect(await metricsOf(scored.run_id!)).toHaveProperty(['eval/tuned/loss']);
+
+    // A conversion job's version never met a suite: it is ungated, refused production until `model evaluate`'s eval
+    // job (record_gate) records the suite's decision on it.
+    const refused = await call('PATCH', '/v1/models/kinds-converted/versions/1/stage', { stage: 'production' });
+    expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+    expect(refused.body.message).toMatch(/ungated/);
+    const evaluate = await call('POST', '/v1/models/kinds-converted/versions/1/evaluate', { dataset: { name: 'kinds-ds' }, suite: 'support-desk@1' });
+    expect(evaluate.status, JSON.stringify(evaluate.body)).toBe(202);
+    const gated = await finished((evaluate.body.job as { id: string }).id);
+    expect(gated.status, gated.message ?? '').toBe('succeeded');
+    const decided = (await call('GET', '/v1/models/kinds-converted/versions/1')).body as { metrics: { gate?: { suite: string; passed: boolean } } };
+    expect(decided.metrics.gate, JSON.stringify(decided)).toMatchObject({ suite: 'support-desk@1', passed: expect.any(Boolean) });
+    const promoted = await call('PATCH', '/v1/models/kinds-converted/versions/1/stage', { stage: 'production', reason: 'evaluated' });
+    // pass: production; block: quarantined (409 naming the quarantine, no longer "ungated")
+    if (decided.metrics.gate!.passed) expect(promoted.status, JSON.stringify(promoted.body)).toBe(200);
+    else expect(promoted.body.message).not.toMatch(/ungated/);
   });
 });
