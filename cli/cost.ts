@@ -14,7 +14,7 @@ export async function dryRunPipeline(api: ApiClient, body: unknown, json: boolea
     const basis = e.basis === 'measured' ? `measured over ${e.samples} finished job${e.samples === 1 ? '' : 's'}` : 'configured';
     process.stdout.write(
       `${e.steps} steps, ${e.tokens} training tokens (${e.epochs.toFixed(2)} epochs)\n` +
-        `${e.gpu_hours.toFixed(4)} ${e.gpu_type} device-hours at ${Math.round(e.tokens_per_gpu_second)} tokens/s (${basis}), ${usd(e.usd)} at ${usd(e.price_per_gpu_hour_usd)}/hour\n` +
+        `${e.gpu_hours.toFixed(4)} ${e.gpu_type} device-hours at ${Math.round(e.tokens_per_gpu_second)} tokens/s${e.startup_gpu_seconds > 0 ? ` after ${e.startup_gpu_seconds.toFixed(0)} s of start-up` : ''} (${basis}), ${usd(e.usd)} at ${usd(e.price_per_gpu_hour_usd)}/hour\n` +
         (res.budget ? `budget: ${usd(res.budget.left_usd)} left of ${usd(res.budget.monthly_budget_usd)} this month${res.fits_budget ? '' : ' (this would exceed it)'}\n` : ''),
     );
   }

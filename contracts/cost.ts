@@ -8,10 +8,14 @@ export const CostEstimateSchema = z.object({
   epochs: z.number().nonnegative().describe('passes over the training items the steps make'),
   train_items: z.number().int().nonnegative().describe('training examples, or packed rows with data.packing'),
   gpu_type: z.string().describe('the device type the job is accounted under: its gpu_type, "gpu" for none named, "cpu" for a CPU job'),
-  gpu_hours: z.number().nonnegative().describe('device-hours: tokens / tokens_per_gpu_second / 3600'),
+  gpu_hours: z.number().nonnegative().describe('device-hours: (startup_gpu_seconds + tokens / tokens_per_gpu_second) / 3600'),
   usd: z.number().nonnegative(),
   price_per_gpu_hour_usd: z.number().nonnegative(),
   tokens_per_gpu_second: z.number().positive(),
+  startup_gpu_seconds: z
+    .number()
+    .nonnegative()
+    .describe("device-seconds a job pays whatever its length (warm-up, compilation), fitted with the per-token cost to finished jobs' (tokens, device-hours); 0 with the config basis or when they cannot separate it"),
   basis: z.enum(['measured', 'config']).describe('measured: from finished jobs of the same gpu_type, method and base model; config: trainer.tokens_per_gpu_second'),
   samples: z.number().int().nonnegative().describe('finished jobs the measured throughput comes from'),
 });

@@ -45,8 +45,9 @@ export async function estimateTrainingCost(deps: DatasetDeps, req: EstimateReque
   const gpuType = accountedGpuType(req.plan.hardware);
   const measured = await measuredThroughput(deps.db, { gpuType, method: req.plan.method, baseModel: req.baseModel.name });
   const tps = measured?.tokens_per_device_second ?? deps.config.trainer.tokens_per_gpu_second;
+  const startup = measured?.startup_device_seconds ?? 0;
   const price = req.plan.hardware.price_per_device_hour_usd ?? devicePriceUsd(deps.config, req.plan.hardware);
-  const gpuHours = counted.tokens / tps / 3600;
+  const gpuHours = (startup + counted.tokens / tps) / 3600;
   return {
     ...counted,
     gpu_type: gpuType,
@@ -54,6 +55,7 @@ export async function estimateTrainingCost(deps: DatasetDeps, req: EstimateReque
     usd: gpuHours * price,
     price_per_gpu_hour_usd: price,
     tokens_per_gpu_second: tps,
+    startup_gpu_seconds: startup,
     basis: measured ? 'measured' : 'config',
     samples: measured?.samples ?? 0,
   };

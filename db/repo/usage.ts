@@ -3,6 +3,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import type { KeyValue } from './common.js';
+import { fitThroughput, type ThroughputFit } from '../../lib/throughput-fit.js';
 
 async function rows<T>(db: Db, q: SQL): Promise<T[]> {
   return ((await db.execute(q)) as unknown as { rows: T[] }).rows;
@@ -40,22 +41,24 @@ export function jobTotalTags(t: JobTotals): KeyValue[] {
 /** One tag's value per finished run, joined on the run that holds the finished_at tag. */
 const tagOf = (key: string) => sql`(select value from run_tags t where t.run_id = f.run_id and t.key = ${TAG + key})`;
 
-export interface Throughput {
-  tokens_per_device_second: number;
-  samples: number;
-}
+/** Finished jobs the fit reads: the newest first, enough to follow a change of hardware or code. */
+const FIT_WINDOW = 50;
 
-/** Tokens per device-second of earlier finished jobs on the same device type, method and base model; null: none. */
-export async function measuredThroughput(db: Db, k: { gpuType: string; method: string; baseModel: string }): Promise<Throughput | null> {
-  const [r] = await rows<{ tokens: number | null; hours: number | null; n: number }>(
+/**
+ * Start-up and per-token device time of earlier finished jobs on the same device type, method and base model
+ * (lib/throughput-fit.ts); null: none finished yet.
+ */
+export async function measuredThroughput(db: Db, k: { gpuType: string; method: string; baseModel: string }): Promise<ThroughputFit | null> {
+  const points = await rows<{ tokens: number; hours: number }>(
     db,
-    sql`select sum(${tagOf('tokens')}::float8)::float8 as tokens, sum(${tagOf('device_hours')}::float8)::float8 as hours, count(*)::int as n
+    sql`select ${tagOf('tokens')}::float8 as tokens, ${tagOf('device_hours')}::float8 as hours
         from run_tags f
         where f.key = ${TAG + 'finished_at'} and ${tagOf('gpu_type')} = ${k.gpuType} and ${tagOf('method')} = ${k.method}
-          and ${tagOf('base_model')} = ${k.baseModel} and ${tagOf('device_hours')}::float8 > 0 and ${tagOf('tokens')}::float8 > 0`,
+          and ${tagOf('base_model')} = ${k.baseModel} and ${tagOf('device_hours')}::float8 > 0 and ${tagOf('tokens')}::float8 > 0
+        order by f.value desc
+        limit ${FIT_WINDOW}`,
   );
-  if (!r || r.n === 0 || !r.tokens || !r.hours) return null;
-  return { tokens_per_device_second: r.tokens / (r.hours * 3600), samples: r.n };
+  return fitThroughput(points.map((p) => ({ tokens: Number(p.tokens), deviceSeconds: Number(p.hours) * 3600 })));
 }
 
 export interface MonthlyUsage {
