@@ -3,7 +3,8 @@
 // base model, this machine's CPU as the device). For each recipe: the dry run, then the same submission for real,
 // then GET /v1/jobs/{id} for its measured gpu_hours. The first job of a method is estimated from config
 // (trainer.tokens_per_gpu_second: nothing measured yet) and reported apart; the later ones from the measured
-// throughput of the earlier jobs of that method (basis: measured), which is the figure the goal is about.
+// start-up and per-token cost of the earlier jobs of that method (basis: measured), which is the figure the goal is
+// about.
 // Tokens are checked too: the estimate's must equal the trained job's count.
 // Writes bench/results/jobs-estimate.json and jobs-estimate.md.
 //
@@ -166,9 +167,10 @@ const md = [
       `| ${r.method} | ${r.max_steps} | ${r.basis} (${r.samples}) | ${r.tokens_estimated} / ${r.tokens_trained ?? 'n/a'} | ${r.gpu_hours_estimated.toExponential(3)} | ${r.gpu_hours_measured.toExponential(3)} | ${pct(r.error)} |`,
   ),
   '',
-  'A measured basis is the throughput (tokens per device-second) of the earlier finished jobs of the same device type, method and ' +
-    'base model; the error left is how much a job\'s throughput differs from its predecessors\' (start-up cost spread over fewer ' +
-    'steps, and the load of this shared machine). Run: `npx tsx bench/jobs/estimate.ts`.',
+  'A measured basis is a start-up cost plus a per-token cost fitted to the earlier finished jobs of the same device type, method ' +
+    'and base model (lib/throughput-fit.ts: least squares over (tokens, device-seconds); with one job, or jobs of one length, the ' +
+    'pooled tokens per device-second); the error left is how much a job differs from that line (and the load of this shared ' +
+    'machine). Run: `npx tsx bench/jobs/estimate.ts` with the flags in the JSON.',
   '',
 ].join('\n');
 writeFileSync(join(dir, 'jobs-estimate.md'), md);
