@@ -65,31 +65,25 @@ deepspeed_layer() {
   fi
 }
 
-# boto3 (s3:// inputs, outputs and checkpoints of `python -m hanzo_ml job`) is a layer over the venv with its own
-# lock, like DeepSpeed, so adding it does not rebuild torch. --no-deps: its requirements are pinned in the two lock
-# files (botocore asks for python-dateutil<3; the 4.0 the main lock pins keeps the parser and tz API it uses).
-storage_layer() {
+# A layer over the venv with its own lock, installed --no-deps (everything it needs is pinned in the main lock), so
+# changing it does not rebuild torch. Stamped by the lock's hash: `lock_layer NAME LOCK WHAT`.
+lock_layer() {
   local stamp
-  stamp="$VENV/.storage-$(hash_of trainer/requirements-storage.lock)"
+  stamp="$VENV/.$1-$(hash_of "$2")"
   [ -f "$stamp" ] && return
-  say "installing the S3 client into the Python venv (trainer/requirements-storage.lock)"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r trainer/requirements-storage.lock >&2
-  rm -f "$VENV"/.storage-*
+  say "installing $3 into the Python venv ($2)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r "$2" >&2
+  rm -f "$VENV"/."$1"-*
   touch "$stamp"
 }
 
-# Liger kernels (hardware.kernels liger: fused RMSNorm, rotary embedding and SwiGLU on CUDA) are a layer over the
-# venv with their own lock, like the S3 client. --no-deps: torch and triton come from the main lock. A CPU-only
-# machine never runs them, but the import path and the refusal are the same everywhere.
-kernels_layer() {
-  local stamp
-  stamp="$VENV/.kernels-$(hash_of trainer/requirements-kernels.lock)"
-  [ -f "$stamp" ] && return
-  say "installing the Liger kernels into the Python venv (trainer/requirements-kernels.lock)"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r trainer/requirements-kernels.lock >&2
-  rm -f "$VENV"/.kernels-*
-  touch "$stamp"
-}
+# boto3 (s3:// inputs, outputs and checkpoints of `python -m hanzo_ml job`): botocore asks for python-dateutil<3;
+# the 4.0 the main lock pins keeps the parser and tz API it uses.
+storage_layer() { lock_layer storage trainer/requirements-storage.lock "the S3 client"; }
+
+# Liger kernels (hardware.kernels liger: fused RMSNorm, rotary embedding and SwiGLU on CUDA); torch and triton come
+# from the main lock. A CPU-only machine never runs them, but the import path and the refusal are the same everywhere.
+kernels_layer() { lock_layer kernels trainer/requirements-kernels.lock "the Liger kernels"; }
 
 temporal_bin() {
   TEMPORAL="$CACHE/temporal-$TEMPORAL_VERSION/temporal"

@@ -103,3 +103,13 @@ def read_jsonl_records(path: Path, parse: Callable[[str, str], T], allow_empty: 
     if not records and not allow_empty:
         raise InputError(f"{path}: no records")
     return records
+
+
+def require_unique_ids(path: Path, records: list) -> list:
+    """Records with an `id` attribute, each id once; a repeat raises InputError naming both records."""
+    seen: dict[str, int] = {}
+    for number, record in enumerate(records, start=1):
+        if record.id in seen:
+            raise InputError(f"{path}: id: '{record.id}' is used twice (records {seen[record.id]} and {number})")
+        seen[record.id] = number
+    return records

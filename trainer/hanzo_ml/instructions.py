@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from hanzo_ml.chat import Messages, check_message
 from hanzo_ml.errors import InputError
-from hanzo_ml.files import read_jsonl_records
+from hanzo_ml.files import read_jsonl_records, require_unique_ids
 
 
 def words(answer: str) -> list[str]:
@@ -94,13 +94,7 @@ class InstructionRecord:
 
 def read_instructions(path: Path) -> list[InstructionRecord]:
     """Every record of an instruction file; the first bad one raises InputError naming file, line and field."""
-    records = read_jsonl_records(path, parse_instruction)
-    seen: dict[str, int] = {}
-    for number, record in enumerate(records, start=1):
-        if record.id in seen:
-            raise InputError(f"{path}: id: '{record.id}' is used twice (records {seen[record.id]} and {number})")
-        seen[record.id] = number
-    return records
+    return require_unique_ids(path, read_jsonl_records(path, parse_instruction))
 
 
 def parse_instruction(line: str, where: str) -> InstructionRecord:

@@ -29,6 +29,7 @@ loss (no setting: it is exact, so it is used wherever it applies)
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -89,14 +90,8 @@ def plan_step(spec, spec_path, device: torch.device, model_type: str) -> StepPla
     """hardware.attention / hardware.kernels resolved for this job; a choice that cannot run here is refused."""
     hardware = spec.hardware
     notes = []
-    wanted_attention = getattr(hardware, "attention", "auto")
-    flex_reason = flex_unavailable(spec, device)
-    if wanted_attention == "flex" and flex_reason:
-        raise InputError(f"{spec_path}: hardware.attention: flex cannot run this job: {flex_reason} "
-                         "(use sdpa or auto)")
-    attention = "flex" if wanted_attention in ("flex", "auto") and not flex_reason else "sdpa"
-    if wanted_attention == "auto" and flex_reason:
-        notes.append(f"attention: sdpa, because {flex_reason}")
+    attention = resolve_choice(spec_path, "attention", getattr(hardware, "attention", "auto"), ("flex", "sdpa"),
+                               flex_unavailable(spec, device), "attention: sdpa", notes)
 
     wanted_kernels = getattr(hardware, "kernels", "auto")
     compiled = bool(getattr(hardware, "compile", False))
@@ -104,16 +99,25 @@ def plan_step(spec, spec_path, device: torch.device, model_type: str) -> StepPla
         raise InputError(f"{spec_path}: hardware.kernels: liger with hardware.compile true: the compiler fuses "
                          "what Liger fuses, and does not trace Liger's Triton kernels; choose one")
     liger_reason = "hardware.compile fuses them" if compiled else liger_unavailable(spec, device, model_type)
-    if wanted_kernels == "liger" and liger_reason:
-        raise InputError(f"{spec_path}: hardware.kernels: liger cannot run this job: {liger_reason} "
-                         "(use none or auto)")
-    kernels = "liger" if wanted_kernels in ("liger", "auto") and not liger_reason else "none"
-    if wanted_kernels == "auto" and liger_reason:
-        notes.append(f"kernels: the model's own, because {liger_reason}")
+    kernels = resolve_choice(spec_path, "kernels", wanted_kernels, ("liger", "none"), liger_reason,
+                             "kernels: the model's own", notes)
     length = spec.hyperparameters.max_seq_length
     packed_length = -(-length // FLEX_BLOCK) * FLEX_BLOCK if spec.data.packing and (attention == "flex" or compiled) \
         else None
     return StepPlan(attention, kernels, compiled, packed_length, tuple(notes))
+
+
+def resolve_choice(spec_path, field: str, wanted: str, options: tuple[str, str], reason: str | None,
+                   fallback_note: str, notes: list[str]) -> str:
+    """hardware.<field>: the fast option where it runs (asked for, or auto), else the fallback; the fast option
+    asked for where it cannot run is refused, and auto's fallback is noted with its reason."""
+    fast, fallback = options
+    if wanted == fast and reason:
+        raise InputError(f"{spec_path}: hardware.{field}: {fast} cannot run this job: {reason} "
+                         f"(use {fallback} or auto)")
+    if wanted == "auto" and reason:
+        notes.append(f"{fallback_note}, because {reason}")
+    return fast if wanted in (fast, "auto") and not reason else fallback
 
 
 def apply_plan(model, plan: StepPlan) -> None:
@@ -260,7 +264,7 @@ def forward_autocast(model):
     the model's parts directly."""
     dtype = getattr(model, "autocast_dtype", None)
     if dtype is None:
-        return torch.autocast("cpu", enabled=False)
+        return contextlib.nullcontext()
     return torch.autocast(next(model.parameters()).device.type, dtype=dtype)
 
 

@@ -5,7 +5,8 @@
 Per device, in bytes: frozen/trained weights, adapter, gradients, AdamW states, activations at
 max_seq_length x micro-batch, plus a fixed fraction for the allocator and the CUDA context. Before any weight is
 loaded the trainer sizes its micro-batch from the estimate (check_fits: on a GPU, the largest that fits, up to the
-step's items) or refuses a job that does not fit, naming the largest micro-batch that would. Recipe templates (recipes/*.yaml) carry the numbers this module computes for them.
+step's items) or refuses a job that does not fit, naming the largest micro-batch that would. Recipe templates
+(recipes/*.yaml) carry the numbers this module computes for them.
 
 Torch-free: `python -m hanzo_ml recipe` renders templates without loading torch.
 

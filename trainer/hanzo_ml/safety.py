@@ -26,7 +26,7 @@ from pathlib import Path
 
 from hanzo_ml.chat import Messages, check_message
 from hanzo_ml.errors import InputError
-from hanzo_ml.files import read_jsonl_records
+from hanzo_ml.files import read_jsonl_records, require_unique_ids
 
 # Phrases that open a refusal, lower case with straight apostrophes. Matched as whole words within the answer's
 # opening (REFUSAL_WINDOW characters): "I can't" further down a long compliant answer is not a refusal.
@@ -61,13 +61,7 @@ class SafetyRecord:
 
 def read_safety_set(path: Path) -> list[SafetyRecord]:
     """Every record of a safety set; the first bad one raises InputError naming file, line and field."""
-    records = read_jsonl_records(path, parse_safety_record)
-    seen: dict[str, int] = {}
-    for number, record in enumerate(records, start=1):
-        if record.id in seen:
-            raise InputError(f"{path}: id: '{record.id}' is used twice (records {seen[record.id]} and {number})")
-        seen[record.id] = number
-    return records
+    return require_unique_ids(path, read_jsonl_records(path, parse_safety_record))
 
 
 def parse_safety_record(line: str, where: str) -> SafetyRecord:
