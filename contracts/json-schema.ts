@@ -8,6 +8,7 @@ import {
   MergeReportSchema,
   TokenCountReportSchema,
 } from './trainer-job.js';
+import { PrepareReportSchema } from './data-prep.js';
 import { CandleReportSchema } from './candle-report.js';
 import { JobEnvelopeSchema } from './job-io.js';
 
@@ -23,6 +24,7 @@ export function generatedSchemas(): Record<string, string> {
     'eval-report.schema.json': render(EvalReportSchema),
     'merge-report.schema.json': render(MergeReportSchema),
     'token-count-report.schema.json': render(TokenCountReportSchema),
+    'prepare-report.schema.json': render(PrepareReportSchema),
     'candle-report.schema.json': render(CandleReportSchema),
     'job-envelope.schema.json': render(JobEnvelopeSchema),
   };

@@ -1,6 +1,7 @@
 // The job spec handed to the Python trainer (`python -m hanzo_ml <kind> --spec job.json`).
 // Exported as JSON Schema to contracts/generated/trainer-job.schema.json, which the trainer validates against.
 import { z } from 'zod';
+import { PrepareDatasetJobSpecSchema } from './data-prep.js';
 
 const absPath = z.string().min(1).describe('absolute local path');
 
@@ -216,6 +217,7 @@ export const TrainerJobSpecSchema = z.discriminatedUnion('kind', [
   EvalJobSpecSchema,
   MergeJobSpecSchema,
   CountTokensJobSpecSchema,
+  PrepareDatasetJobSpecSchema,
 ]);
 export type TrainerJobSpec = z.infer<typeof TrainerJobSpecSchema>;
 
