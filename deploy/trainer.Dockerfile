@@ -1,7 +1,7 @@
 # The program inside every training / eval / conversion pod: the Python trainer and the Candle tool.
 #   docker build -f deploy/trainer.Dockerfile -t hanzoai/ml-trainer:0.1.0 .
 # scripts/images.sh builds it without any registry: BASE_IMAGE is a Debian root built with mmdebstrap, and the
-# stages `wheels`, `storage-wheels`, `kernels-wheels` and `candle` are replaced (--build-context) by the lock files' cached wheels
+# stages `wheels`, `storage-wheels`, `kernels-wheels`, `data-wheels` and `candle` are replaced (--build-context) by the lock files' cached wheels
 # and the Candle binary the bootstrap built (Debian bookworm too, the same glibc), so nothing is downloaded or
 # compiled twice. Without them (a plain docker build) pip reads PyPI and Candle is compiled in a Rust stage.
 ARG BASE_IMAGE=debian:bookworm-slim
@@ -20,6 +20,7 @@ COPY --from=candle-build /src/candle/target/release/hanzo-ml-candle /hanzo-ml-ca
 FROM scratch AS wheels
 FROM scratch AS storage-wheels
 FROM scratch AS kernels-wheels
+FROM scratch AS data-wheels
 
 FROM ${BASE_IMAGE}
 # Bookworm's Python is 3.11, the interpreter trainer/requirements.lock is frozen for. A base that already has these
@@ -45,6 +46,11 @@ COPY trainer/requirements-kernels.lock trainer/requirements-kernels.lock
 RUN --mount=type=bind,from=kernels-wheels,target=/wheels \
     offline=; [ -n "$(ls /wheels)" ] && offline="--no-index --find-links /wheels"; \
     pip install -q --no-deps $offline -r trainer/requirements-kernels.lock
+# Dataset preparation (prepare-dataset jobs): MinHash, language detection, PII validators, zstd.
+COPY trainer/requirements-data.lock trainer/requirements-data.lock
+RUN --mount=type=bind,from=data-wheels,target=/wheels \
+    offline=; [ -n "$(ls /wheels)" ] && offline="--no-index --find-links /wheels"; \
+    pip install -q --no-deps $offline -r trainer/requirements-data.lock
 
 COPY --from=candle /hanzo-ml-candle /usr/local/bin/hanzo-ml-candle
 COPY contracts/generated/ contracts/generated/

@@ -85,6 +85,10 @@ storage_layer() { lock_layer storage trainer/requirements-storage.lock "the S3 c
 # from the main lock. A CPU-only machine never runs them, but the import path and the refusal are the same everywhere.
 kernels_layer() { lock_layer kernels trainer/requirements-kernels.lock "the Liger kernels"; }
 
+# Dataset preparation (prepare-dataset: MinHash, language detection, PII validators, zstd); numpy, scipy's
+# dependencies and pyarrow come from the main lock.
+data_layer() { lock_layer data trainer/requirements-data.lock "the dataset preparation packages"; }
+
 temporal_bin() {
   TEMPORAL="$CACHE/temporal-$TEMPORAL_VERSION/temporal"
   [ -x "$TEMPORAL" ] && return
@@ -270,6 +274,7 @@ phase venv python_venv
 phase deepspeed deepspeed_layer
 phase s3-client storage_layer
 phase kernels kernels_layer
+phase data data_layer
 phase temporal temporal_bin
 phase candle candle_tool
 phase base-model base_model

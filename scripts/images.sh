@@ -207,6 +207,7 @@ lock_wheels() {
   WHEELS=$(scripts/wheels.sh trainer/requirements.lock)
   STORAGE_WHEELS=$(scripts/wheels.sh trainer/requirements-storage.lock)
   KERNELS_WHEELS=$(scripts/wheels.sh trainer/requirements-kernels.lock)
+  DATA_WHEELS=$(scripts/wheels.sh trainer/requirements-data.lock)
 }
 t_start=$SECONDS
 busybox_image
@@ -221,6 +222,6 @@ candle_binary
 trainer_key=$(trainer_key)
 build "$TRAINER" "$trainer_key" deploy/trainer.Dockerfile \
   --build-context candle="$CANDLE_DIR" --build-context wheels="$WHEELS" --build-context storage-wheels="$STORAGE_WHEELS" \
-  --build-context kernels-wheels="$KERNELS_WHEELS"
+  --build-context kernels-wheels="$KERNELS_WHEELS" --build-context data-wheels="$DATA_WHEELS"
 [ ${#TIMES[@]} -eq 0 ] || say "build times: ${TIMES[*]} (total $((SECONDS - t_start))s)"
 print_json "$cp_key" "$trainer_key"
