@@ -24,6 +24,7 @@ export const JobEventSchema = z.discriminatedUnion('event', [
   z.looseObject({ event: z.literal('job.failed'), job_id: z.string(), timestamp: at }),
   z.looseObject({ event: z.literal('job.cancelled'), job_id: z.string(), timestamp: at }),
   z.looseObject({ event: z.literal('job.preempted'), job_id: z.string(), timestamp: at }),
+  z.looseObject({ event: z.literal('job.paused'), job_id: z.string(), timestamp: at }),
   z.looseObject({ event: z.literal('job.resumed'), job_id: z.string(), timestamp: at }),
   z.looseObject({ event: z.literal('checkpoint.stale'), job_id: z.string(), run_id: z.string(), seconds_since_last_checkpoint: z.number(), timestamp: at }),
   z.looseObject({ event: z.literal('checkpoint.corrupt'), job_id: z.string(), run_id: z.string(), checkpoint: z.string(), message: z.string(), timestamp: at }),

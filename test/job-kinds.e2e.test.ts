@@ -4,12 +4,12 @@
 // version with a GGUF; an eval job scores that version by name@version; bad sections are 400s naming the field.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
+import { callApi, type Answer } from './support/api-call.js';
 import { DEV_TOKEN } from './support/config.js';
 import { createApiToken, createOrganization } from '../db/repo/auth.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import type { JobView } from '../contracts/jobs.js';
 
-type Answer = { status: number; body: Record<string, unknown> };
 
 const chat = (q: string, a: string) => JSON.stringify({ messages: [{ role: 'user', content: q }, { role: 'assistant', content: a }] });
 const TINY = { learning_rate: 1e-3, max_steps: 3, batch_size: 2, max_seq_length: 64 };
@@ -20,15 +20,8 @@ describe('eval and conversion jobs: POST /v1/jobs end to end (embedded stack, lo
   let loraJob: JobView;
   let fullJob: JobView;
 
-  async function call(method: string, path: string, body?: unknown, token = DEV_TOKEN, headers: Record<string, string> = {}): Promise<Answer> {
-    const res = await fetch(stack.runtime.apiUrl + path, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
-  }
+  const call = (method: string, path: string, body?: unknown, token = DEV_TOKEN, headers: Record<string, string> = {}): Promise<Answer> =>
+    callApi(stack.runtime.apiUrl, method, path, token, body, headers);
 
   async function finished(id: string, timeoutMs = 10 * 60_000): Promise<JobView> {
     const deadline = Date.now() + timeoutMs;

@@ -8,14 +8,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
+import { callApi, type Answer } from './support/api-call.js';
 import { DEV_TOKEN } from './support/config.js';
 import { createApiToken, createOrganization } from '../db/repo/auth.js';
 import { insertJob } from '../db/repo/jobs.js';
+import { and, asc, eq } from 'drizzle-orm';
+import { outbox } from '../db/schema/pipelines.js';
 import { PIPELINE_TASK_QUEUE } from '../contracts/pipeline.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import { JobSubmissionSchema, jobWorkflowId, type JobDetail, type JobDryRun, type JobWorkflowInput } from '../contracts/jobs.js';
 
-type Answer = { status: number; body: Record<string, unknown> };
 
 const chat = (q: string, a: string) => JSON.stringify({ messages: [{ role: 'user', content: q }, { role: 'assistant', content: a }] });
 /**
@@ -44,15 +46,8 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
   let tightOrgAdmin: string;
   let queueOrgAdmin: string;
 
-  async function call(method: string, path: string, token: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {
-    const res = await fetch(stack.runtime.apiUrl + path, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
-  }
+  const call = (method: string, path: string, token: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> =>
+    callApi(stack.runtime.apiUrl, method, path, token, body, headers);
   const detail = async (id: string, token = DEV_TOKEN): Promise<JobDetail> => (await call('GET', `/v1/jobs/${id}`, token)).body as unknown as JobDetail;
 
   async function waitFor(id: string, until: (j: JobDetail) => boolean, timeoutMs = 5 * 60_000, token = DEV_TOKEN): Promise<JobDetail> {
@@ -190,6 +185,14 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
     // The trainer's own word that each segment continued, and from where (a restart from scratch would log the
     // same losses, so the curve alone does not show a resume).
     expect(done.attempts.map((a) => [a.segment, a.resumed_from_step])).toEqual([[1, null], [2, pausedAt], [3, older!.step]]);
+    // The event stream says so too: each pause and each resume once, in order.
+    const published = await stack.runtime.catalogue.db
+      .select({ payload: outbox.payload })
+      .from(outbox)
+      .where(and(eq(outbox.topic, 'jobs'), eq(outbox.key, id)))
+      .orderBy(asc(outbox.id));
+    const pauses = published.map((r) => (r.payload as { event: string }).event).filter((e) => e === 'job.paused' || e === 'job.resumed');
+    expect(pauses).toEqual(['job.paused', 'job.resumed', 'job.paused', 'job.resumed']);
 
     // Same seed, same data: every step's (last) loss matches the uninterrupted run within 1e-3 relative.
     const [want, got] = [await losses(reference.run_id!), await losses(done.run_id!)];

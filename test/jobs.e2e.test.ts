@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
+import { callApi, type Answer } from './support/api-call.js';
 import { DEV_TOKEN } from './support/config.js';
 import { createApiClient } from '../cli/api-client.js';
 import { submitJobFile } from '../cli/job.js';
@@ -13,7 +14,6 @@ import { createApiToken, createOrganization } from '../db/repo/auth.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import type { JobView } from '../contracts/jobs.js';
 
-type Answer = { status: number; body: Record<string, unknown> };
 
 /** A user script: logs `user_metric` (the value from its own env) to its run with the job's token. */
 const LOG_METRIC = [
@@ -33,15 +33,8 @@ describe('jobs: POST /v1/jobs end to end (embedded stack, local executor)', () =
   let researcher: string;
   let otherOrgAdmin: string;
 
-  async function call(method: string, path: string, token: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> {
-    const res = await fetch(stack.runtime.apiUrl + path, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
-  }
+  const call = (method: string, path: string, token: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> =>
+    callApi(stack.runtime.apiUrl, method, path, token, body, headers);
   const submit = (body: unknown, token = DEV_TOKEN, headers: Record<string, string> = {}) => call('POST', '/v1/jobs', token, body, headers);
 
   async function waitFor(id: string, until: (j: JobView) => boolean, timeoutMs = 5 * 60_000): Promise<JobView> {

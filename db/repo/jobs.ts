@@ -81,6 +81,10 @@ export async function setJobStatus(db: Db, id: string, status: string, fields: {
       await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.completed', ...job, duration_seconds: (now.getTime() - (row.startedAt ?? row.createdAt).getTime()) / 1000 });
     if (status === 'failed') await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.failed', ...job, error: fields.message ?? null });
     if (status === 'cancelled') await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.cancelled', ...job });
+    // Pause and resume on request (a preemption's pair, job.preempted / job.resumed, comes from its queue).
+    if (status === 'paused' && before?.status !== 'paused') await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.paused', ...job });
+    if (before?.status === 'paused' && status !== 'paused' && !TERMINAL.includes(status))
+      await emitEvent(tx, row.organizationId, 'jobs', id, { event: 'job.resumed', ...job, reason: 'resumed on request' });
     await appendStatusEvent(tx, row, before ?? null);
     // The organization's webhooks hear of the end in this transaction: an ended job never loses its deliveries.
     if (TERMINAL.includes(status)) await enqueueWebhookDeliveries(tx, row.organizationId, webhookEventOf(row.kind, status), { id, status, type: row.type, message: row.message });
