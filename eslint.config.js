@@ -25,7 +25,7 @@ export default tseslint.config(
  * (the workflow sandbox, the schema-only contracts). structure.test.ts checks the same order at any depth.
  */
 function layerRules() {
-  const layers = [['contracts'], ['lib'], ['db'], ['datasets', 'events', 'scheduling'], ['activities'], ['workflows', 'workers'], ['api'], ['runtime'], ['cli']];
+  const layers = [['contracts'], ['lib'], ['db'], ['datasets', 'events'], ['activities'], ['workflows', 'workers'], ['api'], ['runtime'], ['cli']];
   const own = {
     // Workflow code runs in Temporal's deterministic sandbox: no Node built-ins, no activity/client/worker SDK.
     workflows: (up) => ({

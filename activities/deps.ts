@@ -3,9 +3,9 @@ import type { Db } from '../db/client.js';
 import type { ObjectStore } from '../lib/object-store.js';
 import type { Bootstrap } from '../lib/config.js';
 import type { Logger } from '../lib/log.js';
-import type { JobExecutor } from './executor/types.js';
+import type { JobExecutor } from '../jobs/executor/types.js';
 import { createJobToken, renewJobTokens, revokeJobTokens } from '../db/repo/auth.js';
-import { jobStorageAccess } from './job-storage-access.js';
+import { jobStorageAccess } from '../jobs/storage-access.js';
 
 /** Everything activities touch, injected (no module-level singletons). */
 export interface ActivityDeps {
@@ -30,7 +30,7 @@ export interface JobRef {
 
 /**
  * Makes the secrets of one job attempt. Secrets that must not outlive the job also say how: `renew` while the
- * job runs (activities/jobs.ts calls it every JOB_SECRET_RENEW_MS), `revoke` once it has ended.
+ * job runs (jobs/run-loop.ts calls it every JOB_SECRET_RENEW_MS), `revoke` once it has ended.
  */
 export interface JobSecrets {
   (job: JobRef): Promise<Record<string, string>>;

@@ -24,7 +24,7 @@ import {
   type TrialState,
 } from '../contracts/hpo.js';
 import { LoraHyperparametersSchema, TRAIN_JOB_IO_FIELDS, TrainJobSpecSchema, TrainResultSchema, type TrainJobSpec } from '../contracts/trainer-job.js';
-import { finishTrialJob, recordTrialJob } from './child-jobs.js';
+import { finishTrialJob, recordTrialJob } from '../jobs/child-jobs.js';
 import { accountTrial, createSweep, finishSweep, finishTrial, insertTrial, recordLineage, warmStartTrials } from '../db/repo/hpo.js';
 import { getOrCreateExperiment } from '../db/repo/experiments.js';
 import { logParams } from '../db/repo/params-tags.js';
@@ -36,8 +36,8 @@ import { checkpointsUri } from '../lib/job-files.js';
 import { repoRoot, trainerPython } from '../lib/config.js';
 import { BaseModelError } from '../lib/base-models.js';
 import { learningCurve, learningCurveStep, syntheticMetrics } from './hpo-objectives.js';
-import { readProgress, runJobToCompletion, stopJob, type JobDefinition } from './jobs.js';
-import { baseModelInput, fileInput } from './job-inputs.js';
+import { readProgress, runJobToCompletion, stopJob, type JobDefinition } from '../jobs/run-loop.js';
+import { baseModelInput, fileInput } from '../jobs/inputs.js';
 import { syntheticTrialSlot } from './hpo-slots.js';
 import { datasetRef } from './datasets.js';
 import { trialReportUpdate } from '../contracts/hpo-messages.js';

@@ -4,9 +4,9 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { ActivityDeps } from './deps.js';
-import { runJobToCompletion, type JobDefinition } from './jobs.js';
+import { runJobToCompletion, type JobDefinition } from '../jobs/run-loop.js';
 import { runTrainJob } from './training.js';
-import { progressEvents } from './job-progress-events.js';
+import { progressEvents } from '../jobs/progress-events.js';
 import { runEvalSectionJob } from './eval-job.js';
 import { runConversionSectionJob } from './conversion-job.js';
 import { datasetRef } from './datasets.js';

@@ -16,7 +16,7 @@ import { temporalConnectionOptions } from '../lib/temporal-tls.js';
 import { startEventRelay, startOutboxPruner } from '../events/relay.js';
 import { startWebhookRelay } from '../events/webhooks.js';
 import { jobTokenSecrets, withStorageAccess } from '../activities/deps.js';
-import { createExecutor } from '../activities/executor/factory.js';
+import { createExecutor } from '../jobs/executor/factory.js';
 import { createPipelineWorker, type PipelineWorker } from '../workers/worker.js';
 import { createApp } from '../api/app.js';
 import { createMetrics, serveMetrics, type ApiMetrics } from '../api/metrics.js';

@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-const LAYERS: string[][] = [['contracts'], ['lib'], ['db'], ['datasets', 'events', 'scheduling'], ['activities'], ['workflows', 'workers'], ['api'], ['runtime'], ['cli']];
+const LAYERS: string[][] = [['contracts'], ['lib'], ['db'], ['datasets', 'events'], ['activities'], ['workflows', 'workers'], ['api'], ['runtime'], ['cli']];
 const layerOf = (path: string): number => LAYERS.findIndex((dirs) => dirs.includes(path.split('/')[0]!));
 
 function sources(dir: string): string[] {

@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { openCatalogue, type Catalogue } from '../db/client.js';
-import { runJobToCompletion, type JobOutcome } from '../activities/jobs.js';
+import { runJobToCompletion, type JobOutcome } from '../jobs/run-loop.js';
 import { createEvaluationActivities, type EvalOutcome } from '../activities/evaluation.js';
 import { getOrCreateExperiment } from '../db/repo/experiments.js';
 import { createRun } from '../db/repo/runs.js';

@@ -26,7 +26,7 @@ import { seedDevOrganization } from '../../db/repo/auth.js';
 import { loadConfig, repoRoot } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { createObjectStore } from '../../lib/object-store.js';
-import { createExecutor } from '../../activities/executor/factory.js';
+import { createExecutor } from '../../jobs/executor/factory.js';
 
 const { values: opts } = parseArgs({
   options: { sizes: { type: 'string', default: '25,50,100,200' }, repeats: { type: 'string', default: '3' }, render: { type: 'boolean', default: false } },

@@ -1,8 +1,8 @@
 // Activity dependencies for tests that call activities directly, outside a worker.
 import { join } from 'node:path';
 import type { ActivityDeps } from '../../activities/deps.js';
-import { LocalExecutor } from '../../activities/executor/local.js';
-import { localJobEnvironment, type JobDefinition } from '../../activities/jobs.js';
+import { LocalExecutor } from '../../jobs/executor/local.js';
+import { localJobEnvironment, type JobDefinition } from '../../jobs/run-loop.js';
 import { pathToFileURL } from 'node:url';
 import type { Db } from '../../db/client.js';
 import type { LoadedConfig } from '../../lib/config.js';

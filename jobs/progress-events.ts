@@ -1,7 +1,7 @@
 // A submitted recipe job's training progress as job events (db/repo/job-events.ts): each new step the worker sees
 // in progress.json becomes a `metrics` event, each new checkpoint a `checkpoint` event and each trainer event (a
 // checkpoint skipped on resume, out of memory, divergence) a `message` event, written in one insert per poll. What a restarted worker already recorded is read back first, so a re-attached job repeats no step.
-import type { ActivityDeps } from './deps.js';
+import type { ActivityDeps } from '../activities/deps.js';
 import type { TrainProgress } from '../contracts/trainer-job.js';
 import { appendJobEvents, lastJobEventOfType, type NewJobEvent } from '../db/repo/job-events.js';
 

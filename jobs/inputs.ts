@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { ActivityDeps } from './deps.js';
+import type { ActivityDeps } from '../activities/deps.js';
 import type { JobEnvelopeInput } from '../contracts/job-io.js';
 import { resolveBaseModel } from '../lib/base-models.js';
 import { listFiles, objectUri } from '../lib/object-store.js';

@@ -1,7 +1,7 @@
 // A pipeline's stages and a sweep's trials as jobs of the job list (db/repo/child-jobs.ts), written by the
 // activities that already record the stage or trial: the workflows do not change, so running pipelines and sweeps
 // replay as they are. A stage job runs from the stage's start until the pipeline enters its next stage or ends.
-import type { ActivityDeps } from './deps.js';
+import type { ActivityDeps } from '../activities/deps.js';
 import { PIPELINE_STAGE_JOB_TYPES, jobParent } from '../contracts/job-kinds.js';
 import { pipelineWorkflowId, type PipelineStage } from '../contracts/pipeline.js';
 import { hpoWorkflowId } from '../contracts/hpo.js';
