@@ -8,7 +8,7 @@ import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
 import type { MergeReport } from '../contracts/trainer-job.js';
 import type { JobPriority } from '../contracts/config.js';
 import { CandleReportSchema, type CandleReport } from '../contracts/candle-report.js';
-import { runJobToCompletion } from '../jobs/run-loop.js';
+import { runJobToCompletion } from './run-job.js';
 import { dirInput, fileInput } from '../jobs/inputs.js';
 
 export interface CandleResults {

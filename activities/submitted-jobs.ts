@@ -4,7 +4,8 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { ActivityDeps } from './deps.js';
-import { runJobToCompletion, type JobDefinition } from '../jobs/run-loop.js';
+import { runJobToCompletion } from './run-job.js';
+import type { JobDefinition } from '../jobs/definition.js';
 import { runTrainJob } from './training.js';
 import { progressEvents } from '../jobs/progress-events.js';
 import { runEvalSectionJob } from './eval-job.js';

@@ -15,7 +15,7 @@ import { createLogger, type Logger } from '../lib/log.js';
 import { temporalConnectionOptions } from '../lib/temporal-tls.js';
 import { startEventRelay, startOutboxPruner } from '../events/relay.js';
 import { startWebhookRelay } from '../events/webhooks.js';
-import { jobTokenSecrets, withStorageAccess } from '../activities/deps.js';
+import { jobTokenSecrets, withStorageAccess } from '../jobs/deps.js';
 import { createExecutor } from '../jobs/executor/factory.js';
 import { createPipelineWorker, type PipelineWorker } from '../workers/worker.js';
 import { createApp } from '../api/app.js';

@@ -14,7 +14,7 @@ import { loadConfig, repoRoot } from '../lib/config.js';
 import { createLogger } from '../lib/log.js';
 import { KubernetesExecutor } from '../jobs/executor/kubernetes.js';
 import type { JobRequest } from '../jobs/executor/types.js';
-import { withStorageAccess } from '../activities/deps.js';
+import { withStorageAccess } from '../jobs/deps.js';
 import { organizationStoragePolicy } from '../jobs/storage-access.js';
 import { ConfigSchema, TRAINER_IMAGE, type Config } from '../contracts/config.js';
 import { applyClusterObjects } from '../jobs/queue/kueue-apply.js';

@@ -14,7 +14,7 @@ import { HPO_TASK_QUEUE, hpoWorkflowId, hpoTrialWorkflowId, type SweepProgress, 
 import { sweepProgressQuery } from '../contracts/hpo-messages.js';
 import { createPipelineWorker, bundleWorkflows, type PipelineWorker } from '../workers/worker.js';
 import { createExecutor } from '../jobs/executor/factory.js';
-import { jobTokenSecrets } from '../activities/deps.js';
+import { jobTokenSecrets } from '../jobs/deps.js';
 import { SweepConfigSchema } from '../contracts/hpo.js';
 import type { JobView } from '../contracts/jobs.js';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import type { Config } from '../contracts/config.js';
-import { withStorageAccess } from '../activities/deps.js';
+import { withStorageAccess } from '../jobs/deps.js';
 import { jobStoragePolicy, organizationStoragePolicy } from '../jobs/storage-access.js';
 import { repoRoot } from '../lib/config.js';
 import { testConfig } from './support/config.js';

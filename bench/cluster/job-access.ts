@@ -9,7 +9,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { loadConfig, repoRoot } from '../../lib/config.js';
-import { withStorageAccess } from '../../activities/deps.js';
+import { withStorageAccess } from '../../jobs/deps.js';
 import { organizationStoragePolicy } from '../../jobs/storage-access.js';
 import { enforceIam, motoPython, startMoto } from '../../test/support/moto.js';
 

@@ -19,7 +19,8 @@ import { FileObjectStore, S3ObjectStore, type ObjectStore } from '../../lib/obje
 import { LocalExecutor } from '../../jobs/executor/local.js';
 import { KubernetesExecutor } from '../../jobs/executor/kubernetes.js';
 import type { JobExecutor, JobRequest, JobState } from '../../jobs/executor/types.js';
-import { localJobEnvironment, runJobToCompletion } from '../../jobs/run-loop.js';
+import { localJobEnvironment } from '../../jobs/environment.js';
+import { runJobToCompletion } from '../../activities/run-job.js';
 import type { ActivityDeps } from '../../activities/deps.js';
 import { CandleReportSchema } from '../../contracts/candle-report.js';
 import { startTestCluster } from '../../test/support/cluster/control-plane.js';

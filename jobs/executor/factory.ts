@@ -5,7 +5,7 @@ import type { Config } from '../../contracts/config.js';
 import { trainerPython, type Bootstrap } from '../../lib/config.js';
 import type { Logger } from '../../lib/log.js';
 import { detectLocalGpus } from '../queue/admission.js';
-import { localJobEnvironment } from '../run-loop.js';
+import { localJobEnvironment } from '../environment.js';
 import { kubernetesExecutorFromConfig } from './kubernetes.js';
 import { LocalExecutor, jobState, runningLocalJobs, signalJob } from './local.js';
 import type { JobExecutor } from './types.js';

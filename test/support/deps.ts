@@ -2,7 +2,8 @@
 import { join } from 'node:path';
 import type { ActivityDeps } from '../../activities/deps.js';
 import { LocalExecutor } from '../../jobs/executor/local.js';
-import { localJobEnvironment, type JobDefinition } from '../../jobs/run-loop.js';
+import { localJobEnvironment } from '../../jobs/environment.js';
+import type { JobDefinition } from '../../jobs/definition.js';
 import { pathToFileURL } from 'node:url';
 import type { Db } from '../../db/client.js';
 import type { LoadedConfig } from '../../lib/config.js';
