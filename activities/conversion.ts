@@ -9,6 +9,7 @@ import type { MergeReport } from '../contracts/trainer-job.js';
 import type { JobPriority } from '../contracts/config.js';
 import { CandleReportSchema, type CandleReport } from '../contracts/candle-report.js';
 import { runJobToCompletion } from './run-job.js';
+import { defineJob } from '../jobs/definition.js';
 import { dirInput, fileInput } from '../jobs/inputs.js';
 
 export interface CandleResults {
@@ -74,7 +75,7 @@ async function runCandle(
   const spec = Object.fromEntries([...Object.keys(inputs), ...Object.keys(outputs)].map((f) => [f, `${f in inputs ? 'input' : 'output'}:${f}`]));
   // The job runner exits 0 whenever the tool printed its report, passed or not: the report says which checks failed.
   const { result: report } = await runJobToCompletion(deps, {
-    job: { name: `${a.name}-candle-${command}`, kind: 'candle', organizationId: a.organizationId, priority: a.priority, envelope: { tool: 'candle', spec, inputs, outputs, args } },
+    job: defineJob({ name: `${a.name}-candle-${command}`, kind: 'candle', organizationId: a.organizationId, priority: a.priority, tool: 'candle', spec, inputs, outputs, args }),
     resultSchema: CandleReportSchema,
   });
   if (!report.ok) {

@@ -15,6 +15,7 @@ import type { Artifact } from '../contracts/pipeline.js';
 import { JOB_FILES } from '../contracts/job-io.js';
 import { runJobToCompletion } from './run-job.js';
 import type { JobOutcome } from '../jobs/attempts.js';
+import { defineJob } from '../jobs/definition.js';
 import type { JobPriority } from '../contracts/config.js';
 import { baseModelInput, dirInput, fileInput, type JobInput } from '../jobs/inputs.js';
 import { recordArtifact } from '../db/repo/run-artifacts.js';
@@ -134,28 +135,26 @@ export async function runEvalJob(
     threads: deps.config.trainer.threads,
   };
   return runJobToCompletion(deps, {
-    job: {
+    job: defineJob({
       name: r.name,
       kind: 'eval',
       organizationId: r.organizationId,
       priority: r.priority,
       runId: r.runId,
-      envelope: {
-        tool: 'trainer',
-        spec,
-        inputs: {
-          base_model_path: r.base,
-          ...(r.adapter ? { adapter_path: r.adapter } : {}),
-          test_path: data.test ? await heldoutJobInput(deps, data.test) : fileInput(r.testUri),
-          ...(r.production ? { production_model_path: r.production } : {}),
-          ...(data.general ? { general_path: await heldoutJobInput(deps, data.general) } : {}),
-          ...(data.instructions ? { instructions_path: await heldoutJobInput(deps, data.instructions) } : {}),
-          ...(data.safety ? { safety_path: await heldoutJobInput(deps, data.safety) } : {}),
-        },
-        outputs: { output_path: 'file', scores_path: 'file' },
-        result_field: 'output_path',
+      tool: 'trainer',
+      spec,
+      inputs: {
+        base_model_path: r.base,
+        ...(r.adapter ? { adapter_path: r.adapter } : {}),
+        test_path: data.test ? await heldoutJobInput(deps, data.test) : fileInput(r.testUri),
+        ...(r.production ? { production_model_path: r.production } : {}),
+        ...(data.general ? { general_path: await heldoutJobInput(deps, data.general) } : {}),
+        ...(data.instructions ? { instructions_path: await heldoutJobInput(deps, data.instructions) } : {}),
+        ...(data.safety ? { safety_path: await heldoutJobInput(deps, data.safety) } : {}),
       },
-    },
+      outputs: { output_path: 'file', scores_path: 'file' },
+      resultField: 'output_path',
+    }),
     resultSchema: EvalReportSchema,
     ...(r.onWaiting ? { onWaiting: r.onWaiting } : {}),
     ...(r.onPoll ? { onPoll: r.onPoll } : {}),
@@ -192,19 +191,17 @@ export async function runMergeJob(
     threads: deps.config.trainer.threads,
   };
   return runJobToCompletion(deps, {
-    job: {
+    job: defineJob({
       name: r.name,
       kind: 'merge',
       organizationId: r.organizationId,
       priority: r.priority,
-      envelope: {
-        tool: 'trainer',
-        spec,
-        inputs: { base_model_path: r.base, adapter_path: r.adapter, heldout_path: fileInput(r.heldoutUri), general_path: await bundledFileInput(deps, GENERAL_TEXT) },
-        outputs: { output_dir: 'dir', reference_path: 'file', heldout_tokens_path: 'file', general_tokens_path: 'file' },
-        result_field: 'reference_path',
-      },
-    },
+      tool: 'trainer',
+      spec,
+      inputs: { base_model_path: r.base, adapter_path: r.adapter, heldout_path: fileInput(r.heldoutUri), general_path: await bundledFileInput(deps, GENERAL_TEXT) },
+      outputs: { output_dir: 'dir', reference_path: 'file', heldout_tokens_path: 'file', general_tokens_path: 'file' },
+      resultField: 'reference_path',
+    }),
     resultSchema: MergeReportSchema,
     ...(r.onWaiting ? { onWaiting: r.onWaiting } : {}),
     ...(r.onPoll ? { onPoll: r.onPoll } : {}),

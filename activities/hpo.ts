@@ -38,7 +38,7 @@ import { BaseModelError } from '../lib/base-models.js';
 import { learningCurve, learningCurveStep, syntheticMetrics } from './hpo-objectives.js';
 import { readProgress } from '../jobs/attempts.js';
 import { runJobToCompletion, stopJob } from './run-job.js';
-import type { JobDefinition } from '../jobs/definition.js';
+import { defineJob, type JobDefinition } from '../jobs/definition.js';
 import { baseModelInput, fileInput } from '../jobs/inputs.js';
 import { syntheticTrialSlot } from './hpo-slots.js';
 import { datasetRef } from './datasets.js';
@@ -278,21 +278,19 @@ export function createHpoActivities(deps: ActivityDeps) {
         checkpoint: { every_steps: base.eval_steps, keep_last: base.keep_checkpoints, every_seconds: null },
         threads: deps.config.trainer.threads,
       });
-      const job: JobDefinition = {
+      const job = defineJob({
         name: spec.job_name,
         kind: 'trial',
         organizationId: t.organization_id,
         runId: a.runId,
         priority: t.config.priority,
-        envelope: {
-          tool: 'trainer',
-          spec,
-          inputs: { base_model_path: baseModel, train_path: fileInput(ref.splits.train), validation_path: fileInput(ref.splits.validation) },
-          outputs: { output_dir: 'dir' },
-          checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, t.organization_id, a.runId) },
-        },
+        tool: 'trainer',
+        spec,
+        inputs: { base_model_path: baseModel, train_path: fileInput(ref.splits.train), validation_path: fileInput(ref.splits.validation) },
+        outputs: { output_dir: 'dir' },
+        checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, t.organization_id, a.runId) },
         resources: { gpus_per_node: t.config.resources_per_trial.gpus },
-      };
+      });
       return runTrainerJob(deps, { trial: t, runId: a.runId, job, spec });
     },
 

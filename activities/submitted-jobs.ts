@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { ActivityDeps } from './deps.js';
 import { runJobToCompletion } from './run-job.js';
-import type { JobDefinition } from '../jobs/definition.js';
+import { defineJob } from '../jobs/definition.js';
 import { runTrainJob } from './training.js';
 import { progressEvents } from '../jobs/progress-events.js';
 import { runEvalSectionJob } from './eval-job.js';
@@ -193,13 +193,15 @@ async function runCommandJob(deps: ActivityDeps, a: SegmentArgs, onPhase: Phase)
     HANZO_ML_TRACKING_URI: deps.trackingUri,
     ...(interval !== null ? { HANZO_ML_CHECKPOINT_INTERVAL_SECONDS: String(interval) } : {}),
   };
-  const job: JobDefinition = {
+  const job = defineJob({
     name: `${segmentOwner(jobId, a.segment?.segment ?? 1)}-command`,
     kind: 'command',
     organizationId: a.input.organization_id,
     runId: a.runId,
     priority: priorityOf(spec),
-    envelope: { tool: 'command', spec: { env }, args: spec.command!, num_nodes: spec.distributed?.num_nodes ?? 1 },
+    tool: 'command',
+    spec: { env },
+    args: spec.command!,
     resources: {
       nodes: spec.distributed?.num_nodes ?? 1,
       processes: 1,
@@ -209,7 +211,7 @@ async function runCommandJob(deps: ActivityDeps, a: SegmentArgs, onPhase: Phase)
       cpu: spec.resources.cpu === null ? null : String(spec.resources.cpu),
       memory: spec.resources.memory,
     },
-  };
+  });
   let running = false;
   const { files } = await runJobToCompletion(deps, {
     job,

@@ -8,7 +8,7 @@ import { CheckpointManifestSchema, TRAIN_JOB_IO_FIELDS, HardwareSchema, Recovery
 import type { JobRecovery, TrainingProgressSignal } from '../contracts/pipeline.js';
 import { readProgress, type JobOutcome } from '../jobs/attempts.js';
 import { runJobToCompletion } from './run-job.js';
-import type { JobDefinition } from '../jobs/definition.js';
+import { defineJob } from '../jobs/definition.js';
 import { readRecoveries, visibleRecoveries, type TrainerFailure } from '../jobs/recovery.js';
 import { baseModelInput, fileInput } from '../jobs/inputs.js';
 import { setRunTags } from '../db/repo/params-tags.js';
@@ -144,27 +144,23 @@ export async function runTrainJob(deps: ActivityDeps, a: TrainJobArgs): Promise<
     hardware,
     threads: deps.config.trainer.threads,
   };
-  const job: JobDefinition = {
+  const job = defineJob({
     name: spec.job_name,
     kind: 'train',
     organizationId,
     runId: a.runId,
     priority: a.recipe.priority ?? null,
-    envelope: {
-      tool: 'trainer',
-      spec,
-      inputs: {
-        base_model_path: await baseModelInput(deps, a.recipe.base_model),
-        train_path: fileInput(a.dataset.splits.train),
-        validation_path: fileInput(a.dataset.splits.validation),
-      },
-      outputs: { output_dir: 'dir' },
-      checkpoints: { field: 'checkpoint_dir', uri: a.checkpointsUri ?? checkpointsUri(deps.store, deps.config, organizationId, a.runId) },
-      processes: hardware.processes,
-      num_nodes: hardware.nodes,
+    tool: 'trainer',
+    spec,
+    inputs: {
+      base_model_path: await baseModelInput(deps, a.recipe.base_model),
+      train_path: fileInput(a.dataset.splits.train),
+      validation_path: fileInput(a.dataset.splits.validation),
     },
+    outputs: { output_dir: 'dir' },
+    checkpoints: { field: 'checkpoint_dir', uri: a.checkpointsUri ?? checkpointsUri(deps.store, deps.config, organizationId, a.runId) },
     resources: { nodes: hardware.nodes, processes: hardware.processes, gpus_per_node: hardware.gpus_per_node, gpu_type: hardware.gpu_type, image: hardware.image },
-  };
+  });
   const recordedEvents = new Set<string>();
   const handle = getClient().workflow.getHandle(a.progressWorkflowId);
   const logical = JobFiles.of(deps.store, deps.config, organizationId, jobNameOf(job.name));

@@ -1,6 +1,7 @@
 // A job as the code that needs one describes it: what to run (its envelope), what it needs, and how a train job
 // recovers from its faults.
-import type { JobEnvelopeInput } from '../contracts/job-io.js';
+import { ApplicationFailure } from '@temporalio/common';
+import { JobEnvelopeSchema, type JobEnvelopeInput } from '../contracts/job-io.js';
 import type { JobRecovery } from '../contracts/pipeline.js';
 import type { JobPriority } from '../contracts/config.js';
 import type { RecoveryPolicy } from '../contracts/trainer-job.js';
@@ -40,5 +41,63 @@ export function jobResources(def: JobDefinition): JobResources {
     image: def.resources?.image ?? null,
     cpu: def.resources?.cpu ?? null,
     memory: def.resources?.memory ?? null,
+  };
+}
+
+/** What defineJob needs: who runs what, with which inputs and outputs, on which resources. */
+export interface JobDescription {
+  /** logical name, stable across attempts (e.g. `<pipeline>-train`) */
+  name: string;
+  kind: string;
+  organizationId: string;
+  runId?: string | null;
+  priority?: JobPriority | null;
+  tool: JobEnvelopeInput['tool'];
+  spec: JobEnvelopeInput['spec'];
+  inputs?: JobEnvelopeInput['inputs'];
+  outputs?: JobEnvelopeInput['outputs'];
+  checkpoints?: JobEnvelopeInput['checkpoints'];
+  args?: string[];
+  /** the output field holding the result document (eval, merge); unset: the job's result.json */
+  resultField?: string;
+  /** nodes and processes are given once here: the envelope the job reads says the same */
+  resources?: Partial<JobResources>;
+}
+
+const EnvelopeFieldsSchema = JobEnvelopeSchema.omit({ job_name: true, job_uri: true });
+/** The envelope's fields that come from the resources, named as the caller gave them. */
+const RESOURCE_FIELDS: Record<string, string> = { num_nodes: 'resources.nodes', processes: 'resources.processes' };
+
+/**
+ * The one way to describe a job: the envelope's node and process counts follow its resources (a job cannot ask
+ * the executor for two nodes and torchrun for one), and the envelope is checked before any attempt is prepared,
+ * so a bad one fails for good naming its field rather than at every retry of the activity.
+ */
+export function defineJob(d: JobDescription): JobDefinition {
+  const envelope: JobDefinition['envelope'] = {
+    tool: d.tool,
+    spec: d.spec,
+    ...(d.inputs ? { inputs: d.inputs } : {}),
+    ...(d.outputs ? { outputs: d.outputs } : {}),
+    ...(d.checkpoints ? { checkpoints: d.checkpoints } : {}),
+    ...(d.args ? { args: d.args } : {}),
+    ...(d.resultField ? { result_field: d.resultField } : {}),
+    processes: d.resources?.processes ?? 1,
+    num_nodes: d.resources?.nodes ?? 1,
+  };
+  const checked = EnvelopeFieldsSchema.safeParse(envelope);
+  if (!checked.success) {
+    const issue = checked.error.issues[0]!;
+    const field = RESOURCE_FIELDS[String(issue.path[0])] ?? ['envelope', ...issue.path].join('.');
+    throw ApplicationFailure.nonRetryable(`job ${d.name}: ${field}: ${issue.message}`, 'BadJobSpec');
+  }
+  return {
+    name: d.name,
+    kind: d.kind,
+    organizationId: d.organizationId,
+    envelope,
+    ...(d.resources ? { resources: d.resources } : {}),
+    ...(d.runId !== undefined ? { runId: d.runId } : {}),
+    ...(d.priority !== undefined ? { priority: d.priority } : {}),
   };
 }
