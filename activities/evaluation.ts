@@ -3,7 +3,6 @@
 // object store and leave their outputs there.
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
-import { ApplicationFailure } from '@temporalio/common';
 import { EvalReportSchema, EvalScoresSchema, MergeReportSchema, type EvalJobSpec, type EvalReport, type EvalScores, type MergeJobSpec, type MergeReport } from '../contracts/trainer-job.js';
 import type { JobFiles } from '../lib/job-files.js';
 import type { EvalSuite, GateDecision } from '../contracts/eval-suite.js';
@@ -35,13 +34,14 @@ export async function productionModelDir(deps: ActivityDeps, organizationId: str
   return safetensors ? { version, dir: safetensors.path.replace(/\/$/, '') } : null;
 }
 import { logMetrics } from '../db/repo/metrics.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 export function createEvaluationActivities(deps: ActivityDeps) {
   return {
     async evaluateModels(a: { pipelineId: string; runId: string; input: PipelineWorkflowInput; dataset: DatasetRef; adapterPath: string }): Promise<EvalOutcome> {
       // The organization's own suite first, its held-out sets resolved for the organization.
       const { suite, data } = await resolveSuite(deps.db, a.input.organization_id, a.input.eval.suite).catch((e: unknown) => {
-        throw e instanceof EvalSuiteError ? ApplicationFailure.nonRetryable(`eval suite ${a.input.eval.suite}: ${e.message}`, 'BadInput') : e;
+        throw e instanceof EvalSuiteError ? nonRetryable(FailureType.BadInput, `eval suite ${a.input.eval.suite}: ${e.message}`) : e;
       });
       const production = await productionModelDir(deps, a.input.organization_id, a.input.model_name);
       const { result: report, files } = await runEvalJob(deps, {
@@ -101,7 +101,7 @@ export async function recordEvalReport(deps: ActivityDeps, runId: string, report
   await recordArtifact(deps.db, { runId, path: 'eval/results.json', uri, sizeBytes: Buffer.byteLength(text), sha256: sha256Text(text) });
   const scoresUri = files.outputUri('scores_path');
   const scoresText = await deps.store.readText(scoresUri);
-  if (scoresText === null) throw ApplicationFailure.nonRetryable(`the eval job wrote no per-example scores at ${scoresUri}`, 'BadJobSpec');
+  if (scoresText === null) throw nonRetryable(FailureType.BadJobSpec, `the eval job wrote no per-example scores at ${scoresUri}`);
   await recordArtifact(deps.db, { runId, path: 'eval/scores.json', uri: scoresUri, sizeBytes: Buffer.byteLength(scoresText), sha256: sha256Text(scoresText) });
   return EvalScoresSchema.parse(JSON.parse(scoresText));
 }
@@ -164,7 +164,7 @@ export async function runEvalJob(
 /** A suite whose held-out sets are all bundled files, as job data; one that names a dataset version needs resolveSuite. */
 function bundledSuiteData(suite: EvalSuite): SuiteData {
   const bundled = (field: string, h: EvalSuite['general_text']) => {
-    if (h !== null && typeof h !== 'string') throw ApplicationFailure.nonRetryable(`eval suite ${suite.name}@${suite.version}: ${field} names a dataset version, which only an organization's eval can resolve`, 'BadInput');
+    if (h !== null && typeof h !== 'string') throw nonRetryable(FailureType.BadInput, `eval suite ${suite.name}@${suite.version}: ${field} names a dataset version, which only an organization's eval can resolve`);
     return h === null ? null : { kind: 'bundled' as const, path: h };
   };
   return { test: bundled('test', suite.test), general: bundled('general_text', suite.general_text), instructions: bundled('instructions', suite.instructions), safety: bundled('safety', suite.safety) };

@@ -1,7 +1,6 @@
 // train stage: the trainer runs as a job that survives worker restarts; the checkpoint watcher beside it
 // records every complete checkpoint (manifest verified, copied to the object store) as a run artifact.
 import { Context, getClient, sleep } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
 import { CheckpointManifestSchema, TRAIN_JOB_IO_FIELDS, HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainEvent, type TrainJobSpec, type TrainMethod, type TrainProgress, type TrainResult } from '../contracts/trainer-job.js';
@@ -26,6 +25,7 @@ import { trainingProgressSignal } from '../contracts/pipeline-messages.js';
 import { pipelineWorkflowId } from '../contracts/pipeline.js';
 import type { DatasetRef } from './datasets.js';
 import type { CheckpointWatchState } from '../contracts/pipeline.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 const PROGRESS_SIGNAL_EVERY_MS = 5000;
 
@@ -39,7 +39,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
   return {
     async trainModel(a: { pipelineId: string; runId: string; input: PipelineWorkflowInput; dataset: DatasetRef }): Promise<TrainOutput> {
       const { result, files } = await runTrainJob(deps, { ownerId: a.pipelineId, runId: a.runId, recipe: a.input, dataset: a.dataset, progressWorkflowId: pipelineWorkflowId(a.pipelineId) });
-      if (result.adapter_path === null) throw ApplicationFailure.nonRetryable(`${a.input.method} training wrote no adapter (${files.file('result.json')})`, 'BadInput');
+      if (result.adapter_path === null) throw nonRetryable(FailureType.BadInput, `${a.input.method} training wrote no adapter (${files.file('result.json')})`);
       return { ...result, adapter_path: result.adapter_path, job_uri: files.uri };
     },
 
@@ -123,7 +123,7 @@ export interface TrainJobArgs {
  */
 export async function runTrainJob(deps: ActivityDeps, a: TrainJobArgs): Promise<JobOutcome<TrainResult>> {
   const organizationId = (await getRunById(deps.db, a.runId))?.organizationId;
-  if (!organizationId) throw ApplicationFailure.nonRetryable(`run ${a.runId} does not exist`, 'NotFound');
+  if (!organizationId) throw nonRetryable(FailureType.NotFound, `run ${a.runId} does not exist`);
   const requested = HardwareSchema.parse(a.recipe.hardware ?? {});
   const hardware = { ...requested, price_per_device_hour_usd: requested.price_per_device_hour_usd ?? devicePriceUsd(deps.config, requested) };
   const spec: TrainJobSpec = {

@@ -1,6 +1,5 @@
 // A job as the code that needs one describes it: what to run (its envelope), what it needs, and how a train job
 // recovers from its faults.
-import { ApplicationFailure } from '@temporalio/common';
 import { JobEnvelopeSchema, type JobEnvelopeInput } from '../contracts/job-io.js';
 import type { JobRecovery } from '../contracts/pipeline.js';
 import type { JobPriority } from '../contracts/config.js';
@@ -8,6 +7,7 @@ import type { RecoveryPolicy } from '../contracts/trainer-job.js';
 import type { JobFiles } from '../lib/job-files.js';
 import type { JobResources } from './executor/types.js';
 import type { TrainerFailure } from './recovery.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 /** How a train job recovers from out-of-memory and divergence; without it those exits fail the activity. */
 export interface JobRecoveryOptions {
@@ -89,7 +89,7 @@ export function defineJob(d: JobDescription): JobDefinition {
   if (!checked.success) {
     const issue = checked.error.issues[0]!;
     const field = RESOURCE_FIELDS[String(issue.path[0])] ?? ['envelope', ...issue.path].join('.');
-    throw ApplicationFailure.nonRetryable(`job ${d.name}: ${field}: ${issue.message}`, 'BadJobSpec');
+    throw nonRetryable(FailureType.BadJobSpec, `job ${d.name}: ${field}: ${issue.message}`);
   }
   return {
     name: d.name,

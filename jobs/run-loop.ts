@@ -20,6 +20,7 @@ import { readPreemptions, recordEviction, recordResumed } from './preemptions.js
 import { admissionGate } from './queue/admission.js';
 import { readFailure, readRecoveries, visibleRecoveries, writeRecoveries } from './recovery.js';
 import { endJobSecrets, leftRunning, stopOnRealCancel } from './stop.js';
+import { FailureType, nonRetryable, retryable } from '../contracts/failures.js';
 
 const MAX_RESTARTS = 5;
 const SLOT_REFRESH_MS = 30_000;
@@ -50,7 +51,7 @@ export async function runJob<T>(deps: JobDeps, activity: JobActivity, p: RunJobO
  */
 function jobHasEnded(activity: JobActivity, err: unknown): boolean {
   if (err instanceof CancelledFailure) return !leftRunning(activity, err);
-  return err instanceof ApplicationFailure && (err.nonRetryable || err.type === 'JobFailed');
+  return err instanceof ApplicationFailure && (err.nonRetryable || err.type === FailureType.JobFailed);
 }
 
 export interface RunJobOptions<T> {
@@ -109,7 +110,7 @@ async function driveJob<T>(deps: JobDeps, activity: JobActivity, p: RunJobOption
       // only from the product's tools.
       const productTool = p.job.envelope.tool !== 'command';
       if (state.state === 'exited' && state.exitCode === TRAINER_EXIT.badSpec && productTool)
-        throw ApplicationFailure.nonRetryable(`${p.job.name}: rejected its job spec:\n${await deps.executor.logTail(request, 5)}`, 'BadJobSpec');
+        throw nonRetryable(FailureType.BadJobSpec, `${p.job.name}: rejected its job spec:\n${await deps.executor.logTail(request, 5)}`);
       const failure = state.state === 'exited' && state.exitCode !== 0 ? await readFailure(files) : null;
       // torchrun exits 1 whatever its workers exited with: failure.json, which the runner clears when it
       // starts, says what happened.
@@ -122,11 +123,11 @@ async function driveJob<T>(deps: JobDeps, activity: JobActivity, p: RunJobOption
         continue;
       }
       if (state.state === 'exited' && state.exitCode !== TRAINER_EXIT.preempted)
-        throw ApplicationFailure.retryable(`${p.job.name}: exited with code ${state.exitCode}${state.reason ? ` (${state.reason})` : ''}:\n${await deps.executor.logTail(request, 15)}`, 'JobFailed');
+        throw retryable(FailureType.JobFailed, `${p.job.name}: exited with code ${state.exitCode}${state.reason ? ` (${state.reason})` : ''}:\n${await deps.executor.logTail(request, 15)}`);
       if (state.state === 'exited' || state.state === 'lost' || state.state === 'absent') {
         // Preempted (emergency checkpoint written) or lost (killed with no exit code): a new attempt resumes
         // from the newest checkpoint in the object store.
-        if (++restarts > MAX_RESTARTS) throw ApplicationFailure.nonRetryable(`${p.job.name}: restarted ${MAX_RESTARTS} times, giving up`, 'JobRestartLimit');
+        if (++restarts > MAX_RESTARTS) throw nonRetryable(FailureType.JobRestartLimit, `${p.job.name}: restarted ${MAX_RESTARTS} times, giving up`);
         log.warn('job is not running, starting a new attempt', { found: state, restarts });
         recoveries.push({
           kind: state.state === 'exited' ? 'preempted' : 'lost',
@@ -145,7 +146,7 @@ async function driveJob<T>(deps: JobDeps, activity: JobActivity, p: RunJobOption
         pullFailingSince = isPullFailure(state.reason) ? (pullFailingSince ?? Date.now()) : null;
         if (pullFailingSince !== null && Date.now() - pullFailingSince > pullTimeoutMs) {
           await deps.executor.stop(request, 0);
-          throw ApplicationFailure.nonRetryable(`${p.job.name}: its image cannot be pulled (${why}) for ${deps.config.scheduler.image_pull_timeout}`, 'ImagePullFailed');
+          throw nonRetryable(FailureType.ImagePullFailed, `${p.job.name}: its image cannot be pulled (${why}) for ${deps.config.scheduler.image_pull_timeout}`);
         }
         if (state.evicted) {
           const before = preemptions.length;
@@ -180,7 +181,7 @@ async function driveJob<T>(deps: JobDeps, activity: JobActivity, p: RunJobOption
   if (gate.enabled) await gate.release(p.job.name);
   beat('finished');
   const result = await files.readJson(JOB_FILES.result, p.resultSchema);
-  if (result === null) throw ApplicationFailure.retryable(`${p.job.name}: exited 0 but ${files.file(JOB_FILES.result)} is missing or malformed`, 'JobFailed');
+  if (result === null) throw retryable(FailureType.JobFailed, `${p.job.name}: exited 0 but ${files.file(JOB_FILES.result)} is missing or malformed`);
   return { result, files };
 }
 
@@ -189,7 +190,7 @@ async function validateOrReject(deps: JobDeps, request: JobRequest): Promise<voi
     await deps.executor.validate(request);
   } catch (err) {
     // A job no executor can run fails for good; anything else (the API server unreachable) is retried.
-    if (err instanceof JobRejected) throw ApplicationFailure.nonRetryable(err.message, 'BadJobSpec');
+    if (err instanceof JobRejected) throw nonRetryable(FailureType.BadJobSpec, err.message);
     throw err;
   }
 }
