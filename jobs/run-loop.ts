@@ -7,6 +7,7 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { z } from 'zod';
 import { durationMs } from '../lib/config.js';
 import type { JobFiles } from '../lib/job-files.js';
+import type { Logger } from '../lib/log.js';
 import { JOB_FILES } from '../contracts/job-io.js';
 import type { JobPreemption } from '../contracts/pipeline.js';
 import type { JobActivity, JobHeartbeat } from './activity.js';
@@ -14,11 +15,11 @@ import { gpusOf, waitForAdmission } from './admission-wait.js';
 import { checkpointSeen, lastReportedStep, logicalFiles, prepareAttempt, writePlacement, type JobOutcome } from './attempts.js';
 import { JOB_SECRET_RENEW_MS, type JobDeps } from './deps.js';
 import type { JobDefinition, JobRecoveryOptions } from './definition.js';
-import { JobRejected, type JobRequest, type QueuePlace } from './executor/types.js';
+import { JobRejected, type JobRequest, type JobState, type QueuePlace } from './executor/types.js';
 import { faultOfExit, isPullFailure, recoverFromFault, TRAINER_EXIT } from './faults.js';
 import { readPreemptions, recordEviction, recordResumed } from './preemptions.js';
-import { admissionGate } from './queue/admission.js';
-import { readFailure, readRecoveries, visibleRecoveries, writeRecoveries } from './recovery.js';
+import { admissionGate, type AdmissionGate } from './queue/admission.js';
+import { readFailure, readRecoveries, visibleRecoveries, writeRecoveries, type FaultKind } from './recovery.js';
 import { endJobSecrets, leftRunning, stopOnRealCancel } from './stop.js';
 import { FailureType, nonRetryable, retryable } from '../contracts/failures.js';
 
@@ -86,89 +87,33 @@ async function driveJob<T>(deps: JobDeps, activity: JobActivity, p: RunJobOption
     : {};
   Object.assign(request.env, deviceEnv);
   let state = await deps.executor.startOrAttach(request);
-  let slotRefreshedAt = Date.now();
+  const watch: Watch = { pullFailingSince: null, preemptions: await readPreemptions(logical), lastCheckpoint: { name: null, at: Date.now() }, placementWritten: null, slotRefreshedAt: Date.now() };
   log.info(prior ? 'job re-attached' : 'job started', { name: request.name, state: state.state });
-  const pullTimeoutMs = durationMs(deps.config.scheduler.image_pull_timeout);
-  let pullFailingSince: number | null = null;
-  let preemptions = await readPreemptions(logical);
-  const preemptionCtx = () => ({ deps, logical, attempt: files, job: p.job, checkpointIntervalSeconds: p.checkpointIntervalSeconds ?? null });
-  // When the newest checkpoint appeared, for the staleness of one at a preemption (the job's start until one does).
-  let lastCheckpoint: { name: string | null; at: number } = { name: null, at: Date.now() };
-  // The attempt and placement last written to placement.json: a new attempt or a changed placement writes it again.
-  let placementWritten: string | null = null;
   const beat = (phase: JobHeartbeat['phase'], extra: Record<string, unknown> = {}): void =>
-    activity.heartbeat({ job: request.name, phase, restarts, recoveries: visibleRecoveries(recoveries), preemptions: preemptions.length, ...extra } satisfies JobHeartbeat);
-  const nextAttempt = async (): Promise<void> => {
-    ({ request, files } = await prepareAttempt(deps, p.job, recoveries));
-    Object.assign(request.env, deviceEnv);
-    state = await deps.executor.startOrAttach(request);
-  };
+    activity.heartbeat({ job: request.name, phase, restarts, recoveries: visibleRecoveries(recoveries), preemptions: watch.preemptions.length, ...extra } satisfies JobHeartbeat);
   try {
     for (;;) {
       if (state.state === 'exited' && state.exitCode === 0) break;
-      // A user's own command exits with codes of its own: 2, 3 and 4 mean bad spec, out of memory and divergence
-      // only from the product's tools.
-      const productTool = p.job.envelope.tool !== 'command';
-      if (state.state === 'exited' && state.exitCode === TRAINER_EXIT.badSpec && productTool)
-        throw nonRetryable(FailureType.BadJobSpec, `${p.job.name}: rejected its job spec:\n${await deps.executor.logTail(request, 5)}`);
-      const failure = state.state === 'exited' && state.exitCode !== 0 ? await readFailure(files) : null;
-      // torchrun exits 1 whatever its workers exited with: failure.json, which the runner clears when it
-      // starts, says what happened.
-      if (failure?.kind === 'preempted' && state.state === 'exited') state = { state: 'exited', exitCode: TRAINER_EXIT.preempted };
-      const fault = state.state === 'exited' && productTool ? (faultOfExit(state.exitCode) ?? (failure && failure.kind !== 'preempted' ? failure.kind : null)) : null;
-      if (fault) {
-        await recoverFromFault({ ...p, files, logical }, fault, recoveries, log);
-        beat('restarting');
-        await nextAttempt();
-        continue;
-      }
-      if (state.state === 'exited' && state.exitCode !== TRAINER_EXIT.preempted)
-        throw retryable(FailureType.JobFailed, `${p.job.name}: exited with code ${state.exitCode}${state.reason ? ` (${state.reason})` : ''}:\n${await deps.executor.logTail(request, 15)}`);
       if (state.state === 'exited' || state.state === 'lost' || state.state === 'absent') {
-        // Preempted (emergency checkpoint written) or lost (killed with no exit code): a new attempt resumes
-        // from the newest checkpoint in the object store.
-        if (++restarts > MAX_RESTARTS) throw nonRetryable(FailureType.JobRestartLimit, `${p.job.name}: restarted ${MAX_RESTARTS} times, giving up`);
-        log.warn('job is not running, starting a new attempt', { found: state, restarts });
-        recoveries.push({
-          kind: state.state === 'exited' ? 'preempted' : 'lost',
-          step: await lastReportedStep(files),
-          restart: recoveries.length + 1,
-          change: 'none: resumes from its last checkpoint',
-          at: new Date().toISOString(),
-        });
-        await writeRecoveries(logical, recoveries);
+        const ended = await endOfAttempt(deps, p.job, request, files, state);
+        if (ended.fault) await recoverFromFault({ ...p, files, logical }, ended.fault, recoveries, log);
+        else {
+          // Preempted (emergency checkpoint written) or lost (killed with no exit code): a new attempt resumes
+          // from the newest checkpoint in the object store.
+          if (++restarts > MAX_RESTARTS) throw nonRetryable(FailureType.JobRestartLimit, `${p.job.name}: restarted ${MAX_RESTARTS} times, giving up`);
+          log.warn('job is not running, starting a new attempt', { found: ended.found, restarts });
+          recoveries.push({ kind: ended.resume, step: await lastReportedStep(files), restart: recoveries.length + 1, change: 'none: resumes from its last checkpoint', at: new Date().toISOString() });
+          await writeRecoveries(logical, recoveries);
+        }
         beat('restarting');
-        await nextAttempt();
+        ({ request, files } = await prepareAttempt(deps, p.job, recoveries));
+        Object.assign(request.env, deviceEnv);
+        state = await deps.executor.startOrAttach(request);
         continue;
       }
-      if (state.state === 'pending') {
-        const why = [state.reason, state.message].filter(Boolean).join(': ') || 'waiting to be scheduled';
-        pullFailingSince = isPullFailure(state.reason) ? (pullFailingSince ?? Date.now()) : null;
-        if (pullFailingSince !== null && Date.now() - pullFailingSince > pullTimeoutMs) {
-          await deps.executor.stop(request, 0);
-          throw nonRetryable(FailureType.ImagePullFailed, `${p.job.name}: its image cannot be pulled (${why}) for ${deps.config.scheduler.image_pull_timeout}`);
-        }
-        if (state.evicted) {
-          const before = preemptions.length;
-          preemptions = await recordEviction(preemptionCtx(), preemptions, state.evicted, lastCheckpoint.at);
-          if (preemptions.length > before) await p.onPreemptions?.(preemptions);
-        }
-        await p.onWaiting?.(why, state.queue ?? null);
-        beat('pending', { waiting: why });
-      } else {
-        if (preemptions.at(-1)?.resumed_at === null) {
-          preemptions = await recordResumed(preemptionCtx(), preemptions);
-          await p.onPreemptions?.(preemptions);
-        }
-        if (state.state === 'running') placementWritten = await writePlacement(files, state.placement, placementWritten, log);
-        if (p.checkpointIntervalSeconds !== undefined) lastCheckpoint = await checkpointSeen(files, lastCheckpoint);
-        if (gate.enabled && Date.now() - slotRefreshedAt > SLOT_REFRESH_MS) {
-          await gate.request({ name: p.job.name, organizationId: p.job.organizationId, priority: p.job.priority ?? null, gpus: gpusOf(request), alreadyRunning: true });
-          slotRefreshedAt = Date.now();
-        }
-        const extra = p.onPoll ? await p.onPoll(files) : {};
-        beat('running', extra);
-      }
+      const poll = { deps, p, gate, log, logical, request, files, watch };
+      if (state.state === 'pending') beat('pending', { waiting: await pollPending(poll, state) });
+      else beat('running', await pollRunning(poll, state));
       await activity.sleep(p.pollMs ?? 1000);
       state = await deps.executor.state(request);
     }
@@ -183,6 +128,96 @@ async function driveJob<T>(deps: JobDeps, activity: JobActivity, p: RunJobOption
   const result = await files.readJson(JOB_FILES.result, p.resultSchema);
   if (result === null) throw retryable(FailureType.JobFailed, `${p.job.name}: exited 0 but ${files.file(JOB_FILES.result)} is missing or malformed`);
   return { result, files };
+}
+
+type Ended = { fault: FaultKind; resume?: never; found?: never } | { fault?: never; resume: 'preempted' | 'lost'; found: JobState };
+
+/**
+ * What an attempt that no longer runs (and did not exit 0) means: a fault to recover from with an adjusted spec,
+ * or a preemption or loss to resume from its last checkpoint. A rejected spec or a failed exit fails the job.
+ */
+async function endOfAttempt(deps: JobDeps, job: JobDefinition, request: JobRequest, files: JobFiles, found: JobState): Promise<Ended> {
+  let state = found;
+  // A user's own command exits with codes of its own: 2, 3 and 4 mean bad spec, out of memory and divergence
+  // only from the product's tools.
+  const productTool = job.envelope.tool !== 'command';
+  if (state.state === 'exited' && state.exitCode === TRAINER_EXIT.badSpec && productTool)
+    throw nonRetryable(FailureType.BadJobSpec, `${job.name}: rejected its job spec:\n${await deps.executor.logTail(request, 5)}`);
+  const failure = state.state === 'exited' && state.exitCode !== 0 ? await readFailure(files) : null;
+  // torchrun exits 1 whatever its workers exited with: failure.json, which the runner clears when it
+  // starts, says what happened.
+  if (failure?.kind === 'preempted' && state.state === 'exited') state = { state: 'exited', exitCode: TRAINER_EXIT.preempted };
+  const fault = state.state === 'exited' && productTool ? (faultOfExit(state.exitCode) ?? (failure && failure.kind !== 'preempted' ? failure.kind : null)) : null;
+  if (fault) return { fault };
+  if (state.state === 'exited' && state.exitCode !== TRAINER_EXIT.preempted)
+    throw retryable(FailureType.JobFailed, `${job.name}: exited with code ${state.exitCode}${state.reason ? ` (${state.reason})` : ''}:\n${await deps.executor.logTail(request, 15)}`);
+  return { resume: state.state === 'exited' ? 'preempted' : 'lost', found: state };
+}
+
+/** What the loop keeps of the job from one poll to the next, besides its attempt. */
+interface Watch {
+  /** since when its image has failed to pull, null while it has not */
+  pullFailingSince: number | null;
+  preemptions: JobPreemption[];
+  /** when the newest checkpoint appeared, for the staleness of one at a preemption (the job's start until one does) */
+  lastCheckpoint: { name: string | null; at: number };
+  /** the attempt and placement last written to placement.json: a new attempt or a changed placement writes it again */
+  placementWritten: string | null;
+  /** when its admission slot was last refreshed */
+  slotRefreshedAt: number;
+}
+
+interface Poll<T> {
+  deps: JobDeps;
+  p: RunJobOptions<T>;
+  gate: AdmissionGate;
+  log: Logger;
+  logical: JobFiles;
+  request: JobRequest;
+  files: JobFiles;
+  watch: Watch;
+}
+
+const preemptionContext = <T>(c: Poll<T>) => ({ deps: c.deps, logical: c.logical, attempt: c.files, job: c.p.job, checkpointIntervalSeconds: c.p.checkpointIntervalSeconds ?? null });
+
+/**
+ * A pending attempt: fails for good once its image has not pulled for scheduler.image_pull_timeout, records an
+ * eviction by its queue, and tells why it waits (returned for the heartbeat).
+ */
+async function pollPending<T>(c: Poll<T>, state: Extract<JobState, { state: 'pending' }>): Promise<string> {
+  const { deps, p, watch } = c;
+  const why = [state.reason, state.message].filter(Boolean).join(': ') || 'waiting to be scheduled';
+  watch.pullFailingSince = isPullFailure(state.reason) ? (watch.pullFailingSince ?? Date.now()) : null;
+  if (watch.pullFailingSince !== null && Date.now() - watch.pullFailingSince > durationMs(deps.config.scheduler.image_pull_timeout)) {
+    await deps.executor.stop(c.request, 0);
+    throw nonRetryable(FailureType.ImagePullFailed, `${p.job.name}: its image cannot be pulled (${why}) for ${deps.config.scheduler.image_pull_timeout}`);
+  }
+  if (state.evicted) {
+    const before = watch.preemptions.length;
+    watch.preemptions = await recordEviction(preemptionContext(c), watch.preemptions, state.evicted, watch.lastCheckpoint.at);
+    if (watch.preemptions.length > before) await p.onPreemptions?.(watch.preemptions);
+  }
+  await p.onWaiting?.(why, state.queue ?? null);
+  return why;
+}
+
+/**
+ * A running attempt: records its resumption after a preemption, its placement and its newest checkpoint, keeps
+ * its admission slot fresh, and returns the caller's extra heartbeat fields.
+ */
+async function pollRunning<T>(c: Poll<T>, state: Extract<JobState, { state: 'running' }>): Promise<Record<string, unknown>> {
+  const { p, watch } = c;
+  if (watch.preemptions.at(-1)?.resumed_at === null) {
+    watch.preemptions = await recordResumed(preemptionContext(c), watch.preemptions);
+    await p.onPreemptions?.(watch.preemptions);
+  }
+  watch.placementWritten = await writePlacement(c.files, state.placement, watch.placementWritten, c.log);
+  if (p.checkpointIntervalSeconds !== undefined) watch.lastCheckpoint = await checkpointSeen(c.files, watch.lastCheckpoint);
+  if (c.gate.enabled && Date.now() - watch.slotRefreshedAt > SLOT_REFRESH_MS) {
+    await c.gate.request({ name: p.job.name, organizationId: p.job.organizationId, priority: p.job.priority ?? null, gpus: gpusOf(c.request), alreadyRunning: true });
+    watch.slotRefreshedAt = Date.now();
+  }
+  return p.onPoll ? await p.onPoll(c.files) : {};
 }
 
 async function validateOrReject(deps: JobDeps, request: JobRequest): Promise<void> {
