@@ -5,7 +5,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CancelledFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { JobActivity } from '../jobs/activity.js';
@@ -13,7 +13,7 @@ import { currentAttempt } from '../jobs/attempts.js';
 import { defineJob } from '../jobs/definition.js';
 import type { JobDeps } from '../jobs/deps.js';
 import { LocalExecutor } from '../jobs/executor/local.js';
-import type { JobRequest } from '../jobs/executor/types.js';
+import type { JobExecutor, JobRequest, JobState } from '../jobs/executor/types.js';
 import { runJob } from '../jobs/run-loop.js';
 import { loadConfig } from '../lib/config.js';
 import { createLogger } from '../lib/log.js';
@@ -82,3 +82,37 @@ describe('the run loop without Temporal', () => {
 
 /** The request of the job's current attempt, as the executor knows it. */
 const attemptOf = (deps: JobDeps, name: string): Promise<JobRequest> => currentAttempt(deps, job(name));
+
+/**
+ * A stand-in for the Kubernetes executor whose pod never leaves ErrImagePull (a cluster is not what this is
+ * about): it records the stops it is asked for.
+ */
+function imageNeverPulls(): JobExecutor & { stopped: string[] } {
+  const stopped: string[] = [];
+  const pending: JobState = { state: 'pending', reason: 'ErrImagePull', message: 'registry.example/trainer:missing not found' };
+  return {
+    kind: 'kubernetes',
+    machineGpus: null,
+    stopped,
+    validate: async () => undefined,
+    startOrAttach: async () => pending,
+    state: async () => pending,
+    stop: async (job) => void stopped.push(job.name),
+    logTail: async () => '',
+  };
+}
+
+describe('a job whose image cannot be pulled', () => {
+  it('fails for good once its image has not pulled for scheduler.image_pull_timeout, and is stopped', async () => {
+    const base = scriptDeps(FOREVER);
+    const executor = imageNeverPulls();
+    const deps: JobDeps = { ...base, executor, config: { ...base.config, scheduler: { ...base.config.scheduler, image_pull_timeout: '300ms' } } };
+    const activity = plainActivity();
+    const run = runJob(deps, activity, { job: job('unpullable'), resultSchema, pollMs: 50 });
+    await expect(run).rejects.toBeInstanceOf(ApplicationFailure);
+    await expect(run).rejects.toMatchObject({ type: 'ImagePullFailed', nonRetryable: true, message: expect.stringContaining('ErrImagePull: registry.example/trainer:missing not found') });
+    expect(executor.stopped).toEqual(['unpullable']);
+    // While it waited, the heartbeats said why.
+    expect(activity.beats[0]).toMatchObject({ phase: 'pending', waiting: 'ErrImagePull: registry.example/trainer:missing not found' });
+  }, 30_000);
+});
