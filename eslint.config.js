@@ -25,7 +25,7 @@ export default tseslint.config(
  * (the workflow sandbox, the schema-only contracts). structure.test.ts checks the same order at any depth.
  */
 function layerRules() {
-  const layers = [['contracts'], ['lib'], ['db'], ['datasets', 'events', 'scheduling'], ['activities'], ['workflows', 'workers'], ['api'], ['runtime'], ['cli']];
+  const layers = [['contracts'], ['lib'], ['db'], ['datasets', 'events', 'jobs'], ['activities'], ['workflows', 'workers'], ['api'], ['runtime'], ['cli']];
   const own = {
     // Workflow code runs in Temporal's deterministic sandbox: no Node built-ins, no activity/client/worker SDK.
     workflows: (up) => ({
@@ -37,6 +37,8 @@ function layerRules() {
       ],
     }),
     contracts: () => ({ paths: [], patterns: [{ group: ['node:*'], message: 'contracts/ holds schemas only (no Node built-ins)' }] }),
+    // The jobs wing runs jobs for whatever drives it: the activity supplies heartbeats and cancellation (jobs/activity.ts).
+    jobs: () => ({ paths: [], patterns: [{ group: ['@temporalio/activity', '@temporalio/workflow', '@temporalio/client', '@temporalio/worker'], message: 'jobs/ takes heartbeats and cancellation from a JobActivity, not from Temporal (jobs/activity.ts)' }] }),
   };
   return layers.flatMap((dirs, i) => {
     const later = layers.slice(i + 1).flat();

@@ -4,13 +4,12 @@
 // the adapter and the GGUF (its digest as the Candle tool measured it). A retried activity finds the version it
 // registered (keyed by the job), so one conversion job makes at most one version.
 import { basename } from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import { validateAndQuantize, type CandleResults } from './conversion.js';
 import { badInput, priorityOf, sectionDataset } from './eval-job.js';
 import { runMergeJob } from './evaluation.js';
-import { baseModelInput, dirInput } from './job-inputs.js';
-import { phaseCallbacks, type Phase } from './job-phases.js';
+import { baseModelInput, dirInput } from '../jobs/inputs.js';
+import { phaseCallbacks, type Phase } from '../jobs/phases.js';
 import { createModelRegistrationActivities } from './model-registration.js';
 import { requireAdapter, resolveModelSource, type ResolvedModel } from './model-source.js';
 import type { ConversionSection } from '../contracts/job-kinds.js';
@@ -22,6 +21,7 @@ import { registerModelVersion } from '../db/repo/models.js';
 import { segmentOwner } from '../lib/job-log.js';
 import { MANIFEST_FILE, describeModel, filesUnder, readSourceJson, type SourceFile } from '../lib/model-artifacts.js';
 import type { DatasetRef } from './datasets.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 export async function runConversionSectionJob(deps: ActivityDeps, a: { input: JobWorkflowInput; runId: string; segment?: JobSegment }, onPhase: Phase): Promise<JobRunOutcome> {
   const { spec, job_id: jobId, organization_id: organizationId } = a.input;
@@ -92,9 +92,9 @@ async function registerConverted(deps: ActivityDeps, a: RegisterArgs): Promise<n
     sourcePipeline: `job:${input.job_id}`,
   });
   if (row.status === 'ready') return row.version;
-  if (row.status !== 'pending_registration') throw ApplicationFailure.nonRetryable(row.statusMessage ?? `version ${row.version} failed registration`, 'BadArtifacts');
+  if (row.status !== 'pending_registration') throw nonRetryable(FailureType.BadArtifacts, row.statusMessage ?? `version ${row.version} failed registration`);
   const done = await createModelRegistrationActivities(deps).publishModelVersion(await registrationPlan(deps, a, { id: row.id, version: row.version }));
-  if (done.status !== 'ready') throw ApplicationFailure.nonRetryable(done.message ?? `version ${row.version} was not registered`, 'BadArtifacts');
+  if (done.status !== 'ready') throw nonRetryable(FailureType.BadArtifacts, done.message ?? `version ${row.version} was not registered`);
   return row.version;
 }
 

@@ -2,14 +2,15 @@
 // merged model from the object store, checks finite logits on every test prompt, perplexity agreement with
 // PyTorch, and absolute perplexity thresholds (on the assistant turns and on general text), and writes the GGUF
 // back to the object store, checked against its own threshold. Any failed check fails the pipeline (not retried).
-import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
 import type { MergeReport } from '../contracts/trainer-job.js';
 import type { JobPriority } from '../contracts/config.js';
 import { CandleReportSchema, type CandleReport } from '../contracts/candle-report.js';
-import { runJobToCompletion } from './jobs.js';
-import { dirInput, fileInput } from './job-inputs.js';
+import { runJobToCompletion } from './run-job.js';
+import { defineJob } from '../jobs/definition.js';
+import { dirInput, fileInput } from '../jobs/inputs.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 export interface CandleResults {
   validate: CandleReport;
@@ -53,7 +54,7 @@ export async function validateAndQuantize(
     '--max-perplexity', String(v.quantized_max_perplexity), '--json',
   ]);
   const gguf = quantize.outputs.find((o) => o.path.endsWith('.gguf'));
-  if (!gguf) throw ApplicationFailure.nonRetryable('the Candle tool reported no GGUF output', 'ValidationFailed');
+  if (!gguf) throw nonRetryable(FailureType.ValidationFailed, 'the Candle tool reported no GGUF output');
   return { validate, quantize, gguf: { ...gguf, dtype: v.quantization } };
 }
 
@@ -74,12 +75,12 @@ async function runCandle(
   const spec = Object.fromEntries([...Object.keys(inputs), ...Object.keys(outputs)].map((f) => [f, `${f in inputs ? 'input' : 'output'}:${f}`]));
   // The job runner exits 0 whenever the tool printed its report, passed or not: the report says which checks failed.
   const { result: report } = await runJobToCompletion(deps, {
-    job: { name: `${a.name}-candle-${command}`, kind: 'candle', organizationId: a.organizationId, priority: a.priority, envelope: { tool: 'candle', spec, inputs, outputs, args } },
+    job: defineJob({ name: `${a.name}-candle-${command}`, kind: 'candle', organizationId: a.organizationId, priority: a.priority, tool: 'candle', spec, inputs, outputs, args }),
     resultSchema: CandleReportSchema,
   });
   if (!report.ok) {
     const failed = report.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`);
-    throw ApplicationFailure.nonRetryable(`Candle ${command} failed: ${[report.error, ...failed].filter(Boolean).join('; ')}`, 'ValidationFailed', report);
+    throw nonRetryable(FailureType.ValidationFailed, `Candle ${command} failed: ${[report.error, ...failed].filter(Boolean).join('; ')}`, report);
   }
   return report;
 }

@@ -1,6 +1,5 @@
 // preprocess stage: a new file becomes an immutable dataset version, or an existing version is resolved.
 import { extname, basename, join } from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
 import { createDatasetVersion } from '../datasets/versions.js';
@@ -9,6 +8,7 @@ import { findDatasetVersion, type DatasetRow } from '../db/repo/datasets.js';
 import { deterministicUuid } from '../lib/ids.js';
 import { localPathFor } from '../lib/object-store.js';
 import { BaseModelError, resolveBaseModel } from '../lib/base-models.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 export interface DatasetRef {
   id: string;
@@ -30,14 +30,14 @@ export function createDatasetActivities(deps: ActivityDeps) {
       const ds = input.dataset;
       if (!('source_uri' in ds)) {
         const row = await findDatasetVersion(deps.db, input.organization_id, ds.name, ds.version);
-        if (!row) throw ApplicationFailure.nonRetryable(`dataset "${ds.name}" has no version ${ds.version}`, 'NotFound');
+        if (!row) throw nonRetryable(FailureType.NotFound, `dataset "${ds.name}" has no version ${ds.version}`);
         return datasetRef(row);
       }
       let tokenizerDir: string;
       try {
         tokenizerDir = resolveBaseModel(input.base_model, deps.config, deps.bootstrap);
       } catch (err) {
-        if (err instanceof BaseModelError) throw ApplicationFailure.nonRetryable(err.message, 'BadInput');
+        if (err instanceof BaseModelError) throw nonRetryable(FailureType.BadInput, err.message);
         throw err;
       }
       const sourcePath = await localPathFor(deps.store, ds.source_uri, join(deps.home, 'work', a.pipelineId, 'source'));
@@ -59,7 +59,7 @@ export function createDatasetActivities(deps: ActivityDeps) {
         });
         return datasetRef(row);
       } catch (err) {
-        if (err instanceof DatasetValidationError) throw ApplicationFailure.nonRetryable(err.message, 'BadInput', err.issues);
+        if (err instanceof DatasetValidationError) throw nonRetryable(FailureType.BadInput, err.message, err.issues);
         throw err;
       }
     },

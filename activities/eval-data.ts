@@ -7,7 +7,7 @@ import type { ActivityDeps } from './deps.js';
 import { repoRoot } from '../lib/config.js';
 import { sha256Text } from '../lib/hash.js';
 import { objectUri } from '../lib/object-store.js';
-import { fileInput } from './job-inputs.js';
+import { fileInput } from '../jobs/inputs.js';
 import type { HeldoutInput } from '../datasets/eval-suites.js';
 
 /** General text none of the training touched: held out from pre-training and unrelated to the task. */

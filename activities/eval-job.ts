@@ -3,13 +3,12 @@
 // eval stage (runEvalJob). An adapter is scored beside its base model (eval/base/*, eval/tuned/*, and the suite's
 // gate against base); a full model alone (eval/model/*). The report and per-example scores are artifacts of the
 // job's run.
-import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import { datasetRef, type DatasetRef } from './datasets.js';
 import { evalMetricPoints, productionModelDir, recordEvalReport, runEvalJob } from './evaluation.js';
 import { gateTags } from './registry.js';
-import { baseModelInput, dirInput } from './job-inputs.js';
-import { phaseCallbacks, type Phase } from './job-phases.js';
+import { baseModelInput, dirInput } from '../jobs/inputs.js';
+import { phaseCallbacks, type Phase } from '../jobs/phases.js';
 import { ModelSourceError, requireAdapter, requireScorable, resolveModelSource, type ResolvedModel } from './model-source.js';
 import type { JobRunOutcome, JobSegment, JobSubmission, JobWorkflowInput } from '../contracts/jobs.js';
 import type { JobPriority } from '../contracts/config.js';
@@ -21,19 +20,20 @@ import { evalGate } from '../lib/eval-gate.js';
 import { EvalSuiteError } from '../lib/eval-suites.js';
 import { resolveSuite } from '../datasets/eval-suites.js';
 import { segmentOwner } from '../lib/job-log.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 export const priorityOf = (spec: JobSubmission): JobPriority | null => (spec.preemptible || spec.schedule.preemptible ? 'low' : null);
 
 /** A bad input found when the job runs (a version deleted since it was submitted): the job fails, not retried. */
 export function badInput(err: unknown): never {
-  if (err instanceof ModelSourceError || err instanceof EvalSuiteError) throw ApplicationFailure.nonRetryable(err.message, 'BadInput');
+  if (err instanceof ModelSourceError || err instanceof EvalSuiteError) throw nonRetryable(FailureType.BadInput, err.message);
   throw err;
 }
 
 /** The section's dataset version (of the job's organization): its test split is what the job scores. */
 export async function sectionDataset(deps: ActivityDeps, organizationId: string, field: string, d: { name: string; version: number | 'latest' }): Promise<DatasetRef> {
   const row = await findDatasetVersion(deps.db, organizationId, d.name, d.version);
-  if (!row) throw ApplicationFailure.nonRetryable(`${field}.dataset: "${d.name}" has no version ${d.version}`, 'BadInput');
+  if (!row) throw nonRetryable(FailureType.BadInput, `${field}.dataset: "${d.name}" has no version ${d.version}`);
   return datasetRef(row);
 }
 

@@ -3,7 +3,6 @@
 // object store and leave their outputs there.
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
-import { ApplicationFailure } from '@temporalio/common';
 import { EvalReportSchema, EvalScoresSchema, MergeReportSchema, type EvalJobSpec, type EvalReport, type EvalScores, type MergeJobSpec, type MergeReport } from '../contracts/trainer-job.js';
 import type { JobFiles } from '../lib/job-files.js';
 import type { EvalSuite, GateDecision } from '../contracts/eval-suite.js';
@@ -13,9 +12,11 @@ import { resolveSuite, type SuiteData } from '../datasets/eval-suites.js';
 import { getModel, productionVersionOf, getVersion } from '../db/repo/models.js';
 import type { Artifact } from '../contracts/pipeline.js';
 import { JOB_FILES } from '../contracts/job-io.js';
-import { runJobToCompletion, type JobOutcome } from './jobs.js';
+import { runJobToCompletion } from './run-job.js';
+import type { JobOutcome } from '../jobs/attempts.js';
+import { defineJob } from '../jobs/definition.js';
 import type { JobPriority } from '../contracts/config.js';
-import { baseModelInput, dirInput, fileInput, type JobInput } from './job-inputs.js';
+import { baseModelInput, dirInput, fileInput, type JobInput } from '../jobs/inputs.js';
 import { recordArtifact } from '../db/repo/run-artifacts.js';
 import { sha256Text } from '../lib/hash.js';
 import type { DatasetRef } from './datasets.js';
@@ -33,13 +34,14 @@ export async function productionModelDir(deps: ActivityDeps, organizationId: str
   return safetensors ? { version, dir: safetensors.path.replace(/\/$/, '') } : null;
 }
 import { logMetrics } from '../db/repo/metrics.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 export function createEvaluationActivities(deps: ActivityDeps) {
   return {
     async evaluateModels(a: { pipelineId: string; runId: string; input: PipelineWorkflowInput; dataset: DatasetRef; adapterPath: string }): Promise<EvalOutcome> {
       // The organization's own suite first, its held-out sets resolved for the organization.
       const { suite, data } = await resolveSuite(deps.db, a.input.organization_id, a.input.eval.suite).catch((e: unknown) => {
-        throw e instanceof EvalSuiteError ? ApplicationFailure.nonRetryable(`eval suite ${a.input.eval.suite}: ${e.message}`, 'BadInput') : e;
+        throw e instanceof EvalSuiteError ? nonRetryable(FailureType.BadInput, `eval suite ${a.input.eval.suite}: ${e.message}`) : e;
       });
       const production = await productionModelDir(deps, a.input.organization_id, a.input.model_name);
       const { result: report, files } = await runEvalJob(deps, {
@@ -99,7 +101,7 @@ export async function recordEvalReport(deps: ActivityDeps, runId: string, report
   await recordArtifact(deps.db, { runId, path: 'eval/results.json', uri, sizeBytes: Buffer.byteLength(text), sha256: sha256Text(text) });
   const scoresUri = files.outputUri('scores_path');
   const scoresText = await deps.store.readText(scoresUri);
-  if (scoresText === null) throw ApplicationFailure.nonRetryable(`the eval job wrote no per-example scores at ${scoresUri}`, 'BadJobSpec');
+  if (scoresText === null) throw nonRetryable(FailureType.BadJobSpec, `the eval job wrote no per-example scores at ${scoresUri}`);
   await recordArtifact(deps.db, { runId, path: 'eval/scores.json', uri: scoresUri, sizeBytes: Buffer.byteLength(scoresText), sha256: sha256Text(scoresText) });
   return EvalScoresSchema.parse(JSON.parse(scoresText));
 }
@@ -133,28 +135,26 @@ export async function runEvalJob(
     threads: deps.config.trainer.threads,
   };
   return runJobToCompletion(deps, {
-    job: {
+    job: defineJob({
       name: r.name,
       kind: 'eval',
       organizationId: r.organizationId,
       priority: r.priority,
       runId: r.runId,
-      envelope: {
-        tool: 'trainer',
-        spec,
-        inputs: {
-          base_model_path: r.base,
-          ...(r.adapter ? { adapter_path: r.adapter } : {}),
-          test_path: data.test ? await heldoutJobInput(deps, data.test) : fileInput(r.testUri),
-          ...(r.production ? { production_model_path: r.production } : {}),
-          ...(data.general ? { general_path: await heldoutJobInput(deps, data.general) } : {}),
-          ...(data.instructions ? { instructions_path: await heldoutJobInput(deps, data.instructions) } : {}),
-          ...(data.safety ? { safety_path: await heldoutJobInput(deps, data.safety) } : {}),
-        },
-        outputs: { output_path: 'file', scores_path: 'file' },
-        result_field: 'output_path',
+      tool: 'trainer',
+      spec,
+      inputs: {
+        base_model_path: r.base,
+        ...(r.adapter ? { adapter_path: r.adapter } : {}),
+        test_path: data.test ? await heldoutJobInput(deps, data.test) : fileInput(r.testUri),
+        ...(r.production ? { production_model_path: r.production } : {}),
+        ...(data.general ? { general_path: await heldoutJobInput(deps, data.general) } : {}),
+        ...(data.instructions ? { instructions_path: await heldoutJobInput(deps, data.instructions) } : {}),
+        ...(data.safety ? { safety_path: await heldoutJobInput(deps, data.safety) } : {}),
       },
-    },
+      outputs: { output_path: 'file', scores_path: 'file' },
+      resultField: 'output_path',
+    }),
     resultSchema: EvalReportSchema,
     ...(r.onWaiting ? { onWaiting: r.onWaiting } : {}),
     ...(r.onPoll ? { onPoll: r.onPoll } : {}),
@@ -164,7 +164,7 @@ export async function runEvalJob(
 /** A suite whose held-out sets are all bundled files, as job data; one that names a dataset version needs resolveSuite. */
 function bundledSuiteData(suite: EvalSuite): SuiteData {
   const bundled = (field: string, h: EvalSuite['general_text']) => {
-    if (h !== null && typeof h !== 'string') throw ApplicationFailure.nonRetryable(`eval suite ${suite.name}@${suite.version}: ${field} names a dataset version, which only an organization's eval can resolve`, 'BadInput');
+    if (h !== null && typeof h !== 'string') throw nonRetryable(FailureType.BadInput, `eval suite ${suite.name}@${suite.version}: ${field} names a dataset version, which only an organization's eval can resolve`);
     return h === null ? null : { kind: 'bundled' as const, path: h };
   };
   return { test: bundled('test', suite.test), general: bundled('general_text', suite.general_text), instructions: bundled('instructions', suite.instructions), safety: bundled('safety', suite.safety) };
@@ -191,19 +191,17 @@ export async function runMergeJob(
     threads: deps.config.trainer.threads,
   };
   return runJobToCompletion(deps, {
-    job: {
+    job: defineJob({
       name: r.name,
       kind: 'merge',
       organizationId: r.organizationId,
       priority: r.priority,
-      envelope: {
-        tool: 'trainer',
-        spec,
-        inputs: { base_model_path: r.base, adapter_path: r.adapter, heldout_path: fileInput(r.heldoutUri), general_path: await bundledFileInput(deps, GENERAL_TEXT) },
-        outputs: { output_dir: 'dir', reference_path: 'file', heldout_tokens_path: 'file', general_tokens_path: 'file' },
-        result_field: 'reference_path',
-      },
-    },
+      tool: 'trainer',
+      spec,
+      inputs: { base_model_path: r.base, adapter_path: r.adapter, heldout_path: fileInput(r.heldoutUri), general_path: await bundledFileInput(deps, GENERAL_TEXT) },
+      outputs: { output_dir: 'dir', reference_path: 'file', heldout_tokens_path: 'file', general_tokens_path: 'file' },
+      resultField: 'reference_path',
+    }),
     resultSchema: MergeReportSchema,
     ...(r.onWaiting ? { onWaiting: r.onWaiting } : {}),
     ...(r.onPoll ? { onPoll: r.onPoll } : {}),

@@ -1,10 +1,10 @@
 // A synthetic trial's place in its organization's admission gate. Synthetic trials stand in for training jobs
 // (they are how sweeps and the scheduler are exercised without GPU time), so they count against
-// scheduler.quotas.<org>.max_concurrent_jobs exactly as a LoRA trial's trainer job does (activities/jobs.ts).
+// scheduler.quotas.<org>.max_concurrent_jobs exactly as a LoRA trial's trainer job does (jobs/run-loop.ts).
 import { Context, sleep } from '@temporalio/activity';
 import type { ActivityDeps } from './deps.js';
 import type { TrialInput } from '../contracts/hpo.js';
-import { admissionGate, ADMISSION_STALE_AFTER_MS } from '../scheduling/admission.js';
+import { admissionGate, ADMISSION_STALE_AFTER_MS } from '../jobs/queue/admission.js';
 
 /** How often a running trial tells the gate it still holds its slot: well inside the gate's staleness limit. */
 const SLOT_REFRESH_MS = Math.min(60_000, ADMISSION_STALE_AFTER_MS / 4);

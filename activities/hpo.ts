@@ -4,7 +4,6 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { CancelledFailure, Context, getClient, sleep } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import {
   SuggestResponseSchema,
@@ -24,7 +23,7 @@ import {
   type TrialState,
 } from '../contracts/hpo.js';
 import { LoraHyperparametersSchema, TRAIN_JOB_IO_FIELDS, TrainJobSpecSchema, TrainResultSchema, type TrainJobSpec } from '../contracts/trainer-job.js';
-import { finishTrialJob, recordTrialJob } from './child-jobs.js';
+import { finishTrialJob, recordTrialJob } from '../jobs/child-jobs.js';
 import { accountTrial, createSweep, finishSweep, finishTrial, insertTrial, recordLineage, warmStartTrials } from '../db/repo/hpo.js';
 import { getOrCreateExperiment } from '../db/repo/experiments.js';
 import { logParams } from '../db/repo/params-tags.js';
@@ -36,13 +35,16 @@ import { checkpointsUri } from '../lib/job-files.js';
 import { repoRoot, trainerPython } from '../lib/config.js';
 import { BaseModelError } from '../lib/base-models.js';
 import { learningCurve, learningCurveStep, syntheticMetrics } from './hpo-objectives.js';
-import { readProgress, runJobToCompletion, stopJob, type JobDefinition } from './jobs.js';
-import { baseModelInput, fileInput } from './job-inputs.js';
+import { readProgress } from '../jobs/attempts.js';
+import { runJobToCompletion, stopJob } from './run-job.js';
+import { defineJob, type JobDefinition } from '../jobs/definition.js';
+import { baseModelInput, fileInput } from '../jobs/inputs.js';
 import { syntheticTrialSlot } from './hpo-slots.js';
 import { datasetRef } from './datasets.js';
 import { trialReportUpdate } from '../contracts/hpo-messages.js';
 import { logMetrics } from '../db/repo/metrics.js';
 import { pbtCheckpointUri, readPbtCheckpoint, writePbtCheckpoint, WRITER, type PbtState } from './pbt-checkpoints.js';
+import { FailureType, nonRetryable, retryable } from '../contracts/failures.js';
 
 const WARM_START_LIMIT = 500;
 
@@ -103,8 +105,8 @@ class SuggestServer {
       proc.stdin.write(JSON.stringify(req) + '\n');
     }).finally(() => clearTimeout(timer));
     const body = JSON.parse(line) as { error?: string; crashed?: boolean };
-    if (body.error && body.crashed) throw ApplicationFailure.retryable(body.error, 'SuggestCrashed');
-    if (body.error) throw ApplicationFailure.nonRetryable(`suggestion rejected: ${body.error}`, 'BadInput');
+    if (body.error && body.crashed) throw retryable(FailureType.SuggestCrashed, body.error);
+    if (body.error) throw nonRetryable(FailureType.BadInput, `suggestion rejected: ${body.error}`);
     return SuggestResponseSchema.parse(body);
   }
 
@@ -255,13 +257,13 @@ export function createHpoActivities(deps: ActivityDeps) {
       const t = a.trial;
       const base = t.config.base_config as LoraBaseConfig;
       const dataset = await findDatasetVersion(deps.db, t.organization_id, base.dataset, base.dataset_version);
-      if (!dataset) throw ApplicationFailure.nonRetryable(`dataset "${base.dataset}" has no version ${base.dataset_version}`, 'NotFound');
+      if (!dataset) throw nonRetryable(FailureType.NotFound, `dataset "${base.dataset}" has no version ${base.dataset_version}`);
       const ref = datasetRef(dataset);
       let baseModel: Awaited<ReturnType<typeof baseModelInput>>;
       try {
         baseModel = await baseModelInput(deps, base.model);
       } catch (err) {
-        if (err instanceof BaseModelError) throw ApplicationFailure.nonRetryable(err.message, 'BadInput');
+        if (err instanceof BaseModelError) throw nonRetryable(FailureType.BadInput, err.message);
         throw err;
       }
       const spec = TrainJobSpecSchema.parse({
@@ -276,21 +278,19 @@ export function createHpoActivities(deps: ActivityDeps) {
         checkpoint: { every_steps: base.eval_steps, keep_last: base.keep_checkpoints, every_seconds: null },
         threads: deps.config.trainer.threads,
       });
-      const job: JobDefinition = {
+      const job = defineJob({
         name: spec.job_name,
         kind: 'trial',
         organizationId: t.organization_id,
         runId: a.runId,
         priority: t.config.priority,
-        envelope: {
-          tool: 'trainer',
-          spec,
-          inputs: { base_model_path: baseModel, train_path: fileInput(ref.splits.train), validation_path: fileInput(ref.splits.validation) },
-          outputs: { output_dir: 'dir' },
-          checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, t.organization_id, a.runId) },
-        },
+        tool: 'trainer',
+        spec,
+        inputs: { base_model_path: baseModel, train_path: fileInput(ref.splits.train), validation_path: fileInput(ref.splits.validation) },
+        outputs: { output_dir: 'dir' },
+        checkpoints: { field: 'checkpoint_dir', uri: checkpointsUri(deps.store, deps.config, t.organization_id, a.runId) },
         resources: { gpus_per_node: t.config.resources_per_trial.gpus },
-      };
+      });
       return runTrainerJob(deps, { trial: t, runId: a.runId, job, spec });
     },
 
@@ -381,7 +381,7 @@ export function createHpoActivities(deps: ActivityDeps) {
 }
 
 const num = (v: unknown): number => {
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw ApplicationFailure.nonRetryable(`expected a number, got ${JSON.stringify(v)}`, 'BadInput');
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw nonRetryable(FailureType.BadInput, `expected a number, got ${JSON.stringify(v)}`);
   return v;
 };
 
@@ -401,7 +401,7 @@ export async function askSweep(t: TrialInput, step: number, value: number): Prom
 /** The trial's hyperparameters: the base config's fixed ones, overridden by the trial's sampled ones. */
 export function loraHyperparameters(base: LoraBaseConfig, params: Params): TrainJobSpec['hyperparameters'] {
   const checked = LoraHyperparametersSchema.safeParse({ learning_rate: 2e-3, batch_size: 8, ...base.hyperparameters, ...params, max_steps: base.max_steps });
-  if (!checked.success) throw ApplicationFailure.nonRetryable(`trial hyperparameters: ${checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`, 'BadInput');
+  if (!checked.success) throw nonRetryable(FailureType.BadInput, `trial hyperparameters: ${checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return checked.data;
 }
 

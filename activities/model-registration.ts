@@ -5,7 +5,6 @@
 // removed and the version is failed_registration with a message naming the file. A store that fails is retried
 // (the activity starts over; each copy overwrites the same keys, so the result is the same).
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import { completeRegistration, versionById, type ModelVersionRow } from '../db/repo/models.js';
 import { copyJobTotalsToVersion } from '../db/repo/usage.js';
@@ -20,6 +19,7 @@ import {
 } from '../lib/model-artifacts.js';
 import type { FormatArtifact } from '../contracts/models.js';
 import { ModelRegistrationInputSchema, type ModelRegistrationInput, type ModelRegistrationResult } from '../contracts/model-registration.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 /** Heartbeats when running as an activity (a direct call, as tests make, has no activity context). */
 function progressReporter(): (details: Record<string, unknown>) => void {
@@ -110,7 +110,7 @@ export function createModelRegistrationActivities(deps: ActivityDeps) {
         const message = `version ${input.version} of model "${input.model_name}" not registered: ${err.message}`;
         await discard(input);
         await completeRegistration(deps.db, input.version_id, { artifacts: {}, checksum: null, failed: true, message });
-        throw ApplicationFailure.nonRetryable(message, 'BadArtifacts');
+        throw nonRetryable(FailureType.BadArtifacts, message);
       }
       const { artifacts, description } = copied;
       const done = await completeRegistration(deps.db, input.version_id, {

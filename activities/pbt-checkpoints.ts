@@ -4,11 +4,11 @@
 // checkpoint: a member exploiting another reads the source's round checkpoint wherever that member ran.
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import { CheckpointManifestSchema } from '../contracts/trainer-job.js';
 import { checkpointsUri } from '../lib/job-files.js';
 import { sha256Text } from '../lib/hash.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 const STATE_FILE = 'state.json';
 const MANIFEST_FILE = 'manifest.json';
@@ -50,7 +50,7 @@ export async function readPbtCheckpoint(deps: ActivityDeps, uri: string): Promis
   const entry = manifest.files.find((f) => f.path === STATE_FILE);
   const state = await deps.store.readText(`${uri}/${STATE_FILE}`);
   if (!entry || state === null || sha256Text(state) !== entry.sha256)
-    throw ApplicationFailure.nonRetryable(`${uri}/${STATE_FILE} does not match its manifest (sha256 ${state === null ? 'missing' : sha256Text(state)}, manifest ${entry?.sha256 ?? 'lists none'})`, 'BadCheckpoint');
+    throw nonRetryable(FailureType.BadCheckpoint, `${uri}/${STATE_FILE} does not match its manifest (sha256 ${state === null ? 'missing' : sha256Text(state)}, manifest ${entry?.sha256 ?? 'lists none'})`);
   return { state: PbtStateSchema.parse(JSON.parse(state)), record: manifest.pbt };
 }
 

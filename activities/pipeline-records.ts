@@ -7,7 +7,7 @@ import { createRun, setRunStatus } from '../db/repo/runs.js';
 import { deterministicUuid } from '../lib/ids.js';
 import { artifactRootUri } from '../lib/object-store.js';
 import type { DatasetRef } from './datasets.js';
-import { recordPipelineStageJob } from './child-jobs.js';
+import { recordPipelineStageJob } from '../jobs/child-jobs.js';
 
 /** The pipeline's one tracking run, derived from its id. */
 const pipelineRunId = (pipelineId: string): string => deterministicUuid(`pipeline:${pipelineId}:run`);

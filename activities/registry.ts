@@ -4,7 +4,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, basename } from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { Artifact, PipelineWorkflowInput, PromotionDecision } from '../contracts/pipeline.js';
 import type { EvalReport, MergeReport } from '../contracts/trainer-job.js';
@@ -20,6 +19,7 @@ import { adapterFamilyOf, describeModel, filesUnder, ModelArtifactError, readSou
 import type { CandleResults } from './conversion.js';
 import type { DatasetRef } from './datasets.js';
 import type { TrainOutput } from './training.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 export interface RegisteredVersion {
   version: number;
@@ -138,7 +138,7 @@ export function createRegistryActivities(deps: ActivityDeps) {
       if (!(err instanceof ModelArtifactError)) throw err;
       const message = `model version ${row.version} of "${a.input.model_name}" not registered: ${err.message}`;
       await completeRegistration(deps.db, row.id, { artifacts: {}, checksum: null, failed: true, message });
-      throw ApplicationFailure.nonRetryable(message, 'BadArtifacts');
+      throw nonRetryable(FailureType.BadArtifacts, message);
     }
   }
 
@@ -205,11 +205,11 @@ export function createRegistryActivities(deps: ActivityDeps) {
     async registerModelVersion(a: RegisterArgs): Promise<RegisteredVersion> {
       const prepared = await prepare(a);
       if (!prepared.registration) {
-        if (prepared.status === 'failed_registration') throw ApplicationFailure.nonRetryable(prepared.message ?? `model version ${prepared.version} failed registration`, 'BadArtifacts');
+        if (prepared.status === 'failed_registration') throw nonRetryable(FailureType.BadArtifacts, prepared.message ?? `model version ${prepared.version} failed registration`);
         return { version: prepared.version, stage: prepared.stage, gateReason: prepared.gateReason, artifacts: prepared.artifacts };
       }
       const done = await publisher.publishModelVersion(prepared.registration);
-      if (done.status !== 'ready') throw ApplicationFailure.nonRetryable(done.message ?? `model version ${prepared.version} was not registered`, 'BadArtifacts');
+      if (done.status !== 'ready') throw nonRetryable(FailureType.BadArtifacts, done.message ?? `model version ${prepared.version} was not registered`);
       return { version: prepared.version, stage: prepared.stage, gateReason: prepared.gateReason, artifacts: done.artifacts as Record<string, Artifact> };
     },
 

@@ -2,12 +2,12 @@
 // workflow retries it with backoff until the receiver answers 2xx or promotion.webhook_deadline passes; Temporal
 // keeps the retry schedule, so a worker that dies between attempts loses nothing and the next worker goes on.
 import { activityInfo } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { Artifact } from '../contracts/pipeline.js';
 import type { ReloadHookBody } from '../contracts/reload-hook.js';
 import { displayUrl, postReloadHook } from '../lib/reload-hook.js';
 import { recordReloadOutcome, type ReloadOutcome } from '../db/repo/reload-hooks.js';
+import { FailureType, nonRetryable, retryable } from '../contracts/failures.js';
 
 export interface ReloadNotice {
   organizationId: string;
@@ -32,7 +32,7 @@ export function createReloadActivities(deps: ActivityDeps) {
     async notifyReload(n: ReloadNotice): Promise<{ http_status: number; attempts: number }> {
       const { webhook_url: url, webhook_secret: secret } = deps.config.promotion;
       // Refused at start-up too (lib/config.ts); here it is a worker whose config changed under a running pipeline.
-      if (!url || !secret) throw ApplicationFailure.nonRetryable('promotion.webhook_url and promotion.webhook_secret are not both set on this worker', 'NotConfigured');
+      if (!url || !secret) throw nonRetryable(FailureType.NotConfigured, 'promotion.webhook_url and promotion.webhook_secret are not both set on this worker');
       const body: ReloadHookBody = {
         event: 'model.promoted',
         event_id: n.eventId,
@@ -50,10 +50,10 @@ export function createReloadActivities(deps: ActivityDeps) {
         answer = await postReloadHook({ url, secret, eventId: n.eventId, rawBody: JSON.stringify(body), timeoutMs: ATTEMPT_TIMEOUT_MS });
       } catch (err) {
         const cause = (err as Error & { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-        throw ApplicationFailure.retryable(`reload hook ${displayUrl(url)} unreachable (attempt ${attempt}): ${cause}`, 'ReloadHookUnreachable');
+        throw retryable(FailureType.ReloadHookUnreachable, `reload hook ${displayUrl(url)} unreachable (attempt ${attempt}): ${cause}`);
       }
       if (!answer.ok)
-        throw ApplicationFailure.retryable(`reload hook ${displayUrl(url)} answered ${answer.status} (attempt ${attempt}): ${answer.text}`, 'ReloadHookRefused');
+        throw retryable(FailureType.ReloadHookRefused, `reload hook ${displayUrl(url)} answered ${answer.status} (attempt ${attempt}): ${answer.text}`);
       deps.log.info('reload hook delivered', { model: n.modelName, version: n.version, attempt, event_id: n.eventId });
       return { http_status: answer.status, attempts: attempt };
     },

@@ -1,12 +1,12 @@
 // Submitted jobs (POST /v1/jobs): the catalogue row follows the job, its tracking run, and the job itself through
 // the same executor path as a pipeline stage (runJobToCompletion). A recipe job is the trainer's train job
 // (runTrainJob, any method, `full` included); a command job runs its argv in its image with its environment.
-import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { ActivityDeps } from './deps.js';
-import { runJobToCompletion, type JobDefinition } from './jobs.js';
+import { runJobToCompletion } from './run-job.js';
+import { defineJob } from '../jobs/definition.js';
 import { runTrainJob } from './training.js';
-import { progressEvents } from './job-progress-events.js';
+import { progressEvents } from '../jobs/progress-events.js';
 import { runEvalSectionJob } from './eval-job.js';
 import { runConversionSectionJob } from './conversion-job.js';
 import { datasetRef } from './datasets.js';
@@ -27,6 +27,7 @@ import { BaseModelError, resolveBaseModel } from '../lib/base-models.js';
 import { checkpointsUnder } from '../lib/job-checkpoints.js';
 import { segmentJobNames, segmentOwner } from '../lib/job-log.js';
 import { checkpointsKey, checkpointsUri, jobNameOf } from '../lib/job-files.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 /** The experiment a submitted job's run goes to. */
 export const JOBS_EXPERIMENT = 'jobs';
@@ -51,11 +52,11 @@ export function createSubmittedJobActivities(deps: ActivityDeps) {
       const recipe = a.input.spec.recipe;
       if (!recipe) return;
       if (!(await findDatasetVersion(deps.db, a.input.organization_id, recipe.dataset.name, recipe.dataset.version)))
-        throw ApplicationFailure.nonRetryable(`recipe.dataset: "${recipe.dataset.name}" has no version ${recipe.dataset.version} any more`, 'BadInput');
+        throw nonRetryable(FailureType.BadInput, `recipe.dataset: "${recipe.dataset.name}" has no version ${recipe.dataset.version} any more`);
       try {
         resolveBaseModel(recipe.base_model, deps.config, deps.bootstrap);
       } catch (err) {
-        if (err instanceof BaseModelError) throw ApplicationFailure.nonRetryable(`recipe.base_model: ${err.message}`, 'BadInput');
+        if (err instanceof BaseModelError) throw nonRetryable(FailureType.BadInput, `recipe.base_model: ${err.message}`);
         throw err;
       }
     },
@@ -134,7 +135,7 @@ async function copyCheckpoint(deps: ActivityDeps, from: CheckpointRef, key: stri
   const bucket = deps.config.storage.buckets.checkpoints;
   const objects = await deps.store.list(from.uri);
   const manifest = objects.filter((o) => o.uri.endsWith('/manifest.json') && o.uri.slice(from.uri.length + 1) === 'manifest.json');
-  if (manifest.length === 0) throw ApplicationFailure.nonRetryable(`from_checkpoint: ${from.uri} has no manifest: it is not a complete checkpoint`, 'BadInput');
+  if (manifest.length === 0) throw nonRetryable(FailureType.BadInput, `from_checkpoint: ${from.uri} has no manifest: it is not a complete checkpoint`);
   for (const o of [...objects.filter((x) => !manifest.includes(x)), ...manifest]) await deps.store.copy(o.uri, bucket, `${key}/${from.step}/${o.uri.slice(from.uri.length + 1)}`);
 }
 
@@ -148,7 +149,7 @@ async function runRecipeJob(deps: ActivityDeps, a: SegmentArgs, onPhase: Phase):
   const { spec } = a.input;
   const recipe = spec.recipe!;
   const row = await findDatasetVersion(deps.db, a.input.organization_id, recipe.dataset.name, recipe.dataset.version);
-  if (!row) throw ApplicationFailure.nonRetryable(`recipe.dataset: "${recipe.dataset.name}" has no version ${recipe.dataset.version}`, 'BadInput');
+  if (!row) throw nonRetryable(FailureType.BadInput, `recipe.dataset: "${recipe.dataset.name}" has no version ${recipe.dataset.version}`);
   const every = seconds(spec.schedule.checkpoint_interval);
   const hardware = recipeHardware(spec);
   const checkpoint = CheckpointPolicySchema.parse({ every_steps: Math.max(1, Math.min(25, recipe.hyperparameters.max_steps)), keep_last: 3, ...(every !== null ? { every_seconds: every } : {}) });
@@ -192,13 +193,15 @@ async function runCommandJob(deps: ActivityDeps, a: SegmentArgs, onPhase: Phase)
     HANZO_ML_TRACKING_URI: deps.trackingUri,
     ...(interval !== null ? { HANZO_ML_CHECKPOINT_INTERVAL_SECONDS: String(interval) } : {}),
   };
-  const job: JobDefinition = {
+  const job = defineJob({
     name: `${segmentOwner(jobId, a.segment?.segment ?? 1)}-command`,
     kind: 'command',
     organizationId: a.input.organization_id,
     runId: a.runId,
     priority: priorityOf(spec),
-    envelope: { tool: 'command', spec: { env }, args: spec.command!, num_nodes: spec.distributed?.num_nodes ?? 1 },
+    tool: 'command',
+    spec: { env },
+    args: spec.command!,
     resources: {
       nodes: spec.distributed?.num_nodes ?? 1,
       processes: 1,
@@ -208,7 +211,7 @@ async function runCommandJob(deps: ActivityDeps, a: SegmentArgs, onPhase: Phase)
       cpu: spec.resources.cpu === null ? null : String(spec.resources.cpu),
       memory: spec.resources.memory,
     },
-  };
+  });
   let running = false;
   const { files } = await runJobToCompletion(deps, {
     job,

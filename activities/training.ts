@@ -1,14 +1,15 @@
 // train stage: the trainer runs as a job that survives worker restarts; the checkpoint watcher beside it
 // records every complete checkpoint (manifest verified, copied to the object store) as a run artifact.
 import { Context, getClient, sleep } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
 import { CheckpointManifestSchema, TRAIN_JOB_IO_FIELDS, HardwareSchema, RecoveryPolicySchema, TrainResultSchema, type TrainEvent, type TrainJobSpec, type TrainMethod, type TrainProgress, type TrainResult } from '../contracts/trainer-job.js';
 import type { JobRecovery, TrainingProgressSignal } from '../contracts/pipeline.js';
-import { readProgress, runJobToCompletion, type JobDefinition, type JobOutcome } from './jobs.js';
-import { readRecoveries, visibleRecoveries, type TrainerFailure } from './recovery.js';
-import { baseModelInput, fileInput } from './job-inputs.js';
+import { readProgress, type JobOutcome } from '../jobs/attempts.js';
+import { runJobToCompletion } from './run-job.js';
+import { defineJob } from '../jobs/definition.js';
+import { readRecoveries, visibleRecoveries, type TrainerFailure } from '../jobs/recovery.js';
+import { baseModelInput, fileInput } from '../jobs/inputs.js';
 import { setRunTags } from '../db/repo/params-tags.js';
 import { artifactsOf, recordArtifact } from '../db/repo/run-artifacts.js';
 import { getRunById, runDataOf } from '../db/repo/runs.js';
@@ -17,13 +18,14 @@ import { durationMs } from '../lib/config.js';
 import { accountedGpuType, devicePriceUsd } from '../lib/prices.js';
 import { jobTotalTags, type JobTotals } from '../db/repo/usage.js';
 import { sha256Stream, sha256Text } from '../lib/hash.js';
-import type { QueuePlace } from './executor/types.js';
+import type { QueuePlace } from '../jobs/executor/types.js';
 import { JobFiles, checkpointsKey, checkpointsUri, jobNameOf } from '../lib/job-files.js';
 import { copyPrefix } from '../lib/object-store.js';
 import { trainingProgressSignal } from '../contracts/pipeline-messages.js';
 import { pipelineWorkflowId } from '../contracts/pipeline.js';
 import type { DatasetRef } from './datasets.js';
 import type { CheckpointWatchState } from '../contracts/pipeline.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 const PROGRESS_SIGNAL_EVERY_MS = 5000;
 
@@ -37,7 +39,7 @@ export function createTrainingActivities(deps: ActivityDeps) {
   return {
     async trainModel(a: { pipelineId: string; runId: string; input: PipelineWorkflowInput; dataset: DatasetRef }): Promise<TrainOutput> {
       const { result, files } = await runTrainJob(deps, { ownerId: a.pipelineId, runId: a.runId, recipe: a.input, dataset: a.dataset, progressWorkflowId: pipelineWorkflowId(a.pipelineId) });
-      if (result.adapter_path === null) throw ApplicationFailure.nonRetryable(`${a.input.method} training wrote no adapter (${files.file('result.json')})`, 'BadInput');
+      if (result.adapter_path === null) throw nonRetryable(FailureType.BadInput, `${a.input.method} training wrote no adapter (${files.file('result.json')})`);
       return { ...result, adapter_path: result.adapter_path, job_uri: files.uri };
     },
 
@@ -121,7 +123,7 @@ export interface TrainJobArgs {
  */
 export async function runTrainJob(deps: ActivityDeps, a: TrainJobArgs): Promise<JobOutcome<TrainResult>> {
   const organizationId = (await getRunById(deps.db, a.runId))?.organizationId;
-  if (!organizationId) throw ApplicationFailure.nonRetryable(`run ${a.runId} does not exist`, 'NotFound');
+  if (!organizationId) throw nonRetryable(FailureType.NotFound, `run ${a.runId} does not exist`);
   const requested = HardwareSchema.parse(a.recipe.hardware ?? {});
   const hardware = { ...requested, price_per_device_hour_usd: requested.price_per_device_hour_usd ?? devicePriceUsd(deps.config, requested) };
   const spec: TrainJobSpec = {
@@ -142,27 +144,23 @@ export async function runTrainJob(deps: ActivityDeps, a: TrainJobArgs): Promise<
     hardware,
     threads: deps.config.trainer.threads,
   };
-  const job: JobDefinition = {
+  const job = defineJob({
     name: spec.job_name,
     kind: 'train',
     organizationId,
     runId: a.runId,
     priority: a.recipe.priority ?? null,
-    envelope: {
-      tool: 'trainer',
-      spec,
-      inputs: {
-        base_model_path: await baseModelInput(deps, a.recipe.base_model),
-        train_path: fileInput(a.dataset.splits.train),
-        validation_path: fileInput(a.dataset.splits.validation),
-      },
-      outputs: { output_dir: 'dir' },
-      checkpoints: { field: 'checkpoint_dir', uri: a.checkpointsUri ?? checkpointsUri(deps.store, deps.config, organizationId, a.runId) },
-      processes: hardware.processes,
-      num_nodes: hardware.nodes,
+    tool: 'trainer',
+    spec,
+    inputs: {
+      base_model_path: await baseModelInput(deps, a.recipe.base_model),
+      train_path: fileInput(a.dataset.splits.train),
+      validation_path: fileInput(a.dataset.splits.validation),
     },
+    outputs: { output_dir: 'dir' },
+    checkpoints: { field: 'checkpoint_dir', uri: a.checkpointsUri ?? checkpointsUri(deps.store, deps.config, organizationId, a.runId) },
     resources: { nodes: hardware.nodes, processes: hardware.processes, gpus_per_node: hardware.gpus_per_node, gpu_type: hardware.gpu_type, image: hardware.image },
-  };
+  });
   const recordedEvents = new Set<string>();
   const handle = getClient().workflow.getHandle(a.progressWorkflowId);
   const logical = JobFiles.of(deps.store, deps.config, organizationId, jobNameOf(job.name));

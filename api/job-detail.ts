@@ -10,8 +10,8 @@ import { TrainProgressSchema, type TrainProgress } from '../contracts/trainer-jo
 import type { JobRecovery, JobPreemption } from '../contracts/pipeline.js';
 import type { JobRow } from '../db/repo/jobs.js';
 import { metricsAtSteps, recentPoints } from '../db/repo/job-metrics.js';
-import { readRecoveries, visibleRecoveries } from '../activities/recovery.js';
-import { readPreemptions } from '../activities/preemptions.js';
+import { readRecoveries, visibleRecoveries } from '../jobs/recovery.js';
+import { readPreemptions } from '../jobs/preemptions.js';
 import { JobFiles } from '../lib/job-files.js';
 import { jobCheckpoints } from '../lib/job-checkpoints.js';
 import { accountedGpuType } from '../lib/prices.js';

@@ -10,7 +10,7 @@ import { nvidiaGpuNames } from '../lib/gpus.js';
 import type { Db } from '../db/client.js';
 import * as q from '../db/repo/monitoring.js';
 import type { AppEnv } from './deps.js';
-import { priorityValue } from '../scheduling/kueue-objects.js';
+import { priorityValue } from '../jobs/queue/kueue-objects.js';
 import { JOB_PRIORITIES } from '../contracts/config.js';
 
 /** A stored priority value back to its name (an unknown value, from a newer version, shows as its number). */

@@ -3,9 +3,9 @@
 // scheduler.kubeconfig. The configuration is validated first (a malformed quota stops the command, naming its key),
 // so nothing is applied from a configuration that does not load.
 import { loadConfig } from '../lib/config.js';
-import { loadKubeConfig } from '../activities/executor/kubernetes.js';
-import { applyClusterObjects, describeApplied } from '../scheduling/kueue-apply.js';
-import { clusterOrganizations } from '../scheduling/job-namespace.js';
+import { loadKubeConfig } from '../jobs/executor/kubernetes.js';
+import { applyClusterObjects, describeApplied } from '../jobs/queue/kueue-apply.js';
+import { clusterOrganizations } from '../jobs/queue/job-namespace.js';
 
 export async function runClusterApply(): Promise<void> {
   const { config } = loadConfig();

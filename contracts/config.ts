@@ -38,7 +38,7 @@ const commaPairs = (v: unknown): unknown => {
 export const MIN_PART_BYTES = 5 * 1024 * 1024;
 export const MAX_PART_BYTES = 5 * 1024 * 1024 * 1024;
 
-/** Job priorities, highest first: each is a Kueue WorkloadPriorityClass (scheduling/kueue-objects.ts). */
+/** Job priorities, highest first: each is a Kueue WorkloadPriorityClass (jobs/queue/kueue-objects.ts). */
 export const JOB_PRIORITIES = ['high', 'medium', 'low'] as const;
 export const JobPrioritySchema = z.enum(JOB_PRIORITIES);
 export type JobPriority = z.infer<typeof JobPrioritySchema>;

@@ -57,7 +57,7 @@ COPY contracts/generated/ contracts/generated/
 COPY trainer/hanzo_ml/ trainer/hanzo_ml/
 RUN python3 -m compileall -q trainer/hanzo_ml
 # Jobs run as uid 1000, never root, on a read-only root filesystem: the pod mounts scratch volumes at HOME (HF and
-# torch caches), /tmp and /scratch (activities/executor/kubernetes.ts). The user's line in /etc/passwd gives HOME a
+# torch caches), /tmp and /scratch (jobs/executor/kubernetes.ts). The user's line in /etc/passwd gives HOME a
 # default where a runtime mounts nothing there.
 RUN echo 'hanzo:x:1000:1000:hanzo-ml job:/home/hanzo:/usr/sbin/nologin' >>/etc/passwd \
     && echo 'hanzo:x:1000:' >>/etc/group && mkdir -p /home/hanzo /scratch && chown 1000:1000 /home/hanzo /scratch

@@ -19,7 +19,7 @@ export function jobNameOf(name: string, max = 52): string {
 
 /**
  * Every object a job touches sits under its organization's prefix, so that a job's object-store access can be
- * limited to its organization (activities/job-storage-access.ts): jobs/{org}/{job}/ and checkpoints/{org}/{run}/.
+ * limited to its organization (jobs/storage-access.ts): jobs/{org}/{job}/ and checkpoints/{org}/{run}/.
  * (Before, jobs/{job}/ and checkpoints/{run}/: objects recorded there keep their URIs; a job running across the
  * change restarts without its earlier checkpoints.)
  */

@@ -7,7 +7,7 @@ import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Catalogue } from '../db/client.js';
 import type { ObjectStore } from '../lib/object-store.js';
 import type { Logger } from '../lib/log.js';
-import { stopLocalJobs } from '../activities/executor/factory.js';
+import { stopLocalJobs } from '../jobs/executor/factory.js';
 import type { PipelineWorker } from '../workers/worker.js';
 import { temporalConnectionOptions } from '../lib/temporal-tls.js';
 import { apiUrlOf, buildApp, closeServer, listen, openCore, startEventsPart, startMetricsPart, startWorkerPart, type App, type ProcessOptions, type WorkerPart } from './parts.js';

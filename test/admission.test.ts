@@ -1,4 +1,4 @@
-// The admission gate in front of the executor (scheduling/admission.ts) on the real catalogue (PGlite): an
+// The admission gate in front of the executor (jobs/queue/admission.ts) on the real catalogue (PGlite): an
 // organization's max_concurrent_jobs under a burst, its queue order (priority, then arrival), and in the embedded
 // mode this machine's GPUs handed out by CUDA device index, never one to two jobs. The jobs are small node
 // scripts run by the real LocalExecutor (its `command` option stands in for the trainer, which this is not about).
@@ -10,16 +10,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { openCatalogue, type Catalogue } from '../db/client.js';
-import { LocalExecutor } from '../activities/executor/local.js';
-import { runJobToCompletion, type JobDefinition } from '../activities/jobs.js';
+import { LocalExecutor } from '../jobs/executor/local.js';
+import { runJobToCompletion } from '../activities/run-job.js';
+import type { JobDefinition } from '../jobs/definition.js';
 import { FileObjectStore } from '../lib/object-store.js';
 import type { ActivityDeps } from '../activities/deps.js';
 import { ConfigSchema } from '../contracts/config.js';
 import type { JobPriority } from '../contracts/config.js';
 import { createLogger } from '../lib/log.js';
 import { listAdmissions } from '../db/repo/admissions.js';
-import { queueStatus } from '../scheduling/queue-status.js';
-import { admissionGate } from '../scheduling/admission.js';
+import { queueStatus } from '../jobs/queue/queue-status.js';
+import { admissionGate } from '../jobs/queue/admission.js';
 import { createMetrics } from '../api/metrics.js';
 
 /** Records when it ran and which devices it saw, runs `ms`, then writes its result. */

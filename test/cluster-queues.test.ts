@@ -11,11 +11,11 @@ import { BatchV1Api, CoreV1Api, CustomObjectsApi, NetworkingV1Api, RbacAuthoriza
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigSchema, type Config } from '../contracts/config.js';
-import { KubernetesExecutor } from '../activities/executor/kubernetes.js';
-import type { JobRequest, JobState } from '../activities/executor/types.js';
+import { KubernetesExecutor } from '../jobs/executor/kubernetes.js';
+import type { JobRequest, JobState } from '../jobs/executor/types.js';
 import { createLogger } from '../lib/log.js';
-import { applyClusterObjects } from '../scheduling/kueue-apply.js';
-import { queueStatus } from '../scheduling/queue-status.js';
+import { applyClusterObjects } from '../jobs/queue/kueue-apply.js';
+import { queueStatus } from '../jobs/queue/queue-status.js';
 import { openCatalogue, type Catalogue, type Db } from '../db/client.js';
 import { startTestCluster, type TestCluster } from './support/cluster/control-plane.js';
 import { CLUSTER_TOOLS_MISSING, findClusterTools, findKueue, KUEUE_MISSING, repoRoot } from './support/cluster/tools.js';

@@ -12,7 +12,7 @@ import { parseAllDocuments, parse as parseYaml, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigSchema, type Config } from '../contracts/config.js';
 import { checkCombinations } from '../lib/config.js';
-import { applyClusterObjects } from '../scheduling/kueue-apply.js';
+import { applyClusterObjects } from '../jobs/queue/kueue-apply.js';
 import { startTestCluster, type TestCluster } from './support/cluster/control-plane.js';
 import { chartKueueConfiguration } from './support/cluster/kueue.js';
 import { CLUSTER_TOOLS_MISSING, HELM_MISSING, findClusterTools, findHelm, findKueue, repoRoot } from './support/cluster/tools.js';

@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LocalExecutor, jobState } from '../activities/executor/local.js';
-import type { JobRequest } from '../activities/executor/types.js';
+import { LocalExecutor, jobState } from '../jobs/executor/local.js';
+import type { JobRequest } from '../jobs/executor/types.js';
 
 const until = async (pred: () => boolean, ms = 10_000) => {
   const deadline = Date.now() + ms;

@@ -1,7 +1,7 @@
 // A sweep's trials count against their organization's scheduler.quotas.<org>.max_concurrent_jobs: on a real
 // embedded stack (Temporal dev server, worker, PGlite), a synthetic sweep asking for 3 concurrent trials under a
 // quota of 1 job runs them one at a time through the admission gate (job_admissions), and every trial completes
-// and gives its slot back. (A LoRA trial's trainer job passes the same gate in activities/jobs.ts.)
+// and gives its slot back. (A LoRA trial's trainer job passes the same gate in jobs/run-loop.ts.)
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

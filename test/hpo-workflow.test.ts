@@ -13,8 +13,8 @@ import { startTestStack, type TestStack } from './support/stack.js';
 import { HPO_TASK_QUEUE, hpoWorkflowId, hpoTrialWorkflowId, type SweepProgress, type SweepRequest, type SweepResult, type SweepWorkflowInput } from '../contracts/hpo.js';
 import { sweepProgressQuery } from '../contracts/hpo-messages.js';
 import { createPipelineWorker, bundleWorkflows, type PipelineWorker } from '../workers/worker.js';
-import { createExecutor } from '../activities/executor/factory.js';
-import { jobTokenSecrets } from '../activities/deps.js';
+import { createExecutor } from '../jobs/executor/factory.js';
+import { jobTokenSecrets } from '../jobs/deps.js';
 import { SweepConfigSchema } from '../contracts/hpo.js';
 import type { JobView } from '../contracts/jobs.js';
 

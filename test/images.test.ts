@@ -100,7 +100,7 @@ import { join } from 'node:path';
 const root = '/opt/hanzo-ml';
 const files = [];
 const walk = (d) => { for (const e of readdirSync(d)) { const p = join(d, e); if (statSync(p).isDirectory()) walk(p); else if (p.endsWith('.ts') && p !== root + '/cli/index.ts') files.push(p); } };
-for (const d of ['contracts', 'lib', 'db', 'api', 'activities', 'scheduling', 'workflows', 'workers', 'cli']) walk(join(root, d));
+for (const d of ['contracts', 'lib', 'db', 'api', 'activities', 'jobs', 'workflows', 'workers', 'cli']) walk(join(root, d));
 const failed = [];
 for (const f of files) await import(f).catch((e) => failed.push(f + ': ' + e.message.split('\\n')[0]));
 console.log(JSON.stringify({ imported: files.length - failed.length, failed }));

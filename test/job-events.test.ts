@@ -8,7 +8,7 @@ import { seedDevOrganization } from '../db/repo/auth.js';
 import { insertJob, setJobStatus } from '../db/repo/jobs.js';
 import { appendJobEvents, listJobEvents, type JobEventRow } from '../db/repo/job-events.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
-import { progressEvents } from '../activities/job-progress-events.js';
+import { progressEvents } from '../jobs/progress-events.js';
 import type { TrainProgress } from '../contracts/trainer-job.js';
 
 const engines = ['pglite', 'postgres'] as const;

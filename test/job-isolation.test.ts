@@ -5,9 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { allowedImage, ConfigSchema, TRAINER_IMAGE } from '../contracts/config.js';
 import { HardwareSchema } from '../contracts/trainer-job.js';
 import { loadConfig } from '../lib/config.js';
-import { jobNamespace } from '../scheduling/job-namespace.js';
-import { jobPeersPolicy, renderNamespaceObjects } from '../scheduling/namespace-objects.js';
-import { renderKueueObjects } from '../scheduling/kueue-objects.js';
+import { jobNamespace } from '../jobs/queue/job-namespace.js';
+import { jobPeersPolicy, renderNamespaceObjects } from '../jobs/queue/namespace-objects.js';
+import { renderKueueObjects } from '../jobs/queue/kueue-objects.js';
 
 const DIGEST = `sha256:${'ab'.repeat(32)}`;
 const cluster = { storage: { endpoint: 'http://10.1.2.3:9000' }, server: { public_url: 'http://10.1.2.4:8057' } };

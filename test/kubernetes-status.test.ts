@@ -1,4 +1,4 @@
-// How the Kubernetes executor reads a Job's state from its pods (activities/executor/kubernetes-status.ts), on pod
+// How the Kubernetes executor reads a Job's state from its pods (jobs/executor/kubernetes-status.ts), on pod
 // lists recorded from the test cluster's API server (`kubectl get pods -o json`, test/support/cluster): an Indexed
 // Job of two 1-GPU pods the scheduler put on nodes gpu-a and gpu-b, and a pod asking for 2 GPUs that no node has.
 // No cluster is started here.
@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { podsState } from '../activities/executor/kubernetes-status.js';
+import { podsState } from '../jobs/executor/kubernetes-status.js';
 
 /** A recorded pod list's items, fresh for each test (some change a copy). */
 function recorded(file: string): V1Pod[] {

@@ -10,7 +10,7 @@ import { ConfigSchema } from '../contracts/config.js';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { requestAdmission } from '../db/repo/admissions.js';
 import { createApiToken, ensureOrganization, type Role } from '../db/repo/auth.js';
-import type { OrganizationQueue } from '../scheduling/queue-status.js';
+import type { OrganizationQueue } from '../jobs/queue/queue-status.js';
 
 let cat: Catalogue;
 let app: Hono<AppEnv>;

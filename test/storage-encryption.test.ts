@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../lib/config.js';
 import { S3ObjectStore } from '../lib/object-store.js';
 import { MIN_PART_BYTES, type Config } from '../contracts/config.js';
-import { jobEnvironment } from '../activities/jobs.js';
+import { jobEnvironment } from '../jobs/environment.js';
 import type { ActivityDeps } from '../activities/deps.js';
 import { startMoto, type Moto } from './support/moto.js';
 

@@ -1,12 +1,12 @@
-// The layering the code relies on (STYLE.md): contracts < lib < db < domain wings < activities < workflows/workers
-// < api < runtime < cli. A file imports only from its own layer or earlier ones, so the store never reaches for
+// The layering the code relies on (STYLE.md): contracts < lib < db < domain wings (datasets, events, jobs) <
+// activities < workflows/workers < api < runtime < cli. A file imports only from its own layer or earlier ones, so the store never reaches for
 // the API and activities never for workflows. Lint (eslint.config.js) says the same per file; this test reads
 // every import at any depth, type imports included, and names each one that points the wrong way.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-const LAYERS: string[][] = [['contracts'], ['lib'], ['db'], ['datasets', 'events', 'scheduling'], ['activities'], ['workflows', 'workers'], ['api'], ['runtime'], ['cli']];
+const LAYERS: string[][] = [['contracts'], ['lib'], ['db'], ['datasets', 'events', 'jobs'], ['activities'], ['workflows', 'workers'], ['api'], ['runtime'], ['cli']];
 const layerOf = (path: string): number => LAYERS.findIndex((dirs) => dirs.includes(path.split('/')[0]!));
 
 function sources(dir: string): string[] {
@@ -27,6 +27,15 @@ function upwardImports(): string[] {
   );
 }
 
+/** The jobs wing imports only contracts/, lib/, db/ and itself, and no Temporal SDK but its common types. */
+const JOBS_MAY_IMPORT = ['contracts', 'lib', 'db', 'jobs'];
+const TEMPORAL_RUNTIME = /^@temporalio\/(activity|workflow|client|worker)$/;
+function jobsWingViolations(file: string, specs: string[]): string[] {
+  return specs
+    .filter((spec) => (spec.startsWith('.') ? !JOBS_MAY_IMPORT.includes(normalize(join(dirname(file), spec)).split('/')[0]!) : TEMPORAL_RUNTIME.test(spec)))
+    .map((spec) => `${file} -> ${spec}`);
+}
+
 describe('layering', () => {
   it('has no import from an earlier layer to a later one', () => {
     expect(upwardImports()).toEqual([]);
@@ -37,6 +46,18 @@ describe('layering', () => {
     expect(importsOf('db/repo/metrics.ts')).toContain('../schema/index.js');
     expect(layerOf('api/app.ts')).toBeGreaterThan(layerOf('db/client.ts'));
     expect(layerOf('runtime/serve.ts')).toBeGreaterThan(layerOf('api/app.ts'));
+  });
+
+  it('keeps the jobs wing to contracts, lib and db, with no Temporal activity or workflow API', () => {
+    expect(sources('jobs').flatMap((file) => jobsWingViolations(file, importsOf(file)))).toEqual([]);
+    // The check reads the wing's real imports and names one that reaches for an activity, a workflow or the API.
+    expect(importsOf('jobs/run-loop.ts')).toContain('./queue/admission.js');
+    expect(jobsWingViolations('jobs/run-loop.ts', ['../activities/deps.js', '../workflows/jobs.js', '../api/app.js', '@temporalio/activity', '../db/client.js', '@temporalio/common'])).toEqual([
+      'jobs/run-loop.ts -> ../activities/deps.js',
+      'jobs/run-loop.ts -> ../workflows/jobs.js',
+      'jobs/run-loop.ts -> ../api/app.js',
+      'jobs/run-loop.ts -> @temporalio/activity',
+    ]);
   });
 
   it('gives each process shape its own entry point, and the worker shape builds no API', () => {

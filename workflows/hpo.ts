@@ -4,7 +4,6 @@
 // limit. hpoTrialWorkflow: one trial (catalogue row + tracked run, then the synthetic or LoRA trial activity).
 import {
   ActivityCancellationType,
-  ApplicationFailure,
   CancellationScope,
   ChildWorkflowCancellationType,
   ParentClosePolicy,
@@ -36,12 +35,13 @@ import {
 } from '../contracts/hpo.js';
 import { bestIndex, decideStop, emptyRuleState, paretoFront, trialInputOf, type Curve, type RuleState } from './hpo-rules.js';
 import { sweepProgressQuery, trialReportUpdate } from '../contracts/hpo-messages.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
 const quick = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
-  retry: { maximumAttempts: 10, nonRetryableErrorTypes: ['BadInput', 'NotFound'] },
+  retry: { maximumAttempts: 10, nonRetryableErrorTypes: [FailureType.BadInput, FailureType.NotFound] },
 });
 
 /** Stay well under Temporal's 50 MB history: suggestion requests carry the history, so size grows fast. */
@@ -79,7 +79,7 @@ interface Settled {
 
 export async function hpoSweepWorkflow(rawInput: SweepWorkflowInput, carried?: SweepCarry): Promise<SweepResult> {
   const parsed = SweepWorkflowInputSchema.safeParse(rawInput);
-  if (!parsed.success) throw ApplicationFailure.nonRetryable(`invalid sweep input: ${parsed.error.message}`, 'BadInput');
+  if (!parsed.success) throw nonRetryable(FailureType.BadInput, `invalid sweep input: ${parsed.error.message}`);
   const input = parsed.data;
   const { config } = input;
   const sweepId = input.sweep_id;
@@ -236,7 +236,7 @@ function trialActivities(heartbeatTimeout: string) {
     heartbeatTimeout,
     // Without this the SDK sends TRY_CANCEL and forgets the job; a stopped trial must stop its job.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry: { maximumAttempts: 5, initialInterval: '2 seconds', nonRetryableErrorTypes: ['BadInput', 'BadJobSpec', 'NotFound', 'JobRestartLimit'] },
+    retry: { maximumAttempts: 5, initialInterval: '2 seconds', nonRetryableErrorTypes: [FailureType.BadInput, FailureType.BadJobSpec, FailureType.NotFound, FailureType.JobRestartLimit] },
   });
 }
 

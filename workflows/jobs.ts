@@ -6,7 +6,6 @@
 import {
   ActivityCancellationType,
   ActivityFailure,
-  ApplicationFailure,
   CancellationScope,
   condition,
   isCancellation,
@@ -22,12 +21,13 @@ import { jobsTaskQueueOf } from '../contracts/pipeline.js';
 import { pauseJobSignal, resumeJobSignal, type CheckpointRef, type JobRunOutcome, type JobStatus, type JobWorkflowInput } from '../contracts/jobs.js';
 import { STAGE_KEY } from '../contracts/search-attributes.js';
 import { trainingProgressSignal } from '../contracts/pipeline-messages.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
 const quick = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
-  retry: { maximumAttempts: 10, nonRetryableErrorTypes: ['BadInput', 'NotFound'] },
+  retry: { maximumAttempts: 10, nonRetryableErrorTypes: [FailureType.BadInput, FailureType.NotFound] },
 });
 
 /** Workflows started before validating, segments and pause existed go on as they began (no validating, one run). */
@@ -43,7 +43,7 @@ export async function submittedJobWorkflow(input: JobWorkflowInput): Promise<Job
     heartbeatTimeout: input.runtime.heartbeat_timeout,
     // Wait until the job is stopped, not only asked to stop.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry: { maximumAttempts: 10, initialInterval: '2 seconds', nonRetryableErrorTypes: ['BadInput', 'BadJobSpec', 'JobRestartLimit', 'ImagePullFailed', 'JobFailed'] },
+    retry: { maximumAttempts: 10, initialInterval: '2 seconds', nonRetryableErrorTypes: [FailureType.BadInput, FailureType.BadJobSpec, FailureType.JobRestartLimit, FailureType.ImagePullFailed, FailureType.JobFailed] },
   });
   // Recipe jobs signal their training progress; the last step is kept for the result.
   let step: number | null = null;
@@ -126,7 +126,7 @@ export async function submittedJobWorkflow(input: JobWorkflowInput): Promise<Job
       if (runId) await quick.finishJobRun({ runId, status: cancelled ? 'cancelled' : 'failed' });
       await status(cancelled ? 'cancelled' : 'failed', cancelled ? 'cancelled on request' : failureMessage(err));
     });
-    if (err instanceof MaxDurationExceeded) throw ApplicationFailure.nonRetryable(err.message, 'MaxDurationExceeded');
+    if (err instanceof MaxDurationExceeded) throw nonRetryable(FailureType.MaxDurationExceeded, err.message);
     throw err;
   }
 }

@@ -10,6 +10,7 @@ import {
   type ModelRegistrationInput,
   type ModelRegistrationResult,
 } from '../contracts/model-registration.js';
+import { FailureType } from '../contracts/failures.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -20,7 +21,7 @@ export function registrationActivities(totalBytes: number) {
   return proxyActivities<Activities>({
     startToCloseTimeout: registrationTimeoutSeconds(totalBytes) * 1000,
     heartbeatTimeout: REGISTRATION_HEARTBEAT_TIMEOUT,
-    retry: { maximumAttempts: 5, initialInterval: '2 seconds', nonRetryableErrorTypes: ['BadArtifacts'] },
+    retry: { maximumAttempts: 5, initialInterval: '2 seconds', nonRetryableErrorTypes: [FailureType.BadArtifacts] },
   });
 }
 

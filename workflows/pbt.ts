@@ -4,7 +4,7 @@
 // quantile; every member's round is recorded as lineage. All state lives in this workflow and the member
 // checkpoints (in the object store, so a member may exploit one written on another worker), so the whole
 // population survives a worker crash.
-import { ApplicationFailure, CancellationScope, ParentClosePolicy, executeChild, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, ParentClosePolicy, executeChild, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import { jobsTaskQueueOf } from '../contracts/pipeline.js';
 import {
@@ -19,18 +19,19 @@ import {
 } from '../contracts/hpo.js';
 import { bestIndex, exploitExplore, seededRandom, trialInputOf, type PbtMemberState, type PbtNext } from './hpo-rules.js';
 import { sweepProgressQuery } from '../contracts/hpo-messages.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
-const quick = proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', retry: { maximumAttempts: 10, nonRetryableErrorTypes: ['BadInput', 'NotFound'] } });
+const quick = proxyActivities<Activities>({ startToCloseTimeout: '2 minutes', retry: { maximumAttempts: 10, nonRetryableErrorTypes: [FailureType.BadInput, FailureType.NotFound] } });
 
 export async function pbtWorkflow(rawInput: SweepWorkflowInput): Promise<SweepResult> {
   const parsed = SweepWorkflowInputSchema.safeParse(rawInput);
-  if (!parsed.success) throw ApplicationFailure.nonRetryable(`invalid sweep input: ${parsed.error.message}`, 'BadInput');
+  if (!parsed.success) throw nonRetryable(FailureType.BadInput, `invalid sweep input: ${parsed.error.message}`);
   const input = parsed.data;
   const { config } = input;
   const pbt = config.pbt;
-  if (config.strategy !== 'pbt' || !pbt) throw ApplicationFailure.nonRetryable('pbtWorkflow runs strategy "pbt" with pbt settings', 'BadInput');
+  if (config.strategy !== 'pbt' || !pbt) throw nonRetryable(FailureType.BadInput, 'pbtWorkflow runs strategy "pbt" with pbt settings');
   const sweepId = input.sweep_id;
   const direction = objectivesOf(config)[0]!.direction;
   const rounds = Math.ceil(config.base_config.max_steps / pbt.interval_steps);
@@ -114,7 +115,7 @@ export async function pbtMemberRoundWorkflow(input: PbtMemberRoundInput & { run_
     taskQueue: jobsTaskQueueOf(workflowInfo().taskQueue),
     startToCloseTimeout: '7 days',
     heartbeatTimeout: input.heartbeat_timeout,
-    retry: { maximumAttempts: 10, initialInterval: '2 seconds', nonRetryableErrorTypes: ['BadInput', 'NotFound'] },
+    retry: { maximumAttempts: 10, initialInterval: '2 seconds', nonRetryableErrorTypes: [FailureType.BadInput, FailureType.NotFound] },
   });
   const result = await acts.trainPbtRound({ input, runId: input.run_id });
   await quick.recordPbtRound({ sweepId: input.sweep_id, member: input.member, order: input.order, result });

@@ -37,6 +37,7 @@ import { registrationActivities, registrationFailure } from './model-registratio
 import { checkpointWatchWorkflow } from './checkpoint-watch.js';
 import { notifyServing } from './reload.js';
 import type { ReloadNotice } from '../activities/reload.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 
 /** The register stage copies its files in an activity of their own (workflow patch; see registerVersion). */
 const REGISTRATION_ACTIVITY_PATCH = 'register-copy-activity';
@@ -49,7 +50,7 @@ type Activities = ReturnType<typeof createActivities>;
 
 const quick = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
-  retry: { maximumAttempts: 10, nonRetryableErrorTypes: ['BadInput', 'NotFound'] },
+  retry: { maximumAttempts: 10, nonRetryableErrorTypes: [FailureType.BadInput, FailureType.NotFound] },
 });
 
 /** Job activities run on the job task queue (its own slots, scheduler.max_concurrent_jobs); the watcher beside them does not. */
@@ -60,13 +61,13 @@ function longRunning(heartbeatTimeout: string, taskQueue?: string) {
     heartbeatTimeout,
     // Without this the SDK sends TRY_CANCEL and forgets the job; we wait until the job is stopped.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry: { maximumAttempts: 10, initialInterval: '2 seconds', nonRetryableErrorTypes: ['BadInput', 'BadJobSpec', 'JobRestartLimit', 'ValidationFailed'] },
+    retry: { maximumAttempts: 10, initialInterval: '2 seconds', nonRetryableErrorTypes: [FailureType.BadInput, FailureType.BadJobSpec, FailureType.JobRestartLimit, FailureType.ValidationFailed] },
   });
 }
 
 export async function fineTunePipelineWorkflow(rawInput: PipelineWorkflowInput): Promise<PipelineResult> {
   const parsed = PipelineWorkflowInputSchema.safeParse(rawInput);
-  if (!parsed.success) throw ApplicationFailure.nonRetryable(`invalid pipeline input: ${parsed.error.message}`, 'BadInput');
+  if (!parsed.success) throw nonRetryable(FailureType.BadInput, `invalid pipeline input: ${parsed.error.message}`);
   const input = parsed.data;
   const pipelineId = pipelineIdFromWorkflowId(workflowInfo().workflowId);
   const jobs = longRunning(input.runtime.heartbeat_timeout, jobsTaskQueueOf(workflowInfo().taskQueue));
@@ -195,12 +196,12 @@ async function registerVersion(args: RegisterArgs): Promise<RegisteredVersion> {
   const prepared = await quick.prepareModelRegistration(args);
   const registered = { version: prepared.version, stage: prepared.stage, gateReason: prepared.gateReason };
   if (!prepared.registration) {
-    if (prepared.status === 'failed_registration') throw ApplicationFailure.nonRetryable(prepared.message ?? `model version ${prepared.version} failed registration`, 'BadArtifacts');
+    if (prepared.status === 'failed_registration') throw nonRetryable(FailureType.BadArtifacts, prepared.message ?? `model version ${prepared.version} failed registration`);
     return { ...registered, artifacts: prepared.artifacts };
   }
   try {
     const done = await registrationActivities(prepared.registration.total_bytes).publishModelVersion(prepared.registration);
-    if (done.status !== 'ready') throw ApplicationFailure.nonRetryable(done.message ?? `model version ${prepared.version} was not registered`, 'BadArtifacts');
+    if (done.status !== 'ready') throw nonRetryable(FailureType.BadArtifacts, done.message ?? `model version ${prepared.version} was not registered`);
     return { ...registered, artifacts: done.artifacts as RegisteredVersion['artifacts'] };
   } catch (err) {
     if (err instanceof ApplicationFailure) throw err;

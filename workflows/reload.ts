@@ -5,12 +5,13 @@ import { ActivityFailure, isCancellation, proxyActivities, TimeoutFailure } from
 import type { createActivities } from '../activities/index.js';
 import type { ReloadNotice } from '../activities/reload.js';
 import type { ReloadStatus } from '../contracts/pipeline.js';
+import { FailureType } from '../contracts/failures.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
 const quick = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
-  retry: { maximumAttempts: 10, nonRetryableErrorTypes: ['BadInput', 'NotFound'] },
+  retry: { maximumAttempts: 10, nonRetryableErrorTypes: [FailureType.BadInput, FailureType.NotFound] },
 });
 
 /** A manual change of the production version: the hook, retried until delivered or the deadline passes. */
@@ -35,7 +36,7 @@ export async function notifyServing(notice: ReloadNotice, deadline: string, onSt
   const hook = proxyActivities<Activities>({
     scheduleToCloseTimeout: deadline,
     startToCloseTimeout: '1 minute',
-    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: cap, nonRetryableErrorTypes: ['NotConfigured'] },
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: cap, nonRetryableErrorTypes: [FailureType.NotConfigured] },
   });
   const outcome = { organizationId: notice.organizationId, pipelineId: notice.pipelineId, actor: notice.actor, modelName: notice.modelName, version: notice.version, hookEventId: notice.eventId };
   try {

@@ -1,11 +1,11 @@
 // /v1/queues: the caller's organization's GPU queue: quota, what runs, what waits and at which position, and GPUs
-// borrowed from the cohort (scheduling/queue-status.ts). An admin also sees every configured organization, as
+// borrowed from the cohort (jobs/queue/queue-status.ts). An admin also sees every configured organization, as
 // totals only; an admin of the operator organization (auth.dev_organization) sees every one in full.
 import { Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { requireRole } from '../auth.js';
-import { loadKubeConfig } from '../../activities/executor/kubernetes.js';
-import { queueStatus, totalsOnly } from '../../scheduling/queue-status.js';
+import { loadKubeConfig } from '../../jobs/executor/kubernetes.js';
+import { queueStatus, totalsOnly } from '../../jobs/queue/queue-status.js';
 
 export function queueRoutes(deps: ApiDeps) {
   const app = new Hono<AppEnv>();

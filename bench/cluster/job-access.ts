@@ -1,5 +1,5 @@
 // Cost of per-job object-store access on job start: the worker's STS AssumeRole of the job's organization's role
-// with its session policy (ActivityDeps.jobSecrets, activities/job-storage-access.ts), against moto_server with
+// with its session policy (ActivityDeps.jobSecrets, jobs/storage-access.ts), against moto_server with
 // IAM enforcement on (the store the tests prove refusals against), and the job's first request with what it got.
 //   npx tsx bench/cluster/job-access.ts [--passes 5] [--jobs 40]
 // Writes bench/results/job-access.{json,md}.
@@ -9,8 +9,8 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { loadConfig, repoRoot } from '../../lib/config.js';
-import { withStorageAccess } from '../../activities/deps.js';
-import { organizationStoragePolicy } from '../../activities/job-storage-access.js';
+import { withStorageAccess } from '../../jobs/deps.js';
+import { organizationStoragePolicy } from '../../jobs/storage-access.js';
 import { enforceIam, motoPython, startMoto } from '../../test/support/moto.js';
 
 const arg = (name: string, d: number) => Number(process.argv[process.argv.indexOf(name) + 1] || d) || d;

@@ -16,10 +16,12 @@ import { Watch } from '@kubernetes/client-node';
 import { loadConfig, repoRoot } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { FileObjectStore, S3ObjectStore, type ObjectStore } from '../../lib/object-store.js';
-import { LocalExecutor } from '../../activities/executor/local.js';
-import { KubernetesExecutor } from '../../activities/executor/kubernetes.js';
-import type { JobExecutor, JobRequest, JobState } from '../../activities/executor/types.js';
-import { localJobEnvironment, runJobToCompletion } from '../../activities/jobs.js';
+import { LocalExecutor } from '../../jobs/executor/local.js';
+import { KubernetesExecutor } from '../../jobs/executor/kubernetes.js';
+import type { JobExecutor, JobRequest, JobState } from '../../jobs/executor/types.js';
+import { localJobEnvironment } from '../../jobs/environment.js';
+import { defineJob } from '../../jobs/definition.js';
+import { runJobToCompletion } from '../../activities/run-job.js';
 import type { ActivityDeps } from '../../activities/deps.js';
 import { CandleReportSchema } from '../../contracts/candle-report.js';
 import { startTestCluster } from '../../test/support/cluster/control-plane.js';
@@ -78,7 +80,7 @@ async function runJobs(label: string, n: number, deps: Omit<ActivityDeps, 'execu
     const t0 = Date.now();
     await new MockActivityEnvironment().run(() =>
       runJobToCompletion({ ...deps, executor: ex } as ActivityDeps, {
-        job: { name, kind: 'candle', organizationId: 'bench', envelope: { tool: 'candle', spec: {}, args: ['validate', '--json'] } },
+        job: defineJob({ name, kind: 'candle', organizationId: 'bench', tool: 'candle', spec: {}, args: ['validate', '--json'] }),
         resultSchema: CandleReportSchema,
         pollMs: 200,
       }),

@@ -19,14 +19,15 @@ import { parseArgs } from 'node:util';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createEvaluationActivities, type EvalOutcome } from '../../activities/evaluation.js';
 import { createPipelineRecordActivities } from '../../activities/pipeline-records.js';
-import { jobTokenSecrets, type ActivityDeps } from '../../activities/deps.js';
+import type { ActivityDeps } from '../../activities/deps.js';
+import { jobTokenSecrets } from '../../jobs/deps.js';
 import { PipelineInputSchema, type PipelineWorkflowInput } from '../../contracts/pipeline.js';
 import { openCatalogue } from '../../db/client.js';
 import { seedDevOrganization } from '../../db/repo/auth.js';
 import { loadConfig, repoRoot } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { createObjectStore } from '../../lib/object-store.js';
-import { createExecutor } from '../../activities/executor/factory.js';
+import { createExecutor } from '../../jobs/executor/factory.js';
 
 const { values: opts } = parseArgs({
   options: { sizes: { type: 'string', default: '25,50,100,200' }, repeats: { type: 'string', default: '3' }, render: { type: 'boolean', default: false } },

@@ -24,11 +24,11 @@ import { parseAllDocuments } from 'yaml';
 import { repoRoot } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { ConfigSchema } from '../../contracts/config.js';
-import { KubernetesExecutor } from '../../activities/executor/kubernetes.js';
-import type { JobRequest } from '../../activities/executor/types.js';
-import { applyClusterObjects } from '../../scheduling/kueue-apply.js';
-import { jobNamespace } from '../../scheduling/job-namespace.js';
-import { clusterQueueName } from '../../scheduling/kueue-objects.js';
+import { KubernetesExecutor } from '../../jobs/executor/kubernetes.js';
+import type { JobRequest } from '../../jobs/executor/types.js';
+import { applyClusterObjects } from '../../jobs/queue/kueue-apply.js';
+import { jobNamespace } from '../../jobs/queue/job-namespace.js';
+import { clusterQueueName } from '../../jobs/queue/kueue-objects.js';
 import { startTestCluster } from '../../test/support/cluster/control-plane.js';
 
 const arg = (name: string, dflt: number): number => {

@@ -42,7 +42,7 @@ export async function jobsRunning(db: Db): Promise<{ type: string; org: string; 
 
 /**
  * Jobs waiting in the admission gate's queue (job_admissions, state "waiting"), by organization and priority
- * value (scheduling/kueue-objects.ts priorityValue; the metric names it).
+ * value (jobs/queue/kueue-objects.ts priorityValue; the metric names it).
  */
 export async function queueDepth(db: Db): Promise<{ org: string; priority: number; n: number }[]> {
   return rows(db, sql`select organization_id as org, priority, count(*)::int as n from job_admissions where state = 'waiting' group by organization_id, priority`);

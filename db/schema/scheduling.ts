@@ -1,7 +1,7 @@
 import { bigint, index, integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 
 /**
- * The per-organization admission gate in front of the executor (scheduling/admission.ts): one row per logical job
+ * The per-organization admission gate in front of the executor (jobs/queue/admission.ts): one row per logical job
  * that waits for or holds one of its organization's scheduler.quotas job slots (max_concurrent_jobs), and, in the
  * embedded mode, the machine's GPUs it was given. A row whose holder stopped heartbeating is taken back.
  */
@@ -10,7 +10,7 @@ export const jobAdmissions = pgTable(
   {
     jobName: text('job_name').primaryKey(),
     organizationId: text('organization_id').notNull(),
-    /** higher first (scheduling/kueue-objects.ts priorityValue) */
+    /** higher first (jobs/queue/kueue-objects.ts priorityValue) */
     priority: integer('priority').notNull(),
     gpus: integer('gpus').notNull(),
     /** local executor: the CUDA device indices it holds */

@@ -12,7 +12,7 @@ import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
 import { loadConfig, repoRoot, type LoadedConfig } from '../../lib/config.js';
 import { ConfigSchema, CONTROL_PLANE_IMAGE } from '../../contracts/config.js';
-import { applyClusterObjects } from '../../scheduling/kueue-apply.js';
+import { applyClusterObjects } from '../../jobs/queue/kueue-apply.js';
 import { detectContainerRuntime } from './cluster/container-runtime.js';
 import { startTestCluster, type TestCluster, type TestNodeSpec } from './cluster/control-plane.js';
 import { startPostgres, type TestPostgres } from './postgres.js';

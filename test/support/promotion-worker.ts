@@ -11,7 +11,7 @@ import { registerModelVersion } from '../../db/repo/models.js';
 import { loadConfig } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { createObjectStore } from '../../lib/object-store.js';
-import { createExecutor } from '../../activities/executor/factory.js';
+import { createExecutor } from '../../jobs/executor/factory.js';
 import { workflowsPath } from '../../workers/worker.js';
 
 const sha = (c: string) => `sha256:${c.repeat(64)}`;

@@ -2,7 +2,7 @@
 
 Out of memory and divergence end the process with their own exit code and a `failure.json` in the workdir
 ({kind, step, message, at}; a preemption writes one too, since torchrun reports every failure as exit 1);
-the control plane (activities/jobs.ts) restarts the job with an adjusted spec:
+the control plane (jobs/run-loop.ts) restarts the job with an adjusted spec:
     exit 3  out of memory -> half the micro-batch, twice the gradient accumulation (same effective batch)
     exit 4  diverged      -> resume from the last checkpoint (written before the bad step) with LR x factor
 Both resume from the newest checkpoint, so no step that had completed is lost.

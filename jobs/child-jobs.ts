@@ -1,7 +1,7 @@
 // A pipeline's stages and a sweep's trials as jobs of the job list (db/repo/child-jobs.ts), written by the
 // activities that already record the stage or trial: the workflows do not change, so running pipelines and sweeps
 // replay as they are. A stage job runs from the stage's start until the pipeline enters its next stage or ends.
-import type { ActivityDeps } from './deps.js';
+import type { JobDeps } from './deps.js';
 import { PIPELINE_STAGE_JOB_TYPES, jobParent } from '../contracts/job-kinds.js';
 import { pipelineWorkflowId, type PipelineStage } from '../contracts/pipeline.js';
 import { hpoWorkflowId } from '../contracts/hpo.js';
@@ -12,7 +12,7 @@ export const pipelineStageJobId = (pipelineId: string, stage: PipelineStage): st
 export const sweepTrialJobId = (sweepId: string, n: number): string => deterministicUuid(`sweep:${sweepId}:trial:${n}`);
 
 /** The pipeline entered `stage`: the stage before it ended (succeeded, or as the pipeline ended) and this one runs. */
-export async function recordPipelineStageJob(deps: ActivityDeps, a: { pipelineId: string; stage: PipelineStage; outcome?: string | undefined; runId: string }): Promise<void> {
+export async function recordPipelineStageJob(deps: JobDeps, a: { pipelineId: string; stage: PipelineStage; outcome?: string | undefined; runId: string }): Promise<void> {
   const parent = jobParent('pipeline', a.pipelineId);
   // The organization keys the lookup of its children (jobs_org_parent_seq_idx).
   const owner = await pipelineOwner(deps.db, a.pipelineId);
@@ -36,7 +36,7 @@ export async function recordPipelineStageJob(deps: ActivityDeps, a: { pipelineId
 }
 
 /** A sweep's trial started (its run exists): a training job under `sweep:<id>`. */
-export async function recordTrialJob(deps: ActivityDeps, t: { sweepId: string; n: number; organizationId: string; requestedBy: string; runId: string; params: Record<string, unknown> }): Promise<void> {
+export async function recordTrialJob(deps: JobDeps, t: { sweepId: string; n: number; organizationId: string; requestedBy: string; runId: string; params: Record<string, unknown> }): Promise<void> {
   await recordChildJob(
     deps.db,
     {
@@ -55,7 +55,7 @@ export async function recordTrialJob(deps: ActivityDeps, t: { sweepId: string; n
 }
 
 /** A trial ended: completed is succeeded; pruned (stopped early by the scheduler) is cancelled, saying so. */
-export async function finishTrialJob(deps: ActivityDeps, t: { sweepId: string; n: number; state: 'completed' | 'pruned' | 'failed' | 'cancelled' | 'running'; reason: string | null }): Promise<void> {
+export async function finishTrialJob(deps: JobDeps, t: { sweepId: string; n: number; state: 'completed' | 'pruned' | 'failed' | 'cancelled' | 'running'; reason: string | null }): Promise<void> {
   if (t.state === 'running') return;
   const status = t.state === 'completed' ? 'succeeded' : t.state === 'failed' ? 'failed' : 'cancelled';
   await setChildJobStatus(deps.db, sweepTrialJobId(t.sweepId, t.n), status, t.state === 'pruned' ? `pruned${t.reason ? `: ${t.reason}` : ''}` : t.reason);

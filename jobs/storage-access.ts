@@ -123,7 +123,7 @@ export type JobStorageEnv = Record<'AWS_ACCESS_KEY_ID' | 'AWS_SECRET_ACCESS_KEY'
 
 /**
  * Mints a job's credentials: AssumeRole of its organization's role with the job's session policy, valid for
- * storage.job_access.duration. The result is the env a pod gets through its own Secret (ActivityDeps.jobSecrets).
+ * storage.job_access.duration. The result is the env a pod gets through its own Secret (JobDeps.jobSecrets).
  */
 export function jobStorageAccess(config: Config): (job: JobScope) => Promise<JobStorageEnv> {
   const { access_key, secret_key, endpoint, region, job_access } = config.storage;

@@ -4,7 +4,7 @@
 // new attempt: the same Job, recorded here once per eviction (keyed by its time) in preemptions.json beside the
 // logical job, so a retried activity neither loses nor repeats one.
 import { z } from 'zod';
-import type { ActivityDeps } from './deps.js';
+import type { JobDeps } from './deps.js';
 import type { Eviction } from './executor/types.js';
 import { JOB_FILES } from '../contracts/job-io.js';
 import { JobPreemptionSchema, type JobPreemption } from '../contracts/pipeline.js';
@@ -23,7 +23,7 @@ async function writePreemptions(logical: JobFiles, preemptions: JobPreemption[])
 }
 
 interface Ctx {
-  deps: ActivityDeps;
+  deps: JobDeps;
   logical: JobFiles;
   attempt: JobFiles;
   job: { name: string; organizationId: string; runId?: string | null | undefined };

@@ -1,5 +1,5 @@
 // Where an organization's jobs run on a cluster: a namespace of its own, <scheduler.namespace>-<organization>.
-import type { Config } from '../contracts/config.js';
+import type { Config } from '../../contracts/config.js';
 
 /** The namespace of an organization's jobs. */
 export function jobNamespace(prefix: string, organization: string): string {

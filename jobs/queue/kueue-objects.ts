@@ -4,9 +4,9 @@
 // (namespace-objects.ts). Pure: rendering
 // here, applying in kueue-apply.ts. The Kueue manager itself runs with the Helm chart's kueue.manager settings
 // (all-or-nothing gangs, fair sharing, GPUs the only quota resource).
-import type { Config, JobPriority, OrganizationQuota } from '../contracts/config.js';
+import type { Config, JobPriority, OrganizationQuota } from '../../contracts/config.js';
 import { jobNamespace } from './job-namespace.js';
-import { JOB_PRIORITIES } from '../contracts/config.js';
+import { JOB_PRIORITIES } from '../../contracts/config.js';
 
 /** An organization's nominal GPUs over every gpu_type. */
 export function totalGpus(quota: OrganizationQuota, gpuTypes: string[]): number {

@@ -8,10 +8,10 @@
 // or none.
 import { BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, NetworkingV1Api, PatchStrategy, setHeaderOptions, type V1EnvVar, type V1Job, type V1Node, type V1Pod, type V1PodSpec } from '@kubernetes/client-node';
 import { allowedImage, JOB_PRIORITIES, type Config, type JobPriority, type OrganizationQuota } from '../../contracts/config.js';
-import { isNamespaceable, jobNamespace } from '../../scheduling/job-namespace.js';
-import { JOB_LABEL, jobPeersPolicy, RENDEZVOUS_PORT } from '../../scheduling/namespace-objects.js';
-import { localQueueName, priorityClassName, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL } from '../../scheduling/kueue-objects.js';
-import { evictionOf, listWorkloads, queuePlace, workloadOfJob, type Workload } from '../../scheduling/kueue-status.js';
+import { isNamespaceable, jobNamespace } from '../queue/job-namespace.js';
+import { JOB_LABEL, jobPeersPolicy, RENDEZVOUS_PORT } from '../queue/namespace-objects.js';
+import { localQueueName, priorityClassName, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL } from '../queue/kueue-objects.js';
+import { evictionOf, listWorkloads, queuePlace, workloadOfJob, type Workload } from '../queue/kueue-status.js';
 import { sharedRead } from '../../lib/shared-read.js';
 import { durationMs } from '../../lib/config.js';
 import type { Logger } from '../../lib/log.js';

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { ActivityDeps } from './deps.js';
+import type { JobDeps } from './deps.js';
 import type { JobEnvelopeInput } from '../contracts/job-io.js';
 import { resolveBaseModel } from '../lib/base-models.js';
 import { listFiles, objectUri } from '../lib/object-store.js';
@@ -19,7 +19,7 @@ const BASE_MODEL_MARKER = 'base-model.json';
  * bucket once per content (keyed by a hash of its files' names and sizes and its build record), so a thousand
  * jobs of one base share one copy.
  */
-export async function baseModelInput(deps: ActivityDeps, name: string): Promise<JobInput> {
+export async function baseModelInput(deps: JobDeps, name: string): Promise<JobInput> {
   const dir = resolveBaseModel(name, deps.config, deps.bootstrap);
   if (deps.executor.kind === 'local') return { uri: pathToFileURL(dir).href, kind: 'dir' };
   const files = await listFiles(dir);

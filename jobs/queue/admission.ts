@@ -3,12 +3,12 @@
 // (job_admissions) until its organization has a free slot, in priority-then-arrival order. In the embedded mode,
 // where no Kueue runs, the same gate also enforces max_gpus and hands out this machine's GPUs (CUDA device indices),
 // never one to two jobs. Fair share and preemption across organizations are Kueue's, on a cluster.
-import type { Config } from '../contracts/config.js';
-import type { Db } from '../db/client.js';
-import { nvidiaGpuNames } from '../lib/gpus.js';
-import { releaseAdmission, requestAdmission, type AdmissionAnswer, type AdmissionLimits } from '../db/repo/admissions.js';
+import type { Config } from '../../contracts/config.js';
+import type { Db } from '../../db/client.js';
+import { nvidiaGpuNames } from '../../lib/gpus.js';
+import { releaseAdmission, requestAdmission, type AdmissionAnswer, type AdmissionLimits } from '../../db/repo/admissions.js';
 import { priorityValue, totalGpus } from './kueue-objects.js';
-import type { JobPriority } from '../contracts/config.js';
+import type { JobPriority } from '../../contracts/config.js';
 
 /** A slot whose holder has not heartbeated for this long is taken back (its worker and every retry are gone). */
 export const ADMISSION_STALE_AFTER_MS = 10 * 60_000;

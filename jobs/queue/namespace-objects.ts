@@ -8,7 +8,7 @@
 //   - a NetworkPolicy: job pods accept nothing and reach only DNS, the object store and the API. The pods of one
 //     multi-node job reach each other through a policy of that job's own (jobPeersPolicy), made with the Job.
 import type { V1NetworkPolicy } from '@kubernetes/client-node';
-import type { Config, EgressPeer, OrganizationQuota } from '../contracts/config.js';
+import type { Config, EgressPeer, OrganizationQuota } from '../../contracts/config.js';
 import { GPU_RESOURCE, MANAGED_BY, totalGpus } from './kueue-objects.js';
 import { clusterOrganizations, jobNamespace } from './job-namespace.js';
 
@@ -87,7 +87,7 @@ interface PolicyRule {
   verbs: string[];
 }
 
-/** What the worker does in a job namespace (activities/executor/kubernetes.ts), and nothing more. */
+/** What the worker does in a job namespace (jobs/executor/kubernetes.ts), and nothing more. */
 const WORKER_RULES: PolicyRule[] = [
   { apiGroups: ['batch'], resources: ['jobs'], verbs: ['create', 'get', 'list', 'watch', 'patch', 'delete'] },
   // The Job controller creates the pods; stop() deletes them with the job's grace period.

@@ -1,13 +1,13 @@
 // A submitted recipe job's training progress as job events (db/repo/job-events.ts): each new step the worker sees
 // in progress.json becomes a `metrics` event, each new checkpoint a `checkpoint` event and each trainer event (a
 // checkpoint skipped on resume, out of memory, divergence) a `message` event, written in one insert per poll. What a restarted worker already recorded is read back first, so a re-attached job repeats no step.
-import type { ActivityDeps } from './deps.js';
+import type { JobDeps } from './deps.js';
 import type { TrainProgress } from '../contracts/trainer-job.js';
 import { appendJobEvents, lastJobEventOfType, type NewJobEvent } from '../db/repo/job-events.js';
 
 export type ProgressRecorder = (p: TrainProgress) => Promise<void>;
 
-export function progressEvents(deps: Pick<ActivityDeps, 'db'>, organizationId: string, jobId: string): ProgressRecorder {
+export function progressEvents(deps: Pick<JobDeps, 'db'>, organizationId: string, jobId: string): ProgressRecorder {
   let seen: Promise<{ step: number; checkpoint: string | null; eventAt: string }> | null = null;
   const recorded = async () => {
     const [metrics, checkpoint, message] = await Promise.all((['metrics', 'checkpoint', 'message'] as const).map((t) => lastJobEventOfType(deps.db, jobId, t)));

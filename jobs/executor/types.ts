@@ -4,7 +4,7 @@
 // started. A job reads and writes only through the object store (contracts/job-io.ts), so it can run anywhere.
 import type { JobPriority } from '../../contracts/config.js';
 import type { JobPlacement } from '../../contracts/job-io.js';
-import type { Eviction, QueuePlace } from '../../scheduling/kueue-status.js';
+import type { Eviction, QueuePlace } from '../queue/kueue-status.js';
 export type { Eviction, JobPlacement, QueuePlace };
 
 export type JobState =

@@ -1,11 +1,11 @@
 // A submitted job's status follows the executor's jobs it runs: queued while one waits (for a slot, in a queue),
 // running once one runs. Jobs of several steps (a conversion runs four) go back to queued between them.
-import type { runJobToCompletion } from './jobs.js';
+import type { RunJobOptions } from './run-loop.js';
 
 export type Phase = (p: 'waiting' | 'running', why: string | null) => Promise<void>;
-type Callbacks = Required<Pick<Parameters<typeof runJobToCompletion>[1], 'onWaiting' | 'onPoll'>>;
+type Callbacks = Required<Pick<RunJobOptions<unknown>, 'onWaiting' | 'onPoll'>>;
 
-/** runJobToCompletion's callbacks that move the job through its phases, each change told once. */
+/** The run loop's callbacks that move the job through its phases, each change told once. */
 export function phaseCallbacks(onPhase: Phase): Callbacks {
   let running = false;
   return {

@@ -4,7 +4,7 @@
 // configuration changes nothing, and objects we made for an organization no longer configured are deleted, except
 // its namespace (deleting it would delete its jobs and their Secrets: an operator does that knowingly).
 import { KubernetesObjectApi, PatchStrategy, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
-import type { Config } from '../contracts/config.js';
+import type { Config } from '../../contracts/config.js';
 import { KUEUE_API, MANAGED_BY, renderKueueObjects } from './kueue-objects.js';
 import { ORGANIZATION_LABEL, renderNamespaceObjects, type ClusterObject } from './namespace-objects.js';
 

@@ -3,9 +3,9 @@
 // Job exists) and, on a cluster, Kueue itself (its ClusterQueue's usage and borrowing, and the Workloads waiting in
 // its LocalQueue, in Kueue's own order).
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import type { Config, OrganizationQuota } from '../contracts/config.js';
-import type { Db } from '../db/client.js';
-import { listAdmissions } from '../db/repo/admissions.js';
+import type { Config, OrganizationQuota } from '../../contracts/config.js';
+import type { Db } from '../../db/client.js';
+import { listAdmissions } from '../../db/repo/admissions.js';
 import { isAdmitted, isPending, listWorkloads, queueOrder, type Workload } from './kueue-status.js';
 import { clusterQueueName, GPU_RESOURCE } from './kueue-objects.js';
 import { jobNamespace } from './job-namespace.js';
