@@ -148,7 +148,7 @@ export const PrepOperationReportSchema = z.object({
 export const PrepareReportSchema = z.object({
   records_in: z.number().int().nonnegative(),
   records_out: z.number().int().nonnegative(),
-  schema: z.object({ form: z.enum(['messages', 'instruction', 'preference', 'text']).describe('the input\'s form (lib/datasets/records.ts); text: plain text became one user-free assistant turn'), fields: z.array(z.string()) }),
+  schema: z.object({ form: z.enum(['messages', 'instruction', 'preference', 'text']).describe('the input\'s form (datasets/ingest/records.ts); text: plain text became one user-free assistant turn'), fields: z.array(z.string()) }),
   operations: z.array(PrepOperationReportSchema),
   splits: z.object({ train: SplitFileSchema, validation: SplitFileSchema, test: SplitFileSchema }),
   tokenized: z

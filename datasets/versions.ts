@@ -1,4 +1,4 @@
-// Creating an immutable dataset version: validate + normalise + dedup + split (lib/datasets), count tokens with
+// Creating an immutable dataset version: validate + normalise + dedup + split (datasets/ingest), count tokens with
 // the base model's tokenizer (Python, tokenizers only), estimate cost, store the split files in the object
 // store, then record the version and its event in one transaction. Used by POST /v1/datasets and the
 // pipeline's preprocess activity.
@@ -13,7 +13,7 @@ import { TokenCountReportSchema, type TokenCountReport } from '../contracts/trai
 import type { Db } from '../db/client.js';
 import { insertDatasetVersion, type DatasetRow } from '../db/repo/datasets.js';
 import { getDataset } from '../db/repo/datasets.js';
-import { preprocessDataset } from '../lib/datasets/preprocess.js';
+import { preprocessDataset } from './ingest/preprocess.js';
 import type { ObjectStore } from '../lib/object-store.js';
 import { repoRoot, trainerPython, type Bootstrap } from '../lib/config.js';
 

@@ -10,7 +10,7 @@ import { z } from 'zod';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { DatasetCreateQuerySchema, SplitRatiosSchema } from '../../contracts/datasets.js';
 import { createDatasetVersion } from '../../datasets/versions.js';
-import { DatasetValidationError } from '../../lib/datasets/preprocess.js';
+import { DatasetValidationError } from '../../datasets/ingest/preprocess.js';
 import { datasetView, getDataset, listDatasets } from '../../db/repo/datasets.js';
 import { BaseModelError, DEFAULT_BASE_MODEL, resolveBaseModel } from '../../lib/base-models.js';
 import { ApiError, invalid, notFound } from '../errors.js';
