@@ -168,3 +168,24 @@ export const PrepareIssueSchema = z.object({
   field: z.string().nullable(),
   message: z.string().describe('what was found and what was expected'),
 });
+
+// ---- the derive job -----------------------------------------------------------------------------
+
+/** One preparation job per derived version: its workflow id, and the job's id in GET /v1/jobs. */
+export const datasetPreparationWorkflowId = (datasetId: string): string => `dataset-preparation:${datasetId}`;
+
+/** What `datasetPreparationWorkflow` is started with (POST /v1/datasets/{id}/derive). */
+export const DatasetPreparationInputSchema = z.strictObject({
+  organization_id: z.string(),
+  requested_by: z.string(),
+  job_id: z.string(),
+  parent_id: z.string(),
+  dataset_id: z.string().describe('the new version\'s id, chosen before the job runs so that a retry makes the same version'),
+  name: z.string(),
+  tokenizer: z.string().describe('the base model whose tokenizer counts, filters and tokenizes'),
+  request: DeriveRequestSchema,
+});
+export type DatasetPreparationInput = z.infer<typeof DatasetPreparationInputSchema>;
+
+export const DatasetPreparationResultSchema = z.object({ dataset_id: z.string(), version: z.number().int(), sha256: z.string() });
+export type DatasetPreparationResult = z.infer<typeof DatasetPreparationResultSchema>;

@@ -29,6 +29,8 @@ export interface CreateDatasetVersion {
   seed: number;
   splits: SplitRatios;
   tokenizerDir: string;
+  /** the base model the tokenizer is of: a derived version counts with it unless told otherwise */
+  tokenizer?: string;
   tags: string[];
   transform: string;
   parentDatasets?: string[];
@@ -95,6 +97,7 @@ export async function createDatasetVersion(deps: DatasetDeps, req: CreateDataset
         duplicates_removed: result.duplicates_removed,
         seed: req.seed,
         split_ratios: req.splits,
+        ...(req.tokenizer ? { tokenizer: req.tokenizer } : {}),
         tokenizer_sha256: tokens.tokenizer_sha256,
         token_counts: Object.fromEntries(Object.entries(tokens.splits).map(([k, v]) => [k, v.tokens])),
         cost_estimate: {
