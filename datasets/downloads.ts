@@ -51,30 +51,45 @@ export function checkFileDownload(key: Buffer, datasetId: string, split: SplitNa
 export async function presignS3Get(client: S3Client, storage: Config['storage'], uri: string, expiresSeconds: number, now = new Date()): Promise<string> {
   const m = /^s3:\/\/([^/]+)\/(.+)$/.exec(uri);
   if (!m) throw new Error(`not an s3:// object URI: ${uri}`);
-  const creds = await client.config.credentials();
   const endpoint = new URL(storage.public_endpoint ?? storage.endpoint!);
-  const region = storage.region;
-  const amzDate = now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
-  const day = amzDate.slice(0, 8);
-  const scope = `${day}/${region}/s3/aws4_request`;
   const path = `${endpoint.pathname.replace(/\/$/, '')}/${rfc3986(m[1]!)}/${m[2]!.split('/').map(rfc3986).join('/')}`;
+  return presignGet({ origin: `${endpoint.protocol}//${endpoint.host}`, host: endpoint.host, path, region: storage.region, credentials: await client.config.credentials(), expiresSeconds, now });
+}
+
+export interface PresignRequest {
+  origin: string;
+  host: string;
+  /** already URI-encoded */
+  path: string;
+  region: string;
+  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+  expiresSeconds: number;
+  now: Date;
+}
+
+/** SigV4 query signing of a GET (AWS S3 API reference, "Authenticating Requests: Using Query Parameters"). */
+export function presignGet(r: PresignRequest): string {
+  const amzDate = r.now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+  const day = amzDate.slice(0, 8);
+  const scope = `${day}/${r.region}/s3/aws4_request`;
   const query: Record<string, string> = {
     'X-Amz-Algorithm': 'AWS4-HMAC-SHA256',
-    'X-Amz-Credential': `${creds.accessKeyId}/${scope}`,
+    'X-Amz-Credential': `${r.credentials.accessKeyId}/${scope}`,
     'X-Amz-Date': amzDate,
-    'X-Amz-Expires': String(expiresSeconds),
+    'X-Amz-Expires': String(r.expiresSeconds),
     'X-Amz-SignedHeaders': 'host',
-    ...(creds.sessionToken ? { 'X-Amz-Security-Token': creds.sessionToken } : {}),
+    ...(r.credentials.sessionToken ? { 'X-Amz-Security-Token': r.credentials.sessionToken } : {}),
   };
   const canonicalQuery = Object.keys(query)
     .sort()
     .map((k) => `${rfc3986(k)}=${rfc3986(query[k]!)}`)
     .join('&');
-  const canonicalRequest = ['GET', path, canonicalQuery, `host:${endpoint.host}`, '', 'host', 'UNSIGNED-PAYLOAD'].join('\n');
+  // A pre-signed URL signs no body: its payload hash is the literal UNSIGNED-PAYLOAD.
+  const canonicalRequest = ['GET', r.path, canonicalQuery, `host:${r.host}`, '', 'host', 'UNSIGNED-PAYLOAD'].join('\n');
   const toSign = ['AWS4-HMAC-SHA256', amzDate, scope, createHash('sha256').update(canonicalRequest).digest('hex')].join('\n');
   const hmac = (k: Buffer | string, s: string): Buffer => createHmac('sha256', k).update(s).digest();
-  const signingKey = hmac(hmac(hmac(hmac(`AWS4${creds.secretAccessKey}`, day), region), 's3'), 'aws4_request');
-  return `${endpoint.protocol}//${endpoint.host}${path}?${canonicalQuery}&X-Amz-Signature=${hmac(signingKey, toSign).toString('hex')}`;
+  const signingKey = hmac(hmac(hmac(hmac(`AWS4${r.credentials.secretAccessKey}`, day), r.region), 's3'), 'aws4_request');
+  return `${r.origin}${r.path}?${canonicalQuery}&X-Amz-Signature=${hmac(signingKey, toSign).toString('hex')}`;
 }
 
 /** SigV4's URI encoding: RFC 3986 unreserved characters stay, everything else is percent-encoded. */
