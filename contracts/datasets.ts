@@ -51,7 +51,7 @@ export const DatasetCreateQuerySchema = z.strictObject({
     .max(128)
     .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'letters, digits, ".", "_" and "-", starting with a letter or digit'),
   format: z
-    .enum(UPLOAD_FORMATS)
+    .enum(UPLOAD_FORMATS, { error: `expected one of ${UPLOAD_FORMATS.join(', ')} (a HuggingFace datasets directory is several files and cannot be one upload: upload its data files, or derive from a version)` })
     .describe('jsonl, csv: checked in the request; parquet, arrow (IPC file or stream, Feather v2), text (a record per line): read by the trainer\'s prepare-dataset. A HuggingFace datasets directory is several files: it cannot be one upload (derive from a version instead)'),
   compression: z.enum(['none', 'gzip', 'zstd']).optional().describe('the body is compressed; default: from the x-filename header (.gz, .zst), else none'),
   seed: z.coerce.number().int().nonnegative().default(42),
