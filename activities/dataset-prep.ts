@@ -18,8 +18,12 @@ import { localPathFor } from '../lib/object-store.js';
 export function createDatasetPrepActivities(deps: ActivityDeps) {
   return {
     async prepareDerivedDataset(input: DatasetPreparationInput): Promise<DatasetPreparationResult> {
+      // An earlier attempt recorded the version (and may have stopped before its job said so).
       const done = await getDataset(deps.db, input.organization_id, input.dataset_id);
-      if (done) return resultOf(done);
+      if (done) {
+        await setChildJobStatus(deps.db, input.job_id, 'succeeded', `version ${done.version} of "${done.name}" (${done.id})`);
+        return resultOf(done);
+      }
       const parent = await getDataset(deps.db, input.organization_id, input.parent_id);
       if (!parent) throw ApplicationFailure.nonRetryable(`dataset ${input.parent_id} does not exist any more`, 'NotFound');
       await recordChildJob(deps.db, preparationJob(input), 'running');
