@@ -255,7 +255,7 @@ class SourceReader:
                     self.log.add(name, rows.line_num or start, None, f"not readable as CSV: {e}")
                     return  # past a broken quote the rest of the file cannot be trusted
                 end = rows.line_num
-                if not row or all(cell.strip() == "" for cell in row) and len(row) <= 1:
+                if not row:  # an empty line
                     continue
                 if header is None:
                     header = [cell.strip() for cell in row]
