@@ -20,19 +20,21 @@ def _call(chunk):
 
 
 def ordered_map(setup: Callable[[], Callable[[Any], Any]], chunks: Iterable[Any], threads: int,
-                inflight_per_worker: int = 4) -> Iterator[tuple[Any, Any]]:
+                inflight_per_worker: int = 4, send: Callable[[Any], Any] = lambda chunk: chunk,
+                ) -> Iterator[tuple[Any, Any]]:
     """(chunk, fn(chunk)) for every chunk, in order; fn = setup() runs once per worker process (a tokenizer, a detector).
-    At most threads x inflight_per_worker chunks are queued at a time, so memory stays bounded."""
+    At most threads x inflight_per_worker chunks are queued at a time, so memory stays bounded.
+    send(chunk) is what the worker gets (only what it needs crosses the process boundary); fn sees the same."""
     if threads <= 1:
         worker = setup()
         for chunk in chunks:
-            yield chunk, worker(chunk)
+            yield chunk, worker(send(chunk))
         return
     context = multiprocessing.get_context("fork")
     with context.Pool(threads, initializer=_init, initargs=(setup,)) as pool:
         pending = []
         for chunk in chunks:
-            pending.append((chunk, pool.apply_async(_call, (chunk,))))
+            pending.append((chunk, pool.apply_async(_call, (send(chunk),))))
             if len(pending) >= threads * inflight_per_worker:
                 sent, result = pending.pop(0)
                 yield sent, result.get()

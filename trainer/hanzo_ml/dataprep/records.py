@@ -22,6 +22,17 @@ class Record:
     source: str                    # the display_name of the spec source it came from (split_of keys)
     split: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # top-level fields outside the record form
+    _line: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def line_json(self) -> str:
+        """The canonical line, computed once (every stage that changes `value` calls changed())."""
+        if self._line is None:
+            self._line = canonical_json(self.value)
+        return self._line
+
+    def changed(self) -> None:
+        self._line = None
 
     @property
     def is_preference(self) -> bool:

@@ -22,16 +22,19 @@ from types import SimpleNamespace
 from typing import Iterator
 
 from hanzo_ml.dataprep.issues import IssueLog, PrepareInputError, single_issue
-from hanzo_ml.dataprep.ops import Stage, build_stage
+from hanzo_ml.dataprep.ops import Stage, build_stage, chunked
+from hanzo_ml.dataprep.parallel import ordered_map
 from hanzo_ml.dataprep.records import Record
 from hanzo_ml.dataprep.sources import SourceReader
 from hanzo_ml.dataprep.split import SPLIT_NAMES, SplitSink
-from hanzo_ml.dataprep.tokenized import count_tokens, write_tokenized
+from hanzo_ml.dataprep.tokenized import counting_worker, write_tokenized
 from hanzo_ml.errors import InputError
 from hanzo_ml.files import atomic_write_json, fsync_tree, sha256_file
 from hanzo_ml.spec import require_existing
 
 log = logging.getLogger(__name__)
+
+COUNT_CHUNK = 256
 
 
 class Context:
@@ -155,14 +158,13 @@ def build(spec, directory: Path) -> dict:
     sink = SplitSink(directory, spec.split, spec.split["seed"] if spec.split is not None else 0,
                      dict(spec.split_of))
     try:
-        if any(op["op"] in ("filter", "tokenize") for op in operations):
-            context.tokenizer()  # load before the workers fork, so each inherits it
+        context.tokenizer()  # load before the workers fork, so each inherits it
         stream: Iterator[Record] = valid_only(reader, issues)
         for op in operations:
             if op["op"] != "tokenize":
                 stages.append(build_stage(op, context))
                 stream = stages[-1].run(stream)
-        write_splits(stream, sink, issues)
+        write_splits(stream, sink, issues, context)
         if issues:
             raise issues.error()
         if reader.summary.records == 0:
@@ -186,7 +188,18 @@ def valid_only(reader: SourceReader, issues: IssueLog) -> Iterator[Record]:
             yield record
 
 
-def write_splits(records: Iterator[Record], sink: SplitSink, issues: IssueLog) -> None:
+def write_splits(records: Iterator[Record], sink: SplitSink, issues: IssueLog, context: Context) -> None:
+    """Each record into its split file, its tokens counted (count-tokens' way) by the worker processes while
+    the main process reads on."""
+    chunks = chunked(placeable(records, sink, issues), COUNT_CHUNK)
+    for chunk, counts in ordered_map(lambda: counting_worker(context.tokenizer), chunks, context.threads,
+                                     send=lambda chunk: [record.line_json for record in chunk]):
+        for record, tokens in zip(chunk, counts):
+            sink.add(record, tokens)
+
+
+def placeable(records: Iterator[Record], sink: SplitSink, issues: IssueLog) -> Iterator[Record]:
+    """Records that can go into a split: one kind of record per dataset, a split for every source."""
     preference: bool | None = None
     for record in records:
         if preference is None:
@@ -198,18 +211,14 @@ def write_splits(records: Iterator[Record], sink: SplitSink, issues: IssueLog) -
         if sink.ratios is None and record.source not in sink.split_of:
             issues.add(record.file, record.line, None, f"no split for source {record.source!r} in split_of")
             continue
-        sink.add(record)
+        yield record
 
 
 def report(spec, context: Context, reader: SourceReader, stages: list[Stage], directory: Path,
            files: dict[str, dict], tokenize: dict | None) -> dict:
     tokenizer_path = Path(spec.tokenizer_path)
     load = context.tokenizer
-    load()
-    splits = {}
-    for name in SPLIT_NAMES:
-        info = files[name]
-        splits[name] = {**info, "tokens": count_tokens(directory / info["path"], load, spec.threads)}
+    splits = files
     version = hashlib.sha256("".join(splits[name]["sha256"] for name in SPLIT_NAMES).encode()).hexdigest()
     tokenized = None
     if tokenize is not None:

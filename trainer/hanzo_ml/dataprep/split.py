@@ -12,7 +12,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from hanzo_ml.dataprep.records import Record, canonical_json
+from hanzo_ml.dataprep.records import Record
 
 SPLIT_NAMES = ("train", "validation", "test")
 FLUSH_BYTES = 1 << 20
@@ -77,38 +77,44 @@ class SplitSink:
         self.seed = seed
         self.split_of = split_of
         self.writers = {name: SplitWriter(directory / f"{name}.jsonl") for name in SPLIT_NAMES}
-        self.lowest: tuple[bytes, str, str] | None = None   # (key, line, split)
-        self.highest: tuple[bytes, str, str] | None = None
+        self.lowest: tuple[bytes, str, str, int] | None = None   # (key, line, split, tokens)
+        self.highest: tuple[bytes, str, str, int] | None = None
+        self.tokens = dict.fromkeys(SPLIT_NAMES, 0)
         self.records = 0
 
-    def add(self, record: Record) -> None:
-        line = canonical_json(record.value)
+    def add(self, record: Record, tokens: int = 0) -> None:
+        """tokens: the record's count (count-tokens'), summed per split and moved with it when rebalancing."""
+        line = record.line_json
         if self.ratios is None:
             split = record.split or self.split_of[record.source]
         else:
             key = hashlib.sha256(f"{self.seed}:{line}".encode("utf-8")).digest()
             split = assign_split(split_fraction(key), self.ratios)
             if self.lowest is None or key < self.lowest[0]:
-                self.lowest = (key, line, split)
+                self.lowest = (key, line, split, tokens)
             if self.highest is None or key > self.highest[0]:
-                self.highest = (key, line, split)
+                self.highest = (key, line, split, tokens)
         self.writers[split].add(line)
+        self.tokens[split] += tokens
         self.records += 1
 
     def finish(self) -> dict[str, dict]:
+        """{split: {path, records, size_bytes, sha256, tokens}}."""
         files = {name: writer.close() for name, writer in self.writers.items()}
-        if self.ratios is None or self.records < 2:
-            return files
-        if self.ratios["test"] > 0 and files["test"]["records"] == 0:
-            self.move(files, self.highest, "test")
-        if self.ratios["train"] > 0 and files["train"]["records"] == 0:
-            self.move(files, self.lowest, "train")
-        return files
+        if self.ratios is not None and self.records >= 2:
+            if self.ratios["test"] > 0 and files["test"]["records"] == 0:
+                self.move(files, self.highest, "test")
+            if self.ratios["train"] > 0 and files["train"]["records"] == 0:
+                self.move(files, self.lowest, "train")
+        return {name: {**info, "tokens": self.tokens[name]} for name, info in files.items()}
 
-    def move(self, files: dict[str, dict], placed: tuple[bytes, str, str], to: str) -> None:
-        _, line, split = placed
+    def move(self, files: dict[str, dict], placed: tuple[bytes, str, str, int], to: str) -> None:
+        _, line, split, tokens = placed
+        before = files[split]["records"]
         files[split] = self.rewrite(files[split], remove=line)
         files[to] = self.rewrite(files[to], append=line)
+        self.tokens[split] -= tokens * (before - files[split]["records"])  # every copy left (none after dedup)
+        self.tokens[to] += tokens
 
     def rewrite(self, info: dict, remove: str | None = None, append: str | None = None) -> dict:
         path = self.dir / info["path"]

@@ -30,19 +30,14 @@ def line_chunks(path: Path, name: str) -> Iterator[list[tuple[str, str]]]:
 
 
 def counting_worker(load_tokenizer):
-    def count(chunk: list[tuple[str, str]]) -> int:
+    """Counts each canonical line's tokens as count-tokens does: chat.parse_record, then the whole rendered
+    conversation (a preference pair: its prompt and chosen answer)."""
+    def count(lines: list[str]) -> list[int]:
         from hanzo_ml.chat import parse_record
         from hanzo_ml.dataprep.ops.filter import conversation_lengths
 
-        tokenizer = load_tokenizer()
-        return sum(conversation_lengths(tokenizer, [parse_record(line, where) for line, where in chunk]))
+        return conversation_lengths(load_tokenizer(), [parse_record(line, "record") for line in lines])
     return count
-
-
-def count_tokens(path: Path, load_tokenizer, threads: int) -> int:
-    """Tokens of every record's rendered conversation, as count-tokens counts them."""
-    return sum(n for _, n in ordered_map(lambda: counting_worker(load_tokenizer), line_chunks(path, path.name),
-                                         threads))
 
 
 def tokenizing_worker(load_tokenizer, max_length: int):

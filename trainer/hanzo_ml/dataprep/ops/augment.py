@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from hanzo_ml.dataprep.ops import Stage
-from hanzo_ml.dataprep.records import Record, canonical_json
+from hanzo_ml.dataprep.records import Record
 
 BUCKETS = 256
 MISSING = "expected a value for the oversample_minority field (every record needs a class)"
@@ -66,7 +66,7 @@ class Augment(Stage):
         try:
             for position, record in enumerate(records):
                 line = record.to_spool()
-                key = hashlib.sha256(f"{seed}:{position}:{canonical_json(record.value)}"
+                key = hashlib.sha256(f"{seed}:{position}:{record.line_json}"
                                      .encode("utf-8", "surrogatepass")).hexdigest()
                 outs[int(key[:2], 16)].write(f"{key}\t{line}\n")
         finally:

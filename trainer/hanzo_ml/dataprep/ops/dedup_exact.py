@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from hanzo_ml.dataprep.ops import Stage
-from hanzo_ml.dataprep.records import Record, canonical_json
+from hanzo_ml.dataprep.records import Record
 
 BATCH = 4096
 
@@ -58,11 +58,11 @@ class DedupExact(Stage):
         if self.params.get("against_parents"):
             parents = 0
             for record in self.context.parent_records():
-                self.store.add(record_key(canonical_json(record.value)))
+                self.store.add(record_key(record.line_json))
                 parents += 1
             self.details["parent_records"] = parents
         for record in records:
-            if self.store.add(record_key(canonical_json(record.value))):
+            if self.store.add(record_key(record.line_json)):
                 yield record
             else:
                 self.removed += 1

@@ -24,6 +24,7 @@ def masking_worker(kinds: list[str]):
                 for message in messages:
                     message["content"], found = masker.mask(message["content"])
                     counts.update(found)
+            record.changed()
         return chunk, counts
 
     return mask_chunk
