@@ -99,6 +99,8 @@ def test_the_report_holds_the_trainers_own_counts_and_tokenization(tmp_path, tin
         assert table.column("input_ids").to_pylist() == [e.input_ids for e in examples]
         assert table.column("labels").to_pylist() == [e.labels for e in examples]
         assert table.column("document").to_pylist() == list(range(len(examples)))
+        assert table.schema.metadata[b"tokenizer_sha256"] == report["tokenizer_sha256"].encode()
+        assert table.schema.metadata[b"max_length"] == b"256"
         assert report["tokenized"]["splits"][split]["tokens"] == sum(len(e.input_ids) for e in examples)
         assert report["tokenized"]["splits"][split]["sha256"] == sha256_file(
             tmp_path / "out" / "tokenized" / f"{split}.arrow")

@@ -216,7 +216,7 @@ def placeable(records: Iterator[Record], sink: SplitSink, issues: IssueLog) -> I
 
 def report(spec, context: Context, reader: SourceReader, stages: list[Stage], directory: Path,
            files: dict[str, dict], tokenize: dict | None) -> dict:
-    tokenizer_path = Path(spec.tokenizer_path)
+    tokenizer_sha256 = sha256_file(Path(spec.tokenizer_path) / "tokenizer.json")
     load = context.tokenizer
     splits = files
     version = hashlib.sha256("".join(splits[name]["sha256"] for name in SPLIT_NAMES).encode()).hexdigest()
@@ -226,7 +226,7 @@ def report(spec, context: Context, reader: SourceReader, stages: list[Stage], di
         started = time.perf_counter()
         tokenized = {"max_length": tokenize["max_length"], "splits": {
             name: write_tokenized(directory / f"{name}.jsonl", directory / "tokenized" / f"{name}.arrow", load,
-                                  tokenize["max_length"], spec.threads) for name in SPLIT_NAMES}}
+                                  tokenize["max_length"], spec.threads, tokenizer_sha256) for name in SPLIT_NAMES}}
         rows = sum(s["rows"] for s in tokenized["splits"].values())
         stage_reports = [s.report() for s in stages] + [{
             "op": "tokenize", "params": {"max_length": tokenize["max_length"]}, "records_in": rows, "records_out": rows, "removed": 0,
@@ -241,7 +241,7 @@ def report(spec, context: Context, reader: SourceReader, stages: list[Stage], di
         "operations": order_like(stage_reports, spec.operations),
         "splits": splits,
         "tokenized": tokenized,
-        "tokenizer_sha256": sha256_file(tokenizer_path / "tokenizer.json"),
+        "tokenizer_sha256": tokenizer_sha256,
         "sha256": version,
         "peak_rss_mb": 0.0,
         "seconds": 0.0,

@@ -51,12 +51,16 @@ def tokenizing_worker(load_tokenizer, max_length: int):
     return encode
 
 
-def write_tokenized(source: Path, target: Path, load_tokenizer, max_length: int, threads: int) -> dict:
-    """tokenized/<split>.arrow from <split>.jsonl; {path, rows, tokens, sha256}."""
+def write_tokenized(source: Path, target: Path, load_tokenizer, max_length: int, threads: int,
+                    tokenizer_sha256: str) -> dict:
+    """tokenized/<split>.arrow from <split>.jsonl; {path, rows, tokens, sha256}. The schema metadata says how
+    the rows were made, so a reader can refuse rows made with another tokenizer or length."""
     import pyarrow as pa
 
+    metadata = {"tokenizer_sha256": tokenizer_sha256, "max_length": str(max_length), "chat_template": "model",
+                "mask_prompt": "true"}
     schema = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32())),
-                        ("document", pa.int64())])
+                        ("document", pa.int64())], metadata=metadata)
     rows = tokens = 0
     with pa.OSFile(str(target), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
         for _, (input_ids, labels) in ordered_map(lambda: tokenizing_worker(load_tokenizer, max_length),

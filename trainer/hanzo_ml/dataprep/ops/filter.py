@@ -2,9 +2,10 @@
 tokenizer and chat template, exactly as count-tokens counts) and whose text is in one of `languages`.
 
 Language detection is lingua's, its models shipped in the wheel. A detector that knows only the requested
-languages would call every text one of them, so it also knows a fixed set of widespread languages to tell them
-apart from; low-accuracy mode (trigrams only) is used: about 1.7x faster, and whole conversations are long enough
-for it. Removed counts per reason go to details.
+languages calls every text one of them (built from English and French, it calls a German sentence English with
+confidence 1.0), so it also knows a fixed set of widespread languages to tell them apart from. Low-accuracy mode
+(trigrams only) is used: 68 us of CPU per sentence against 149 us in high-accuracy mode, and whole conversations
+are long enough for it. Removed counts per reason go to details.
 """
 from __future__ import annotations
 
