@@ -132,6 +132,16 @@ def test_shuffle_is_a_deterministic_permutation(tmp_path):
     assert list(tmp_path.glob("augment-*")) == []  # its buckets are removed
 
 
+def test_a_bucket_larger_than_the_memory_budget_is_split_and_the_order_is_the_same(tmp_path):
+    records = demo(60) * 3  # equal records too: their keys differ by position
+    roomy, _ = run_op({"op": "augment", "shuffle_seed": 5}, records, context(tmp_path))
+    ctx = context(tmp_path)
+    ctx.memory_budget_mb = 0  # every bucket is over budget: each is split again, down to MAX_DEPTH
+    tight, _ = run_op({"op": "augment", "shuffle_seed": 5}, records, ctx)
+
+    assert [r.line_json for r in tight] == [r.line_json for r in roomy]
+
+
 def test_oversampling_repeats_each_smaller_class_up_to_the_largest(tmp_path):
     records = [chat(f"q{i}", "a", label="common") for i in range(7)] + \
               [chat(f"r{i}", "b", label="rare") for i in range(3)] + [chat("s", "c", label="single")]

@@ -1,7 +1,8 @@
 """augment: oversample_minority repeats each smaller class's records until the class is as large as the largest;
 shuffle_seed reorders the records deterministically. Both spill to work_dir, so memory stays bounded:
 oversampling spools the records once to count the classes, and the shuffle is external: every record goes to one
-of BUCKETS files by a seeded hash of (position, record), then each bucket is sorted by that hash in memory.
+of BUCKETS files by a seeded hash of (position, record), then each bucket is sorted by that hash in memory (a
+bucket over a quarter of memory_budget_mb is split further first).
 """
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ from typing import Iterator
 from hanzo_ml.dataprep.ops import Stage
 from hanzo_ml.dataprep.records import Record
 
-BUCKETS = 256
+BUCKETS = 256  # one per value of a key byte
+MAX_DEPTH = 4  # 256 ** 3 buckets of a quarter of the budget each: far beyond any disk
+
+
+def bucket_of(key: str, depth: int) -> int:
+    """The bucket of a hex key at a depth: its depth-th byte (so the buckets in order are the keys in order)."""
+    return int(key[2 * depth:2 * depth + 2], 16)
 MISSING = "expected a value for the oversample_minority field (every record needs a class)"
 
 
@@ -68,16 +75,39 @@ class Augment(Stage):
                 line = record.to_spool()
                 key = hashlib.sha256(f"{seed}:{position}:{record.line_json}"
                                      .encode("utf-8", "surrogatepass")).hexdigest()
-                outs[int(key[:2], 16)].write(f"{key}\t{line}\n")
+                outs[bucket_of(key, 0)].write(f"{key}\t{line}\n")
         finally:
             for out in outs:
                 out.close()
+        limit = (self.context.memory_budget_mb << 20) // 4
         for path in paths:
-            with open(path, encoding="utf-8", errors="surrogatepass") as bucket:
-                entries = sorted(line.split("\t", 1) for line in bucket)
+            yield from self.sorted_bucket(path, 1, limit)
+
+    def sorted_bucket(self, path: Path, depth: int, limit: int) -> Iterator[Record]:
+        """A bucket's records in key order. One larger than `limit` bytes is split again by the next byte of
+        the key (keys are hex, so the sub-buckets in order are the bucket in order) until each part fits."""
+        if path.stat().st_size > limit and depth < MAX_DEPTH:
+            outs: dict[int, object] = {}  # opened as needed: a sparse bucket makes few files
+            try:
+                with open(path, encoding="utf-8", errors="surrogatepass") as bucket:
+                    for entry in bucket:
+                        part = bucket_of(entry, depth)
+                        if part not in outs:
+                            outs[part] = open(path.with_name(f"{path.stem}-{part:03d}.jsonl"), "w",
+                                              encoding="utf-8", errors="surrogatepass")
+                        outs[part].write(entry)
+            finally:
+                for out in outs.values():
+                    out.close()
             os.unlink(path)
-            for _, line in entries:
-                yield Record.from_spool(line)
+            for part in sorted(outs):
+                yield from self.sorted_bucket(path.with_name(f"{path.stem}-{part:03d}.jsonl"), depth + 1, limit)
+            return
+        with open(path, encoding="utf-8", errors="surrogatepass") as bucket:
+            entries = sorted(line.split("\t", 1) for line in bucket)
+        os.unlink(path)
+        for _, line in entries:
+            yield Record.from_spool(line)
 
     def close(self) -> None:
         self.dir.cleanup()
