@@ -190,3 +190,52 @@ def test_an_existing_output_directory_is_never_replaced(tmp_path, tiny_base_dir)
 
     assert run_prepare(tmp_path, spec).returncode == 2
     assert os.listdir(tmp_path / "out") == ["keep"]
+
+
+# ---- the trainer reading the tokenized rows (data.tokenized_dir) -----------------------------------------
+
+def prepared_version(tmp_path: Path, tokenizer_dir: Path, max_length: int) -> Path:
+    source = write_jsonl(tmp_path / "chat.jsonl", demo_records(40))
+    spec = prep_spec(tmp_path, tokenizer_dir, [{"path": str(source), "display_name": "chat.jsonl"}],
+                     split={"seed": 3, "train": 0.75, "validation": 0.25, "test": 0.0},
+                     operations=[{"op": "tokenize", "max_length": max_length}])
+    done = run_prepare(tmp_path, spec)
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "out"
+
+
+@pytest.mark.parametrize("packing", [False, True])
+def test_the_trainer_gets_the_same_batches_from_the_tokenized_rows(tmp_path, tiny_base_dir, packing):
+    from hanzo_ml.recipes.components import load_chat_datasets
+    from helpers import load_spec_dict, train_spec
+
+    out = prepared_version(tmp_path, tiny_base_dir, max_length=192)
+    files = {"train": out / "train.jsonl", "validation": out / "validation.jsonl"}
+    data = {"packing": packing}
+    plain = load_spec_dict(train_spec(tmp_path, tiny_base_dir, files, data=data), tmp_path)
+    prepared = load_spec_dict(train_spec(tmp_path, tiny_base_dir, files,
+                                         data={**data, "tokenized_dir": str(out / "tokenized")}), tmp_path)
+
+    tokenized = load_chat_datasets(prepared, tmp_path / "train-job.json")
+    reference = load_chat_datasets(plain, tmp_path / "train-job.json")
+
+    assert tokenized.train == reference.train and tokenized.validation == reference.validation
+    assert len(reference.train) > 0 and len(reference.validation) > 0
+    batch, expected = tokenized.collate(tokenized.train[:4]), reference.collate(reference.train[:4])
+    assert batch.keys() == expected.keys()
+    assert all(bool((batch[k] == expected[k]).all()) for k in batch)
+
+
+def test_tokenized_rows_made_for_another_length_are_refused(tmp_path, tiny_base_dir):
+    from hanzo_ml.errors import InputError
+    from hanzo_ml.recipes.components import load_chat_datasets
+    from helpers import load_spec_dict, train_spec
+
+    out = prepared_version(tmp_path, tiny_base_dir, max_length=128)
+    files = {"train": out / "train.jsonl", "validation": out / "validation.jsonl"}
+    spec = load_spec_dict(train_spec(tmp_path, tiny_base_dir, files,
+                                     data={"tokenized_dir": str(out / "tokenized")}), tmp_path)
+
+    with pytest.raises(InputError, match=r"data.tokenized_dir: train.arrow was made with max_length '128', "
+                                         r"this job uses '192'"):
+        load_chat_datasets(spec, tmp_path / "train-job.json")

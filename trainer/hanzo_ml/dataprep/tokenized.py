@@ -80,3 +80,33 @@ def sha256_of(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+# ---- the trainer reading them back (data.tokenized_dir) -------------------------------------------
+
+def read_tokenized(directory: Path, split: str, jsonl_path: Path, expected: dict[str, str], where: str) -> list:
+    """The TokenizedExamples of tokenized/<split>.arrow, after checking it was made the way this job would
+    tokenize (`expected`: tokenizer_sha256, max_length, chat_template, mask_prompt) and from this split file
+    (one row per record). Torch-free; the rows stay in file order."""
+    import pyarrow as pa
+
+    from hanzo_ml.chat import TokenizedExample
+    from hanzo_ml.errors import InputError
+
+    path = Path(directory) / f"{split}.arrow"
+    try:
+        table = pa.ipc.open_file(path).read_all()
+    except (OSError, pa.ArrowInvalid) as e:
+        raise InputError(f"{where}: cannot read {path} as Arrow: {e}") from e
+    made = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    for key, value in expected.items():
+        if made.get(key) != value:
+            raise InputError(f"{where}: {path.name} was made with {key} {made.get(key)!r}, this job uses "
+                             f"{value!r}; prepare the version again with the job's settings")
+    with open(jsonl_path, "rb") as f:
+        records = sum(1 for line in f if line.strip())
+    if records != table.num_rows:
+        raise InputError(f"{where}: {path.name} has {table.num_rows} rows but {jsonl_path} has {records} records "
+                         "(not the same version)")
+    return [TokenizedExample(input_ids, labels) for input_ids, labels in
+            zip(table.column("input_ids").to_pylist(), table.column("labels").to_pylist())]
