@@ -1,0 +1,1 @@
+"""Dataset preparation: reading sources, the preparation operations and the prepare-dataset command."""
