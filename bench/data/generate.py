@@ -9,7 +9,8 @@ almost no 5-word shingle. Planted, each a fraction of the records (flags):
   near    a copy of an earlier record with 1-2 answer words replaced (Jaccard of 5-word shingles >= ~0.82, above
           the default threshold 0.72)
   pii     one value in the question: email, phone, credit card (Luhn), US SSN, IPv4 or an AWS key id
-The truth file holds those counts and, per planted record, its line and its source line.
+The truth file holds those counts (PII values: copies included) and, per planted record, its line, its source
+line and its PII kind.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+from stdnum import luhn
 
 VOCAB_SIZE = 20_000
 
@@ -43,11 +45,14 @@ class TextSource:
         self.p = weights / weights.sum()
         self.np_rng = np.random.default_rng(seed)
         self.buffer: list[int] = []
+        self.pos = 0
 
     def take(self, n: int) -> list[str]:
-        if len(self.buffer) < n:
-            self.buffer.extend(self.np_rng.choice(VOCAB_SIZE, size=200_000, p=self.p).tolist())
-        ids, self.buffer = self.buffer[:n], self.buffer[n:]
+        if self.pos + n > len(self.buffer):
+            self.buffer = self.buffer[self.pos:] + self.np_rng.choice(VOCAB_SIZE, size=200_000, p=self.p).tolist()
+            self.pos = 0
+        ids = self.buffer[self.pos:self.pos + n]
+        self.pos += n
         return [self.words[i] for i in ids]
 
     def sentence(self, n: int) -> str:
@@ -64,16 +69,20 @@ def chat_texts(n: int, seed: int) -> Iterator[str]:
 
 def luhn_number(rng: random.Random) -> str:
     body = "4" + "".join(rng.choice(string.digits) for _ in range(14))
-    total = sum((2 * int(d) - 9 if 2 * int(d) > 9 else 2 * int(d)) if i % 2 == 0 else int(d) for i, d in enumerate(reversed(body)))
-    return body + str((10 - total % 10) % 10)
+    return body + luhn.calc_check_digit(body)
+
+
+def grouped(digits: str) -> str:
+    return " ".join(digits[i:i + 4] for i in range(0, len(digits), 4))
 
 
 PII_MAKERS = {
     "email": lambda r: f"user{r.randint(1, 10**6)}@example.com",
     "phone": lambda r: f"({r.choice([212, 415, 617, 312, 206])}) {r.randint(201, 989)}-{r.randint(0, 9999):04d}",
-    "credit_card": lambda r: " ".join(luhn_number(r)[i:i + 4] for i in range(0, 16, 4)),
+    "credit_card": lambda r: grouped(luhn_number(r)),
     "us_ssn": lambda r: f"{r.choice([a for a in range(1, 900) if a != 666]):03d}-{r.randint(1, 99):02d}-{r.randint(1, 9999):04d}",
-    "ipv4": lambda r: f"10.{r.randint(0, 255)}.{r.randint(0, 255)}.{r.randint(1, 254)}",
+    # public addresses: datatrove masks only those, so the two sides can be compared on them
+    "ipv4": lambda r: f"{r.choice([34, 52, 81, 93, 145, 185])}.{r.randint(0, 255)}.{r.randint(0, 255)}.{r.randint(1, 254)}",
     "secret": lambda r: "AKIA" + "".join(r.choice(string.ascii_uppercase + string.digits) for _ in range(16)),
 }
 
@@ -92,18 +101,19 @@ def generate(n: int, seed: int, exact: float, near: float, pii: float) -> Iterat
     src, rng = TextSource(seed), random.Random(seed)
     window: list[dict] = []
     window_lines: list[int] = []
+    window_pii: list[str | None] = []
     for line in range(1, n + 1):
         roll = rng.random()
         if window and roll < exact:
             k = rng.randrange(len(window))
-            yield window[k], {"line": line, "planted": "exact", "of": window_lines[k]}
+            yield window[k], {"line": line, "planted": "exact", "of": window_lines[k], "kind": window_pii[k]}
             continue
         if window and roll < exact + near:
             k = rng.randrange(len(window))
-            yield near_copy(window[k], src, rng), {"line": line, "planted": "near", "of": window_lines[k]}
+            yield near_copy(window[k], src, rng), {"line": line, "planted": "near", "of": window_lines[k], "kind": window_pii[k]}
             continue
         question = src.sentence(rng.randint(15, 40))
-        truth = None
+        truth, kind = None, None
         if rng.random() < pii:
             kind = rng.choice(sorted(PII_MAKERS))
             question = question[:-1] + f", my {kind.replace('_', ' ')} is {PII_MAKERS[kind](rng)}."
@@ -112,9 +122,10 @@ def generate(n: int, seed: int, exact: float, near: float, pii: float) -> Iterat
         if len(window) < 10_000:
             window.append(record)
             window_lines.append(line)
+            window_pii.append(kind)
         else:
             k = rng.randrange(10_000)
-            window[k], window_lines[k] = record, line
+            window[k], window_lines[k], window_pii[k] = record, line, kind
         yield record, truth
 
 
@@ -127,6 +138,7 @@ def main() -> None:
     ap.add_argument("--near", type=float, default=0.05, help="fraction that are near copies")
     ap.add_argument("--pii", type=float, default=0.10, help="fraction of fresh records holding one PII value")
     args = ap.parse_args()
+    # pii: values in the input, copies included (an exact or near copy of a record repeats its value)
     counts = {"exact": 0, "near": 0, "pii": {}}
     planted = []
     with args.out.open("w") as f:
@@ -134,10 +146,10 @@ def main() -> None:
             f.write(json.dumps(record) + "\n")
             if truth:
                 planted.append(truth)
-                if truth["planted"] == "pii":
-                    counts["pii"][truth["kind"]] = counts["pii"].get(truth["kind"], 0) + 1
-                else:
+                if truth["planted"] != "pii":
                     counts[truth["planted"]] += 1
+                if truth.get("kind"):
+                    counts["pii"][truth["kind"]] = counts["pii"].get(truth["kind"], 0) + 1
     truth_path = args.out.with_suffix(".truth.json")
     truth_path.write_text(json.dumps({"records": args.records, "seed": args.seed, "counts": counts, "planted": planted}))
     print(json.dumps({"records": args.records, "counts": counts, "out": str(args.out), "truth": str(truth_path)}))

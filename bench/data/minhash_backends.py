@@ -3,7 +3,8 @@
     PYTHONPATH=trainer python bench/data/minhash_backends.py [--records 100000]
 
 rensa (Rust), datasketch (numpy per record, the reference) and our own numpy implementation that hashes a batch of
-records' shingles at once; each gets the same lower-cased 5-word shingles, 112 permutations, seed 1. Prints JSON.
+records' shingles at once; each gets the same lower-cased 5-word shingles, 112 permutations, seed 1. Times are CPU
+seconds of this process (the machine is shared). Prints JSON.
 """
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ from hanzo_ml.dataprep.near_dedup import NumpyMinHash, shingles  # noqa: E402
 
 
 def time_it(fn, texts) -> float:
-    start = time.perf_counter()
+    start = time.process_time()
     fn(texts)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def run_datasketch(texts, num_perm=112, seed=1):
