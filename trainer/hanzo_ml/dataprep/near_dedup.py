@@ -69,9 +69,10 @@ class NearDuplicateFilter:
         os.close(fd)
         self.db = sqlite3.connect(self.db_path, isolation_level=None)
         self._setup(memory_budget_mb)
-        # A kept record costs about 2 KiB until it is written (signature, bucket keys, dict entries); a quarter of
-        # the budget holds the unwritten batch, half is SQLite's page cache, the rest is the process itself.
-        self.batch_limit = max(1000, memory_budget_mb * 1024 // 4 // 2)
+        # A kept record costs about 4 KiB until it is written (its signature array, 14 bucket-dict entries with
+        # their lists): a quarter of the budget holds the unwritten batch, a quarter is SQLite's page cache, the
+        # rest is the process itself and the caller's own data.
+        self.batch_limit = max(1000, memory_budget_mb * 1024 // 4 // 4)
         self.pending_buckets: dict[int, list[int]] = {}
         self.pending_sigs: dict[int, np.ndarray] = {}
         self.pending_clusters: set[int] = set()
@@ -81,7 +82,7 @@ class NearDuplicateFilter:
     def _setup(self, memory_budget_mb: int) -> None:
         self.db.executescript(f"""
             PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = FILE;
-            PRAGMA cache_size = -{memory_budget_mb * 1024 // 2};
+            PRAGMA cache_size = -{memory_budget_mb * 1024 // 4};
             CREATE TABLE buckets (bkey INTEGER NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (bkey, rid)) WITHOUT ROWID;
             CREATE TABLE sigs (rid INTEGER PRIMARY KEY, sig BLOB NOT NULL);
             CREATE TABLE clusters (rid INTEGER PRIMARY KEY);
