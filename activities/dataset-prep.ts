@@ -10,7 +10,7 @@ import { runJobToCompletion } from './jobs.js';
 import { baseModelInput } from './job-inputs.js';
 import { PrepareReportSchema, type DatasetPreparationInput, type DatasetPreparationResult, type PrepareDatasetJobSpec, type PrepareReport } from '../contracts/data-prep.js';
 import { SPLITS, type SplitName } from '../contracts/datasets.js';
-import { copyOutputs, parentSources, preparationJob, readIssues, storePreparedVersion, transformSummary, PrepareIssuesError } from '../datasets/derive.js';
+import { parentSources, preparationJob, readIssues, storePreparedVersion, transformSummary, PrepareIssuesError } from '../datasets/derive.js';
 import { recordChildJob, setChildJobStatus } from '../db/repo/child-jobs.js';
 import { getDataset, olderVersions, type DatasetRow } from '../db/repo/datasets.js';
 import { localPathFor } from '../lib/object-store.js';
@@ -40,11 +40,10 @@ export function createDatasetPrepActivities(deps: ActivityDeps) {
           transform: transformSummary(parent, input.request.operations),
           parentDatasets: [parent.id],
           report: report.report,
-          outputUri: report.outputUri,
           tokenizer: input.tokenizer,
           extraMetadata: { derived_from: { id: parent.id, name: parent.name, version: parent.version }, job_id: input.job_id },
         },
-        copyOutputs(deps.store, report.outputUri),
+        (bucket, prefix) => deps.store.putDirectory(bucket, prefix, report.outputDir),
       );
       await setChildJobStatus(deps.db, input.job_id, 'succeeded', `version ${row.version} of "${row.name}" (${row.id})`);
       return resultOf(row);
@@ -62,10 +61,11 @@ const resultOf = (row: DatasetRow): DatasetPreparationResult => ({ dataset_id: r
 /**
  * The prepare-dataset job. Its sources and parents are lists of paths, which the job runner does not fetch (it
  * fills top-level fields only), so they are local paths: the job runs on this worker's machine (the local
- * executor), reading file:// splits in place and s3:// ones fetched here first. Its issues file is local too:
- * the runner uploads outputs only when the command succeeds.
+ * executor), reading file:// splits in place and s3:// ones fetched here first. Its output_dir and issues file
+ * are local too: the command makes output_dir itself, only when complete (the runner would make an output field's
+ * directory first), and the runner uploads outputs only when the command succeeds.
  */
-async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput, parent: DatasetRow): Promise<{ report: PrepareReport; outputUri: string }> {
+async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput, parent: DatasetRow): Promise<{ report: PrepareReport; outputDir: string }> {
   if (deps.executor.kind !== 'local')
     throw ApplicationFailure.nonRetryable(`dataset preparation runs on the local executor only (scheduler.executor is ${deps.executor.kind}): its inputs are lists of files the job runner does not fetch`, 'NotConfigured');
   const work = join(deps.home, 'work', `dataset-prep-${input.dataset_id}`);
@@ -75,6 +75,7 @@ async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput
   const wantsParents = input.request.operations.some((o) => 'against_parents' in o && o.against_parents);
   const parents = wantsParents ? await earlierVersionFiles(deps, input, parent, join(work, 'earlier')) : [];
   const issuesPath = join(work, 'issues.json');
+  const outputDir = join(work, 'output');
   const spec: PrepareDatasetJobSpec = {
     kind: 'prepare-dataset',
     job_name: `dataset-prep-${input.dataset_id}`,
@@ -83,7 +84,7 @@ async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput
     operations: input.request.operations,
     split: input.request.split,
     tokenizer_path: 'input:tokenizer_path',
-    output_dir: 'output:output_dir',
+    output_dir: outputDir,
     report_path: 'output:report_path',
     issues_path: issuesPath,
     work_dir: join(work, 'scratch'),
@@ -92,7 +93,7 @@ async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput
     threads: deps.config.trainer.threads,
   };
   try {
-    const { result, files } = await runJobToCompletion(deps, {
+    const { result } = await runJobToCompletion(deps, {
       job: {
         name: `dataset-prep-${input.dataset_id}`,
         kind: 'prepare-dataset',
@@ -101,13 +102,13 @@ async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput
           tool: 'trainer',
           spec,
           inputs: { tokenizer_path: await baseModelInput(deps, input.tokenizer) },
-          outputs: { output_dir: 'dir', report_path: 'file' },
+          outputs: { report_path: 'file' },
           result_field: 'report_path',
         },
       },
       resultSchema: PrepareReportSchema,
     });
-    return { report: result, outputUri: files.outputUri('output_dir') };
+    return { report: result, outputDir };
   } catch (err) {
     // Exit code 2: the command refused the data and wrote why; the job fails with those issues, not a log tail.
     if (err instanceof ApplicationFailure && err.type === 'BadJobSpec') {

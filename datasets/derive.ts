@@ -20,7 +20,7 @@ import { PrepareIssueSchema } from '../contracts/data-prep.js';
 import type { Db } from '../db/client.js';
 import { insertDatasetVersion, type DatasetRow, type NewDataset } from '../db/repo/datasets.js';
 import { repoRoot, trainerPython, type Bootstrap } from '../lib/config.js';
-import { copyPrefix, type ObjectStore, type StoredObject } from '../lib/object-store.js';
+import type { ObjectStore, StoredObject } from '../lib/object-store.js';
 import type { Config } from '../contracts/config.js';
 import { jobParent } from '../contracts/job-kinds.js';
 import type { ChildJob } from '../db/repo/child-jobs.js';
@@ -72,8 +72,6 @@ export interface PreparedVersion {
   transform: string;
   parentDatasets: string[];
   report: PrepareReport;
-  /** the job's output_dir, in the object store or on local disk */
-  outputUri: string;
   tokenizer: string;
   extraMetadata?: Record<string, unknown>;
   audited?: (tx: Db, row: DatasetRow) => Promise<void>;
@@ -140,8 +138,6 @@ function reportMetadata(r: PrepareReport, tokenizer: string, uriOf: (relative: s
   };
 }
 
-/** Copies a job's output_dir (an object-store prefix) under the version's prefix. */
-export const copyOutputs = (store: ObjectStore, outputUri: string) => (bucket: string, prefix: string) => copyPrefix(store, outputUri, bucket, prefix);
 
 /** The name and tokenizer a derived version gets: the request's, else the parent's. */
 export function deriveTarget(parent: DatasetRow, req: DeriveRequest): { name: string; tokenizer: string | null } {

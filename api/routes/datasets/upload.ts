@@ -144,7 +144,6 @@ async function prepareUpload(c: Context<AppEnv>, deps: ApiDeps, u: PrepareUpload
         transform: `upload (${u.format}): prepare-dataset, normalise to chat messages, split seed=${u.seed}`,
         parentDatasets: [],
         report,
-        outputUri: outputDir,
         tokenizer: u.tokenizer,
         extraMetadata: { source: { name: u.displayName, format: u.format }, seed: u.seed, split_ratios: u.splits },
         audited: u.audited,
