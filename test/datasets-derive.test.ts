@@ -40,14 +40,14 @@ async function uploadBytes(query: string, body: string | Uint8Array, filename?: 
 }
 
 /** Derives and waits for the job to end; returns the job and, when it succeeded, the new version. */
-async function deriveAndWait(parentId: string, request: unknown): Promise<{ job: Json; version: Json | null }> {
+async function deriveAndWait(parentId: string, request: unknown): Promise<{ job: Json; version: Json | null; datasetId: string }> {
   const accepted = await postJson(`/v1/datasets/${parentId}/derive`, request);
   expect(accepted.status).toBe(202);
   for (let i = 0; i < 600; i++) {
     const job = (await stack.api<Json>('GET', `/v1/jobs/${accepted.body.job_id}`)).body;
     if (TERMINAL_JOB_STATUSES.includes(job.status as JobStatus)) {
       const version = job.status === 'succeeded' ? (await stack.api<Json>('GET', `/v1/datasets/${accepted.body.dataset_id}`)).body : null;
-      return { job, version };
+      return { job, version, datasetId: accepted.body.dataset_id as string };
     }
     await new Promise((r) => setTimeout(r, 500));
   }
@@ -128,6 +128,15 @@ describe.skipIf(!HAS_PREPARE_DATASET)('derived versions (needs the trainer\'s pr
     const again = await stack.runtime.client.workflow.execute('datasetPreparationWorkflow', { taskQueue: PIPELINE_TASK_QUEUE, workflowId: `${datasetPreparationWorkflowId(filtered.id)}-again`, args: [input] });
     expect(again).toEqual({ dataset_id: filtered.id, version: filtered.version, sha256: filtered.sha256 });
     expect(await names()).toEqual(before);
+  });
+
+  it('fails the job with the issues prepare-dataset wrote on bad input, and records no version', async () => {
+    const { job, version, datasetId } = await deriveAndWait(raw.id, { name: 'derive-refused', operations: [{ op: 'filter', languages: ['zz'] }] });
+    expect(job.status).toBe('failed');
+    expect(job.message).toMatch(/the data was refused:\n {2}operations field languages: filter\.languages: no language detector for 'zz'/);
+    expect(version).toBeNull();
+    expect((await stack.api('GET', `/v1/datasets/${datasetId}`)).status).toBe(404);
+    expect((await stack.api<Json>('GET', '/v1/datasets?name=derive-refused')).body.datasets).toEqual([]);
   });
 
   it('uploads plain text and gzip-compressed JSONL through prepare-dataset', async () => {
