@@ -2,12 +2,14 @@
 // tokenized through prepare-dataset jobs, with counts that add up from each operation to the next and to the
 // version; and uploads in the formats only the trainer reads, with bad input answered 400 naming record and field.
 // These need the trainer's `prepare-dataset` command; without it in this checkout they are skipped (by name).
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
-import { repoRoot } from '../lib/config.js';
+import { repoRoot, trainerPython } from '../lib/config.js';
 import { TERMINAL_JOB_STATUSES, type JobStatus } from '../contracts/jobs.js';
 import { DeriveRequestSchema, datasetPreparationWorkflowId, type DatasetPreparationInput } from '../contracts/data-prep.js';
 import { PIPELINE_TASK_QUEUE } from '../contracts/pipeline.js';
@@ -146,6 +148,16 @@ describe.skipIf(!HAS_PREPARE_DATASET)('derived versions (needs the trainer\'s pr
     const gz = await uploadBytes('name=derive-gz&format=jsonl', gzipSync(RAW.slice(0, 20).join('\n')), 'chats.jsonl.gz');
     expect(gz.status).toBe(201);
     expect(gz.body.num_records).toBe(20);
+  });
+
+  it('uploads a Parquet file of plain text through prepare-dataset, one record per row', async () => {
+    const file = join(stack.home, 'rows.parquet');
+    // The test's input made by pyarrow, the library the trainer reads Parquet with.
+    await promisify(execFile)(trainerPython(stack.loaded), ['-c', `import pyarrow as pa, pyarrow.parquet as pq; pq.write_table(pa.table({"text": [f"row {i} of text" for i in range(12)]}), ${JSON.stringify(file)})`]);
+    const res = await uploadBytes('name=derive-parquet&format=parquet', readFileSync(file), 'rows.parquet');
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ format: 'parquet', num_records: 12 });
+    expect(res.body.splits.train.num_records + res.body.splits.validation.num_records + res.body.splits.test.num_records).toBe(12);
   });
 
   it('answers a bad compressed upload with 400 naming the file, record and field', async () => {
