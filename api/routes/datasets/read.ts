@@ -42,6 +42,7 @@ export function readRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const { split } = queryParams(c, DatasetDownloadQuerySchema);
     const file = splitOf(row, split);
     const expires = Math.floor(Date.now() / 1000) + DOWNLOAD_URL_TTL_SECONDS;
+    // The file store's URL is on the origin the caller reached this API by (server.public_url is the trainers').
     const url =
       deps.store instanceof S3ObjectStore
         ? await presignS3Get(deps.store.client, deps.config.storage, file.path, DOWNLOAD_URL_TTL_SECONDS)
