@@ -19,6 +19,9 @@ export function formatOfFile(path: string): string {
   return FORMAT_OF_EXTENSION[extname(inner).toLowerCase()] ?? 'jsonl';
 }
 
+/** The operations' fields that are lists: one value there is a list of one (languages=en). */
+const LIST_FIELDS = new Set(['languages', 'kinds']);
+
 /**
  * One --op: `name` or `name:key=value,key=value` (values read as JSON where they parse, lists as a|b), or a JSON
  * object. `filter:min_tokens=5,languages=en|de` is {"op":"filter","min_tokens":5,"languages":["en","de"]}.
@@ -38,7 +41,8 @@ export function parseOp(text: string): Record<string, unknown> {
     const eq = pair.indexOf('=');
     if (eq < 1) throw new InvalidArgumentError(`--op ${text}: expected key=value, got "${pair}"`);
     const value = pair.slice(eq + 1);
-    out[pair.slice(0, eq)] = value.includes('|') ? value.split('|').map(scalar) : scalar(value);
+    const key = pair.slice(0, eq);
+    out[key] = value.includes('|') || LIST_FIELDS.has(key) ? value.split('|').map(scalar) : scalar(value);
   }
   return out;
 }

@@ -22,6 +22,7 @@ const cli = (...args: string[]) => exec(bin, args, { env: env() }).then((r) => (
 describe('the --op shorthand and --config', () => {
   it('reads name:key=value pairs as JSON values and a|b as lists', () => {
     expect(parseOp('dedup_exact')).toEqual({ op: 'dedup_exact' });
+    expect(parseOp('mask_pii:kinds=email')).toEqual({ op: 'mask_pii', kinds: ['email'] });
     expect(parseOp('filter:min_tokens=5,languages=en|de')).toEqual({ op: 'filter', min_tokens: 5, languages: ['en', 'de'] });
     expect(parseOp('dedup_near:threshold=0.8,against_parents=true')).toEqual({ op: 'dedup_near', threshold: 0.8, against_parents: true });
     expect(parseOp('{"op":"tokenize","max_length":512}')).toEqual({ op: 'tokenize', max_length: 512 });

@@ -141,6 +141,19 @@ describe.skipIf(!HAS_PREPARE_DATASET)('derived versions (needs the trainer\'s pr
     expect((await stack.api<Json>('GET', '/v1/datasets?name=derive-refused')).body.datasets).toEqual([]);
   });
 
+  it('`hanzo-ml dataset derive --wait` tells the job\'s progress and prints the new version; a refused one exits 1 with the issues', async () => {
+    const bin = join(repoRoot, 'bin/hanzo-ml');
+    const env = { ...process.env, HANZO_ML_API_URL: stack.runtime.apiUrl, HANZO_ML_TOKEN: stack.loaded.config.auth.dev_token };
+    const run = (...args: string[]) => promisify(execFile)(bin, args, { env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+    const ok = await run('dataset', 'derive', raw.id, '--name', 'derive-cli', '--op', 'dedup_exact', '--wait');
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stderr).toMatch(/: succeeded/);
+    expect(JSON.parse(ok.stdout)).toMatchObject({ name: 'derive-cli', version: 1, lineage: { parent_datasets: [raw.id] } });
+    const refused = await run('dataset', 'derive', raw.id, '--op', 'filter:languages=zz', '--wait');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/failed — the data was refused:\n {2}operations field languages/);
+  });
+
   it('uploads plain text and gzip-compressed JSONL through prepare-dataset', async () => {
     const text = await uploadBytes('name=derive-text&format=text', 'first line of text\nsecond line of text\nthird line\n');
     expect(text.status).toBe(201);
