@@ -49,9 +49,9 @@ export function createDatasetPrepActivities(deps: ActivityDeps) {
       return resultOf(row);
     },
 
-    /** The preparation failed for good: its job says why (the issues, on bad input). */
-    async failDatasetPreparation(a: { input: DatasetPreparationInput; message: string }): Promise<void> {
-      await recordChildJob(deps.db, preparationJob(a.input), 'failed', a.message);
+    /** The preparation failed for good or was cancelled: its job says why (the issues, on bad input). */
+    async failDatasetPreparation(a: { input: DatasetPreparationInput; message: string; cancelled?: boolean }): Promise<void> {
+      await recordChildJob(deps.db, preparationJob(a.input), a.cancelled ? 'cancelled' : 'failed', a.message);
     },
   };
 }

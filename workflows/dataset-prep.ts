@@ -29,7 +29,7 @@ export async function datasetPreparationWorkflow(input: DatasetPreparationInput)
     return await job.prepareDerivedDataset(input);
   } catch (err) {
     const message = isCancellation(err) ? 'the preparation was cancelled' : failureMessage(err);
-    await CancellationScope.nonCancellable(() => quick.failDatasetPreparation({ input, message }));
+    await CancellationScope.nonCancellable(() => quick.failDatasetPreparation({ input, message, cancelled: isCancellation(err) }));
     if (isCancellation(err)) throw err;
     throw ApplicationFailure.nonRetryable(message, 'DatasetPreparationFailed');
   }
