@@ -3,7 +3,7 @@ import { extname, basename, join } from 'node:path';
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
 import { createDatasetVersion } from '../datasets/versions.js';
-import { DatasetValidationError } from '../lib/datasets/preprocess.js';
+import { DatasetValidationError } from '../datasets/ingest/preprocess.js';
 import { findDatasetVersion, type DatasetRow } from '../db/repo/datasets.js';
 import { deterministicUuid } from '../lib/ids.js';
 import { localPathFor } from '../lib/object-store.js';

@@ -2,6 +2,7 @@
 import type { ActivityDeps } from './deps.js';
 import { createPipelineRecordActivities } from './pipeline-records.js';
 import { createDatasetActivities } from './datasets.js';
+import { createDatasetPrepActivities } from './dataset-prep.js';
 import { createTrainingActivities } from './training.js';
 import { createEvaluationActivities } from './evaluation.js';
 import { createConversionActivities } from './conversion.js';
@@ -15,6 +16,7 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createPipelineRecordActivities(deps),
     ...createDatasetActivities(deps),
+    ...createDatasetPrepActivities(deps),
     ...createTrainingActivities(deps),
     ...createEvaluationActivities(deps),
     ...createConversionActivities(deps),

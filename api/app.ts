@@ -13,7 +13,7 @@ import { streamingBodyLimit } from './body-limit.js';
 import { identityRoutes } from './routes/identity.js';
 import { auditTrail, requestTransactions } from './audit.js';
 import { eventRoutes, streamSlots } from './routes/events.js';
-import { datasetRoutes } from './routes/datasets.js';
+import { datasetRoutes, signedDownloadRoutes } from './routes/datasets/index.js';
 import { evalSuiteRoutes } from './routes/eval-suites.js';
 import { pipelineRoutes } from './routes/pipelines.js';
 import { usageRoutes } from './routes/usage.js';
@@ -61,6 +61,8 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   let openapi: Record<string, unknown> | null = null;
   app.get('/openapi.json', (c) => c.json((openapi ??= openApiDocument(app.routes))));
   mlflowProbeRoutes(app);
+  // Signed dataset downloads of the file store: the URL's signature is the credential, so no bearer token.
+  app.route('/downloads/datasets', signedDownloadRoutes(deps));
 
   const limits = deps.config.limits;
   app.use(

@@ -7,7 +7,8 @@ import * as mlflow from '../contracts/mlflow.js';
 import * as mlflowArtifacts from '../contracts/mlflow-artifacts.js';
 import * as registry from '../contracts/models.js';
 import { PipelineInputSchema, PipelineProgressSchema, PipelineResultSchema, ScheduleCreateSchema, ApprovalRequestSchema } from '../contracts/pipeline.js';
-import { DatasetSchema, DatasetCreateQuerySchema } from '../contracts/datasets.js';
+import { DatasetSchema, DatasetCreateQuerySchema, DatasetDownloadQuerySchema, DatasetDownloadSchema, DatasetListQuerySchema, DatasetPreviewQuerySchema, DeriveAcceptedSchema } from '../contracts/datasets.js';
+import { DeriveRequestSchema } from '../contracts/data-prep.js';
 import { EvalSuiteViewSchema } from '../contracts/eval-suite.js';
 import { RunCreateSchema, RunParamsSchema, RunSchema, RunStatusUpdateSchema } from '../contracts/runs.js';
 import { ModelCreateSchema, ModelVersionCreateSchema, ModelVersionSchema, RegisteredModelSchema, StageChangeResultSchema, StageChangeSchema, EvaluateVersionSchema } from '../contracts/models.js';
@@ -43,9 +44,13 @@ interface Operation {
 const js = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' });
 
 const OPERATIONS: Operation[] = [
-  { method: 'post', path: '/v1/datasets', summary: 'Upload a dataset file (JSONL or CSV body) as a new immutable version', rawBody: 'application/octet-stream', query: DatasetCreateQuerySchema, response: DatasetSchema },
-  { method: 'get', path: '/v1/datasets', summary: 'List dataset versions', response: z.object({ datasets: z.array(DatasetSchema) }) },
-  { method: 'get', path: '/v1/datasets/{id}', summary: 'Get a dataset version', response: DatasetSchema },
+  { method: 'post', path: '/v1/datasets', summary: 'Upload a dataset file (JSONL, CSV, Parquet, Arrow or text body, optionally .gz/.zst) as a new immutable version; 400 names each bad record', rawBody: 'application/octet-stream', query: DatasetCreateQuerySchema, response: DatasetSchema },
+  { method: 'get', path: '/v1/datasets', summary: 'List dataset versions, by name and by any of some tags', query: DatasetListQuerySchema, response: z.object({ datasets: z.array(DatasetSchema) }) },
+  { method: 'get', path: '/v1/datasets/{id}', summary: 'Get a dataset version (a version being derived: 404 until it is stored)', response: DatasetSchema },
+  { method: 'post', path: '/v1/datasets/{id}/derive', summary: 'Derive a new version by prepare-dataset operations, as a job (202: the job id and the id the version will have)', body: DeriveRequestSchema, response: DeriveAcceptedSchema },
+  { method: 'get', path: '/v1/datasets/{id}/preview', summary: "The first n (at most 100) records of a split", query: DatasetPreviewQuerySchema, response: z.object({ id: z.string(), split: z.string(), records: z.array(z.unknown()) }) },
+  { method: 'get', path: '/v1/datasets/{id}/download', summary: "An expiring URL of a split's JSONL file (pre-signed S3, or signed by the API for the file store)", query: DatasetDownloadQuerySchema, response: DatasetDownloadSchema },
+  { method: 'get', path: '/downloads/datasets/{id}/{split}', summary: 'A split file by a signed URL from GET /v1/datasets/{id}/download (no token; an expired or changed URL is refused)' },
   { method: 'post', path: '/v1/eval-suites', summary: "Register an eval suite of the caller's organization (JSON, or YAML with content-type application/yaml); 409 for a version that exists", rawBody: 'application/json', response: EvalSuiteViewSchema },
   { method: 'get', path: '/v1/eval-suites', summary: "List the organization's own eval suites and the bundled ones", response: z.object({ eval_suites: z.array(EvalSuiteViewSchema) }) },
   { method: 'get', path: '/v1/eval-suites/{name}/{version}', summary: "Get an eval suite: the organization's own first, else the bundled one", response: EvalSuiteViewSchema },

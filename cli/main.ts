@@ -1,8 +1,6 @@
 // The `hanzo-ml` command line. Every command but `dev` and `demo` talks to the API over HTTP
 // (HANZO_ML_API_URL, default http://127.0.0.1:8057; token HANZO_ML_TOKEN, default the dev token).
-import { createReadStream, existsSync, statSync } from 'node:fs';
-import { basename, extname, resolve } from 'node:path';
-import { Readable } from 'node:stream';
+import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { createApiClient, ApiClientError, type ApiClient } from './api-client.js';
@@ -21,6 +19,7 @@ import { registerModelVersion } from './register.js';
 import { dryRunPipeline, printUsage } from './cost.js';
 import { registerJobCommands } from './job.js';
 import { registerEvalSuiteCommands } from './eval-suite.js';
+import { registerDatasetCommands } from './dataset.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 
 const api = (): ApiClient =>
@@ -140,29 +139,7 @@ export function buildCli(): Command {
       });
   }
 
-  const dataset = program.command('dataset').description('immutable, versioned datasets');
-  dataset
-    .command('create')
-    .requiredOption('--name <name>', 'dataset name (each upload is a new version)')
-    .requiredOption('--path <file>', 'JSONL (chat messages or instruction/response) or CSV file')
-    .addOption(new Option('--format <format>', 'file format (default: from the extension)').choices(['jsonl', 'csv']))
-    .option('--seed <n>', 'split seed', '42')
-    .option('--tags <a,b>', 'comma-separated tags')
-    .action(async (o: { name: string; path: string; format?: string; seed: string; tags?: string }) => {
-      const path = resolve(o.path);
-      if (!existsSync(path) || !statSync(path).isFile()) throw new ApiClientError(0, 'INVALID_PARAMETER_VALUE', `${o.path}: no such file`);
-      const format = o.format ?? (extname(path).toLowerCase() === '.csv' ? 'csv' : 'jsonl');
-      const q = new URLSearchParams({ name: o.name, format, seed: o.seed, ...(o.tags ? { tags: o.tags } : {}) });
-      const body = Readable.toWeb(createReadStream(path)) as unknown as RequestInit["body"];
-      print(await api().post(`/v1/datasets?${q}`, undefined, { raw: body, headers: { 'content-type': 'application/octet-stream', 'x-filename': basename(path) } }));
-    });
-  dataset
-    .command('list')
-    .option('--name <name>')
-    .action(async (o: { name?: string }) => {
-      const { datasets } = await api().get<{ datasets: Record<string, unknown>[] }>(`/v1/datasets${o.name ? `?name=${encodeURIComponent(o.name)}` : ''}`);
-      table(datasets.map((d) => ({ id: d.id, name: d.name, version: d.version, records: d.num_records, sha256: String(d.sha256).slice(0, 16), created_at: d.created_at })));
-    });
+  registerDatasetCommands(program, { api, print, table });
 
   const model = program.command('model').description('the model registry');
   model.command('list').action(async () => table((await api().get<{ models: Record<string, unknown>[] }>('/v1/models')).models));

@@ -142,6 +142,11 @@ export const ConfigSchema = z.strictObject({
   storage: z
     .strictObject({
       endpoint: z.string().optional().describe('S3 endpoint URL; unset means file:// under HANZO_ML_HOME/objects'),
+      public_endpoint: z
+        .string()
+        .url()
+        .optional()
+        .describe('s3: the endpoint that dataset download URLs are signed for, as users reach it (storage.endpoint may be an address inside the cluster); unset: storage.endpoint. The file store serves downloads through the API instead'),
       access_key: z.string().optional(),
       secret_key: z.string().optional(),
       region: z.string().default('us-east-1'),

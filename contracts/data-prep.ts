@@ -148,7 +148,7 @@ export const PrepOperationReportSchema = z.object({
 export const PrepareReportSchema = z.object({
   records_in: z.number().int().nonnegative(),
   records_out: z.number().int().nonnegative(),
-  schema: z.object({ form: z.enum(['messages', 'instruction', 'preference', 'text']).describe('the input\'s form (lib/datasets/records.ts); text: plain text became one user-free assistant turn'), fields: z.array(z.string()) }),
+  schema: z.object({ form: z.enum(['messages', 'instruction', 'preference', 'text']).describe('the input\'s form (datasets/ingest/records.ts); text: plain text became one user-free assistant turn'), fields: z.array(z.string()) }),
   operations: z.array(PrepOperationReportSchema),
   splits: z.object({ train: SplitFileSchema, validation: SplitFileSchema, test: SplitFileSchema }),
   tokenized: z
@@ -168,3 +168,24 @@ export const PrepareIssueSchema = z.object({
   field: z.string().nullable(),
   message: z.string().describe('what was found and what was expected'),
 });
+
+// ---- the derive job -----------------------------------------------------------------------------
+
+/** One preparation job per derived version: its workflow id, and the job's id in GET /v1/jobs. */
+export const datasetPreparationWorkflowId = (datasetId: string): string => `dataset-preparation:${datasetId}`;
+
+/** What `datasetPreparationWorkflow` is started with (POST /v1/datasets/{id}/derive). */
+export const DatasetPreparationInputSchema = z.strictObject({
+  organization_id: z.string(),
+  requested_by: z.string(),
+  job_id: z.string(),
+  parent_id: z.string(),
+  dataset_id: z.string().describe('the new version\'s id, chosen before the job runs so that a retry makes the same version'),
+  name: z.string(),
+  tokenizer: z.string().describe('the base model whose tokenizer counts, filters and tokenizes'),
+  request: DeriveRequestSchema,
+});
+export type DatasetPreparationInput = z.infer<typeof DatasetPreparationInputSchema>;
+
+export const DatasetPreparationResultSchema = z.object({ dataset_id: z.string(), version: z.number().int(), sha256: z.string() });
+export type DatasetPreparationResult = z.infer<typeof DatasetPreparationResultSchema>;

@@ -1,5 +1,5 @@
 // The records a dataset file may hold (spec 000 datasets; chat `messages` form or instruction/response form).
-// Shared by the preprocessing in lib/datasets and the API.
+// Shared by the preprocessing in datasets/ingest and the API.
 import { z } from 'zod';
 
 const NonEmptyTextSchema = z.string().refine((s) => /\S/.test(s), 'expected non-empty text');

@@ -1,5 +1,10 @@
 // Dataset versions (spec 000 "Dataset Schema").
 import { z } from 'zod';
+import { PrepareIssueSchema } from './data-prep.js';
+
+/** The formats an upload can be in: jsonl and csv as the request checks them, the rest through prepare-dataset. */
+export const UPLOAD_FORMATS = ['jsonl', 'csv', 'parquet', 'arrow', 'text'] as const;
+export type UploadFormat = (typeof UPLOAD_FORMATS)[number];
 
 export const SplitRatiosSchema = z
   .strictObject({ train: z.number().min(0).max(1), validation: z.number().min(0).max(1), test: z.number().min(0).max(1) })
@@ -23,7 +28,7 @@ export const DatasetSchema = z.object({
   created_at: z.string(),
   created_by: z.string(),
   storage_path: z.string(),
-  format: z.enum(['jsonl', 'csv']),
+  format: z.enum(UPLOAD_FORMATS).describe("the uploaded file's format; a derived version's files are JSONL (jsonl)"),
   size_bytes: z.number().int().nonnegative(),
   num_records: z.number().int().nonnegative(),
   sha256: z.string().length(64),
@@ -31,7 +36,11 @@ export const DatasetSchema = z.object({
   splits: z.object({ train: DatasetSplitSchema, validation: DatasetSplitSchema, test: DatasetSplitSchema }),
   metadata: z.record(z.string(), z.unknown()),
   tags: z.array(z.string()),
-  lineage: z.object({ parent_datasets: z.array(z.string()), transform: z.string() }),
+  lineage: z.object({
+    parent_datasets: z.array(z.string()),
+    transform: z.string(),
+    operations: z.array(z.record(z.string(), z.unknown())).optional().describe('derived: each operation with its params and counts (records_in, records_out, removed, added, details)'),
+  }),
 });
 export type Dataset = z.infer<typeof DatasetSchema>;
 
@@ -41,7 +50,10 @@ export const DatasetCreateQuerySchema = z.strictObject({
     .min(1)
     .max(128)
     .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'letters, digits, ".", "_" and "-", starting with a letter or digit'),
-  format: z.enum(['jsonl', 'csv']),
+  format: z
+    .enum(UPLOAD_FORMATS, { error: `expected one of ${UPLOAD_FORMATS.join(', ')} (a HuggingFace datasets directory is several files and cannot be one upload: upload its data files, or derive from a version)` })
+    .describe('jsonl, csv: checked in the request; parquet, arrow (IPC file or stream, Feather v2), text (a record per line): read by the trainer\'s prepare-dataset. A HuggingFace datasets directory is several files: it cannot be one upload (derive from a version instead)'),
+  compression: z.enum(['none', 'gzip', 'zstd']).optional().describe('the body is compressed; default: from the x-filename header (.gz, .zst), else none'),
   seed: z.coerce.number().int().nonnegative().default(42),
   train: z.coerce.number().min(0).max(1).default(0.8),
   validation: z.coerce.number().min(0).max(1).default(0.1),
@@ -49,3 +61,44 @@ export const DatasetCreateQuerySchema = z.strictObject({
   tokenizer: z.string().optional().describe('base model whose tokenizer counts the tokens'),
   tags: z.string().optional().describe('comma-separated'),
 });
+
+export const SPLITS = ['train', 'validation', 'test'] as const;
+export const SplitNameSchema = z.enum(SPLITS);
+export type SplitName = z.infer<typeof SplitNameSchema>;
+
+export const DatasetListQuerySchema = z.strictObject({
+  name: z.string().optional(),
+  tags: z.string().optional().describe('comma-separated: versions with any of these tags'),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+  offset: z.coerce.number().int().min(0).default(0),
+});
+
+export const PREVIEW_MAX_RECORDS = 100;
+export const DatasetPreviewQuerySchema = z.strictObject({
+  split: SplitNameSchema.default('train'),
+  n: z.coerce.number().int().min(1).max(PREVIEW_MAX_RECORDS).default(10),
+});
+
+export const DatasetDownloadQuerySchema = z.strictObject({ split: SplitNameSchema.default('train') });
+
+export const DatasetDownloadSchema = z.object({
+  url: z.string().describe('GET it without a token until expires_at: a pre-signed S3 URL, or an API URL signed for the file store'),
+  expires_at: z.string(),
+  split: SplitNameSchema,
+  sha256: z.string().length(64),
+  size_bytes: z.number().int().nonnegative(),
+});
+
+/** How long a download URL stays valid. */
+export const DOWNLOAD_URL_TTL_SECONDS = 900;
+
+/** The answer to a derive: the preparation job runs; the version appears (GET /v1/datasets/{id}) once it is stored. */
+export const DeriveAcceptedSchema = z.object({
+  job_id: z.string().describe('GET /v1/jobs/{job_id}: type data_preparation, parent dataset:<parent id>'),
+  dataset_id: z.string().describe('the id the new version will have; GET /v1/datasets/{dataset_id} answers 404 until it is stored'),
+  workflow_id: z.string(),
+});
+export type DeriveAccepted = z.infer<typeof DeriveAcceptedSchema>;
+
+/** A failed upload or preparation on bad input: each problem found, by file, record and field. */
+export const DatasetIssuesSchema = z.object({ issues: z.array(PrepareIssueSchema) });

@@ -82,6 +82,9 @@ export const DataOptionsSchema = z.strictObject({
   chat_template: z.string().min(1).default('model').describe('"model" (the tokenizer\'s own chat template) or a named template: chatml, llama3, zephyr'),
   mask_prompt: z.boolean().default(true).describe('loss on assistant tokens only (labels -100 elsewhere); false trains on every token'),
   packing: z.boolean().default(false).describe('pack chat examples into max_seq_length rows (batch_size then counts rows); attention stays within each example'),
+  tokenized_dir: absPath
+    .optional()
+    .describe("a prepared version's tokenized/ directory (prepare-dataset): train.arrow and validation.arrow are read instead of tokenizing train_path and validation_path; made with this base model's tokenizer, max_length = max_seq_length, the model's chat template and prompt masking"),
 });
 export type DataOptions = z.infer<typeof DataOptionsSchema>;
 

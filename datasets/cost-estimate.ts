@@ -14,7 +14,7 @@ import type { SplitRatios } from '../contracts/datasets.js';
 import { CheckpointPolicySchema, RecoveryPolicySchema, type TrainJobSpec } from '../contracts/trainer-job.js';
 import { measuredThroughput } from '../db/repo/usage.js';
 import { repoRoot, trainerPython } from '../lib/config.js';
-import { preprocessDataset } from '../lib/datasets/preprocess.js';
+import { preprocessDataset } from './ingest/preprocess.js';
 import { localPathFor } from '../lib/object-store.js';
 import { accountedGpuType, devicePriceUsd } from '../lib/prices.js';
 import type { DatasetDeps } from './versions.js';

@@ -1,4 +1,4 @@
-// Creating an immutable dataset version: validate + normalise + dedup + split (lib/datasets), count tokens with
+// Creating an immutable dataset version: validate + normalise + dedup + split (datasets/ingest), count tokens with
 // the base model's tokenizer (Python, tokenizers only), estimate cost, store the split files in the object
 // store, then record the version and its event in one transaction. Used by POST /v1/datasets and the
 // pipeline's preprocess activity.
@@ -13,7 +13,7 @@ import { TokenCountReportSchema, type TokenCountReport } from '../contracts/trai
 import type { Db } from '../db/client.js';
 import { insertDatasetVersion, type DatasetRow } from '../db/repo/datasets.js';
 import { getDataset } from '../db/repo/datasets.js';
-import { preprocessDataset } from '../lib/datasets/preprocess.js';
+import { preprocessDataset } from './ingest/preprocess.js';
 import type { ObjectStore } from '../lib/object-store.js';
 import { repoRoot, trainerPython, type Bootstrap } from '../lib/config.js';
 
@@ -29,6 +29,8 @@ export interface CreateDatasetVersion {
   seed: number;
   splits: SplitRatios;
   tokenizerDir: string;
+  /** the base model the tokenizer is of: a derived version counts with it unless told otherwise */
+  tokenizer?: string;
   tags: string[];
   transform: string;
   parentDatasets?: string[];
@@ -95,6 +97,7 @@ export async function createDatasetVersion(deps: DatasetDeps, req: CreateDataset
         duplicates_removed: result.duplicates_removed,
         seed: req.seed,
         split_ratios: req.splits,
+        ...(req.tokenizer ? { tokenizer: req.tokenizer } : {}),
         tokenizer_sha256: tokens.tokenizer_sha256,
         token_counts: Object.fromEntries(Object.entries(tokens.splits).map(([k, v]) => [k, v.tokens])),
         cost_estimate: {

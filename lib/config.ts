@@ -64,6 +64,9 @@ export function checkCombinations(config: Config): void {
     );
   if (config.storage.job_access.role_arn && !config.storage.endpoint)
     throw new ConfigError('invalid configuration:\n  storage.job_access.role_arn (HANZO_ML_STORAGE_JOB_ACCESS_ROLE_ARN): set without storage.endpoint (HANZO_ML_STORAGE_ENDPOINT); file:// objects have no access to mint');
+  // The file store's downloads are served by the API itself: a public S3 endpoint would sign for nothing.
+  if (config.storage.public_endpoint && !config.storage.endpoint)
+    throw new ConfigError('invalid configuration:\n  storage.public_endpoint (HANZO_ML_STORAGE_PUBLIC_ENDPOINT): set without storage.endpoint (HANZO_ML_STORAGE_ENDPOINT); file:// datasets are downloaded through the API');
   // An IAM token accepted without checking its signature is anyone's claim to be anyone.
   if (!config.auth.verify_tokens)
     throw new ConfigError('invalid configuration:\n  auth.verify_tokens (HANZO_ML_AUTH_VERIFY_TOKENS): false is not supported; IAM tokens are always verified against the issuer\'s JWKS');

@@ -129,9 +129,9 @@ describe.each(['pglite', 'postgres'])('API on %s', (engine) => {
   });
 
   it('rejects bad dataset query parameters with 400', async () => {
-    const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets?name=x&format=parquet`, { method: 'POST', headers: { authorization: 'Bearer hanzo-ml-dev-token' }, body: 'x' });
+    const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets?name=x&format=hf-datasets`, { method: 'POST', headers: { authorization: 'Bearer hanzo-ml-dev-token' }, body: 'x' });
     expect(res.status).toBe(400);
-    expect(((await res.json()) as { message: string }).message).toMatch(/format/);
+    expect(((await res.json()) as { message: string }).message).toMatch(/format: .*directory is several files and cannot be one upload/);
   });
 
   it('creates, lists, pauses and deletes a retraining schedule on Temporal, validating its input', async () => {

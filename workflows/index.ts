@@ -6,3 +6,4 @@ export { modelRegistrationWorkflow } from './model-registration.js';
 export { checkpointWatchWorkflow } from './checkpoint-watch.js';
 export { submittedJobWorkflow } from './jobs.js';
 export { productionReloadWorkflow } from './reload.js';
+export { datasetPreparationWorkflow } from './dataset-prep.js';

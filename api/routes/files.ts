@@ -10,7 +10,7 @@ import { FILE_PURPOSE, FileListQuerySchema } from '../../contracts/openai.js';
 import { createDatasetVersion } from '../../datasets/versions.js';
 import { getDataset, listDatasetVersionsAfter, type DatasetRow } from '../../db/repo/datasets.js';
 import { DEFAULT_BASE_MODEL, resolveBaseModel } from '../../lib/base-models.js';
-import { DatasetValidationError } from '../../lib/datasets/preprocess.js';
+import { DatasetValidationError } from '../../datasets/ingest/preprocess.js';
 import { auditRow } from '../audit.js';
 import { requireRole } from '../auth.js';
 import { ApiError, invalid, notFound } from '../errors.js';

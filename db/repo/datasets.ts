@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, sql } from 'drizzle-orm';
+import { and, arrayOverlaps, asc, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { datasets } from '../schema/index.js';
 import type { Dataset } from '../../contracts/datasets.js';
@@ -48,9 +48,11 @@ export async function findDatasetVersion(db: Db, organizationId: string, name: s
   return row ?? null;
 }
 
-export async function listDatasets(db: Db, organizationId: string, opts: { name?: string; limit: number; offset: number }): Promise<DatasetRow[]> {
+export async function listDatasets(db: Db, organizationId: string, opts: { name?: string; tags?: string[]; limit: number; offset: number }): Promise<DatasetRow[]> {
   const where = [eq(datasets.organizationId, organizationId)];
   if (opts.name) where.push(eq(datasets.name, opts.name));
+  // Any of the tags: the array overlap operator.
+  if (opts.tags?.length) where.push(arrayOverlaps(datasets.tags, opts.tags));
   return db.select().from(datasets).where(and(...where)).orderBy(desc(datasets.createdAt), desc(datasets.version)).limit(opts.limit).offset(opts.offset);
 }
 
@@ -90,4 +92,15 @@ export async function listDatasetVersionsAfter(db: Db, organizationId: string, o
   }
   const order = o.order === 'desc' ? [desc(datasets.createdAt), desc(datasets.id)] : [asc(datasets.createdAt), asc(datasets.id)];
   return db.select().from(datasets).where(and(...where)).orderBy(...order).limit(o.limit);
+}
+
+/** The newest `limit` versions of a dataset name, newest first. */
+export async function olderVersions(db: Db, organizationId: string, name: string, limit: number): Promise<DatasetRow[]> {
+  return db.select().from(datasets).where(and(eq(datasets.organizationId, organizationId), eq(datasets.name, name))).orderBy(desc(datasets.version)).limit(limit);
+}
+
+/** A version by id whatever its organization: only for a request that proves access otherwise (a signed URL). */
+export async function getDatasetAnyOrganization(db: Db, id: string): Promise<DatasetRow | null> {
+  const [row] = await db.select().from(datasets).where(eq(datasets.id, id));
+  return row ?? null;
 }

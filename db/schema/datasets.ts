@@ -1,5 +1,6 @@
 import { bigint, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { organizations } from './organizations.js';
+import { UPLOAD_FORMATS } from '../../contracts/datasets.js';
 
 // One row per immutable dataset version; a change is a new version with lineage to its parent.
 export const datasets = pgTable(
@@ -11,7 +12,7 @@ export const datasets = pgTable(
       .references(() => organizations.id),
     name: text('name').notNull(),
     version: integer('version').notNull(),
-    format: text('format', { enum: ['jsonl', 'csv'] }).notNull(),
+    format: text('format', { enum: UPLOAD_FORMATS }).notNull(),
     storagePath: text('storage_path').notNull(),
     sizeBytes: bigint('size_bytes', { mode: 'number' }).notNull(),
     numRecords: integer('num_records').notNull(),

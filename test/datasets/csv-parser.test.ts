@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CsvRecordParser, CsvSyntaxError, type CsvRecord } from '../../lib/datasets/csv-parser.js';
+import { CsvRecordParser, CsvSyntaxError, type CsvRecord } from '../../datasets/ingest/csv-parser.js';
 
 /** Feeds text line by line, as the preprocessor does, and collects the records. */
 function parse(text: string, maxRecordBytes = 1 << 20): CsvRecord[] {

@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DatasetValidationError, preprocessDataset, type PreprocessResult } from '../../lib/datasets/preprocess.js';
+import { DatasetValidationError, preprocessDataset, type PreprocessResult } from '../../datasets/ingest/preprocess.js';
 
 let root: string;
 

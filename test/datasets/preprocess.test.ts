@@ -10,7 +10,7 @@ import {
   preprocessDataset,
   type PreprocessOptions,
   type PreprocessResult,
-} from '../../lib/datasets/preprocess.js';
+} from '../../datasets/ingest/preprocess.js';
 
 let root: string;
 

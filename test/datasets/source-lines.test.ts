@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LineDecoder, LineSplitter, type SourceLine } from '../../lib/datasets/source-lines.js';
+import { LineDecoder, LineSplitter, type SourceLine } from '../../datasets/ingest/source-lines.js';
 
 function split(chunks: Buffer[], maxLineBytes = 1024): SourceLine[] {
   const splitter = new LineSplitter(maxLineBytes);

@@ -118,6 +118,9 @@ const V1: TenancyCase[] = [
   // datasets
   list('GET /v1/datasets', 'viewer', (t) => ({ path: `/v1/datasets?name=${t.b.datasetName}` })),
   refused('GET /v1/datasets/:id', 'viewer', (t) => ({ path: `/v1/datasets/${t.b.datasetId}` })),
+  refused('GET /v1/datasets/:id/preview', 'viewer', (t) => ({ path: `/v1/datasets/${t.b.datasetId}/preview?n=5` })),
+  refused('GET /v1/datasets/:id/download', 'viewer', (t) => ({ path: `/v1/datasets/${t.b.datasetId}/download?split=train` })),
+  refused('POST /v1/datasets/:id/derive', 'researcher', (t) => ({ path: `/v1/datasets/${t.b.datasetId}/derive`, body: { operations: [{ op: 'dedup_exact' }] } })),
   // eval suites
   invalid('POST /v1/eval-suites', 'researcher', (t) => ({ path: '/v1/eval-suites', body: { name: 'probe-suite', version: 1, test: { dataset: `${t.b.datasetName}@1`, split: 'train' }, metrics: [{ task: 'test', metric: 'exact_match', direction: 'higher', max_regression: 0.05 }] } }), {
     message: /test\.dataset: dataset version "b-secret-ds@1" does not exist in this organization/,
@@ -393,6 +396,7 @@ export const EXEMPT: Record<string, string> = {
   'GET /mlflow/': "the UI's static page, the same for everyone",
   'GET /mlflow/static-files/*': "the UI's static build, the same for everyone",
   'POST /v1/tokens': "creates a token in the caller's own organization; the body names no organization (strict schema)",
+  'GET /downloads/datasets/:id/:split': 'no bearer token: the HMAC over the version, split and expiry is the credential (test/datasets-read.test.ts refuses a changed or expired URL)',
   'POST /v1/datasets': "creates a version in the caller's own organization; its only location input (?tokenizer=) is the path checks' concern",
   'POST /v1/files': "creates a dataset version in the caller's own organization from the uploaded form; it names no other resource",
   'POST /v1/webhooks': "creates an endpoint in the caller's own organization; its URL names no tenant's resource (private addresses are refused at send time)",

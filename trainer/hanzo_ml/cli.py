@@ -4,6 +4,7 @@
     python -m hanzo_ml eval --spec JOB.json
     python -m hanzo_ml merge --spec JOB.json
     python -m hanzo_ml count-tokens --spec JOB.json
+    python -m hanzo_ml prepare-dataset --spec JOB.json
     python -m hanzo_ml estimate-tokens --spec TRAIN_JOB.json --output ESTIMATE.json
     python -m hanzo_ml job --envelope URI [--scratch DIR]   (any of the above, its files in the object store)
     python -m hanzo_ml build-base --out DIR [--seed 0] [--threads 2]
@@ -77,6 +78,8 @@ def parser() -> argparse.ArgumentParser:
     command("eval", run_eval, "loss, perplexity and exact match of the base and the tuned model")
     command("merge", run_merge, "merge an adapter into its base; reference perplexity for the Candle tool")
     command("count-tokens", run_count_tokens, "records and tokens per split (tokenizer only, no torch)")
+    command("prepare-dataset", run_prepare_dataset,
+            "raw files -> a normalized, cleaned, split (optionally tokenized) dataset version")
     estimate = command("estimate-tokens", run_estimate_tokens,
                        "the tokens and steps a train spec will train on, counted as training counts them")
     estimate.add_argument("--output", type=Path, required=True, help="where the estimate JSON goes")
@@ -173,6 +176,16 @@ def run_count_tokens(args) -> None:
     from hanzo_ml.count_tokens import count_tokens
 
     count_tokens(spec, args.spec)
+
+
+def run_prepare_dataset(args) -> None:
+    from hanzo_ml.spec import load_spec
+
+    spec = load_spec(args.spec, "prepare-dataset")
+    quiet_transformers()
+    from hanzo_ml.dataprep.run import prepare_dataset
+
+    prepare_dataset(spec, args.spec)
 
 
 def run_estimate_tokens(args) -> None:

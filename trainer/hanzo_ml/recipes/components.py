@@ -220,19 +220,38 @@ def load_chat_datasets(spec, spec_path: Path) -> Datasets:
     hp, options = spec.hyperparameters, spec.data
     tokenizer, pad_id = read_inputs(spec, spec_path)
 
-    def encode(path: str | None) -> list:
+    def encode(path: str | None, split: str) -> list:
         if not path:
             return []
+        if getattr(options, "tokenized_dir", None):
+            return read_prepared(spec, spec_path, path, split)
         conversations = read_chat_jsonl(Path(path), training_method=spec.method)
         return encode_dataset(tokenizer, conversations, hp.max_seq_length, path, options.mask_prompt)
 
-    train, validation = encode(spec.train_path), encode(spec.validation_path)
+    train, validation = encode(spec.train_path, "train"), encode(spec.validation_path, "validation")
     if options.packing:
         packed = pack(train, hp.max_seq_length)
         log.info("packing: %d examples into %d rows of <= %d tokens", len(train), len(packed), hp.max_seq_length)
         return Datasets(packed, pack(validation, hp.max_seq_length), pad_id,
                         lambda rows: collate_packed(rows, pad_id), tokenizer)
     return Datasets(train, validation, pad_id, lambda examples: collate(examples, pad_id), tokenizer)
+
+
+def read_prepared(spec, spec_path: Path, path: str, split: str) -> list:
+    """data.tokenized_dir: the rows prepare-dataset tokenized with this trainer's own code, instead of
+    tokenizing again; refused unless they were made exactly as this job would make them."""
+    from hanzo_ml.dataprep.tokenized import read_tokenized
+    from hanzo_ml.files import sha256_file
+
+    expected = {"tokenizer_sha256": sha256_file(Path(spec.base_model_path) / "tokenizer.json"),
+                "max_length": str(spec.hyperparameters.max_seq_length), "chat_template": spec.data.chat_template,
+                "mask_prompt": "true" if spec.data.mask_prompt else "false"}
+    examples = read_tokenized(Path(spec.data.tokenized_dir), split, Path(path), expected,
+                              f"{spec_path}: data.tokenized_dir")
+    if examples and all(e.num_target_tokens == 0 for e in examples):
+        raise InputError(f"{path}: no record keeps an assistant token within "
+                         f"max_seq_length={spec.hyperparameters.max_seq_length}")
+    return examples
 
 
 PREFERENCE_DEFAULTS = SimpleNamespace(beta=0.1, loss_type="sigmoid")

@@ -1,0 +1,181 @@
+// A dataset version made by the trainer's `prepare-dataset` command (contracts/data-prep.ts): the job spec's
+// parts, and the version row recorded from its report once the files are stored. Used by the derive job
+// (activities/dataset-prep.ts) and by uploads in the formats only the trainer reads (api/routes/datasets.ts).
+import { execFile } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import {
+  datasetPreparationWorkflowId,
+  PrepareReportSchema,
+  type DatasetPreparationInput,
+  type DeriveRequest,
+  type PrepOperation,
+  type PrepSource,
+  type PrepareDatasetJobSpec,
+  type PrepareReport,
+} from '../contracts/data-prep.js';
+import { SPLITS, type SplitName, type UploadFormat } from '../contracts/datasets.js';
+import { PrepareIssueSchema } from '../contracts/data-prep.js';
+import type { Db } from '../db/client.js';
+import { insertDatasetVersion, type DatasetRow, type NewDataset } from '../db/repo/datasets.js';
+import { repoRoot, trainerPython, type Bootstrap } from '../lib/config.js';
+import type { ObjectStore, StoredObject } from '../lib/object-store.js';
+import type { Config } from '../contracts/config.js';
+import { jobParent } from '../contracts/job-kinds.js';
+import type { ChildJob } from '../db/repo/child-jobs.js';
+import { z } from 'zod';
+
+export type PrepareIssue = z.infer<typeof PrepareIssueSchema>;
+
+/** Bad input found by prepare-dataset (its exit code 2): the issues it wrote, each naming file, record and field. */
+export class PrepareIssuesError extends Error {
+  constructor(readonly issues: PrepareIssue[]) {
+    super(`the data was refused:\n${issues.map(describeIssue).join('\n')}`);
+  }
+}
+
+export const describeIssue = (i: PrepareIssue): string =>
+  `  ${i.file}${i.record !== null ? ` record ${i.record}` : ''}${i.field !== null ? ` field ${i.field}` : ''}: ${i.message}`;
+
+/** Reads the issues file prepare-dataset writes on bad input; an unreadable one is one issue saying so. */
+export async function readIssues(path: string): Promise<PrepareIssue[]> {
+  const text = await readFile(path, 'utf8').catch(() => null);
+  const parsed = text === null ? null : z.object({ issues: z.array(PrepareIssueSchema) }).safeParse(JSON.parse(text));
+  if (parsed?.success && parsed.data.issues.length) return parsed.data.issues;
+  return [{ file: path, record: null, field: null, message: 'prepare-dataset exited with "bad input" but wrote no readable issues' }];
+}
+
+/** A readable one-line account of the operations, for the version's lineage. */
+export function transformSummary(parent: { name: string; version: number }, ops: PrepOperation[]): string {
+  const params = (o: PrepOperation): string =>
+    Object.entries(o)
+      .filter(([k, v]) => k !== 'op' && v !== undefined)
+      .map(([k, v]) => `${k}=${Array.isArray(v) ? v.join('|') : typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
+      .join(' ');
+  return `derive ${parent.name} v${parent.version}: ${ops.map((o) => `${o.op}(${params(o)})`).join(' -> ')}`;
+}
+
+/** The sources of a derive: the parent's three split files, each keeping its records in its split unless re-split. */
+export function parentSources(localSplits: Record<SplitName, string>): { sources: PrepSource[]; split_of: Record<string, SplitName> } {
+  const sources = SPLITS.map((s) => ({ path: localSplits[s], format: 'jsonl' as const, display_name: `${s}.jsonl`, text_unit: 'line' as const, text_field: 'text' }));
+  return { sources, split_of: Object.fromEntries(SPLITS.map((s) => [`${s}.jsonl`, s])) };
+}
+
+export interface PreparedVersion {
+  id: string;
+  organizationId: string;
+  createdBy: string;
+  name: string;
+  format: UploadFormat;
+  tags: string[];
+  transform: string;
+  parentDatasets: string[];
+  report: PrepareReport;
+  tokenizer: string;
+  extraMetadata?: Record<string, unknown>;
+  audited?: (tx: Db, row: DatasetRow) => Promise<void>;
+}
+
+/**
+ * Copies the prepared files to the datasets bucket under the version's prefix, then inserts the row: a crash
+ * before the insert leaves no version (the next attempt copies the same objects again), one after it leaves the
+ * version whole. A failed insert removes the copied files.
+ */
+export async function storePreparedVersion(deps: { db: Db; store: ObjectStore; config: Config }, v: PreparedVersion, copy: (bucket: string, prefix: string) => Promise<StoredObject[]>): Promise<DatasetRow> {
+  const bucket = deps.config.storage.buckets.datasets;
+  const prefix = `${v.organizationId}/${v.name}/${v.id}`;
+  const stored = await copy(bucket, prefix);
+  const uriOf = (relative: string): string => {
+    const hit = stored.find((o) => o.uri.endsWith(`/${relative}`));
+    if (!hit) throw new Error(`prepare-dataset reported ${relative}, which is not among its outputs`);
+    return hit.uri;
+  };
+  const r = v.report;
+  const split = (s: SplitName) => ({ path: uriOf(r.splits[s].path), num_records: r.splits[s].records, size_bytes: r.splits[s].size_bytes, sha256: r.splits[s].sha256, tokens: r.splits[s].tokens });
+  const row: NewDataset = {
+    id: v.id,
+    organizationId: v.organizationId,
+    name: v.name,
+    format: v.format,
+    storagePath: `${stored[0]!.uri.slice(0, stored[0]!.uri.indexOf(`/${prefix}/`))}/${prefix}/`,
+    sizeBytes: SPLITS.reduce((n, s) => n + r.splits[s].size_bytes, 0),
+    numRecords: r.records_out,
+    sha256: r.sha256,
+    schema: r.schema,
+    splits: { train: split('train'), validation: split('validation'), test: split('test') },
+    metadata: { ...v.extraMetadata, report: reportMetadata(r, v.tokenizer, uriOf) },
+    tags: v.tags,
+    lineage: { parent_datasets: v.parentDatasets, transform: v.transform, operations: r.operations.map((o) => ({ op: o.op, params: o.params, records_in: o.records_in, records_out: o.records_out, removed: o.removed, added: o.added, details: o.details })) },
+    createdBy: v.createdBy,
+  };
+  try {
+    return await insertDatasetVersion(deps.db, row, v.audited);
+  } catch (err) {
+    await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);
+    throw err;
+  }
+}
+
+/** What the version's metadata keeps of the report: counts, PII redactions per kind, tokens per split, tokenized files. */
+function reportMetadata(r: PrepareReport, tokenizer: string, uriOf: (relative: string) => string): Record<string, unknown> {
+  const redactions: Record<string, number> = {};
+  for (const o of r.operations.filter((o) => o.op === 'mask_pii')) {
+    for (const [kind, n] of Object.entries((o.details.redactions ?? {}) as Record<string, number>)) redactions[kind] = (redactions[kind] ?? 0) + n;
+  }
+  return {
+    records_in: r.records_in,
+    records_out: r.records_out,
+    pii_redactions: redactions,
+    tokenizer,
+    tokenizer_sha256: r.tokenizer_sha256,
+    token_counts: Object.fromEntries(SPLITS.map((s) => [s, r.splits[s].tokens])),
+    tokenized: r.tokenized
+      ? { max_length: r.tokenized.max_length, splits: Object.fromEntries(Object.entries(r.tokenized.splits).map(([s, t]) => [s, { ...t, path: uriOf(t.path) }])) }
+      : null,
+    peak_rss_mb: r.peak_rss_mb,
+    seconds: r.seconds,
+  };
+}
+
+
+/** The name and tokenizer a derived version gets: the request's, else the parent's. */
+export function deriveTarget(parent: DatasetRow, req: DeriveRequest): { name: string; tokenizer: string | null } {
+  const meta = parent.metadata as { tokenizer?: string; report?: { tokenizer?: string } };
+  return { name: req.name ?? parent.name, tokenizer: req.tokenizer ?? meta.report?.tokenizer ?? meta.tokenizer ?? null };
+}
+
+/**
+ * Runs prepare-dataset in this process's machine, synchronously (an upload in a format only the trainer reads):
+ * the same command and spec as the job, without the job machinery the request does not wait on.
+ */
+export async function runPrepareDataset(deps: { bootstrap: Bootstrap; config: Config; home: string }, spec: PrepareDatasetJobSpec, specPath: string): Promise<PrepareReport> {
+  await writeFile(specPath, JSON.stringify(spec));
+  try {
+    await promisify(execFile)(trainerPython(deps), ['-m', 'hanzo_ml', 'prepare-dataset', '--spec', specPath], {
+      // Not this process's environment: the command needs none of the API's secrets.
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? deps.home, PYTHONPATH: join(repoRoot, 'trainer'), HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' },
+      maxBuffer: 8 << 20,
+    });
+  } catch (err) {
+    const e = err as { code?: number; stderr?: string; message: string };
+    if (e.code === 2) throw new PrepareIssuesError(await readIssues(spec.issues_path));
+    throw new Error(`prepare-dataset failed: ${(e.stderr ?? e.message).trim().split('\n').slice(-3).join(' ')}`);
+  }
+  return PrepareReportSchema.parse(JSON.parse(await readFile(spec.report_path, 'utf8')));
+}
+
+/** The child job of a derive, as the API records it queued and the activity moves it. */
+export function preparationJob(input: DatasetPreparationInput): ChildJob {
+  return {
+    id: input.job_id,
+    organizationId: input.organization_id,
+    parent: jobParent('dataset', input.parent_id),
+    name: `derive-${input.name}`.slice(0, 63),
+    submittedBy: input.requested_by,
+    type: 'data_preparation',
+    workflowId: datasetPreparationWorkflowId(input.dataset_id),
+    runId: null,
+    spec: { parent_id: input.parent_id, dataset_id: input.dataset_id, ...input.request },
+  };
+}

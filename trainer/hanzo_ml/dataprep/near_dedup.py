@@ -1,0 +1,200 @@
+"""Near-duplicate removal (dedup_near): MinHash over lower-cased word shingles, LSH over bands x rows.
+
+A record is a duplicate when it shares a band bucket with a kept (or reference) record and their MinHash signatures
+agree on at least `threshold` of the permutations (the MinHash estimate of their Jaccard similarity). The first of
+a near-duplicate group is kept. The result depends only on the seed and the input order.
+
+Memory stays within `memory_budget_mb` whatever the input size: band buckets and the signatures of kept records
+live in an SQLite file in `work_dir`; what is held in memory is the batch not yet written (flushed in one
+transaction when it reaches its share of the budget) and SQLite's page cache (sized from the budget).
+
+The signatures come from rensa (Rust) because it was the fastest of the three candidates on the same 100,000
+chat-length texts and is deterministic for a seed (bench/data/minhash_backends.py, bench/results/data.md):
+rensa's RMinHash, datasketch's MinHash (the reference the tests compare against), and NumpyMinHash below (our own,
+vectorized over a batch of records, kept for that comparison).
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import xxhash
+from rensa import RMinHash
+
+_MERSENNE = np.uint64((1 << 61) - 1)
+_MAX32 = np.uint64(0xFFFFFFFF)
+
+
+def shingles(text: str, shingle_words: int) -> list[str]:
+    """Lower-cased runs of `shingle_words` consecutive words; a shorter text is one shingle of all its words."""
+    words = text.lower().split()
+    if len(words) <= shingle_words:
+        return [" ".join(words)] if words else []
+    return [" ".join(words[i:i + shingle_words]) for i in range(len(words) - shingle_words + 1)]
+
+
+class NumpyMinHash:
+    """datasketch's permutation scheme ((a*h + b) mod 2^61-1, 32-bit values) over xxh32 shingle hashes, computed for
+    a batch of records in one matrix. Only the back-end comparison uses it."""
+
+    def __init__(self, num_perm: int, seed: int):
+        gen = np.random.RandomState(seed)
+        self.a = gen.randint(1, int(_MERSENNE), size=num_perm, dtype=np.uint64)
+        self.b = gen.randint(0, int(_MERSENNE), size=num_perm, dtype=np.uint64)
+        self.num_perm = num_perm
+
+    def signatures(self, docs: list[list[str]]) -> np.ndarray:
+        lengths = np.array([max(1, len(d)) for d in docs])
+        hashes = np.fromiter((xxhash.xxh32_intdigest(s.encode()) for d in docs for s in (d or [""])), dtype=np.uint64, count=int(lengths.sum()))
+        permuted = ((hashes[:, None] * self.a + self.b) % _MERSENNE) & _MAX32  # (shingles, num_perm)
+        offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        return np.minimum.reduceat(permuted, offsets, axis=0).astype(np.uint32)  # (docs, num_perm)
+
+
+class NearDuplicateFilter:
+    """Streams records through MinHash LSH; see the module docstring for what counts as a duplicate."""
+
+    def __init__(self, shingle_words: int, bands: int, rows: int, threshold: float, seed: int, work_dir: str | Path,
+                 memory_budget_mb: int):
+        if not 0 < threshold <= 1:
+            raise ValueError(f"dedup_near.threshold: {threshold} is outside (0, 1]")
+        self.shingle_words, self.bands, self.rows = shingle_words, bands, rows
+        self.num_perm = bands * rows
+        self.threshold, self.seed = threshold, seed
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        fd, self.db_path = tempfile.mkstemp(prefix="near-dedup-", suffix=".sqlite", dir=work_dir)
+        os.close(fd)
+        self.db = sqlite3.connect(self.db_path, isolation_level=None)
+        self._setup(memory_budget_mb)
+        # A kept record costs about 4 KiB until it is written (its signature array, 14 bucket-dict entries with
+        # their lists): a quarter of the budget holds the unwritten batch, a quarter is SQLite's page cache, the
+        # rest is the process itself and the caller's own data.
+        self.batch_limit = max(1000, memory_budget_mb * 1024 // 4 // 4)
+        self.pending_buckets: dict[int, list[int]] = {}
+        self.pending_sigs: dict[int, np.ndarray] = {}
+        self.pending_clusters: set[int] = set()
+        self.next_kept, self.next_reference = 1, -1
+        self.counts = {"records": 0, "kept": 0, "duplicates": 0, "duplicates_of_references": 0, "references": 0, "candidate_pairs": 0}
+
+    def _setup(self, memory_budget_mb: int) -> None:
+        self.db.executescript(f"""
+            PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = FILE;
+            PRAGMA cache_size = -{memory_budget_mb * 1024 // 4};
+            CREATE TABLE buckets (bkey INTEGER NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (bkey, rid)) WITHOUT ROWID;
+            CREATE TABLE sigs (rid INTEGER PRIMARY KEY, sig BLOB NOT NULL);
+            CREATE TABLE clusters (rid INTEGER PRIMARY KEY);
+        """)
+
+    # ---- signatures and bands ----
+
+    def signature(self, text: str) -> np.ndarray | None:
+        grams = shingles(text, self.shingle_words)
+        if not grams:
+            return None
+        m = RMinHash(num_perm=self.num_perm, seed=self.seed)
+        m.update(grams)
+        return np.asarray(m.digest(), dtype=np.uint32)
+
+    def band_keys(self, sig: np.ndarray) -> list[int]:
+        """One signed 64-bit key per band (SQLite's INTEGER), the band's index mixed into the hash."""
+        raw = sig.tobytes()
+        width = self.rows * 4
+        return [xxhash.xxh64_intdigest(raw[b * width:(b + 1) * width], seed=b) - (1 << 63) for b in range(self.bands)]
+
+    # ---- the interface the prepare-dataset engine calls ----
+
+    def is_duplicate(self, text: str) -> bool:
+        """True when `text` is near an earlier kept or reference record (it is then not kept); False: kept and indexed.
+        A text without words is never a near-duplicate (exact dedup handles empty records)."""
+        self.counts["records"] += 1
+        sig = self.signature(text)
+        if sig is None:
+            self.counts["kept"] += 1
+            return False
+        keys = self.band_keys(sig)
+        match = self._best_match(sig, keys)
+        if match is not None:
+            self.counts["duplicates"] += 1
+            self.counts["duplicates_of_references"] += match < 0
+            self.pending_clusters.add(match)
+            return True
+        self._index(self.next_kept, sig, keys)
+        self.next_kept += 1
+        self.counts["kept"] += 1
+        return False
+
+    def add_reference(self, text: str) -> None:
+        """An earlier version's record: compared against, never output. References take negative ids."""
+        sig = self.signature(text)
+        if sig is None:
+            return
+        self._index(self.next_reference, sig, self.band_keys(sig))
+        self.next_reference -= 1
+        self.counts["references"] += 1
+
+    def stats(self) -> dict:
+        """Counts for the operation's report: candidate_pairs (records compared because they shared a bucket),
+        clusters (kept or reference records that absorbed at least one duplicate), and the parameters."""
+        self._flush()
+        clusters = self.db.execute("SELECT count(*) FROM clusters").fetchone()[0]
+        return {**self.counts, "clusters": clusters, "shingle_words": self.shingle_words, "bands": self.bands,
+                "rows": self.rows, "threshold": self.threshold, "seed": self.seed, "minhash": "rensa RMinHash"}
+
+    def close(self) -> None:
+        """Closes and deletes the index file (call after stats())."""
+        self.db.close()
+        Path(self.db_path).unlink(missing_ok=True)
+
+    # ---- the index ----
+
+    def _candidates(self, keys: list[int]) -> list[int]:
+        found = {rid for k in keys for rid in self.pending_buckets.get(k, ())}
+        rows = self.db.execute(f"SELECT rid FROM buckets WHERE bkey IN ({','.join('?' * len(keys))})", keys).fetchall()
+        found.update(r[0] for r in rows)
+        return sorted(found, key=lambda rid: (rid > 0, abs(rid)))  # references first, then kept records in order
+
+    def _signatures_of(self, rids: list[int]) -> dict[int, np.ndarray]:
+        sigs = {rid: self.pending_sigs[rid] for rid in rids if rid in self.pending_sigs}
+        stored = [rid for rid in rids if rid not in sigs]
+        if stored:
+            rows = self.db.execute(f"SELECT rid, sig FROM sigs WHERE rid IN ({','.join('?' * len(stored))})", stored)
+            sigs.update((rid, np.frombuffer(blob, dtype=np.uint32)) for rid, blob in rows)
+        return sigs
+
+    def _best_match(self, sig: np.ndarray, keys: list[int]) -> int | None:
+        """The candidate whose signature agrees most (the earliest among equals), if it reaches the threshold."""
+        rids = self._candidates(keys)
+        if not rids:
+            return None
+        self.counts["candidate_pairs"] += len(rids)
+        sigs = self._signatures_of(rids)
+        best, best_agreement = None, self.threshold
+        for rid in rids:
+            agreement = float(np.count_nonzero(sigs[rid] == sig)) / self.num_perm
+            if agreement > best_agreement or (best is None and agreement >= best_agreement):
+                best, best_agreement = rid, agreement
+        return best
+
+    def _index(self, rid: int, sig: np.ndarray, keys: list[int]) -> None:
+        for k in keys:
+            self.pending_buckets.setdefault(k, []).append(rid)
+        self.pending_sigs[rid] = sig
+        if len(self.pending_sigs) >= self.batch_limit:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Writes the unwritten batch in one transaction (batched inserts: one B-tree pass per table)."""
+        if not self.pending_sigs and not self.pending_clusters:
+            return
+        self.db.execute("BEGIN")
+        self.db.executemany("INSERT OR IGNORE INTO buckets VALUES (?, ?)", sorted((k, rid) for k, rids in self.pending_buckets.items() for rid in rids))
+        self.db.executemany("INSERT INTO sigs VALUES (?, ?)", ((rid, s.tobytes()) for rid, s in self.pending_sigs.items()))
+        self.db.executemany("INSERT OR IGNORE INTO clusters VALUES (?)", ((rid,) for rid in self.pending_clusters))
+        self.db.execute("COMMIT")
+        self.pending_buckets.clear()
+        self.pending_sigs.clear()
+        self.pending_clusters.clear()
+

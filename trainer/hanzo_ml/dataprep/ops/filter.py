@@ -1,0 +1,106 @@
+"""filter: keep records whose rendered conversation has between min_tokens and max_tokens tokens (the job's
+tokenizer and chat template, exactly as count-tokens counts) and whose text is in one of `languages`.
+
+Language detection is lingua's, its models shipped in the wheel. A detector that knows only the requested
+languages calls every text one of them (built from English and French, it calls a German sentence English with
+confidence 1.0), so it also knows a fixed set of widespread languages to tell them apart from. Low-accuracy mode
+(trigrams only) is used: 68 us of CPU per sentence against 149 us in high-accuracy mode, and whole conversations
+are long enough for it. Removed counts per reason go to details.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterator
+
+from hanzo_ml.dataprep.ops import Stage, chunked
+from hanzo_ml.dataprep.parallel import ordered_map
+from hanzo_ml.dataprep.records import Record
+
+CHUNK = 256
+CONTRAST_LANGUAGES = ("en", "es", "fr", "de", "pt", "it", "nl", "ru", "zh", "ja", "ar", "hi", "tr", "pl")
+
+
+def conversation_lengths(tokenizer, conversations: list[list[dict]]) -> list[int]:
+    """len(chat.encode_conversation(...)) for each, the renders tokenized in one batch call."""
+    from hanzo_ml.chat import render
+
+    texts = [render(tokenizer, messages) for messages in conversations]
+    if not texts:
+        return []
+    return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+
+def language_detector(codes: list[str]):
+    from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
+
+    def language(code: str):
+        return Language.from_iso_code_639_1(getattr(IsoCode639_1, code.upper()))
+
+    known = dict.fromkeys([*codes, *CONTRAST_LANGUAGES])
+    return LanguageDetectorBuilder.from_languages(*(language(c) for c in known)).with_low_accuracy_mode().build(), \
+        {language(c) for c in codes}
+
+
+def unknown_languages(codes: list[str]) -> list[str]:
+    from lingua import IsoCode639_1
+
+    return [c for c in codes if not hasattr(IsoCode639_1, c.upper())]
+
+
+class Filter(Stage):
+    op = "filter"
+
+    def __init__(self, params, context):
+        super().__init__(params)
+        self.context = context
+        languages = params.get("languages")
+        if languages:
+            unknown = unknown_languages(languages)
+            if unknown:
+                from hanzo_ml.dataprep.issues import single_issue
+
+                raise single_issue("operations", f"filter.languages: no language detector for {unknown[0]!r}",
+                                   field="languages")
+
+    def worker(self):
+        tokenizer = self.context.tokenizer() if self.by_tokens else None
+        params = self.params
+        detector, wanted = language_detector(params["languages"]) if params.get("languages") else (None, None)
+        low, high = params.get("min_tokens"), params.get("max_tokens")
+        confidence = params.get("min_language_confidence", 0.5)
+
+        def decide(chunk: list[Record]) -> list[str | None]:
+            reasons: list[str | None] = [None] * len(chunk)
+            if tokenizer is not None:
+                for i, n in enumerate(conversation_lengths(tokenizer, [r.conversation() for r in chunk])):
+                    if low is not None and n < low:
+                        reasons[i] = "too_few_tokens"
+                    elif high is not None and n > high:
+                        reasons[i] = "too_many_tokens"
+            if detector is not None:
+                for i, record in enumerate(chunk):
+                    if reasons[i] is None and not in_languages(detector, wanted, record.text(), confidence):
+                        reasons[i] = "language"
+            return reasons
+
+        return decide
+
+    @property
+    def by_tokens(self) -> bool:
+        return self.params.get("min_tokens") is not None or self.params.get("max_tokens") is not None
+
+    def process(self, records: Iterator[Record]) -> Iterator[Record]:
+        removed: Counter = Counter()
+        for chunk, reasons in ordered_map(self.worker, chunked(records, CHUNK), self.context.threads):
+            for record, reason in zip(chunk, reasons):
+                if reason is None:
+                    yield record
+                else:
+                    removed[reason] += 1
+        self.removed = sum(removed.values())
+        self.details["removed"] = {r: removed.get(r, 0) for r in ("too_few_tokens", "too_many_tokens", "language")}
+
+
+def in_languages(detector, wanted, text: str, confidence: float) -> bool:
+    values = detector.compute_language_confidence_values(text)
+    return bool(values) and values[0].language in wanted and values[0].value >= confidence
