@@ -6,8 +6,10 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
-import { runJobToCompletion } from './jobs.js';
-import { baseModelInput } from './job-inputs.js';
+import { runJobToCompletion } from './run-job.js';
+import { baseModelInput } from '../jobs/inputs.js';
+import { defineJob } from '../jobs/definition.js';
+import { FailureType, nonRetryable } from '../contracts/failures.js';
 import { PrepareReportSchema, type DatasetPreparationInput, type DatasetPreparationResult, type PrepareDatasetJobSpec, type PrepareReport } from '../contracts/data-prep.js';
 import { SPLITS, type SplitName } from '../contracts/datasets.js';
 import { parentSources, preparationJob, readIssues, storePreparedVersion, transformSummary, PrepareIssuesError } from '../datasets/derive.js';
@@ -25,7 +27,7 @@ export function createDatasetPrepActivities(deps: ActivityDeps) {
         return resultOf(done);
       }
       const parent = await getDataset(deps.db, input.organization_id, input.parent_id);
-      if (!parent) throw ApplicationFailure.nonRetryable(`dataset ${input.parent_id} does not exist any more`, 'NotFound');
+      if (!parent) throw nonRetryable(FailureType.NotFound, `dataset ${input.parent_id} does not exist any more`);
       await recordChildJob(deps.db, preparationJob(input), 'running');
       const report = await runPreparation(deps, input, parent);
       const row = await storePreparedVersion(
@@ -67,7 +69,10 @@ const resultOf = (row: DatasetRow): DatasetPreparationResult => ({ dataset_id: r
  */
 async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput, parent: DatasetRow): Promise<{ report: PrepareReport; outputDir: string }> {
   if (deps.executor.kind !== 'local')
-    throw ApplicationFailure.nonRetryable(`dataset preparation runs on the local executor only (scheduler.executor is ${deps.executor.kind}): its inputs are lists of files the job runner does not fetch`, 'NotConfigured');
+    throw nonRetryable(
+      FailureType.NotConfigured,
+      `dataset preparation runs on the local executor only (scheduler.executor is ${deps.executor.kind}): its inputs are lists of files the job runner does not fetch`,
+    );
   const work = join(deps.home, 'work', `dataset-prep-${input.dataset_id}`);
   await mkdir(join(work, 'scratch'), { recursive: true });
   const splits = parent.splits as Record<SplitName, { path: string }>;
@@ -94,26 +99,24 @@ async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput
   };
   try {
     const { result } = await runJobToCompletion(deps, {
-      job: {
+      job: defineJob({
         name: `dataset-prep-${input.dataset_id}`,
         kind: 'prepare-dataset',
         organizationId: input.organization_id,
-        envelope: {
-          tool: 'trainer',
-          spec,
-          inputs: { tokenizer_path: await baseModelInput(deps, input.tokenizer) },
-          outputs: { report_path: 'file' },
-          result_field: 'report_path',
-        },
-      },
+        tool: 'trainer',
+        spec,
+        inputs: { tokenizer_path: await baseModelInput(deps, input.tokenizer) },
+        outputs: { report_path: 'file' },
+        resultField: 'report_path',
+      }),
       resultSchema: PrepareReportSchema,
     });
     return { report: result, outputDir };
   } catch (err) {
     // Exit code 2: the command refused the data and wrote why; the job fails with those issues, not a log tail.
-    if (err instanceof ApplicationFailure && err.type === 'BadJobSpec') {
+    if (err instanceof ApplicationFailure && err.type === FailureType.BadJobSpec) {
       const issues = await readIssues(issuesPath);
-      throw ApplicationFailure.nonRetryable(new PrepareIssuesError(issues).message, 'BadInput', { issues });
+      throw nonRetryable(FailureType.BadInput, new PrepareIssuesError(issues).message, { issues });
     }
     throw err;
   }

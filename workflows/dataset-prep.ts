@@ -1,10 +1,11 @@
 // datasetPreparationWorkflow: one per derived dataset version (POST /v1/datasets/{id}/derive, workflow id
 // `dataset-preparation:<new version id>`). Its one job activity runs prepare-dataset and records the version; when
 // it fails for good (bad input: the issues; retries spent; cancelled) the preparation job says why.
-import { ActivityCancellationType, ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, ActivityFailure, CancellationScope, isCancellation, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import type { DatasetPreparationInput, DatasetPreparationResult } from '../contracts/data-prep.js';
 import { jobsTaskQueueOf } from '../contracts/pipeline.js';
+import { FailureType } from '../contracts/failures.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -23,14 +24,14 @@ export async function datasetPreparationWorkflow(input: DatasetPreparationInput)
     startToCloseTimeout: '1 day',
     heartbeatTimeout: '2 minutes',
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry: { maximumAttempts: 5, initialInterval: '2 seconds', nonRetryableErrorTypes: ['BadInput', 'BadJobSpec', 'NotFound', 'NotConfigured', 'JobRestartLimit'] },
+    retry: { maximumAttempts: 5, initialInterval: '2 seconds', nonRetryableErrorTypes: [FailureType.BadInput, FailureType.BadJobSpec, FailureType.NotFound, FailureType.NotConfigured, FailureType.JobRestartLimit, FailureType.ImagePullFailed] },
   });
   try {
     return await job.prepareDerivedDataset(input);
   } catch (err) {
     const message = isCancellation(err) ? 'the preparation was cancelled' : failureMessage(err);
     await CancellationScope.nonCancellable(() => quick.failDatasetPreparation({ input, message, cancelled: isCancellation(err) }));
-    if (isCancellation(err)) throw err;
-    throw ApplicationFailure.nonRetryable(message, 'DatasetPreparationFailed');
+    // The activity's failure (its type and message) is the workflow's: the preparation job above says it too.
+    throw err;
   }
 }
