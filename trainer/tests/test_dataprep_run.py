@@ -74,12 +74,20 @@ def test_tiny_datasets_are_rebalanced_as_the_upload_does(tmp_path, tiny_base_dir
 
     report = read_json(tmp_path / "report.json")
     assert report["splits"]["train"]["records"] == 1 and report["splits"]["test"]["records"] == 1
+    tokenizer = load_tokenizer(tiny_base_dir)
+    for split in ("train", "validation", "test"):  # a moved record takes its tokens along
+        conversations = read_chat_jsonl(tmp_path / "out" / f"{split}.jsonl", allow_empty=True)
+        assert report["splits"][split]["tokens"] == sum(len(encode_conversation(tokenizer, m)) for m in conversations)
 
 
-def test_the_report_holds_the_trainers_own_counts_and_tokenization(tmp_path, tiny_base_dir):
+@pytest.mark.parametrize("counted_by", ["tokenize", "filter", "split"])
+def test_the_report_holds_the_trainers_own_counts_and_tokenization(tmp_path, tiny_base_dir, counted_by):
+    """The counts come from the tokenize pass, from the filter's own count, or from the split pass."""
     source = write_jsonl(tmp_path / "chat.jsonl", demo_records(30))
+    operations = {"tokenize": [{"op": "tokenize", "max_length": 256}], "filter": [{"op": "filter", "min_tokens": 1}],
+                  "split": [{"op": "dedup_exact"}]}[counted_by]
     spec = prep_spec(tmp_path, tiny_base_dir, [{"path": str(source), "display_name": "chat.jsonl"}],
-                     operations=[{"op": "tokenize", "max_length": 256}], threads=2)
+                     operations=operations, threads=2)
 
     done = run_prepare(tmp_path, spec)
 
@@ -94,6 +102,9 @@ def test_the_report_holds_the_trainers_own_counts_and_tokenization(tmp_path, tin
         path = tmp_path / "out" / f"{split}.jsonl"
         conversations = read_chat_jsonl(path, allow_empty=True)
         assert report["splits"][split]["tokens"] == sum(len(encode_conversation(tokenizer, m)) for m in conversations)
+        if counted_by != "tokenize":
+            assert report["tokenized"] is None and not (tmp_path / "out" / "tokenized").exists()
+            continue
         table = pa.ipc.open_file(tmp_path / "out" / "tokenized" / f"{split}.arrow").read_all()
         examples = encode_dataset(tokenizer, conversations, 256, split) if conversations else []
         assert table.column("input_ids").to_pylist() == [e.input_ids for e in examples]
@@ -104,7 +115,6 @@ def test_the_report_holds_the_trainers_own_counts_and_tokenization(tmp_path, tin
         assert report["tokenized"]["splits"][split]["tokens"] == sum(len(e.input_ids) for e in examples)
         assert report["tokenized"]["splits"][split]["sha256"] == sha256_file(
             tmp_path / "out" / "tokenized" / f"{split}.arrow")
-    assert any(-100 in labels for labels in table.column("labels").to_pylist()) or not examples
 
 
 def test_the_same_spec_twice_gives_the_same_version(tmp_path, tiny_base_dir):

@@ -164,7 +164,8 @@ def build(spec, directory: Path) -> dict:
             if op["op"] != "tokenize":
                 stages.append(build_stage(op, context))
                 stream = stages[-1].run(stream)
-        write_splits(stream, sink, issues, context)
+        tokenize = next((op for op in operations if op["op"] == "tokenize"), None)
+        write_splits(stream, sink, issues, context, count=tokenize is None)
         if issues:
             raise issues.error()
         if reader.summary.records == 0:
@@ -174,7 +175,6 @@ def build(spec, directory: Path) -> dict:
         sink.discard()
         for stage in stages:
             stage.close()
-    tokenize = next((op for op in operations if op["op"] == "tokenize"), None)
     if tokenize is not None and reader.summary.form == "preference":
         raise single_issue("operations", "tokenize: preference pairs are tokenized by the dpo/orpo trainer itself; "
                            "drop the tokenize operation", field="tokenize")
@@ -188,14 +188,20 @@ def valid_only(reader: SourceReader, issues: IssueLog) -> Iterator[Record]:
             yield record
 
 
-def write_splits(records: Iterator[Record], sink: SplitSink, issues: IssueLog, context: Context) -> None:
+def write_splits(records: Iterator[Record], sink: SplitSink, issues: IssueLog, context: Context,
+                 count: bool) -> None:
     """Each record into its split file, its tokens counted (count-tokens' way) by the worker processes while
-    the main process reads on."""
-    chunks = chunked(placeable(records, sink, issues), COUNT_CHUNK)
-    for chunk, counts in ordered_map(lambda: counting_worker(context.tokenizer), chunks, context.threads,
-                                     send=lambda chunk: [record.line_json for record in chunk]):
+    the main process reads on; not counted when a stage already did (filter) or the tokenize pass will."""
+    placed = placeable(records, sink, issues)
+    if not count:
+        for record in placed:
+            sink.add(record)
+        return
+    for chunk, counts in ordered_map(lambda: counting_worker(context.tokenizer), chunked(placed, COUNT_CHUNK),
+                                     context.threads, send=lambda chunk: [
+                                         record.line_json if record.tokens is None else None for record in chunk]):
         for record, tokens in zip(chunk, counts):
-            sink.add(record, tokens)
+            sink.add(record, record.tokens if tokens is None else tokens)
 
 
 def placeable(records: Iterator[Record], sink: SplitSink, issues: IssueLog) -> Iterator[Record]:
@@ -224,9 +230,11 @@ def report(spec, context: Context, reader: SourceReader, stages: list[Stage], di
     if tokenize is not None:
         (directory / "tokenized").mkdir()
         started = time.perf_counter()
-        tokenized = {"max_length": tokenize["max_length"], "splits": {
-            name: write_tokenized(directory / f"{name}.jsonl", directory / "tokenized" / f"{name}.arrow", load,
-                                  tokenize["max_length"], spec.threads, tokenizer_sha256) for name in SPLIT_NAMES}}
+        tokenized = {"max_length": tokenize["max_length"], "splits": {}}
+        for name in SPLIT_NAMES:  # the pass tokenizes every record anyway: it makes the counts too
+            tokenized["splits"][name], splits[name]["tokens"] = write_tokenized(
+                directory / f"{name}.jsonl", directory / "tokenized" / f"{name}.arrow", load,
+                tokenize["max_length"], spec.threads, tokenizer_sha256)
         rows = sum(s["rows"] for s in tokenized["splits"].values())
         stage_reports = [s.report() for s in stages] + [{
             "op": "tokenize", "params": {"max_length": tokenize["max_length"]}, "records_in": rows, "records_out": rows, "removed": 0,
