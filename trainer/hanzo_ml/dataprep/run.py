@@ -90,8 +90,9 @@ def prepare_dataset(spec, spec_path: Path) -> dict:
         tmp.mkdir()
         report = build(spec, tmp)
         fsync_tree(tmp)
-        if output_dir.exists():
-            raise single_issue("output_dir", f"{output_dir} already exists (a prepared version is never replaced)")
+        if output_dir.exists():  # made while this job ran
+            raise single_issue(Path(spec_path).name, f"{output_dir} already exists (a prepared version is never "
+                               "replaced)", field="output_dir")
         os.rename(tmp, output_dir)
     except InputError as e:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -114,7 +115,8 @@ def check_spec(spec, spec_path: Path) -> None:
     """Problems a look at the spec finds, before any record is read."""
     require_existing(spec_path, "tokenizer_path", spec.tokenizer_path, kind="dir")
     if Path(spec.output_dir).exists():
-        raise single_issue("output_dir", f"{spec.output_dir} already exists (a prepared version is never replaced)")
+        raise single_issue(Path(spec_path).name, f"{spec.output_dir} already exists (a prepared version is never "
+                           "replaced)", field="output_dir")
     if spec.split is not None:
         total = spec.split["train"] + spec.split["validation"] + spec.split["test"]
         if abs(total - 1) > 1e-6:
@@ -176,8 +178,8 @@ def build(spec, directory: Path) -> dict:
         for stage in stages:
             stage.close()
     if tokenize is not None and reader.summary.form == "preference":
-        raise single_issue("operations", "tokenize: preference pairs are tokenized by the dpo/orpo trainer itself; "
-                           "drop the tokenize operation", field="tokenize")
+        raise single_issue(spec.sources[0].display_name, "preference pairs are tokenized by the dpo/orpo trainer "
+                           "itself; drop the tokenize operation", field="operations")
     return report(spec, context, reader, stages, directory, files, tokenize)
 
 

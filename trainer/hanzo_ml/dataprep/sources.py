@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from hanzo_ml.dataprep.issues import IssueLog, single_issue
-from hanzo_ml.dataprep.normalize import (FORM_LABELS, NO_FORM, detect_form, mixed_forms_message, normalize,
+from hanzo_ml.dataprep.normalize import (NO_FORM, detect_form, mixed_forms_message, normalize,
                                          normalize_instruction, normalize_text)
 from hanzo_ml.dataprep.records import Record
 
@@ -485,4 +485,4 @@ def read_json_file(path: Path, name: str) -> dict:
     return value
 
 
-__all__ = ["SourceReader", "FORM_LABELS", "decoded_lines", "open_binary"]
+__all__ = ["SourceReader", "decoded_lines", "open_binary"]

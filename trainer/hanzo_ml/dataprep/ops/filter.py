@@ -59,8 +59,8 @@ class Filter(Stage):
             if unknown:
                 from hanzo_ml.dataprep.issues import single_issue
 
-                raise single_issue("operations", f"filter.languages: no language detector for {unknown[0]!r}",
-                                   field="languages")
+                raise single_issue("operations", f"no language detector for {unknown[0]!r} (expected an "
+                                   "ISO 639-1 code lingua knows)", field="filter.languages")
 
     def worker(self):
         tokenizer = self.context.tokenizer() if self.by_tokens else None
