@@ -38,21 +38,35 @@ def upload_records() -> list[dict]:
     return records + records[:4]
 
 
-def test_a_file_prepared_here_is_byte_for_byte_the_version_the_upload_writes(tmp_path, tiny_base_dir):
+def upload_csv(path: Path) -> Path:
+    """Instruction rows with quotes, commas, CRLF line ends, line breaks inside quotes and an empty input cell."""
+    rows = ['Instruction,input,Response']
+    for i, record in enumerate(demo_records(30)):
+        question, answer = record["messages"][-2]["content"], record["messages"][-1]["content"]
+        extra = f'"see ""note"" {i},\r\nthen reply"' if i % 3 == 0 else ""
+        rows.append(f'"{question.replace(chr(34), chr(34) * 2)}",{extra},{answer}')
+    rows += rows[1:4]  # duplicates
+    path.write_bytes(("\r\n".join(rows) + "\r\n").encode("utf-8"))
+    return path
+
+
+@pytest.mark.parametrize("form", ["jsonl", "csv"])
+def test_a_file_prepared_here_is_byte_for_byte_the_version_the_upload_writes(tmp_path, tiny_base_dir, form):
     npx = shutil.which("npx")
     if npx is None or not (REPO_DIR / "node_modules").exists():
         pytest.skip("the TypeScript side (npx, node_modules) is not installed here")
-    source = write_jsonl(tmp_path / "upload.jsonl", upload_records())
+    source = write_jsonl(tmp_path / "upload.jsonl", upload_records()) if form == "jsonl" else \
+        upload_csv(tmp_path / "upload.csv")
     script = ("import { preprocessDataset } from './lib/datasets/preprocess.ts';"
-              "preprocessDataset({ sourcePath: process.argv[1], format: 'jsonl', outDir: "
+              "preprocessDataset({ sourcePath: process.argv[1], format: process.argv[3], outDir: "
               "process.argv[2], seed: 42, splits: { train: 0.8, validation: 0.1, test: 0.1 } })"
               ".then((r) => console.log(JSON.stringify(r)));")
-    done = subprocess.run([npx, "tsx", "-e", script, str(source), str(tmp_path / "uploaded")], cwd=REPO_DIR,
+    done = subprocess.run([npx, "tsx", "-e", script, str(source), str(tmp_path / "uploaded"), form], cwd=REPO_DIR,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     uploaded = json.loads(done.stdout)
 
-    spec = prep_spec(tmp_path, tiny_base_dir, [{"path": str(source), "display_name": "upload.jsonl"}],
+    spec = prep_spec(tmp_path, tiny_base_dir, [{"path": str(source), "display_name": source.name}],
                      operations=[{"op": "dedup_exact"}])
     assert run_prepare(tmp_path, spec).returncode == 0
     report = read_json(tmp_path / "report.json")
@@ -62,7 +76,8 @@ def test_a_file_prepared_here_is_byte_for_byte_the_version_the_upload_writes(tmp
             (tmp_path / "uploaded" / f"{split}.jsonl").read_bytes()
         assert report["splits"][split]["sha256"] == uploaded["splits"][split]["sha256"]
     assert report["sha256"] == uploaded["sha256"]
-    assert report["operations"][0]["removed"] == uploaded["duplicates_removed"] == 4
+    assert report["operations"][0]["removed"] == uploaded["duplicates_removed"] > 0
+    assert report["schema"] == uploaded["schema"]
 
 
 def test_tiny_datasets_are_rebalanced_as_the_upload_does(tmp_path, tiny_base_dir):

@@ -154,6 +154,19 @@ def test_a_directory_is_read_file_by_file_in_name_order_and_records_keep_their_f
                                                     ("upload/b.jsonl", 2)]
 
 
+def test_csv_line_breaks_inside_quotes_are_newlines_whatever_the_file_used(tmp_path):
+    path = tmp_path / "windows.csv"
+    path.write_bytes(b'\xef\xbb\xbfInstruction,Output\r\n"two\r\nlines",ok\r\n\r\n"say ""hi""",5" screen\r\n')
+
+    records, issues, _ = read(tmp_path, source(path))
+
+    assert issues == []
+    assert values(records) == [
+        {"messages": [{"role": "user", "content": "two\nlines"}, {"role": "assistant", "content": "ok"}]},
+        {"messages": [{"role": "user", "content": 'say "hi"'}, {"role": "assistant", "content": '5" screen'}]}]
+    assert [r.line for r in records] == [2, 5]
+
+
 def test_text_becomes_one_assistant_turn_per_line_or_per_file(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("first note\n\n  \nsecond note\r\n", encoding="utf-8")

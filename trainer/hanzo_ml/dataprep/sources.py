@@ -290,6 +290,8 @@ class SourceReader:
 
     def csv_row(self, row: list[str], header: list[str], columns: dict[str, int], name: str, line: int,
                 source) -> Record | None:
+        # As the upload's CSV parser: a line break inside quotes is "\n" whatever the file used.
+        row = [cell.replace("\r\n", "\n") for cell in row]
         if len(row) != len(header):
             self.log.add(name, line, None, f"expected {len(header)} fields as in the header row, got {len(row)} "
                                            "(check commas and quotes)")
