@@ -154,7 +154,7 @@ def check_operation(op: dict, field: str, file: str) -> None:
 def build(spec, directory: Path) -> dict:
     issues = IssueLog(spec.max_errors)
     context = Context(spec, issues)
-    operations = [op for op in spec.operations]
+    operations = spec.operations
     stages: list[Stage] = []
     reader = SourceReader(spec.sources, issues, context.work_dir)
     sink = SplitSink(directory, spec.split, spec.split["seed"] if spec.split is not None else 0,
@@ -225,37 +225,42 @@ def placeable(records: Iterator[Record], sink: SplitSink, issues: IssueLog) -> I
 def report(spec, context: Context, reader: SourceReader, stages: list[Stage], directory: Path,
            files: dict[str, dict], tokenize: dict | None) -> dict:
     tokenizer_sha256 = sha256_file(Path(spec.tokenizer_path) / "tokenizer.json")
-    load = context.tokenizer
-    splits = files
-    version = hashlib.sha256("".join(splits[name]["sha256"] for name in SPLIT_NAMES).encode()).hexdigest()
+    stage_reports = [s.report() for s in stages]
     tokenized = None
     if tokenize is not None:
-        (directory / "tokenized").mkdir()
-        started = time.perf_counter()
-        tokenized = {"max_length": tokenize["max_length"], "splits": {}}
-        for name in SPLIT_NAMES:  # the pass tokenizes every record anyway: it makes the counts too
-            tokenized["splits"][name], splits[name]["tokens"] = write_tokenized(
-                directory / f"{name}.jsonl", directory / "tokenized" / f"{name}.arrow", load,
-                tokenize["max_length"], spec.threads, tokenizer_sha256)
-        rows = sum(s["rows"] for s in tokenized["splits"].values())
-        stage_reports = [s.report() for s in stages] + [{
-            "op": "tokenize", "params": {"max_length": tokenize["max_length"]}, "records_in": rows, "records_out": rows, "removed": 0,
-            "added": 0, "details": {"tokens": sum(s["tokens"] for s in tokenized["splits"].values())},
-            "seconds": round(time.perf_counter() - started, 4)}]
-    else:
-        stage_reports = [s.report() for s in stages]
+        tokenized, tokenize_report = tokenize_splits(spec, context, directory, files, tokenize, tokenizer_sha256)
+        stage_reports.append(tokenize_report)
+    version = hashlib.sha256("".join(files[name]["sha256"] for name in SPLIT_NAMES).encode()).hexdigest()
     return {
         "records_in": reader.summary.records,
-        "records_out": sum(splits[name]["records"] for name in SPLIT_NAMES),
+        "records_out": sum(files[name]["records"] for name in SPLIT_NAMES),
         "schema": {"form": reader.summary.form, "fields": reader.summary.fields},
         "operations": order_like(stage_reports, spec.operations),
-        "splits": splits,
+        "splits": files,
         "tokenized": tokenized,
         "tokenizer_sha256": tokenizer_sha256,
         "sha256": version,
-        "peak_rss_mb": 0.0,
+        "peak_rss_mb": 0.0,  # filled in at the very end
         "seconds": 0.0,
     }
+
+
+def tokenize_splits(spec, context: Context, directory: Path, files: dict[str, dict], tokenize: dict,
+                    tokenizer_sha256: str) -> tuple[dict, dict]:
+    """tokenized/<split>.arrow for every split: the report's `tokenized` and the operation's report. The pass
+    tokenizes every record anyway, so it sets the split files' token counts too."""
+    started = time.perf_counter()
+    (directory / "tokenized").mkdir()
+    tokenized: dict = {"max_length": tokenize["max_length"], "splits": {}}
+    for name in SPLIT_NAMES:
+        tokenized["splits"][name], files[name]["tokens"] = write_tokenized(
+            directory / f"{name}.jsonl", directory / "tokenized" / f"{name}.arrow", context.tokenizer,
+            tokenize["max_length"], spec.threads, tokenizer_sha256)
+    rows = sum(s["rows"] for s in tokenized["splits"].values())
+    tokens = sum(s["tokens"] for s in tokenized["splits"].values())
+    return tokenized, {"op": "tokenize", "params": {"max_length": tokenize["max_length"]}, "records_in": rows,
+                       "records_out": rows, "removed": 0, "added": 0, "details": {"tokens": tokens},
+                       "seconds": round(time.perf_counter() - started, 4)}
 
 
 def order_like(reports: list[dict], operations: list[dict]) -> list[dict]:
