@@ -38,21 +38,35 @@ def upload_records() -> list[dict]:
     return records + records[:4]
 
 
-def test_a_file_prepared_here_is_byte_for_byte_the_version_the_upload_writes(tmp_path, tiny_base_dir):
+def upload_csv(path: Path) -> Path:
+    """Instruction rows with quotes, commas, CRLF line ends, line breaks inside quotes and an empty input cell."""
+    rows = ['Instruction,input,Response']
+    for i, record in enumerate(demo_records(30)):
+        question, answer = record["messages"][-2]["content"], record["messages"][-1]["content"]
+        extra = f'"see ""note"" {i},\r\nthen reply"' if i % 3 == 0 else ""
+        rows.append(f'"{question.replace(chr(34), chr(34) * 2)}",{extra},{answer}')
+    rows += rows[1:4]  # duplicates
+    path.write_bytes(("\r\n".join(rows) + "\r\n").encode("utf-8"))
+    return path
+
+
+@pytest.mark.parametrize("form", ["jsonl", "csv"])
+def test_a_file_prepared_here_is_byte_for_byte_the_version_the_upload_writes(tmp_path, tiny_base_dir, form):
     npx = shutil.which("npx")
     if npx is None or not (REPO_DIR / "node_modules").exists():
         pytest.skip("the TypeScript side (npx, node_modules) is not installed here")
-    source = write_jsonl(tmp_path / "upload.jsonl", upload_records())
+    source = write_jsonl(tmp_path / "upload.jsonl", upload_records()) if form == "jsonl" else \
+        upload_csv(tmp_path / "upload.csv")
     script = ("import { preprocessDataset } from './lib/datasets/preprocess.ts';"
-              "preprocessDataset({ sourcePath: process.argv[1], format: 'jsonl', outDir: "
+              "preprocessDataset({ sourcePath: process.argv[1], format: process.argv[3], outDir: "
               "process.argv[2], seed: 42, splits: { train: 0.8, validation: 0.1, test: 0.1 } })"
               ".then((r) => console.log(JSON.stringify(r)));")
-    done = subprocess.run([npx, "tsx", "-e", script, str(source), str(tmp_path / "uploaded")], cwd=REPO_DIR,
+    done = subprocess.run([npx, "tsx", "-e", script, str(source), str(tmp_path / "uploaded"), form], cwd=REPO_DIR,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     uploaded = json.loads(done.stdout)
 
-    spec = prep_spec(tmp_path, tiny_base_dir, [{"path": str(source), "display_name": "upload.jsonl"}],
+    spec = prep_spec(tmp_path, tiny_base_dir, [{"path": str(source), "display_name": source.name}],
                      operations=[{"op": "dedup_exact"}])
     assert run_prepare(tmp_path, spec).returncode == 0
     report = read_json(tmp_path / "report.json")
@@ -62,7 +76,8 @@ def test_a_file_prepared_here_is_byte_for_byte_the_version_the_upload_writes(tmp
             (tmp_path / "uploaded" / f"{split}.jsonl").read_bytes()
         assert report["splits"][split]["sha256"] == uploaded["splits"][split]["sha256"]
     assert report["sha256"] == uploaded["sha256"]
-    assert report["operations"][0]["removed"] == uploaded["duplicates_removed"] == 4
+    assert report["operations"][0]["removed"] == uploaded["duplicates_removed"] > 0
+    assert report["schema"] == uploaded["schema"]
 
 
 def test_tiny_datasets_are_rebalanced_as_the_upload_does(tmp_path, tiny_base_dir):
@@ -74,12 +89,20 @@ def test_tiny_datasets_are_rebalanced_as_the_upload_does(tmp_path, tiny_base_dir
 
     report = read_json(tmp_path / "report.json")
     assert report["splits"]["train"]["records"] == 1 and report["splits"]["test"]["records"] == 1
+    tokenizer = load_tokenizer(tiny_base_dir)
+    for split in ("train", "validation", "test"):  # a moved record takes its tokens along
+        conversations = read_chat_jsonl(tmp_path / "out" / f"{split}.jsonl", allow_empty=True)
+        assert report["splits"][split]["tokens"] == sum(len(encode_conversation(tokenizer, m)) for m in conversations)
 
 
-def test_the_report_holds_the_trainers_own_counts_and_tokenization(tmp_path, tiny_base_dir):
+@pytest.mark.parametrize("counted_by", ["tokenize", "filter", "split"])
+def test_the_report_holds_the_trainers_own_counts_and_tokenization(tmp_path, tiny_base_dir, counted_by):
+    """The counts come from the tokenize pass, from the filter's own count, or from the split pass."""
     source = write_jsonl(tmp_path / "chat.jsonl", demo_records(30))
+    operations = {"tokenize": [{"op": "tokenize", "max_length": 256}], "filter": [{"op": "filter", "min_tokens": 1}],
+                  "split": [{"op": "dedup_exact"}]}[counted_by]
     spec = prep_spec(tmp_path, tiny_base_dir, [{"path": str(source), "display_name": "chat.jsonl"}],
-                     operations=[{"op": "tokenize", "max_length": 256}], threads=2)
+                     operations=operations, threads=2)
 
     done = run_prepare(tmp_path, spec)
 
@@ -94,6 +117,9 @@ def test_the_report_holds_the_trainers_own_counts_and_tokenization(tmp_path, tin
         path = tmp_path / "out" / f"{split}.jsonl"
         conversations = read_chat_jsonl(path, allow_empty=True)
         assert report["splits"][split]["tokens"] == sum(len(encode_conversation(tokenizer, m)) for m in conversations)
+        if counted_by != "tokenize":
+            assert report["tokenized"] is None and not (tmp_path / "out" / "tokenized").exists()
+            continue
         table = pa.ipc.open_file(tmp_path / "out" / "tokenized" / f"{split}.arrow").read_all()
         examples = encode_dataset(tokenizer, conversations, 256, split) if conversations else []
         assert table.column("input_ids").to_pylist() == [e.input_ids for e in examples]
@@ -104,7 +130,6 @@ def test_the_report_holds_the_trainers_own_counts_and_tokenization(tmp_path, tin
         assert report["tokenized"]["splits"][split]["tokens"] == sum(len(e.input_ids) for e in examples)
         assert report["tokenized"]["splits"][split]["sha256"] == sha256_file(
             tmp_path / "out" / "tokenized" / f"{split}.arrow")
-    assert any(-100 in labels for labels in table.column("labels").to_pylist()) or not examples
 
 
 def test_the_same_spec_twice_gives_the_same_version(tmp_path, tiny_base_dir):

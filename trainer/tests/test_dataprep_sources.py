@@ -154,6 +154,54 @@ def test_a_directory_is_read_file_by_file_in_name_order_and_records_keep_their_f
                                                     ("upload/b.jsonl", 2)]
 
 
+def test_csv_line_breaks_inside_quotes_are_newlines_whatever_the_file_used(tmp_path):
+    path = tmp_path / "windows.csv"
+    path.write_bytes(b'\xef\xbb\xbfInstruction,Output\r\n"two\r\nlines",ok\r\n\r\n"say ""hi""",5" screen\r\n')
+
+    records, issues, _ = read(tmp_path, source(path))
+
+    assert issues == []
+    assert values(records) == [
+        {"messages": [{"role": "user", "content": "two\nlines"}, {"role": "assistant", "content": "ok"}]},
+        {"messages": [{"role": "user", "content": 'say "hi"'}, {"role": "assistant", "content": '5" screen'}]}]
+    assert [r.line for r in records] == [2, 5]
+
+
+def test_a_saved_dataset_dict_is_read_split_by_split_in_its_listed_order(tmp_path):
+    root = tmp_path / "dict"
+    root.mkdir()
+    write_hf_dataset(root / "train", chat_table(CHATS[:2]), shards=1)
+    write_hf_dataset(root / "test", chat_table(CHATS[2:]), shards=1)
+    (root / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "test"]}))
+
+    records, issues, _ = read(tmp_path, source(root, display_name="hub"))
+
+    assert issues == []
+    assert values(records) == EXPECTED
+    assert [r.file for r in records] == ["hub/train/data-00000-of-00001.arrow"] * 2 + \
+        ["hub/test/data-00000-of-00001.arrow"]
+
+
+def test_a_shard_missing_from_a_saved_dataset_is_named(tmp_path):
+    saved = write_hf_dataset(tmp_path / "saved", chat_table(CHATS), shards=2)
+    (saved / "data-00001-of-00002.arrow").unlink()
+
+    records, issues, _ = read_or_issue(tmp_path, source(saved))
+
+    assert records == []
+    assert issues[0]["file"] == "saved" and "data-00001-of-00002.arrow" in issues[0]["message"]
+
+
+def read_or_issue(tmp_path: Path, src):
+    from hanzo_ml.dataprep.issues import PrepareInputError
+
+    try:
+        records, issues, _ = read(tmp_path, src)
+        return records, issues, None
+    except PrepareInputError as e:
+        return [], e.issues, None
+
+
 def test_text_becomes_one_assistant_turn_per_line_or_per_file(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("first note\n\n  \nsecond note\r\n", encoding="utf-8")

@@ -22,6 +22,7 @@ class Record:
     source: str                    # the display_name of the spec source it came from (split_of keys)
     split: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # top-level fields outside the record form
+    tokens: int | None = None  # the rendered conversation's tokens, once a stage has counted them
     _line: str | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -33,6 +34,7 @@ class Record:
 
     def changed(self) -> None:
         self._line = None
+        self.tokens = None
 
     @property
     def is_preference(self) -> bool:
@@ -51,13 +53,13 @@ class Record:
         return "\n".join(m["content"] for m in messages)
 
     def to_spool(self) -> str:
-        return json.dumps([self.file, self.line, self.source, self.split, self.extra, self.value],
+        return json.dumps([self.file, self.line, self.source, self.split, self.extra, self.value, self.tokens],
                           ensure_ascii=False, separators=(",", ":"))
 
     @staticmethod
     def from_spool(line: str) -> "Record":
-        file, number, source, split, extra, value = json.loads(line)
-        return Record(value, file, number, source, split, extra)
+        file, number, source, split, extra, value, tokens = json.loads(line)
+        return Record(value, file, number, source, split, extra, tokens)
 
 
 def clean(messages: list[dict[str, Any]]) -> list[dict[str, str]]:

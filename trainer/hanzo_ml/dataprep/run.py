@@ -90,8 +90,9 @@ def prepare_dataset(spec, spec_path: Path) -> dict:
         tmp.mkdir()
         report = build(spec, tmp)
         fsync_tree(tmp)
-        if output_dir.exists():
-            raise single_issue("output_dir", f"{output_dir} already exists (a prepared version is never replaced)")
+        if output_dir.exists():  # made while this job ran
+            raise single_issue(Path(spec_path).name, f"{output_dir} already exists (a prepared version is never "
+                               "replaced)", field="output_dir")
         os.rename(tmp, output_dir)
     except InputError as e:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -114,7 +115,8 @@ def check_spec(spec, spec_path: Path) -> None:
     """Problems a look at the spec finds, before any record is read."""
     require_existing(spec_path, "tokenizer_path", spec.tokenizer_path, kind="dir")
     if Path(spec.output_dir).exists():
-        raise single_issue("output_dir", f"{spec.output_dir} already exists (a prepared version is never replaced)")
+        raise single_issue(Path(spec_path).name, f"{spec.output_dir} already exists (a prepared version is never "
+                           "replaced)", field="output_dir")
     if spec.split is not None:
         total = spec.split["train"] + spec.split["validation"] + spec.split["test"]
         if abs(total - 1) > 1e-6:
@@ -152,7 +154,7 @@ def check_operation(op: dict, field: str, file: str) -> None:
 def build(spec, directory: Path) -> dict:
     issues = IssueLog(spec.max_errors)
     context = Context(spec, issues)
-    operations = [op for op in spec.operations]
+    operations = spec.operations
     stages: list[Stage] = []
     reader = SourceReader(spec.sources, issues, context.work_dir)
     sink = SplitSink(directory, spec.split, spec.split["seed"] if spec.split is not None else 0,
@@ -164,7 +166,8 @@ def build(spec, directory: Path) -> dict:
             if op["op"] != "tokenize":
                 stages.append(build_stage(op, context))
                 stream = stages[-1].run(stream)
-        write_splits(stream, sink, issues, context)
+        tokenize = next((op for op in operations if op["op"] == "tokenize"), None)
+        write_splits(stream, sink, issues, context, count=tokenize is None)
         if issues:
             raise issues.error()
         if reader.summary.records == 0:
@@ -174,10 +177,9 @@ def build(spec, directory: Path) -> dict:
         sink.discard()
         for stage in stages:
             stage.close()
-    tokenize = next((op for op in operations if op["op"] == "tokenize"), None)
     if tokenize is not None and reader.summary.form == "preference":
-        raise single_issue("operations", "tokenize: preference pairs are tokenized by the dpo/orpo trainer itself; "
-                           "drop the tokenize operation", field="tokenize")
+        raise single_issue(spec.sources[0].display_name, "preference pairs are tokenized by the dpo/orpo trainer "
+                           "itself; drop the tokenize operation", field="operations")
     return report(spec, context, reader, stages, directory, files, tokenize)
 
 
@@ -188,14 +190,20 @@ def valid_only(reader: SourceReader, issues: IssueLog) -> Iterator[Record]:
             yield record
 
 
-def write_splits(records: Iterator[Record], sink: SplitSink, issues: IssueLog, context: Context) -> None:
+def write_splits(records: Iterator[Record], sink: SplitSink, issues: IssueLog, context: Context,
+                 count: bool) -> None:
     """Each record into its split file, its tokens counted (count-tokens' way) by the worker processes while
-    the main process reads on."""
-    chunks = chunked(placeable(records, sink, issues), COUNT_CHUNK)
-    for chunk, counts in ordered_map(lambda: counting_worker(context.tokenizer), chunks, context.threads,
-                                     send=lambda chunk: [record.line_json for record in chunk]):
+    the main process reads on; not counted when a stage already did (filter) or the tokenize pass will."""
+    placed = placeable(records, sink, issues)
+    if not count:
+        for record in placed:
+            sink.add(record)
+        return
+    for chunk, counts in ordered_map(lambda: counting_worker(context.tokenizer), chunked(placed, COUNT_CHUNK),
+                                     context.threads, send=lambda chunk: [
+                                         record.line_json if record.tokens is None else None for record in chunk]):
         for record, tokens in zip(chunk, counts):
-            sink.add(record, tokens)
+            sink.add(record, record.tokens if tokens is None else tokens)
 
 
 def placeable(records: Iterator[Record], sink: SplitSink, issues: IssueLog) -> Iterator[Record]:
@@ -217,35 +225,42 @@ def placeable(records: Iterator[Record], sink: SplitSink, issues: IssueLog) -> I
 def report(spec, context: Context, reader: SourceReader, stages: list[Stage], directory: Path,
            files: dict[str, dict], tokenize: dict | None) -> dict:
     tokenizer_sha256 = sha256_file(Path(spec.tokenizer_path) / "tokenizer.json")
-    load = context.tokenizer
-    splits = files
-    version = hashlib.sha256("".join(splits[name]["sha256"] for name in SPLIT_NAMES).encode()).hexdigest()
+    stage_reports = [s.report() for s in stages]
     tokenized = None
     if tokenize is not None:
-        (directory / "tokenized").mkdir()
-        started = time.perf_counter()
-        tokenized = {"max_length": tokenize["max_length"], "splits": {
-            name: write_tokenized(directory / f"{name}.jsonl", directory / "tokenized" / f"{name}.arrow", load,
-                                  tokenize["max_length"], spec.threads, tokenizer_sha256) for name in SPLIT_NAMES}}
-        rows = sum(s["rows"] for s in tokenized["splits"].values())
-        stage_reports = [s.report() for s in stages] + [{
-            "op": "tokenize", "params": {"max_length": tokenize["max_length"]}, "records_in": rows, "records_out": rows, "removed": 0,
-            "added": 0, "details": {"tokens": sum(s["tokens"] for s in tokenized["splits"].values())},
-            "seconds": round(time.perf_counter() - started, 4)}]
-    else:
-        stage_reports = [s.report() for s in stages]
+        tokenized, tokenize_report = tokenize_splits(spec, context, directory, files, tokenize, tokenizer_sha256)
+        stage_reports.append(tokenize_report)
+    version = hashlib.sha256("".join(files[name]["sha256"] for name in SPLIT_NAMES).encode()).hexdigest()
     return {
         "records_in": reader.summary.records,
-        "records_out": sum(splits[name]["records"] for name in SPLIT_NAMES),
+        "records_out": sum(files[name]["records"] for name in SPLIT_NAMES),
         "schema": {"form": reader.summary.form, "fields": reader.summary.fields},
         "operations": order_like(stage_reports, spec.operations),
-        "splits": splits,
+        "splits": files,
         "tokenized": tokenized,
         "tokenizer_sha256": tokenizer_sha256,
         "sha256": version,
-        "peak_rss_mb": 0.0,
+        "peak_rss_mb": 0.0,  # filled in at the very end
         "seconds": 0.0,
     }
+
+
+def tokenize_splits(spec, context: Context, directory: Path, files: dict[str, dict], tokenize: dict,
+                    tokenizer_sha256: str) -> tuple[dict, dict]:
+    """tokenized/<split>.arrow for every split: the report's `tokenized` and the operation's report. The pass
+    tokenizes every record anyway, so it sets the split files' token counts too."""
+    started = time.perf_counter()
+    (directory / "tokenized").mkdir()
+    tokenized: dict = {"max_length": tokenize["max_length"], "splits": {}}
+    for name in SPLIT_NAMES:
+        tokenized["splits"][name], files[name]["tokens"] = write_tokenized(
+            directory / f"{name}.jsonl", directory / "tokenized" / f"{name}.arrow", context.tokenizer,
+            tokenize["max_length"], spec.threads, tokenizer_sha256)
+    rows = sum(s["rows"] for s in tokenized["splits"].values())
+    tokens = sum(s["tokens"] for s in tokenized["splits"].values())
+    return tokenized, {"op": "tokenize", "params": {"max_length": tokenize["max_length"]}, "records_in": rows,
+                       "records_out": rows, "removed": 0, "added": 0, "details": {"tokens": tokens},
+                       "seconds": round(time.perf_counter() - started, 4)}
 
 
 def order_like(reports: list[dict], operations: list[dict]) -> list[dict]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from hanzo_ml.dataprep.issues import IssueLog, single_issue
-from hanzo_ml.dataprep.normalize import (FORM_LABELS, NO_FORM, detect_form, mixed_forms_message, normalize,
+from hanzo_ml.dataprep.normalize import (NO_FORM, detect_form, mixed_forms_message, normalize,
                                          normalize_instruction, normalize_text)
 from hanzo_ml.dataprep.records import Record
 
@@ -290,6 +290,8 @@ class SourceReader:
 
     def csv_row(self, row: list[str], header: list[str], columns: dict[str, int], name: str, line: int,
                 source) -> Record | None:
+        # As the upload's CSV parser: a line break inside quotes is "\n" whatever the file used.
+        row = [cell.replace("\r\n", "\n") for cell in row]
         if len(row) != len(header):
             self.log.add(name, line, None, f"expected {len(header)} fields as in the header row, got {len(row)} "
                                            "(check commas and quotes)")
@@ -485,4 +487,4 @@ def read_json_file(path: Path, name: str) -> dict:
     return value
 
 
-__all__ = ["SourceReader", "FORM_LABELS", "decoded_lines", "open_binary"]
+__all__ = ["SourceReader", "decoded_lines", "open_binary"]

@@ -32,38 +32,43 @@ def line_chunks(path: Path, name: str) -> Iterator[list[tuple[str, str]]]:
 def counting_worker(load_tokenizer):
     """Counts each canonical line's tokens as count-tokens does: chat.parse_record, then the whole rendered
     conversation (a preference pair: its prompt and chosen answer)."""
-    def count(lines: list[str]) -> list[int]:
+    def count(lines: list[str | None]) -> list[int | None]:
+        """None in, None out: a record whose count a stage already made is not counted twice."""
         from hanzo_ml.chat import parse_record
         from hanzo_ml.dataprep.ops.filter import conversation_lengths
 
-        return conversation_lengths(load_tokenizer(), [parse_record(line, "record") for line in lines])
+        todo = [parse_record(line, "record") for line in lines if line is not None]
+        counted = iter(conversation_lengths(load_tokenizer(), todo))
+        return [None if line is None else next(counted) for line in lines]
     return count
 
 
 def tokenizing_worker(load_tokenizer, max_length: int):
-    def encode(chunk: list[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]]]:
+    def encode(chunk: list[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]], int]:
+        """input_ids and labels cut to max_length, and the tokens before the cut (count-tokens' count)."""
         from hanzo_ml.chat import label_assistant_turns, parse_record
 
         tokenizer = load_tokenizer()
-        examples = [label_assistant_turns(tokenizer, parse_record(line, where)).truncated(max_length)
-                    for line, where in chunk]
-        return [e.input_ids for e in examples], [e.labels for e in examples]
+        full = [label_assistant_turns(tokenizer, parse_record(line, where)) for line, where in chunk]
+        examples = [e.truncated(max_length) for e in full]
+        return [e.input_ids for e in examples], [e.labels for e in examples], sum(len(e.input_ids) for e in full)
     return encode
 
 
 def write_tokenized(source: Path, target: Path, load_tokenizer, max_length: int, threads: int,
                     tokenizer_sha256: str) -> dict:
-    """tokenized/<split>.arrow from <split>.jsonl; {path, rows, tokens, sha256}. The schema metadata says how
-    the rows were made, so a reader can refuse rows made with another tokenizer or length."""
+    """tokenized/<split>.arrow from <split>.jsonl: ({path, rows, tokens, sha256}, the split's count-tokens count).
+    The schema metadata says how the rows were made, so a reader can refuse rows made with another tokenizer or
+    length."""
     import pyarrow as pa
 
     metadata = {"tokenizer_sha256": tokenizer_sha256, "max_length": str(max_length), "chat_template": "model",
                 "mask_prompt": "true"}
     schema = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32())),
                         ("document", pa.int64())], metadata=metadata)
-    rows = tokens = 0
+    rows = tokens = untruncated = 0
     with pa.OSFile(str(target), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-        for _, (input_ids, labels) in ordered_map(lambda: tokenizing_worker(load_tokenizer, max_length),
+        for _, (input_ids, labels, before_cut) in ordered_map(lambda: tokenizing_worker(load_tokenizer, max_length),
                                                   line_chunks(source, source.name), threads):
             documents = list(range(rows, rows + len(input_ids)))
             writer.write_batch(pa.record_batch([pa.array(input_ids, pa.list_(pa.int32())),
@@ -71,7 +76,9 @@ def write_tokenized(source: Path, target: Path, load_tokenizer, max_length: int,
                                                 pa.array(documents, pa.int64())], schema=schema))
             rows += len(input_ids)
             tokens += sum(len(ids) for ids in input_ids)
-    return {"path": f"tokenized/{target.name}", "rows": rows, "tokens": tokens, "sha256": sha256_of(target)}
+            untruncated += before_cut
+    info = {"path": f"tokenized/{target.name}", "rows": rows, "tokens": tokens, "sha256": sha256_of(target)}
+    return info, untruncated
 
 
 def sha256_of(path: Path) -> str:

@@ -59,8 +59,8 @@ class Filter(Stage):
             if unknown:
                 from hanzo_ml.dataprep.issues import single_issue
 
-                raise single_issue("operations", f"filter.languages: no language detector for {unknown[0]!r}",
-                                   field="languages")
+                raise single_issue("operations", f"no language detector for {unknown[0]!r} (expected an "
+                                   "ISO 639-1 code lingua knows)", field="filter.languages")
 
     def worker(self):
         tokenizer = self.context.tokenizer() if self.by_tokens else None
@@ -69,10 +69,12 @@ class Filter(Stage):
         low, high = params.get("min_tokens"), params.get("max_tokens")
         confidence = params.get("min_language_confidence", 0.5)
 
-        def decide(chunk: list[Record]) -> list[str | None]:
+        def decide(chunk: list[Record]) -> tuple[list[str | None], list[int | None]]:
             reasons: list[str | None] = [None] * len(chunk)
+            lengths: list[int | None] = [None] * len(chunk)
             if tokenizer is not None:
-                for i, n in enumerate(conversation_lengths(tokenizer, [r.conversation() for r in chunk])):
+                lengths = conversation_lengths(tokenizer, [r.conversation() for r in chunk])
+                for i, n in enumerate(lengths):
                     if low is not None and n < low:
                         reasons[i] = "too_few_tokens"
                     elif high is not None and n > high:
@@ -81,7 +83,7 @@ class Filter(Stage):
                 for i, record in enumerate(chunk):
                     if reasons[i] is None and not in_languages(detector, wanted, record.text(), confidence):
                         reasons[i] = "language"
-            return reasons
+            return reasons, lengths
 
         return decide
 
@@ -91,9 +93,10 @@ class Filter(Stage):
 
     def process(self, records: Iterator[Record]) -> Iterator[Record]:
         removed: Counter = Counter()
-        for chunk, reasons in ordered_map(self.worker, chunked(records, CHUNK), self.context.threads):
-            for record, reason in zip(chunk, reasons):
+        for chunk, (reasons, lengths) in ordered_map(self.worker, chunked(records, CHUNK), self.context.threads):
+            for record, reason, tokens in zip(chunk, reasons, lengths):
                 if reason is None:
+                    record.tokens = tokens  # counted as the split files' counts are: not counted again
                     yield record
                 else:
                     removed[reason] += 1
