@@ -8,7 +8,7 @@ import random
 import pytest
 from datasketch import MinHash, MinHashLSH
 
-from hanzo_ml.dataprep.near_dedup import NearDuplicateFilter, shingles
+from hanzo_ml.dataprep.near_dedup import BucketBloom, NearDuplicateFilter, shingles
 
 PARAMS = {"shingle_words": 5, "bands": 14, "rows": 8, "threshold": 0.72, "seed": 1}
 WORDS = [f"w{i}" for i in range(5000)]
@@ -178,3 +178,15 @@ def test_on_the_lsh_s_curve_ours_agrees_with_datasketch_as_datasketch_agrees_wit
     with capsys.disabled():
         print(f"\nS-curve pairs: ours vs datasketch {agreement(ours, reference):.3f}, datasketch seed 2 vs seed 1 {agreement(reseeded, reference):.3f}")
     assert agreement(ours, reference) >= agreement(reseeded, reference) - 0.05
+
+
+def test_the_bloom_filter_of_bucket_keys_never_misses_a_key_even_when_overfull():
+    rng = random.Random(21)
+    bloom = BucketBloom(1)  # the smallest filter (2^16 bits) holding 50,000 keys: many "maybe"s, never a miss
+    keys = [rng.getrandbits(64) - (1 << 63) for _ in range(50_000)]
+    bloom.add(keys)
+    assert all(bloom.may_contain(keys))
+    roomy = BucketBloom(1 << 20)
+    roomy.add(keys)
+    absent = [rng.getrandbits(64) - (1 << 63) for _ in range(10_000)]
+    assert sum(roomy.may_contain(absent)) < 50  # 2^23 bits, 50,000 keys: about 0.01% answer "maybe"

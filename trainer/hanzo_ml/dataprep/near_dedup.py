@@ -6,7 +6,8 @@ a near-duplicate group is kept. The result depends only on the seed and the inpu
 
 Memory stays within `memory_budget_mb` whatever the input size: band buckets and the signatures of kept records
 live in an SQLite file in `work_dir`; what is held in memory is the batch not yet written (flushed in one
-transaction when it reaches its share of the budget) and SQLite's page cache (sized from the budget).
+transaction when it reaches its share of the budget), SQLite's page cache and a fixed-size Bloom filter of the bucket
+keys (both sized from the budget) that spares the SQLite lookup for the records that share no bucket (most).
 
 The signatures come from rensa (Rust) because it was the fastest of the three candidates on the same 100,000
 chat-length texts and is deterministic for a seed (bench/data/minhash_backends.py, bench/results/data.md):
@@ -33,7 +34,7 @@ def shingles(text: str, shingle_words: int) -> list[str]:
     words = text.lower().split()
     if len(words) <= shingle_words:
         return [" ".join(words)] if words else []
-    return [" ".join(words[i:i + shingle_words]) for i in range(len(words) - shingle_words + 1)]
+    return list(map(" ".join, zip(*(words[i:] for i in range(shingle_words)))))
 
 
 class NumpyMinHash:
@@ -54,6 +55,32 @@ class NumpyMinHash:
         return np.minimum.reduceat(permuted, offsets, axis=0).astype(np.uint32)  # (docs, num_perm)
 
 
+class BucketBloom:
+    """A Bloom filter of bucket keys with two probes per key (the key's halves: keys are xxh64 values, already
+    mixed), of a fixed size: a full one answers "maybe" more often and costs lookups, never a wrong answer.
+    At 1 GiB of budget (2^29 bits) and 14 million keys, about 0.2% of absent keys answer "maybe". Plain Python
+    over a bytearray: for 14 keys a record that beats numpy's per-call overhead."""
+
+    def __init__(self, size_bytes: int):
+        nbits = 1 << max(16, (size_bytes * 8).bit_length() - 1)  # a power of two, for masking
+        self.mask = nbits - 1
+        self.bits = bytearray(nbits // 8)
+
+    def add(self, keys: list[int]) -> None:
+        bits, mask = self.bits, self.mask
+        for k in keys:
+            for p in (k & mask, (k >> 32) & mask):
+                bits[p >> 3] |= 1 << (p & 7)
+
+    def may_contain(self, keys: list[int]) -> list[bool]:
+        bits, mask = self.bits, self.mask
+        out = []
+        for k in keys:
+            p, q = k & mask, (k >> 32) & mask
+            out.append(bool(bits[p >> 3] & (1 << (p & 7))) and bool(bits[q >> 3] & (1 << (q & 7))))
+        return out
+
+
 class NearDuplicateFilter:
     """Streams records through MinHash LSH; see the module docstring for what counts as a duplicate."""
 
@@ -70,9 +97,10 @@ class NearDuplicateFilter:
         self.db = sqlite3.connect(self.db_path, isolation_level=None)
         self._setup(memory_budget_mb)
         # A kept record costs about 4 KiB until it is written (its signature array, 14 bucket-dict entries with
-        # their lists): a quarter of the budget holds the unwritten batch, a quarter is SQLite's page cache, the
-        # rest is the process itself and the caller's own data.
+        # their lists): a quarter of the budget holds the unwritten batch, a quarter is SQLite's page cache, a
+        # sixteenth the Bloom filter of bucket keys, the rest is the process itself and the caller's own data.
         self.batch_limit = max(1000, memory_budget_mb * 1024 // 4 // 4)
+        self.bloom = BucketBloom(memory_budget_mb * (1 << 20) // 16)
         self.pending_buckets: dict[int, list[int]] = {}
         self.pending_sigs: dict[int, np.ndarray] = {}
         self.pending_clusters: set[int] = set()
@@ -151,8 +179,13 @@ class NearDuplicateFilter:
     # ---- the index ----
 
     def _candidates(self, keys: list[int]) -> list[int]:
-        found = {rid for k in keys for rid in self.pending_buckets.get(k, ())}
-        rows = self.db.execute(f"SELECT rid FROM buckets WHERE bkey IN ({','.join('?' * len(keys))})", keys).fetchall()
+        """Records indexed under any of the keys. Only keys the Bloom filter may hold are looked up: most records
+        share no bucket with anything, and for them no SQLite query runs at all."""
+        maybe = [k for k, hit in zip(keys, self.bloom.may_contain(keys)) if hit]
+        if not maybe:
+            return []
+        found = {rid for k in maybe for rid in self.pending_buckets.get(k, ())}
+        rows = self.db.execute(f"SELECT rid FROM buckets WHERE bkey IN ({','.join('?' * len(maybe))})", maybe).fetchall()
         found.update(r[0] for r in rows)
         return sorted(found, key=lambda rid: (rid > 0, abs(rid)))  # references first, then kept records in order
 
@@ -179,6 +212,7 @@ class NearDuplicateFilter:
         return best
 
     def _index(self, rid: int, sig: np.ndarray, keys: list[int]) -> None:
+        self.bloom.add(keys)
         for k in keys:
             self.pending_buckets.setdefault(k, []).append(rid)
         self.pending_sigs[rid] = sig
