@@ -57,7 +57,7 @@ def test_a_file_prepared_here_is_byte_for_byte_the_version_the_upload_writes(tmp
         pytest.skip("the TypeScript side (npx, node_modules) is not installed here")
     source = write_jsonl(tmp_path / "upload.jsonl", upload_records()) if form == "jsonl" else \
         upload_csv(tmp_path / "upload.csv")
-    script = ("import { preprocessDataset } from './lib/datasets/preprocess.ts';"
+    script = ("import { preprocessDataset } from './datasets/ingest/preprocess.ts';"
               "preprocessDataset({ sourcePath: process.argv[1], format: process.argv[3], outDir: "
               "process.argv[2], seed: 42, splits: { train: 0.8, validation: 0.1, test: 0.1 } })"
               ".then((r) => console.log(JSON.stringify(r)));")

@@ -1,5 +1,5 @@
 """prepare-dataset sources: every format reads to the same normalized records, and bad input is named by file,
-record and field (the upload's words, checked against lib/datasets/records.ts itself)."""
+record and field (the upload's words, checked against datasets/ingest/records.ts itself)."""
 from __future__ import annotations
 
 import csv
@@ -335,7 +335,7 @@ def test_reading_stops_at_max_errors(tmp_path):
     assert [i["record"] for i in issues] == [1, 2, 3, 4, 5]
 
 
-# ---- the same rules and words as the upload (lib/datasets/records.ts) ----------------------------------
+# ---- the same rules and words as the upload (datasets/ingest/records.ts) ----------------------------------
 
 CASES = {
     "messages": [
@@ -368,7 +368,7 @@ CASES = {
 }
 TS_NORMALIZE = """
 import { normalizeChatRecord, normalizeInstructionRecord, normalizePreferenceRecord, canonicalJson }
-  from './lib/datasets/records.ts';
+  from './datasets/ingest/records.ts';
 import { readFileSync } from 'node:fs';
 const cases = JSON.parse(readFileSync(process.argv[1], 'utf8'));
 const fns = { messages: normalizeChatRecord, instruction: normalizeInstructionRecord,

@@ -1,5 +1,5 @@
-"""Record forms and their normalization to the chat form the trainer reads: a port of lib/datasets/records.ts,
-contracts/dataset-records.ts and the form detection of lib/datasets/record-readers.ts, with the same rules and
+"""Record forms and their normalization to the chat form the trainer reads: a port of datasets/ingest/records.ts,
+contracts/dataset-records.ts and the form detection of datasets/ingest/record-readers.ts, with the same rules and
 the same problem wording, so a file refused by the upload is refused here with the same words.
 
 Each normalizer returns (record, problems): the normalized value, or None and [(field, message), ...] in the

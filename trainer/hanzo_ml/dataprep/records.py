@@ -1,6 +1,6 @@
 """A record on its way through preparation, and the canonical bytes every version file is made of.
 
-canonical_json writes exactly what lib/datasets/records.ts `canonicalJson` writes (JSON.stringify of the same
+canonical_json writes exactly what datasets/ingest/records.ts `canonicalJson` writes (JSON.stringify of the same
 keys in the same order), so a version prepared here and one uploaded through the API agree byte for byte.
 """
 from __future__ import annotations

@@ -411,7 +411,7 @@ def describe(e: BaseException) -> str:
 
 
 def decoded_lines(stream, max_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, str | None, str | None]]:
-    """(1-based line, text, None) or (line, None, problem), as lib/datasets/source-lines.ts splits and decodes:
+    """(1-based line, text, None) or (line, None, problem), as datasets/ingest/source-lines.ts splits and decodes:
     a BOM at the very start is skipped, CRLF is a line end, NUL bytes and invalid UTF-8 are problems, and an
     over-long line is counted and skipped as it streams past, never held."""
     number = 0

@@ -1,4 +1,4 @@
-"""Dealing records into train / validation / test files, exactly as lib/datasets/splits.ts does.
+"""Dealing records into train / validation / test files, exactly as datasets/ingest/splits.ts does.
 
 A record's split is a pure function of (seed, record): sha256 of `${seed}:` + its canonical line, the first 48
 bits read as a number in [0, 1), compared with the cumulative ratios (a split with ratio 0 never receives one).
