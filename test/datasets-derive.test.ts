@@ -135,7 +135,7 @@ describe.skipIf(!HAS_PREPARE_DATASET)('derived versions (needs the trainer\'s pr
   it('fails the job with the issues prepare-dataset wrote on bad input, and records no version', async () => {
     const { job, version, datasetId } = await deriveAndWait(raw.id, { name: 'derive-refused', operations: [{ op: 'filter', languages: ['zz'] }] });
     expect(job.status).toBe('failed');
-    expect(job.message).toMatch(/the data was refused:\n {2}operations field languages: filter\.languages: no language detector for 'zz'/);
+    expect(job.message).toMatch(/the data was refused:\n {2}operations field filter\.languages: no language detector for 'zz'/);
     expect(version).toBeNull();
     expect((await stack.api('GET', `/v1/datasets/${datasetId}`)).status).toBe(404);
     expect((await stack.api<Json>('GET', '/v1/datasets?name=derive-refused')).body.datasets).toEqual([]);
@@ -151,7 +151,7 @@ describe.skipIf(!HAS_PREPARE_DATASET)('derived versions (needs the trainer\'s pr
     expect(JSON.parse(ok.stdout)).toMatchObject({ name: 'derive-cli', version: 1, lineage: { parent_datasets: [raw.id] } });
     const refused = await run('dataset', 'derive', raw.id, '--op', 'filter:languages=zz', '--wait');
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/failed — the data was refused:\n {2}operations field languages/);
+    expect(refused.stderr).toMatch(/failed — the data was refused:\n {2}operations field filter\.languages/);
   });
 
   it('uploads plain text and gzip-compressed JSONL through prepare-dataset', async () => {
