@@ -224,9 +224,8 @@ class NearDuplicateFilter:
         if not self.pending_sigs and not self.pending_clusters:
             return
         self.db.execute("BEGIN")
-        # In key order, so that the B-tree is written page by page rather than at random (sorting the dict's
-        # items compares the unique keys only).
-        rows = ((k, rid) for k, rids in sorted(self.pending_buckets.items()) for rid in rids)
+        # In key order, so that the B-tree is written page by page rather than at random.
+        rows = sorted((k, rid) for k, rids in self.pending_buckets.items() for rid in rids)
         self.db.executemany("INSERT OR IGNORE INTO buckets VALUES (?, ?)", rows)
         self.db.executemany("INSERT INTO sigs VALUES (?, ?)", ((rid, s.tobytes()) for rid, s in self.pending_sigs.items()))
         self.db.executemany("INSERT OR IGNORE INTO clusters VALUES (?)", ((rid,) for rid in self.pending_clusters))
