@@ -224,7 +224,9 @@ class NearDuplicateFilter:
         if not self.pending_sigs and not self.pending_clusters:
             return
         self.db.execute("BEGIN")
-        self.db.executemany("INSERT OR IGNORE INTO buckets VALUES (?, ?)", sorted((k, rid) for k, rids in self.pending_buckets.items() for rid in rids))
+        # In key order, so that the B-tree is written page by page rather than at random.
+        rows = sorted((k, rid) for k, rids in self.pending_buckets.items() for rid in rids)
+        self.db.executemany("INSERT OR IGNORE INTO buckets VALUES (?, ?)", rows)
         self.db.executemany("INSERT INTO sigs VALUES (?, ?)", ((rid, s.tobytes()) for rid, s in self.pending_sigs.items()))
         self.db.executemany("INSERT OR IGNORE INTO clusters VALUES (?)", ((rid,) for rid in self.pending_clusters))
         self.db.execute("COMMIT")
