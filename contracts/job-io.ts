@@ -10,6 +10,8 @@
 //   {job}/job.log          the job's combined stdout/stderr, copied up every few seconds and at exit
 //   {job}/placement.json   where it runs (JobPlacement below): written by the worker once the executor reports it
 //                          running, again when it changes; GET /v1/jobs/{id} reads the latest attempt's
+//   {job}/devices.json     the GPUs the runner of node 0 found at start (JobDevices below); node R > 0 writes
+//                          devices-R.json. On Kubernetes the worker fills the placement's gpu_ids from them
 //   {job}/outputs/{field}/ each output directory or file of the spec (see `outputs`)
 //
 // Checkpoints live apart from the job, per run, as spec 000 says: `{checkpoints}/{step}/` with the manifest
@@ -62,14 +64,29 @@ export type JobEnvelopeInput = z.input<typeof JobEnvelopeSchema>;
 
 /**
  * Where an attempt runs, as its executor reports it: Kubernetes pod names and their nodes, or the local process
- * group's job name and this machine's hostname; gpu_ids are CUDA device indices where the executor knows them.
+ * group's job name and this machine's hostname; gpu_ids are the local CUDA device indices, or on Kubernetes the GPU
+ * UUIDs the job's runners found (devices.json), `<node>:<uuid>` when it runs on several nodes.
  */
 export const JobPlacementSchema = z.object({
   pods: z.array(z.string()).describe('the Kubernetes pods running it, or the local job (its process group) by name'),
   nodes: z.array(z.string()).describe('the nodes of those pods, or the local machine\'s hostname'),
-  gpu_ids: z.array(z.string()).describe('CUDA device indices the job was given (local executor); [] where the cluster does not say'),
+  gpu_ids: z
+    .array(z.string())
+    .describe('CUDA device indices the job was given (local executor), or the GPU UUIDs its runners found (Kubernetes, `<node>:<uuid>` on several nodes); [] on CPU or before they are known'),
 });
 export type JobPlacement = z.infer<typeof JobPlacementSchema>;
+
+/** devices.json: what one node's runner found at start: its node and the GPUs visible in its container. */
+export const JobDevicesSchema = z.object({
+  node: z.string().describe('the Kubernetes node (HANZO_ML_NODE_NAME), else the hostname'),
+  gpu_ids: z.array(z.string()).describe('the GPU UUIDs nvidia-smi lists, else NVIDIA_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES; [] on CPU'),
+});
+export type JobDevices = z.infer<typeof JobDevicesSchema>;
+
+/** The devices file of node `rank`: node 0's is devices.json, as its log is job.log. */
+export function devicesFile(rank: number): string {
+  return rank === 0 ? JOB_FILES.devices : `devices-${rank}.json`;
+}
 
 /** The names of the files under a job URI. */
 export const JOB_FILES = {
@@ -81,4 +98,5 @@ export const JOB_FILES = {
   recoveries: 'recoveries.json',
   preemptions: 'preemptions.json',
   placement: 'placement.json',
+  devices: 'devices.json',
 } as const;

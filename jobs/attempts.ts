@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { JobFiles, jobNameOf } from '../lib/job-files.js';
 import { attemptJobName } from '../lib/job-log.js';
-import { JOB_FILES } from '../contracts/job-io.js';
+import { devicesFile, JOB_FILES, JobDevicesSchema, type JobDevices } from '../contracts/job-io.js';
 import { TrainProgressSchema, type TrainProgress } from '../contracts/trainer-job.js';
 import type { Logger } from '../lib/log.js';
 import type { JobDeps } from './deps.js';
@@ -87,4 +87,33 @@ export async function writePlacement(files: JobFiles, placement: JobPlacement | 
     log.warn('job placement not written', { job: files.name, error: String(err) });
     return written;
   }
+}
+
+/** What each node's runner of an attempt said of its GPUs, by node rank; null where its file is not there yet. */
+export interface NodeDevices {
+  /** the attempt's files these were read from: a new attempt reads its own */
+  uri: string;
+  byRank: (JobDevices | null)[];
+}
+
+/**
+ * Reads the devices files of an attempt's `nodes` runners (devices.json, devices-<rank>.json) not read yet: each is
+ * written once, so one found is kept and never read again.
+ */
+export async function readNodeDevices(files: JobFiles, nodes: number, known: NodeDevices | null): Promise<NodeDevices> {
+  const prior = known?.uri === files.uri ? known.byRank : [];
+  const byRank = await Promise.all(Array.from({ length: nodes }, async (_, rank) => prior[rank] ?? (await files.readJson(devicesFile(rank), JobDevicesSchema))));
+  return { uri: files.uri, byRank };
+}
+
+/**
+ * The placement with the GPUs the job's runners found, for an executor that cannot say which it assigned
+ * (Kubernetes: the device plugin's choice is not in the pod's status). One node: its ids as they are, like the local
+ * executor's; several: `<node>:<id>`, since two nodes' ids need not differ. A placement that names its GPUs keeps them.
+ */
+export function withRunnerGpus(placement: JobPlacement, devices: (JobDevices | null)[]): JobPlacement {
+  if (placement.gpu_ids.length > 0) return placement;
+  const found = devices.filter((d): d is JobDevices => d !== null);
+  const gpuIds = devices.length > 1 ? found.flatMap((d) => d.gpu_ids.map((id) => `${d.node}:${id}`)) : found.flatMap((d) => d.gpu_ids);
+  return gpuIds.length > 0 ? { ...placement, gpu_ids: gpuIds } : placement;
 }

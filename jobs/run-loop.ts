@@ -12,10 +12,10 @@ import { JOB_FILES } from '../contracts/job-io.js';
 import type { JobPreemption } from '../contracts/pipeline.js';
 import type { JobActivity, JobHeartbeat } from './activity.js';
 import { gpusOf, waitForAdmission } from './admission-wait.js';
-import { checkpointSeen, lastReportedStep, logicalFiles, prepareAttempt, writePlacement, type JobOutcome } from './attempts.js';
+import { checkpointSeen, lastReportedStep, logicalFiles, prepareAttempt, readNodeDevices, withRunnerGpus, writePlacement, type JobOutcome, type NodeDevices } from './attempts.js';
 import { JOB_SECRET_RENEW_MS, type JobDeps } from './deps.js';
 import type { JobDefinition, JobRecoveryOptions } from './definition.js';
-import { JobRejected, type JobRequest, type JobState, type QueuePlace } from './executor/types.js';
+import { JobRejected, type JobPlacement, type JobRequest, type JobState, type QueuePlace } from './executor/types.js';
 import { faultOfExit, isPullFailure, recoverFromFault, TRAINER_EXIT } from './faults.js';
 import { readPreemptions, recordEviction, recordResumed } from './preemptions.js';
 import { admissionGate, type AdmissionGate } from './queue/admission.js';
@@ -87,7 +87,7 @@ async function driveJob<T>(deps: JobDeps, activity: JobActivity, p: RunJobOption
     : {};
   Object.assign(request.env, deviceEnv);
   let state = await deps.executor.startOrAttach(request);
-  const watch: Watch = { pullFailingSince: null, preemptions: await readPreemptions(logical), lastCheckpoint: { name: null, at: Date.now() }, placementWritten: null, slotRefreshedAt: Date.now() };
+  const watch: Watch = { pullFailingSince: null, preemptions: await readPreemptions(logical), lastCheckpoint: { name: null, at: Date.now() }, placementWritten: null, devices: null, slotRefreshedAt: Date.now() };
   log.info(prior ? 'job re-attached' : 'job started', { name: request.name, state: state.state });
   const beat = (phase: JobHeartbeat['phase'], extra: Record<string, unknown> = {}): void =>
     activity.heartbeat({ job: request.name, phase, restarts, recoveries: visibleRecoveries(recoveries), preemptions: watch.preemptions.length, ...extra } satisfies JobHeartbeat);
@@ -163,6 +163,8 @@ interface Watch {
   lastCheckpoint: { name: string | null; at: number };
   /** the attempt and placement last written to placement.json: a new attempt or a changed placement writes it again */
   placementWritten: string | null;
+  /** the GPUs its runners found (devices.json), read while the executor's placement names none */
+  devices: NodeDevices | null;
   /** when its admission slot was last refreshed */
   slotRefreshedAt: number;
 }
@@ -211,13 +213,21 @@ async function pollRunning<T>(c: Poll<T>, state: Extract<JobState, { state: 'run
     watch.preemptions = await recordResumed(preemptionContext(c), watch.preemptions);
     await p.onPreemptions?.(watch.preemptions);
   }
-  watch.placementWritten = await writePlacement(c.files, state.placement, watch.placementWritten, c.log);
+  watch.placementWritten = await writePlacement(c.files, await placementOf(c, state), watch.placementWritten, c.log);
   if (p.checkpointIntervalSeconds !== undefined) watch.lastCheckpoint = await checkpointSeen(c.files, watch.lastCheckpoint);
   if (c.gate.enabled && Date.now() - watch.slotRefreshedAt > SLOT_REFRESH_MS) {
     await c.gate.request({ name: p.job.name, organizationId: p.job.organizationId, priority: p.job.priority ?? null, gpus: gpusOf(c.request), alreadyRunning: true });
     watch.slotRefreshedAt = Date.now();
   }
   return p.onPoll ? await p.onPoll(c.files) : {};
+}
+
+/** The running attempt's placement; on Kubernetes, with the GPUs its runners found once their devices files appear. */
+async function placementOf<T>(c: Poll<T>, state: Extract<JobState, { state: 'running' }>): Promise<JobPlacement | undefined> {
+  const placement = state.placement;
+  if (!placement || placement.gpu_ids.length > 0 || c.deps.executor.kind !== 'kubernetes') return placement;
+  c.watch.devices = await readNodeDevices(c.files, c.request.resources.nodes, c.watch.devices);
+  return withRunnerGpus(placement, c.watch.devices.byRank);
 }
 
 async function validateOrReject(deps: JobDeps, request: JobRequest): Promise<void> {

@@ -42,9 +42,10 @@ export function podsState(pods: V1Pod[], nodes: number, container: string): JobS
 }
 
 /**
- * Where the running pods are: their names and their nodes (spec.nodeName), in pod-name order. gpu_ids stay empty:
- * the device plugin's assignment of GPUs to a container is not in the pod's status, and nothing else the API
- * server returns names them (only the kubelet's pod-resources socket on the node does).
+ * Where the running pods are: their names and their nodes (spec.nodeName), in pod-name order. gpu_ids stay empty
+ * here: the device plugin's assignment of GPUs to a container is not in the pod's status, and nothing else the API
+ * server returns names them (only the kubelet's pod-resources socket on the node does). Each pod's runner lists the
+ * GPUs it was given in devices.json instead, and the run loop fills gpu_ids from those (jobs/attempts.ts withRunnerGpus).
  */
 export function podPlacement(running: V1Pod[]): JobPlacement {
   const sorted = [...running].sort((a, b) => String(a.metadata?.name).localeCompare(String(b.metadata?.name)));

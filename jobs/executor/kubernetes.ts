@@ -268,6 +268,8 @@ export class KubernetesExecutor implements JobExecutor {
       { name: 'HOME', value: JOB_HOME },
       { name: 'TMPDIR', value: '/tmp' },
       { name: 'HF_HOME', value: `${JOB_HOME}/.cache/huggingface` },
+      // The node it landed on, for the devices.json its runner writes (the hostname is the pod's name).
+      { name: 'HANZO_ML_NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
       ...Object.keys(job.secretEnv).map((name) => ({ name, valueFrom: { secretKeyRef: { name: secretName(job.name), key: name } } })),
       ...(multiNode
         ? [

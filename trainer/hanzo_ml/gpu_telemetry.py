@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 QUERY_FIELDS = ("index", "uuid", "utilization.gpu", "memory.used", "temperature.gpu")
 NVIDIA_SMI_ARGS = ["--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"]
+UUID_ARGS = ["--query-gpu=uuid", "--format=csv,noheader"]
 DEFAULT_INTERVAL_S = 10.0  # MLflow's system-metrics default; a sample costs one nvidia-smi call (~50 ms)
 
 
@@ -76,6 +77,20 @@ def sample_metrics(samples: list[GpuSample], node: str) -> dict[str, float]:
         out[prefix + "memory_usage_megabytes"] = s.memory_used_mib
         out[prefix + "temperature_celsius"] = s.temperature_c
     return out
+
+
+def gpu_uuids(path: str | None = None) -> list[str] | None:
+    """The UUIDs of the GPUs nvidia-smi lists (in a container: those its device plugin mounted); None without a
+    working nvidia-smi on `path` (default: $PATH)."""
+    binary = shutil.which("nvidia-smi", path=path)
+    if binary is None:
+        return None
+    try:
+        done = subprocess.run([binary, *UUID_ARGS], capture_output=True, text=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError) as err:
+        log.warning("nvidia-smi failed: %s", err)
+        return None
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
 
 
 def query_gpus(binary: str) -> list[GpuSample]:

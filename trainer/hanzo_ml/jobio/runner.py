@@ -3,14 +3,14 @@
 In order:
   1. read and validate the envelope (exit 2, one line naming the field); a multi-node job without its rendezvous
      variables is refused the same way
-  2. node 0 deletes failure.json and result.json of an earlier attempt: a restarted job must not be read as the
-     previous outcome
+  2. devices.json written: the GPUs this node was given (jobio/devices.py); node 0 deletes failure.json and
+     result.json of an earlier attempt: a restarted job must not be read as the previous outcome
   3. inputs downloaded, outputs and checkpoints pointed at scratch, spec.json written; the newest complete
      checkpoint of the store downloaded (every node: each rank restores from it)
   4. the child runs; job.log (~5 s), progress.json (on change) and new checkpoints (~2 s) are copied up meanwhile
   5. after it exits (SIGTERM included): the last checkpoints, progress.json, failure.json
   6. on success: every output, job.log, then result.json LAST, its local output paths rewritten to object URIs
-Only node 0 writes progress, failure, result and checkpoints; node R > 0 writes job-R.log.
+Only node 0 writes progress, failure, result and checkpoints; node R > 0 writes job-R.log and devices-R.json.
 
 Exit code: the child's (0 done, 2 bad input, 3 out of memory, 4 diverged, 143 preempted, 1 anything else; torchrun
 reports 1 whatever its workers did, and failure.json says what happened). The Candle tool prints its report even
@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping
 from hanzo_ml.errors import InputError
 from hanzo_ml.jobio.checkpoints import CheckpointMirror, restore_newest
 from hanzo_ml.jobio.child import JobLog, SignalForwarder, run_child
+from hanzo_ml.jobio.devices import write_devices
 from hanzo_ml.jobio.envelope import Envelope, load_envelope
 from hanzo_ml.jobio.launch import Node, candle_command, child_env, node_of, trainer_command
 from hanzo_ml.jobio.mirror import FileMirror, Periodic
@@ -111,6 +112,7 @@ class Job:
                 pass
 
     def run_logged(self, signals: SignalForwarder) -> int:
+        write_devices(self.store, self.envelope.job_uri, self.node, self.env)
         if self.node.leader:
             for name in ("failure.json", "result.json"):
                 self.store.delete(join(self.envelope.job_uri, name))
