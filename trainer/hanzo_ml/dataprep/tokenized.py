@@ -8,11 +8,11 @@ trainer packs (hanzo_ml.packing.pack) when it builds batches, as it does for JSO
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Iterator
 
 from hanzo_ml.dataprep.parallel import ordered_map
+from hanzo_ml.files import sha256_file
 
 CHUNK = 256
 
@@ -77,16 +77,8 @@ def write_tokenized(source: Path, target: Path, load_tokenizer, max_length: int,
             rows += len(input_ids)
             tokens += sum(len(ids) for ids in input_ids)
             untruncated += before_cut
-    info = {"path": f"tokenized/{target.name}", "rows": rows, "tokens": tokens, "sha256": sha256_of(target)}
+    info = {"path": f"tokenized/{target.name}", "rows": rows, "tokens": tokens, "sha256": sha256_file(target)}
     return info, untruncated
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ---- the trainer reading them back (data.tokenized_dir) -------------------------------------------
