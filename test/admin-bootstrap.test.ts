@@ -13,7 +13,6 @@ import { apiTokens, auditLog } from '../db/schema/index.js';
 import { startTemporalDevServer } from '../lib/temporal-dev-server.js';
 import { startRuntime } from '../runtime/embedded.js';
 import { testConfig } from './support/config.js';
-import { freePort } from './support/ports.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
 
 function adminBootstrap(home: string, ...args: string[]) {
@@ -51,7 +50,7 @@ describe('hanzo-ml admin bootstrap', () => {
     expect(existsSync(tokenFile)).toBe(false);
 
     mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-    const temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+    const temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
     const runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, worker: false, devToken: false, listen: false });
     try {
       const db = runtime.catalogue.db;

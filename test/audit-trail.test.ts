@@ -13,7 +13,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
 import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import { auth, testConfig } from './support/config.js';
-import { freePort } from './support/ports.js';
 import { artifactObjects, auditLog, datasets, experiments, metrics, pipelines, registeredModels, schedules } from '../db/schema/index.js';
 import { auditTrail } from '../api/audit.js';
 import { ApiError, errorResponse } from '../api/errors.js';
@@ -39,7 +38,7 @@ const auditRows = (requestId: string) => runtime.catalogue.db.select().from(audi
 beforeAll(async () => {
   const loaded = testConfig();
   mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-  temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+  temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
   runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, worker: false, listen: false });
   // The injected failure: an audit row of a request whose id starts with "inject-" violates a constraint when
   // its transaction commits, i.e. after every write of the change it records.

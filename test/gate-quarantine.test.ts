@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
 import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import { auth, testConfig } from './support/config.js';
-import { freePort } from './support/ports.js';
 import { apiTokens, auditLog } from '../db/schema/index.js';
 import { sha256Text } from '../lib/hash.js';
 import { registerModelVersion } from '../db/repo/models.js';
@@ -55,7 +54,7 @@ describe('a quarantined model version', () => {
   beforeAll(async () => {
     const loaded = testConfig();
     mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-    temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+    temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
     runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, worker: false, listen: false });
     for (const [subject, role] of [
       ['builder', 'developer'],

@@ -152,7 +152,7 @@ describe.skipIf(!podmanInstalled)('the shipped images', () => {
     let env: string[];
     beforeAll(async () => {
       mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-      temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+      temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
       postgres = await startPostgres();
       const database = await postgres.createDatabase('images');
       env = ['-e', `HANZO_ML_TEMPORAL_ADDRESS=${temporal.address}`, '-e', `HANZO_ML_DATABASE_URL=${database}`, '-e', 'HANZO_ML_HOME=/tmp/home', '-e', 'HANZO_ML_METRICS_PORT=0'];

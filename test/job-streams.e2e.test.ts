@@ -65,7 +65,7 @@ beforeAll(async () => {
   // One home for both parts: the same object store and the local executor's job workspaces.
   loaded = testConfig({ HANZO_ML_HOME: home, HANZO_ML_DATABASE_URL: await pg.createDatabase('job_streams'), HANZO_ML_SERVER_PORT: String(port), HANZO_ML_TEMPORAL_HEARTBEAT_TIMEOUT: '5s' });
   mkdirSync(join(home, 'logs'), { recursive: true });
-  temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home, port: await freePort(), uiPort: null, namespace: 'default' });
+  temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home, port: 0, uiPort: null, namespace: 'default' });
   bundle = await bundleWorkflows();
   worker = await startWorker();
   api = await startApi();

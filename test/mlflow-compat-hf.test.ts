@@ -54,7 +54,7 @@ describe('a Transformers Trainer with report_to=["mlflow"]', () => {
     // The API alone (no worker): the callback only talks to the tracking routes.
     loaded = testConfig({ HANZO_ML_SERVER_PORT: String(await freePort()) });
     mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-    temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+    temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
     runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, worker: false });
     const mlflowPython = loaded.bootstrap.mlflow_python ?? '';
     reference = await startReferenceMlflow(mlflowPython);

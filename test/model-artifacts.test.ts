@@ -40,7 +40,7 @@ const work = mkdtempSync(join(tmpdir(), 'hanzo-ml-model-artifacts-'));
 beforeAll(async () => {
   const loaded = testConfig();
   mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-  temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+  temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
   const bin = loaded.bootstrap.moto_server;
   if (!bin || !existsSync(bin)) throw new Error('moto_server is missing: run scripts/bootstrap.sh --tests');
   const port = await freePort();

@@ -13,7 +13,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
 import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import { auth, testConfig } from './support/config.js';
-import { freePort } from './support/ports.js';
 import { apiTokens, auditLog, datasets } from '../db/schema/index.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { sha256Text } from '../lib/hash.js';
@@ -83,7 +82,7 @@ describe('a model version that never met an eval suite', () => {
   beforeAll(async () => {
     const loaded = testConfig();
     mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-    temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+    temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
     runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, worker: false, listen: false });
     const off = testConfig({ HANZO_ML_REGISTRY_REQUIRE_GATE_FOR_PRODUCTION: 'false' });
     mkdirSync(join(off.home, 'logs'), { recursive: true });

@@ -17,7 +17,6 @@ import { fileUriIn } from '../lib/model-artifacts.js';
 import { bundleWorkflows } from '../workers/worker.js';
 import { modelRegistrationWorkflowId } from '../contracts/model-registration.js';
 import { auth, testConfig } from './support/config.js';
-import { freePort } from './support/ports.js';
 import { startMoto, type Moto } from './support/moto.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -64,7 +63,7 @@ async function runWithModel(weights: Buffer): Promise<Json> {
 beforeAll(async () => {
   const probe = testConfig();
   mkdirSync(join(probe.home, 'logs'), { recursive: true });
-  temporal = await startTemporalDevServer({ binary: probe.bootstrap.temporal, home: probe.home, port: await freePort(), uiPort: null, namespace: 'default' });
+  temporal = await startTemporalDevServer({ binary: probe.bootstrap.temporal, home: probe.home, port: 0, uiPort: null, namespace: 'default' });
   moto = await startMoto(probe.bootstrap.moto_server);
   const loaded = testConfig({ ...moto.env, HANZO_ML_STORAGE_MULTIPART_THRESHOLD: String(5 * MiB) });
   mkdirSync(join(loaded.home, 'logs'), { recursive: true });

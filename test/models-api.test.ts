@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
 import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import { auth, testConfig } from './support/config.js';
-import { freePort } from './support/ports.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { recordArtifact } from '../db/repo/run-artifacts.js';
@@ -78,7 +77,7 @@ describe.each(['pglite', 'postgres'] as const)('the model registry API on %s', (
     }
     const loaded = testConfig(env);
     mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-    temporal ??= await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+    temporal ??= await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
     // The worker copies registered files (modelRegistrationWorkflow); the API answers before it does.
     runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, workflowBundle: (bundle ??= await bundleWorkflows()), listen: false });
     const db = runtime.catalogue.db;

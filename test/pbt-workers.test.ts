@@ -16,7 +16,6 @@ import { sha256Text } from '../lib/hash.js';
 import { apiTokens } from '../db/schema/index.js';
 import type { SweepRequest } from '../contracts/hpo.js';
 import { testConfig } from './support/config.js';
-import { freePort } from './support/ports.js';
 import { startMoto, type Moto } from './support/moto.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
 
@@ -82,7 +81,7 @@ beforeAll(async () => {
   const databaseUrl = await pg.createDatabase('pbt_workers');
   const probe = testConfig();
   mkdirSync(join(probe.home, 'logs'), { recursive: true });
-  temporal = await startTemporalDevServer({ binary: probe.bootstrap.temporal, home: probe.home, port: await freePort(), uiPort: null, namespace: 'default' });
+  temporal = await startTemporalDevServer({ binary: probe.bootstrap.temporal, home: probe.home, port: 0, uiPort: null, namespace: 'default' });
   moto = await startMoto(probe.bootstrap.moto_server);
   shared = {
     ...moto.env,

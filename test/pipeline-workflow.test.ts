@@ -15,7 +15,6 @@ import { checkpointWatchWorkflowId, jobsTaskQueueOf, pipelineWorkflowId, type Pi
 import { promotionDecisionUpdate, pipelineProgressQuery } from '../contracts/pipeline-messages.js';
 import type { createActivities } from '../activities/index.js';
 import { DataOptionsSchema, HardwareSchema, RecoveryPolicySchema } from '../contracts/trainer-job.js';
-import { freePort } from './support/ports.js';
 
 type Acts = ReturnType<typeof createActivities>;
 const scores = (em: number) => ({ loss: 1, perplexity: 2.7, exact_match: em, num_examples: 10 });
@@ -56,7 +55,7 @@ describe('fineTunePipelineWorkflow orchestration', () => {
   beforeAll(async () => {
     mkdirSync(join(home, 'logs'));
     const { bootstrap } = loadConfig({ HANZO_ML_HOME: home });
-    server = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: await freePort(), uiPort: null, namespace: 'default' });
+    server = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: 0, uiPort: null, namespace: 'default' });
     client = new Client({ connection: await Connection.connect({ address: server.address }) });
     bundle = await bundleWorkflows();
   });

@@ -175,7 +175,7 @@ describe('the reload hook after a promotion to production', () => {
     databaseUrl = await pg.createDatabase('reload');
     const loaded = testConfig({ HANZO_ML_DATABASE_URL: databaseUrl });
     mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-    temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+    temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
     client = new Client({ connection: await Connection.connect({ address: temporal.address }) });
     runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, worker: false, listen: false });
     bundle = await bundleWorkflows();

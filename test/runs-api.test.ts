@@ -7,7 +7,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
 import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import { auth, testConfig } from './support/config.js';
-import { freePort } from './support/ports.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { recordArtifact } from '../db/repo/run-artifacts.js';
 import { apiTokens } from '../db/schema/index.js';
@@ -37,7 +36,7 @@ describe('/v1/runs writes', () => {
     // API only: no worker, no listening server (the routes never reach Temporal, but the app holds a client).
     const loaded = testConfig();
     mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-    temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+    temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
     runtime = await startRuntime({ ...loaded, temporalAddress: temporal.address, temporalUiUrl: null, worker: false, listen: false });
     const db = runtime.catalogue.db;
     await seedDevOrganization(db, 'other-org', 'token-of-another-org');

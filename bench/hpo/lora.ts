@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-hpo-lora-'));
   mkdirSync(join(home, 'logs'), { recursive: true });
   const { config, bootstrap } = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_SERVER_PORT: String(await freePort()), HANZO_ML_LOGGING_LEVEL: 'warn', HANZO_ML_TRAINER_THREADS: '1' });
-  const temporal = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: await freePort(), uiPort: null, namespace: 'default' });
+  const temporal = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: 0, uiPort: null, namespace: 'default' });
   const runtime = await startRuntime({ config, home, bootstrap, temporalAddress: temporal.address, temporalUiUrl: null });
   const auth = { authorization: `Bearer ${config.auth.dev_token}` };
   try {

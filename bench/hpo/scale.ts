@@ -26,7 +26,7 @@ async function main(): Promise<void> {
   mkdirSync(join(home, 'logs'), { recursive: true });
   const port = await freePort();
   const { config, bootstrap } = loadConfig({ HANZO_ML_HOME: home, HANZO_ML_SERVER_PORT: String(port), HANZO_ML_LOGGING_LEVEL: 'warn', HANZO_ML_HPO_MAX_CONCURRENT_TRIALS: String(concurrent) });
-  const temporal = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: await freePort(), uiPort: null, namespace: 'default' });
+  const temporal = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: 0, uiPort: null, namespace: 'default' });
   const runtime = await startRuntime({ config, home, bootstrap, temporalAddress: temporal.address, temporalUiUrl: null });
   try {
     const body: SweepRequest = {

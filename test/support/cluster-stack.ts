@@ -140,7 +140,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
     const dbUrl = await pg.createDatabase('hanzo_ml_cluster');
     // The operator's first admin, as an operator makes it (the development token exists only for `hanzo-ml dev`).
     const adminToken = adminBootstrap(dbUrl, home);
-    const temporal: DevServer = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: await freePort(), uiPort: null, namespace: 'default' });
+    const temporal: DevServer = await startTemporalDevServer({ binary: bootstrap.temporal, home, port: 0, uiPort: null, namespace: 'default' });
     stops.push(() => temporal.stop());
     const apiPort = await freePort();
     const apiUrl = `http://127.0.0.1:${apiPort}`;

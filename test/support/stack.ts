@@ -25,7 +25,7 @@ export async function startTestStack(env: Record<string, string> = {}, opts: { w
   const port = await freePort();
   const loaded = testConfig({ HANZO_ML_SERVER_PORT: String(port), HANZO_ML_TEMPORAL_HEARTBEAT_TIMEOUT: '10s', ...env });
   mkdirSync(join(loaded.home, 'logs'), { recursive: true });
-  const temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+  const temporal = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
   bundle ??= await bundleWorkflows();
   const runtime = await startRuntime({
     config: loaded.config,

@@ -21,7 +21,6 @@ import { createLogger } from '../../lib/log.js';
 import { createObjectStore } from '../../lib/object-store.js';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
 import { testConfig } from './config.js';
-import { freePort } from './ports.js';
 
 export const ORG_A = 'tenant-a';
 export const ORG_B = 'tenant-b';
@@ -127,7 +126,7 @@ export async function startTenancyWorld(): Promise<TenancyWorld> {
   writeFileSync(join(configDir, 'config.yaml'), JSON.stringify({ scheduler: { quotas: { [ORG_A]: quota, [ORG_B]: quota } } }));
   const loaded = testConfig({ HANZO_ML_CONFIG: join(configDir, 'config.yaml') });
   for (const dir of ['logs', 'work', 'tmp', 'objects']) mkdirSync(join(loaded.home, dir), { recursive: true });
-  const temporal: DevServer = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: await freePort(), uiPort: null, namespace: 'default' });
+  const temporal: DevServer = await startTemporalDevServer({ binary: loaded.bootstrap.temporal, home: loaded.home, port: 0, uiPort: null, namespace: 'default' });
   const catalogue = await openCatalogue({ pgliteDir: join(loaded.home, 'pg') });
   const store = await createObjectStore(loaded.config.storage, loaded.home);
   const connection = await Connection.connect({ address: temporal.address });
