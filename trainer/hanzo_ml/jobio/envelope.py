@@ -105,6 +105,36 @@ def check_fields(envelope: Envelope) -> None:
         seen[field] = where
     if envelope.result_field is not None and envelope.outputs.get(envelope.result_field) != "file":
         fail(envelope, "result_field", f"{envelope.result_field} is not an output of kind 'file'")
+    for field in envelope.inputs:
+        if "." in field:
+            try:
+                spec_place(envelope.spec, field)
+            except ValueError as e:
+                fail(envelope, f"inputs.{field}", str(e))
+
+
+def spec_place(spec: dict[str, Any], field: str) -> tuple[Any, str | int]:
+    """Where a dotted input field lands in the spec: `sources.0.path` is spec["sources"][0]["path"], so a job
+    whose spec holds lists of paths (prepare-dataset's sources and parents) gets each of them fetched. Every
+    step but the last must exist. Returns the object or list that holds the field and its key or index; a
+    ValueError names the step that is missing."""
+    parts = field.split(".")
+    holder: Any = spec
+    for depth, part in enumerate(parts):
+        where = "spec." + ".".join(parts[:depth]) if depth else "spec"
+        key: str | int = part
+        if isinstance(holder, list):
+            if not part.isdigit() or int(part) >= len(holder):
+                raise ValueError(f"{where} has no item {part}")
+            key = int(part)
+        elif not isinstance(holder, dict):
+            raise ValueError(f"{where} is neither an object nor a list")
+        elif depth < len(parts) - 1 and part not in holder:
+            raise ValueError(f"{where} has no field {part}")
+        if depth == len(parts) - 1:
+            return holder, key
+        holder = holder[key]
+    raise AssertionError("unreachable: a field has at least one part")
 
 
 def check_tool(envelope: Envelope) -> None:

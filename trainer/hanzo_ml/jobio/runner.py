@@ -9,7 +9,9 @@ In order:
      checkpoint of the store downloaded (every node: each rank restores from it)
   4. the child runs; job.log (~5 s), progress.json (on change) and new checkpoints (~2 s) are copied up meanwhile
   5. after it exits (SIGTERM included): the last checkpoints, progress.json, failure.json
-  6. on success: every output, job.log, then result.json LAST, its local output paths rewritten to object URIs
+  6. on success: every output, job.log, then result.json LAST, its local output paths rewritten to object URIs;
+     on bad input (exit 2) from the trainer: the outputs it wrote, its account of what was wrong (prepare-dataset's
+     issues file), and no result.json
 Only node 0 writes progress, failure, result and checkpoints; node R > 0 writes job-R.log and devices-R.json.
 
 Exit code: the child's (0 done, 2 bad input, 3 out of memory, 4 diverged, 143 preempted, 1 anything else; torchrun
@@ -44,6 +46,7 @@ LOG_INTERVAL_S = 5.0
 PROGRESS_INTERVAL_S = 1.0
 CHECKPOINT_INTERVAL_S = 2.0
 EXIT_PREEMPTED = 143
+EXIT_BAD_INPUT = 2
 
 
 def run(envelope_uri: str, scratch_dir: Path | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -176,6 +179,8 @@ class Job:
             document = {"exit_code": code} if code == 0 else None
         else:
             document = self.trainer_result() if code == 0 else None
+            if code == EXIT_BAD_INPUT:
+                upload_outputs(self.store, self.envelope, self.scratch, require=False)
         if document is not None:
             log.info("outputs uploaded; writing result.json")
         self.upload_log()

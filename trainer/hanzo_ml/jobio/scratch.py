@@ -5,12 +5,15 @@
                                     names a GGUF after the model directory) sees the name it would in place
     {scratch}/outputs/{field}       where the tool writes each output; uploaded to {job_uri}/outputs/{field}
     {scratch}/checkpoints/          the trainer's checkpoint_dir, mirrored to the checkpoints URI
-    {scratch}/work/                 train's workdir: progress.json, result.json, failure.json
-    {scratch}/spec.json             the spec the tool reads, every input and output field a local path
+    {scratch}/work/                 train's workdir: progress.json, result.json, failure.json; prepare-dataset's
+                                    work_dir is work/prepare-dataset
+    {scratch}/spec.json             the spec the tool reads, every input and output field a local path (an input
+                                    field `sources.0.path` is the path inside the spec, spec.sources[0].path)
     {scratch}/job.log               the child's output and the runner's own log lines
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -21,10 +24,30 @@ from typing import Any, Mapping
 
 from hanzo_ml.errors import InputError
 from hanzo_ml.files import atomic_write_json
-from hanzo_ml.jobio.envelope import Envelope, Input
+from hanzo_ml.jobio.envelope import Envelope, Input, spec_place
 from hanzo_ml.jobio.store import FileBackend, ObjectStore, is_temp_name, join
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CommandFiles:
+    """What the runner knows of a trainer command's spec paths beyond "an input" and "an output"."""
+    # makes its dir outputs itself, whole or not at all, and refuses one that exists (a prepared dataset version
+    # is never replaced): the runner does not make them first
+    own_output_dirs: bool = False
+    # the spec field of the directory for its temporary files (disk-backed dedup buckets): pointed into the
+    # scratch, as train gets its --workdir
+    scratch_field: str | None = None
+    # outputs written only on bad input (exit 2): their absence after a success is no error
+    bad_input_outputs: frozenset[str] = frozenset()
+
+
+COMMAND_FILES = {"prepare-dataset": CommandFiles(True, "work_dir", frozenset({"issues_path"}))}
+
+
+def command_files(envelope: Envelope) -> CommandFiles:
+    return COMMAND_FILES.get(envelope.kind or "", CommandFiles())
 
 
 @dataclass(frozen=True)
@@ -69,18 +92,23 @@ def open_scratch(given: Path | None, env: Mapping[str, str]) -> tuple[Scratch, b
 def build_spec(store: ObjectStore, envelope: Envelope, scratch: Scratch) -> dict[str, Any]:
     """The envelope's spec with every input, output and checkpoint field set to a local path (inputs
     downloaded first), written to spec.json."""
-    spec = dict(envelope.spec)
+    spec = copy.deepcopy(envelope.spec)
     for field, source in envelope.inputs.items():
         name = source.uri.rstrip("/").rsplit("/", 1)[-1]
-        spec[field] = str(materialise_input(store, envelope, field, source, scratch.inputs / field / name))
+        holder, key = spec_place(spec, field)  # a dotted field was checked when the envelope was read
+        holder[key] = str(materialise_input(store, envelope, field, source, scratch.inputs / field / name))
     scratch.outputs.mkdir(parents=True, exist_ok=True)
     for field, kind in envelope.outputs.items():
         spec[field] = str(scratch.outputs / field)
-        if kind == "dir":  # a tool may be told to write `{field}/name` into it (Candle's --out)
+        # a tool may be told to write `{field}/name` into it (Candle's --out)
+        if kind == "dir" and not command_files(envelope).own_output_dirs:
             (scratch.outputs / field).mkdir(exist_ok=True)
     if envelope.checkpoints:
         scratch.checkpoints.mkdir(parents=True, exist_ok=True)
         spec[envelope.checkpoints.field] = str(scratch.checkpoints)
+    scratch_field = command_files(envelope).scratch_field
+    if scratch_field is not None:
+        spec[scratch_field] = str(scratch.work / (envelope.kind or "tool"))
     atomic_write_json(scratch.spec, spec)
     return spec
 
@@ -127,6 +155,8 @@ def upload_outputs(store: ObjectStore, envelope: Envelope, scratch: Scratch, req
     write is an error (a tool that exited 0), else it is skipped (a Candle check that failed)."""
     for field in envelope.outputs:
         path = scratch.outputs / field
+        if field in command_files(envelope).bad_input_outputs:
+            continue
         if require and not (path.is_file() or (path.is_dir() and any(path.iterdir()))):
             raise RuntimeError(f"output {field}: the tool exited 0 but wrote nothing at {path}")
     if not scratch.outputs.is_dir():
