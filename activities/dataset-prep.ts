@@ -1,21 +1,24 @@
-// The derive job: the trainer's prepare-dataset command through the job executor, on the parent version's split
-// files, then the new version stored and recorded (datasets/derive.ts). The job is a child job of the parent
+// The derive job: the trainer's prepare-dataset command through the job executor (local or Kubernetes), on the
+// parent version's split files, then the new version copied from the job's outputs and recorded
+// (datasets/derive.ts). The job is a child job of the parent
 // dataset (`dataset:<parent id>`, type data_preparation) in GET /v1/jobs. A retry finds the version recorded by
 // an earlier attempt (its id is chosen by the API), so one derive makes at most one version.
-import { mkdir } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import { runJobToCompletion } from './run-job.js';
-import { baseModelInput } from '../jobs/inputs.js';
-import { defineJob } from '../jobs/definition.js';
+import { baseModelInput, fileInput } from '../jobs/inputs.js';
+import { currentAttempt } from '../jobs/attempts.js';
+import { defineJob, type JobDefinition } from '../jobs/definition.js';
 import { FailureType, nonRetryable } from '../contracts/failures.js';
 import { PrepareReportSchema, type DatasetPreparationInput, type DatasetPreparationResult, type PrepareDatasetJobSpec, type PrepareReport } from '../contracts/data-prep.js';
 import { SPLITS, type SplitName } from '../contracts/datasets.js';
-import { parentSources, preparationJob, readIssues, storePreparedVersion, transformSummary, PrepareIssuesError } from '../datasets/derive.js';
+import { parentSources, preparationJob, readIssues, storePreparedVersion, transformSummary, PrepareIssuesError, type PrepareIssue } from '../datasets/derive.js';
 import { recordChildJob, setChildJobStatus } from '../db/repo/child-jobs.js';
 import { getDataset, olderVersions, type DatasetRow } from '../db/repo/datasets.js';
-import { localPathFor } from '../lib/object-store.js';
+import { copyPrefix, localPathFor } from '../lib/object-store.js';
 
 export function createDatasetPrepActivities(deps: ActivityDeps) {
   return {
@@ -45,7 +48,7 @@ export function createDatasetPrepActivities(deps: ActivityDeps) {
           tokenizer: input.tokenizer,
           extraMetadata: { derived_from: { id: parent.id, name: parent.name, version: parent.version }, job_id: input.job_id },
         },
-        (bucket, prefix) => deps.store.putDirectory(bucket, prefix, report.outputDir),
+        (bucket, prefix) => copyPrefix(deps.store, report.output, bucket, prefix),
       );
       await setChildJobStatus(deps.db, input.job_id, 'succeeded', `version ${row.version} of "${row.name}" (${row.id})`);
       return resultOf(row);
@@ -61,74 +64,77 @@ export function createDatasetPrepActivities(deps: ActivityDeps) {
 const resultOf = (row: DatasetRow): DatasetPreparationResult => ({ dataset_id: row.id, version: row.version, sha256: row.sha256 });
 
 /**
- * The prepare-dataset job. Its sources and parents are lists of paths, which the job runner does not fetch (it
- * fills top-level fields only), so they are local paths: the job runs on this worker's machine (the local
- * executor), reading file:// splits in place and s3:// ones fetched here first. Its output_dir and issues file
- * are local too: the command makes output_dir itself, only when complete (the runner would make an output field's
- * directory first), and the runner uploads outputs only when the command succeeds.
+ * The prepare-dataset job, the same on every executor: each path of its spec is an input or output field of the
+ * envelope, so the job runner fetches the parent's split files (`sources.N.path`) and, for against_parents, every
+ * earlier version's (`parents.N`) into its scratch (a local job reads file:// ones in place), with the job's own
+ * credentials, which read only its organization's datasets (jobs/storage-access.ts). The command makes output_dir
+ * only when complete and the runner uploads it only on success; on bad input it uploads the issues file instead.
+ * The runner also points work_dir (dedup buckets) into its scratch.
  */
-async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput, parent: DatasetRow): Promise<{ report: PrepareReport; outputDir: string }> {
-  if (deps.executor.kind !== 'local')
-    throw nonRetryable(
-      FailureType.NotConfigured,
-      `dataset preparation runs on the local executor only (scheduler.executor is ${deps.executor.kind}): its inputs are lists of files the job runner does not fetch`,
-    );
-  const work = join(deps.home, 'work', `dataset-prep-${input.dataset_id}`);
-  await mkdir(join(work, 'scratch'), { recursive: true });
+async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput, parent: DatasetRow): Promise<{ report: PrepareReport; output: string }> {
   const splits = parent.splits as Record<SplitName, { path: string }>;
-  const local = Object.fromEntries(await Promise.all(SPLITS.map(async (s) => [s, await localPathFor(deps.store, splits[s].path, join(work, 'parent'))] as const))) as Record<SplitName, string>;
   const wantsParents = input.request.operations.some((o) => 'against_parents' in o && o.against_parents);
-  const parents = wantsParents ? await earlierVersionFiles(deps, input, parent, join(work, 'earlier')) : [];
-  const issuesPath = join(work, 'issues.json');
-  const outputDir = join(work, 'output');
+  const earlier = wantsParents ? await earlierVersionFiles(deps, input, parent) : [];
+  const filledByRunner = 'set by the job runner';
   const spec: PrepareDatasetJobSpec = {
     kind: 'prepare-dataset',
     job_name: `dataset-prep-${input.dataset_id}`,
-    ...parentSources(local),
-    parents,
+    ...parentSources({ train: filledByRunner, validation: filledByRunner, test: filledByRunner }),
+    parents: earlier.map(() => filledByRunner),
     operations: input.request.operations,
     split: input.request.split,
-    tokenizer_path: 'input:tokenizer_path',
-    output_dir: outputDir,
-    report_path: 'output:report_path',
-    issues_path: issuesPath,
-    work_dir: join(work, 'scratch'),
+    tokenizer_path: filledByRunner,
+    output_dir: filledByRunner,
+    report_path: filledByRunner,
+    issues_path: filledByRunner,
+    work_dir: filledByRunner,
     memory_budget_mb: 1024,
     max_errors: 20,
     threads: deps.config.trainer.threads,
   };
+  const job = defineJob({
+    name: `dataset-prep-${input.dataset_id}`,
+    kind: 'prepare-dataset',
+    organizationId: input.organization_id,
+    tool: 'trainer',
+    spec,
+    inputs: {
+      ...Object.fromEntries(SPLITS.map((s, i) => [`sources.${i}.path`, fileInput(splits[s].path)])),
+      ...Object.fromEntries(earlier.map((uri, i) => [`parents.${i}`, fileInput(uri)])),
+      tokenizer_path: await baseModelInput(deps, input.tokenizer),
+    },
+    outputs: { output_dir: 'dir', report_path: 'file', issues_path: 'file' },
+    resultField: 'report_path',
+  });
   try {
-    const { result } = await runJobToCompletion(deps, {
-      job: defineJob({
-        name: `dataset-prep-${input.dataset_id}`,
-        kind: 'prepare-dataset',
-        organizationId: input.organization_id,
-        tool: 'trainer',
-        spec,
-        inputs: { tokenizer_path: await baseModelInput(deps, input.tokenizer) },
-        outputs: { report_path: 'file' },
-        resultField: 'report_path',
-      }),
-      resultSchema: PrepareReportSchema,
-    });
-    return { report: result, outputDir };
+    const { result, files } = await runJobToCompletion(deps, { job, resultSchema: PrepareReportSchema });
+    return { report: result, output: files.outputUri('output_dir') };
   } catch (err) {
-    // Exit code 2: the command refused the data and wrote why; the job fails with those issues, not a log tail.
+    // Exit code 2 from the command: it refused the data and wrote why; the job fails with those issues, not a
+    // log tail. (The runner refusing its envelope exits 2 too, with no issues file: its own message stands.)
     if (err instanceof ApplicationFailure && err.type === FailureType.BadJobSpec) {
-      const issues = await readIssues(issuesPath);
-      throw nonRetryable(FailureType.BadInput, new PrepareIssuesError(issues).message, { issues });
+      const issues = await refusedWith(deps, job);
+      if (issues) throw nonRetryable(FailureType.BadInput, new PrepareIssuesError(issues).message, { issues });
     }
     throw err;
   }
 }
 
-/** dedup against_parents: the split files of the other, earlier versions of the derived dataset's name. */
-async function earlierVersionFiles(deps: ActivityDeps, input: DatasetPreparationInput, parent: DatasetRow, dir: string): Promise<string[]> {
-  const rows = (await olderVersions(deps.db, input.organization_id, input.name, 16)).filter((r) => r.id !== parent.id && r.id !== input.dataset_id);
-  const paths: string[] = [];
-  for (const r of rows) {
-    const splits = r.splits as Record<SplitName, { path: string }>;
-    for (const s of SPLITS) paths.push(await localPathFor(deps.store, splits[s].path, dir));
+/** The issues prepare-dataset uploaded when it refused the data; null when it uploaded none. */
+async function refusedWith(deps: ActivityDeps, job: JobDefinition): Promise<PrepareIssue[] | null> {
+  const attempt = await currentAttempt(deps, job);
+  const uri = `${attempt.envelopeUri.slice(0, attempt.envelopeUri.lastIndexOf('/'))}/outputs/issues_path`;
+  if (!(await deps.store.exists(uri))) return null;
+  const dir = await mkdtemp(join(tmpdir(), 'dataset-prep-issues-'));
+  try {
+    return await readIssues(await localPathFor(deps.store, uri, dir));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
-  return paths;
+}
+
+/** dedup against_parents: the split files of the other, earlier versions of the derived dataset's name. */
+async function earlierVersionFiles(deps: ActivityDeps, input: DatasetPreparationInput, parent: DatasetRow): Promise<string[]> {
+  const rows = (await olderVersions(deps.db, input.organization_id, input.name, 16)).filter((r) => r.id !== parent.id && r.id !== input.dataset_id);
+  return rows.flatMap((r) => SPLITS.map((s) => (r.splits as Record<SplitName, { path: string }>)[s].path));
 }
