@@ -42,6 +42,8 @@ export interface ClusterStack {
   home: string;
   s3Endpoint: string;
   loaded: LoadedConfig;
+  /** the bearer token api() sends (the operator's first admin), for requests api() cannot make (an upload) */
+  token: string;
   api<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
   /** POST /v1/pipelines; throws unless it answers 201; resolves to the pipeline id. */
   startPipeline(req: unknown): Promise<string>;
@@ -234,6 +236,7 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       home,
       s3Endpoint,
       loaded,
+      token: adminToken,
       async api(method, path, body) {
         const res = await fetch(apiUrl + path, {
           method,
