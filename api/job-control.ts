@@ -27,11 +27,16 @@ export async function jobOfCaller(c: Context<AppEnv>, deps: Pick<ApiDeps, 'db'>,
 /**
  * The job, when the caller may change it: its submitter or an ml-admin. A pipeline's stage or a sweep's trial is
  * listed as a job but runs in its parent's workflow: it is steered through its parent, never on its own (a cancel
- * sent to that workflow would stop the whole pipeline or sweep).
+ * sent to that workflow would stop the whole pipeline or sweep). A dataset's preparation (a derive) runs in a
+ * workflow of its own: it can be cancelled, but it has no checkpoint to pause at or resume from.
  */
-async function controllable(c: Context<AppEnv>, deps: Pick<ApiDeps, 'db'>, id: string): Promise<JobRow> {
+async function controllable(c: Context<AppEnv>, deps: Pick<ApiDeps, 'db'>, id: string, change: 'cancel' | 'pause' | 'resume'): Promise<JobRow> {
   const row = await jobOfCaller(c, deps, id);
   requireOwnerOrAdmin(c, row.submittedBy, `job ${id}`);
+  if (row.parent?.startsWith('dataset:')) {
+    if (change !== 'cancel') throw new ApiError('INVALID_STATE', `job ${id} prepares ${row.parent.replace(':', ' ')}: it can be cancelled, not paused or resumed`);
+    return row;
+  }
   if (row.parent) throw new ApiError('INVALID_STATE', `job ${id} is part of ${row.parent}: cancel, pause or resume ${row.parent.replace(':', ' ')} instead`);
   return row;
 }
@@ -48,7 +53,7 @@ async function toWorkflow(id: string, change: () => Promise<unknown>): Promise<v
 
 /** Cancels a job: its process gets SIGTERM (a train job writes an emergency checkpoint); it ends cancelled. */
 export async function cancelJob(c: Context<AppEnv>, deps: ApiDeps, id: string): Promise<JobControlAnswer> {
-  const row = await controllable(c, deps, id);
+  const row = await controllable(c, deps, id, 'cancel');
   if (TERMINAL_JOB_STATUSES.includes(row.status as JobStatus)) throw new ApiError('INVALID_STATE', `job ${id} has already ended (${row.status})`);
   await toWorkflow(id, () => auditedChange(c, deps, { action: 'job.cancel', target: id }, () => deps.temporal.workflow.getHandle(row.workflowId).cancel()));
   return { id, status: 'cancel_requested' };
@@ -59,7 +64,7 @@ export async function cancelJob(c: Context<AppEnv>, deps: ApiDeps, id: string): 
  * leaves its queue; either ends `paused`, and its workflow waits (durably) for a resume.
  */
 export async function pauseJob(c: Context<AppEnv>, deps: ApiDeps, id: string): Promise<JobControlAnswer> {
-  const row = await controllable(c, deps, id);
+  const row = await controllable(c, deps, id, 'pause');
   if (!PAUSABLE_JOB_STATUSES.includes(row.status as JobStatus))
     throw new ApiError('INVALID_STATE', `job ${id} is ${row.status}: only a validating, queued or running job can be paused`);
   await toWorkflow(id, () => auditedChange(c, deps, { action: 'job.pause', target: id }, () => deps.temporal.workflow.getHandle(row.workflowId).signal(pauseJobSignal)));
@@ -71,7 +76,7 @@ export async function pauseJob(c: Context<AppEnv>, deps: ApiDeps, id: string): P
  * checkpoint the job does not have is a 400 naming from_checkpoint.
  */
 export async function resumeJob(c: Context<AppEnv>, deps: ApiDeps, id: string, fromCheckpoint?: number | string): Promise<JobControlAnswer> {
-  const row = await controllable(c, deps, id);
+  const row = await controllable(c, deps, id, 'resume');
   if (row.status !== 'paused') throw new ApiError('INVALID_STATE', `job ${id} is ${row.status}: only a paused job can be resumed`);
   let from: { step: number; uri: string } | null = null;
   if (fromCheckpoint !== undefined) {

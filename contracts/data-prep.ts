@@ -184,6 +184,10 @@ export const DatasetPreparationInputSchema = z.strictObject({
   name: z.string(),
   tokenizer: z.string().describe('the base model whose tokenizer counts, filters and tokenizes'),
   request: DeriveRequestSchema,
+  heartbeat_timeout: z
+    .string()
+    .optional()
+    .describe("temporal.heartbeat_timeout when the derive was asked for: a cancel reaches the job's activity within it; absent (older workflows): 2 minutes"),
 });
 export type DatasetPreparationInput = z.infer<typeof DatasetPreparationInputSchema>;
 

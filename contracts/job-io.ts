@@ -37,7 +37,10 @@ export const JobEnvelopeSchema = z.strictObject({
     .enum(['trainer', 'candle', 'command'])
     .describe('trainer: python -m hanzo_ml <spec.kind>; candle: the hanzo-ml-candle binary; command: a submitted command job, args as its argv and spec.env added to its environment'),
   spec: z.record(z.string(), z.unknown()).describe('the trainer job spec (contracts/trainer-job.ts) or the Candle arguments; input and output fields are filled by the runner'),
-  inputs: z.record(z.string(), JobInputSchema).default({}).describe('spec field -> object it is read from; the runner sets the field to a local path'),
+  inputs: z
+    .record(z.string(), JobInputSchema)
+    .default({})
+    .describe('spec field -> object it is read from; the runner sets the field to a local path. A dotted field names a place inside the spec: sources.0.path is spec.sources[0].path'),
   outputs: z
     .record(z.string(), z.enum(['file', 'dir']))
     .default({})

@@ -92,7 +92,7 @@ describe('derive jobs', () => {
 
   it('`hanzo-ml dataset derive` prints the job id; cancelling that job mid-run leaves no version and no files', { timeout: 10 * 60_000 }, async () => {
     // Enough records for near-duplicate removal to run for a while on this machine.
-    const big = await upload('cancel-me', Array.from({ length: 20_000 }, (_, i) => record(1_000 + i)));
+    const big = await upload('cancel-me', Array.from({ length: 40_000 }, (_, i) => record(1_000 + i)));
     const env = { ...process.env, HANZO_ML_API_URL: stack.runtime.apiUrl, HANZO_ML_TOKEN: stack.loaded.config.auth.dev_token };
     const cli = (...args: string[]) => promisify(execFile)(join(repoRoot, 'bin/hanzo-ml'), args, { env });
 
@@ -102,8 +102,12 @@ describe('derive jobs', () => {
       if (i > 240) throw new Error('the derive job never ran');
       await new Promise((r) => setTimeout(r, 250));
     }
-    // The job's process has started (its log exists) before it is cancelled.
-    await new Promise((r) => setTimeout(r, 2000));
+    // Its process starts within a moment of the job running.
+    await new Promise((r) => setTimeout(r, 1000));
+    // It has no checkpoint to pause at: a pause is refused, naming why.
+    const pause = await stack.api<Json>('POST', `/v1/jobs/${printed.job_id}/pause`);
+    expect(pause.status).toBe(409);
+    expect(pause.body.message).toMatch(/can be cancelled, not paused or resumed/);
     const cancel = await stack.api<Json>('POST', `/v1/jobs/${printed.job_id}/cancel`);
     expect(cancel.status, JSON.stringify(cancel.body)).toBe(202);
 

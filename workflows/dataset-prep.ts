@@ -22,7 +22,8 @@ export async function datasetPreparationWorkflow(input: DatasetPreparationInput)
   const job = proxyActivities<Activities>({
     taskQueue: jobsTaskQueueOf(workflowInfo().taskQueue),
     startToCloseTimeout: '1 day',
-    heartbeatTimeout: '2 minutes',
+    // Also how soon a cancel reaches the activity: Temporal delivers it with a heartbeat, sent at most every 80% of this.
+    heartbeatTimeout: input.heartbeat_timeout ?? '2 minutes',
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     retry: { maximumAttempts: 5, initialInterval: '2 seconds', nonRetryableErrorTypes: [FailureType.BadInput, FailureType.BadJobSpec, FailureType.NotFound, FailureType.NotConfigured, FailureType.JobRestartLimit, FailureType.ImagePullFailed] },
   });

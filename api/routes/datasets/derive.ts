@@ -45,6 +45,7 @@ export function deriveRoute(app: Hono<AppEnv>, deps: ApiDeps): void {
       name: target.name,
       tokenizer,
       request: req,
+      heartbeat_timeout: deps.config.temporal.heartbeat_timeout,
     };
     const workflowId = datasetPreparationWorkflowId(datasetId);
     // The job row is listed from the start (queued); should the workflow not start, nothing commits.
