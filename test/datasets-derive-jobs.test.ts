@@ -57,7 +57,8 @@ async function allQuestions(datasetId: string): Promise<string[]> {
 
 describe('derive jobs', () => {
   beforeAll(async () => {
-    stack = await startTestStack();
+    // A cancel reaches a job's activity with its next heartbeat, sent at most every 80% of this.
+    stack = await startTestStack({ HANZO_ML_TEMPORAL_HEARTBEAT_TIMEOUT: '4s' });
   }, 180_000);
 
   afterAll(async () => {
@@ -91,12 +92,12 @@ describe('derive jobs', () => {
   });
 
   it('`hanzo-ml dataset derive` prints the job id; cancelling that job mid-run leaves no version and no files', { timeout: 10 * 60_000 }, async () => {
-    // Enough records for near-duplicate removal to run for a while on this machine.
-    const big = await upload('cancel-me', Array.from({ length: 40_000 }, (_, i) => record(1_000 + i)));
+    // Enough records for near-duplicate removal and tokenizing to run for a while (about 10 s on an idle 2-core machine).
+    const big = await upload('cancel-me', Array.from({ length: 60_000 }, (_, i) => record(1_000 + i)));
     const env = { ...process.env, HANZO_ML_API_URL: stack.runtime.apiUrl, HANZO_ML_TOKEN: stack.loaded.config.auth.dev_token };
     const cli = (...args: string[]) => promisify(execFile)(join(repoRoot, 'bin/hanzo-ml'), args, { env });
 
-    const printed = JSON.parse((await cli('dataset', 'derive', big.id, '--op', 'dedup_near', '--op', 'mask_pii')).stdout) as Json;
+    const printed = JSON.parse((await cli('dataset', 'derive', big.id, '--op', 'dedup_near', '--op', 'tokenize')).stdout) as Json;
     expect(printed).toMatchObject({ job_id: expect.any(String), dataset_id: expect.any(String) });
     for (let i = 0; (await stack.api<Json>('GET', `/v1/jobs/${printed.job_id}`)).body.status !== 'running'; i++) {
       if (i > 240) throw new Error('the derive job never ran');
