@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import { runJobToCompletion } from './run-job.js';
-import { baseModelInput, fileInput } from '../jobs/inputs.js';
+import { baseModelInput, fileInput, type JobInput } from '../jobs/inputs.js';
 import { currentAttempt } from '../jobs/attempts.js';
 import { defineJob, type JobDefinition } from '../jobs/definition.js';
 import { FailureType, nonRetryable } from '../contracts/failures.js';
@@ -72,9 +72,31 @@ const resultOf = (row: DatasetRow): DatasetPreparationResult => ({ dataset_id: r
  * The runner also points work_dir (dedup buckets) into its scratch.
  */
 async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput, parent: DatasetRow): Promise<{ report: PrepareReport; output: string }> {
-  const splits = parent.splits as Record<SplitName, { path: string }>;
   const wantsParents = input.request.operations.some((o) => 'against_parents' in o && o.against_parents);
   const earlier = wantsParents ? await earlierVersionFiles(deps, input, parent) : [];
+  const job = preparationJobDefinition(input, splitUris(parent), earlier, await baseModelInput(deps, input.tokenizer), deps.config.trainer.threads);
+  try {
+    const { result, files } = await runJobToCompletion(deps, { job, resultSchema: PrepareReportSchema });
+    return { report: result, output: files.outputUri('output_dir') };
+  } catch (err) {
+    // Exit code 2 from the command: it refused the data and wrote why; the job fails with those issues, not a
+    // log tail. (The runner refusing its envelope exits 2 too, with no issues file: its own message stands.)
+    if (err instanceof ApplicationFailure && err.type === FailureType.BadJobSpec) {
+      const issues = await refusedWith(deps, job);
+      if (issues) throw nonRetryable(FailureType.BadInput, new PrepareIssuesError(issues).message, { issues });
+    }
+    throw err;
+  }
+}
+
+const splitUris = (row: DatasetRow): Record<SplitName, string> =>
+  Object.fromEntries(SPLITS.map((s) => [s, (row.splits as Record<SplitName, { path: string }>)[s].path])) as Record<SplitName, string>;
+
+/**
+ * The prepare-dataset job of a derive: the parent's split files as its sources, the earlier versions' as its
+ * parents, each an input field inside the spec (`sources.N.path`, `parents.N`) that the job runner fetches.
+ */
+export function preparationJobDefinition(input: DatasetPreparationInput, parentSplits: Record<SplitName, string>, earlier: string[], tokenizer: JobInput, threads: number): JobDefinition {
   const filledByRunner = 'set by the job runner';
   const spec: PrepareDatasetJobSpec = {
     kind: 'prepare-dataset',
@@ -90,34 +112,22 @@ async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput
     work_dir: filledByRunner,
     memory_budget_mb: 1024,
     max_errors: 20,
-    threads: deps.config.trainer.threads,
+    threads,
   };
-  const job = defineJob({
+  return defineJob({
     name: `dataset-prep-${input.dataset_id}`,
     kind: 'prepare-dataset',
     organizationId: input.organization_id,
     tool: 'trainer',
     spec,
     inputs: {
-      ...Object.fromEntries(SPLITS.map((s, i) => [`sources.${i}.path`, fileInput(splits[s].path)])),
+      ...Object.fromEntries(SPLITS.map((s, i) => [`sources.${i}.path`, fileInput(parentSplits[s])])),
       ...Object.fromEntries(earlier.map((uri, i) => [`parents.${i}`, fileInput(uri)])),
-      tokenizer_path: await baseModelInput(deps, input.tokenizer),
+      tokenizer_path: tokenizer,
     },
     outputs: { output_dir: 'dir', report_path: 'file', issues_path: 'file' },
     resultField: 'report_path',
   });
-  try {
-    const { result, files } = await runJobToCompletion(deps, { job, resultSchema: PrepareReportSchema });
-    return { report: result, output: files.outputUri('output_dir') };
-  } catch (err) {
-    // Exit code 2 from the command: it refused the data and wrote why; the job fails with those issues, not a
-    // log tail. (The runner refusing its envelope exits 2 too, with no issues file: its own message stands.)
-    if (err instanceof ApplicationFailure && err.type === FailureType.BadJobSpec) {
-      const issues = await refusedWith(deps, job);
-      if (issues) throw nonRetryable(FailureType.BadInput, new PrepareIssuesError(issues).message, { issues });
-    }
-    throw err;
-  }
 }
 
 /** The issues prepare-dataset uploaded when it refused the data; null when it uploaded none. */
@@ -136,5 +146,5 @@ async function refusedWith(deps: ActivityDeps, job: JobDefinition): Promise<Prep
 /** dedup against_parents: the split files of the other, earlier versions of the derived dataset's name. */
 async function earlierVersionFiles(deps: ActivityDeps, input: DatasetPreparationInput, parent: DatasetRow): Promise<string[]> {
   const rows = (await olderVersions(deps.db, input.organization_id, input.name, 16)).filter((r) => r.id !== parent.id && r.id !== input.dataset_id);
-  return rows.flatMap((r) => SPLITS.map((s) => (r.splits as Record<SplitName, { path: string }>)[s].path));
+  return rows.flatMap((r) => SPLITS.map((s) => splitUris(r)[s]));
 }
