@@ -174,7 +174,7 @@ export type StreamEvent = z.infer<typeof StreamEventSchema>;
 // ---------------------------------------------------------------------------------------------------------------
 // Memory estimate
 
-/** Device memory of the GPUs the console offers (GB as vendors state it: 10^9 bytes). */
+/** Device memory of the GPUs the console offers, in GiB as the trainer counts it (hardware.device_memory_gb x 2^30). */
 export const GPU_MEMORY_GB = {
   'nvidia-t4': 16,
   'nvidia-l4': 24,
@@ -200,7 +200,7 @@ export const MemoryEstimateRequestSchema = z.strictObject({
   gpu: z
     .strictObject({
       name: z.enum(GPU_NAMES).optional().describe('a GPU of the list; its memory is known'),
-      memory_gb: z.number().positive().max(10_000).optional().describe('device memory in GB (10^9 bytes), for a GPU not in the list'),
+      memory_gb: z.number().positive().max(10_000).optional().describe('device memory in GiB (as hardware.device_memory_gb), for a GPU not in the list; with name, it wins'),
       count: z.number().int().positive().max(1024).default(1).describe('GPUs per node'),
       nodes: z.number().int().positive().max(1024).default(1),
       strategy: z.enum(['ddp', 'fsdp', 'deepspeed_zero2', 'deepspeed_zero3']).default('ddp'),
@@ -208,6 +208,7 @@ export const MemoryEstimateRequestSchema = z.strictObject({
     })
     .refine((g) => g.name !== undefined || g.memory_gb !== undefined, { message: 'give name or memory_gb', path: ['name'] }),
   quantization: z.strictObject({ double_quant: z.boolean().default(true) }).optional().describe('qlora: NF4 with or without double quantization'),
+  data: z.strictObject({ packing: z.boolean().default(false) }).prefault({}).describe('packing: chat examples packed into max_seq_length rows (FlexAttention then stores no attention scores)'),
 });
 export type MemoryEstimateRequest = z.infer<typeof MemoryEstimateRequestSchema>;
 
