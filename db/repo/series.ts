@@ -36,7 +36,8 @@ const wire = (v: string) => sql.raw(`case when ${v} = 'Infinity'::float8 then '"
  * and last step in range, each one index probe); a point's bucket is its place in that range scaled to `points`
  * (floor((step - lo) * points / (hi - lo + 1))), so buckets cover equal step spans, empty ones are absent, and
  * there are never more than `points`. The scan of each series is one index range (run_id, key, step between).
- * `last` is the value of the bucket's greatest (step, timestamp, value), as the latest value of a run is chosen.
+ * `last` is the value of the bucket's greatest (step, timestamp, value), as the latest value of a run is chosen
+ * (steps and timestamps are below 2^53, so their float8 forms compare exactly).
  */
 export async function downsampledSeries(db: Db, q: SeriesRequest): Promise<SeriesColumns[]> {
   if (q.series.length === 0) return [];
@@ -56,15 +57,12 @@ export async function downsampledSeries(db: Db, q: SeriesRequest): Promise<Serie
       select r.ord, floor((m.step - r.lo)::float8 * ${q.points}::int / (r.hi - r.lo + 1)::float8)::int as b,
         m.step, m.timestamp, m.value, m.is_nan
       from r join metrics m on m.run_id = r.run_id and m.key = r.key and m.step >= r.lo and m.step <= r.hi
-    ), g as (
-      select ord, b, count(*) as n, min(step) as sf, max(step) as sl,
-        min(value) filter (where not is_nan) as mn, max(value) filter (where not is_nan) as mx
-      from b group by ord, b
     ), agg as (
-      select g.*, (select case when m.is_nan then '"NaN"' else ${wire('m.value')} end from metrics m
-                   where m.run_id = r.run_id and m.key = r.key and m.step = g.sl
-                   order by m.timestamp desc, m.value desc limit 1) as last
-      from g join r on r.ord = g.ord
+      -- The bucket's last point is the greatest (step, timestamp, value) array: max over arrays needs no sort.
+      select ord, b, count(*) as n, min(step) as sf, max(step) as sl,
+        min(value) filter (where not is_nan) as mn, max(value) filter (where not is_nan) as mx,
+        max(array[step::float8, timestamp::float8, value, case when is_nan then 1 else 0 end]) as lp
+      from b group by ord, b
     )
     select r.ord, r.run_id, r.key, r.lo::text as lo, r.hi::text as hi,
       coalesce(sum(a.n), 0)::text as count,
@@ -72,7 +70,7 @@ export async function downsampledSeries(db: Db, q: SeriesRequest): Promise<Serie
       '[' || coalesce(string_agg(a.sl::text, ',' order by a.b) filter (where a.b is not null), '') || ']' as step_last,
       '[' || coalesce(string_agg(coalesce(${wire('a.mn')}, 'null'), ',' order by a.b) filter (where a.b is not null), '') || ']' as min,
       '[' || coalesce(string_agg(coalesce(${wire('a.mx')}, 'null'), ',' order by a.b) filter (where a.b is not null), '') || ']' as max,
-      '[' || coalesce(string_agg(a.last, ',' order by a.b) filter (where a.b is not null), '') || ']' as last
+      '[' || coalesce(string_agg(case when a.lp[4] = 1 then '"NaN"' else ${wire('a.lp[3]')} end, ',' order by a.b) filter (where a.b is not null), '') || ']' as last
     from r left join agg a on a.ord = r.ord
     group by r.ord, r.run_id, r.key, r.lo, r.hi
     order by r.ord`);
