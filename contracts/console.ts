@@ -130,7 +130,10 @@ export const MAX_STREAM_TOPICS = 50;
 
 /**
  * A subject of GET /v1/stream?topics=: `job:<id>` (its events: status, progress, checkpoints), `job:<id>:logs`
- * (its output lines), `pipeline:<id>` (its stage changes), `run:<id>:metrics` (new metric points as logged).
+ * (its output lines), `pipeline:<id>` (its stage changes and training events), `run:<id>:metrics` (new metric
+ * points as logged). A new stream (no Last-Event-ID) sends each job's events and log from their start, and metric
+ * points and pipeline events from the moment it opens (a page reads their history from the series and pipeline
+ * routes). A job subject ends with `job.end` once the job has ended; a stream of job subjects alone then ends.
  */
 export const StreamTopicSchema = z
   .string()
