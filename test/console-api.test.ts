@@ -17,6 +17,8 @@ import { logMetrics, type MetricPoint } from '../db/repo/metrics.js';
 import { createRun } from '../db/repo/runs.js';
 import { createLogger } from '../lib/log.js';
 import { FileObjectStore } from '../lib/object-store.js';
+import { JobFiles } from '../lib/job-files.js';
+import { attemptJobName, jobLogNames } from '../lib/job-log.js';
 import { testConfig, DEV_TOKEN } from './support/config.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
 
@@ -27,6 +29,8 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
   let pg: TestPostgres | null = null;
   let catalogue: Catalogue;
   let app: ReturnType<typeof createApp>;
+  let store: FileObjectStore;
+  let loadedConfig: ReturnType<typeof testConfig>['config'];
   let seq = 0;
 
   const call = async <T = Record<string, unknown>>(method: string, path: string, body?: unknown, token = DEV_TOKEN) => {
@@ -61,9 +65,11 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
     catalogue = await openCatalogue({ url: pg ? await pg.createDatabase('console') : undefined });
     await seedDevOrganization(catalogue.db, 'dev', DEV_TOKEN);
     await seedDevOrganization(catalogue.db, 'other-org', OTHER);
+    store = new FileObjectStore(join(loaded.home, 'objects'));
+    loadedConfig = loaded.config;
     app = createApp({
       db: catalogue.db,
-      store: new FileObjectStore(join(loaded.home, 'objects')),
+      store,
       config: loaded.config,
       home: loaded.home,
       bootstrap: loaded.bootstrap,
@@ -303,6 +309,24 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
       await resumed.close();
       const key = (f: Frame) => `${f.data.topic}|${f.event}|${f.data.event?.id ?? ''}|${f.data.step ?? ''}`;
       expect(resumed.frames.map(key).sort()).toEqual(s.frames.slice(2).map(key).sort());
+    });
+
+    it("carries a job's log as whole lines beside its events, ends with the job, and resumes mid-log", async () => {
+      const row = await insertJob(catalogue.db, { id: 'job-l', organizationId: 'dev', name: 'job-l', submittedBy: 'dev', type: 'training', kind: 'command', spec: {}, status: 'running', workflowId: 'job:job-l' });
+      const logUri = JobFiles.of(store, loadedConfig, 'dev', attemptJobName(jobLogNames(row)[0]!, 1)).file('job.log');
+      await store.putText(logUri, 'step 1 loss 2.0\nstep 2 lo');
+      const s = await stream('topics=job:job-l:logs');
+      await s.waitFor(1);
+      expect(s.frames[0]!.data).toMatchObject({ type: 'job.log', topic: 'job:job-l:logs', text: 'step 1 loss 2.0\n' });
+      await store.putText(logUri, 'step 1 loss 2.0\nstep 2 loss 1.5\ndone');
+      await setJobStatus(catalogue.db, 'job-l', 'succeeded');
+      await s.waitFor(4);
+      await s.close();
+      expect(s.frames.map((f) => (f.data as { text?: string }).text ?? f.event)).toEqual(['step 1 loss 2.0\n', 'step 2 loss 1.5\n', 'done', 'job.end']);
+      const resumed = await stream('topics=job:job-l:logs', { lastEventId: s.frames[0]!.id });
+      await resumed.waitFor(3);
+      await resumed.close();
+      expect(resumed.frames.map((f) => (f.data as { text?: string }).text ?? f.event)).toEqual(['step 2 loss 1.5\n', 'done', 'job.end']);
     });
 
     it('counts as one stream of the caller however many subjects it follows', async () => {

@@ -1,22 +1,24 @@
 // GET /v1/stream?topics=job:<id>,job:<id>:logs,pipeline:<id>,run:<id>:metrics: every live subject of a console page
 // on one server-sent-events connection, which counts as one stream against limits.event_streams_per_token.
 // The subjects come from the sources that already exist: the outbox listener (events/outbox-listener.ts: metric
-// points as logged, pipeline stage changes), a job's events in seq order (as GET /v1/jobs/{id}/events reads them)
-// and its log by byte offset (lib/job-log.ts, as GET /v1/jobs/{id}/logs). Each event's id is the cursor of every
+// points as logged, pipeline stage changes), a job's events in seq order (as GET /v1/jobs/{id}/events reads them;
+// one shared read per tick says which followed jobs changed) and its log by byte offset (lib/job-log.ts, as
+// GET /v1/jobs/{id}/logs). Each event's id is the cursor of every
 // subject at once (base64url JSON), so a reconnect with Last-Event-ID resumes each subject after its last event.
 import { Hono, type Context } from 'hono';
 import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
-import { sql } from 'drizzle-orm';
+import { inArray, sql } from 'drizzle-orm';
+import type { Db } from '../../db/client.js';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { StreamQuerySchema, type StreamEvent } from '../../contracts/console.js';
 import { TERMINAL_JOB_STATUSES, type JobStatus } from '../../contracts/jobs.js';
 import type { Principal } from '../../db/repo/auth.js';
 import { getJob, type JobRow } from '../../db/repo/jobs.js';
-import { lastJobEventSeq, listJobEvents, type JobEventRow } from '../../db/repo/job-events.js';
+import { listJobEvents, type JobEventRow } from '../../db/repo/job-events.js';
 import type { OutboxRow } from '../../db/repo/outbox.js';
 import { getPipelineRow } from '../../db/repo/pipelines.js';
 import { getRun } from '../../db/repo/runs.js';
-import { outbox } from '../../db/schema/index.js';
+import { jobEvents, jobs, outbox } from '../../db/schema/index.js';
 import { POLL_MS, type OutboxListener } from '../../events/outbox-listener.js';
 import { JobLog, jobLogNames } from '../../lib/job-log.js';
 import { requireRole } from '../auth.js';
@@ -119,20 +121,79 @@ class PageStream {
   flushed(): Promise<void> {
     return this.chain;
   }
-
-  /** Waits `ms`, or less when the stream ends meanwhile. */
-  sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(t);
-        this.signal.removeEventListener('abort', done);
-        resolve();
-      };
-      const t = setTimeout(done, ms);
-      this.signal.addEventListener('abort', done);
-    });
-  }
 }
+
+/** A followed job as one read of the watch saw it: its row and its newest event's seq. */
+interface JobState {
+  row: JobRow;
+  head: number;
+}
+
+/**
+ * Every page stream's jobs, read together: one query per POLL_MS gives each followed job's row and newest event
+ * seq (an index probe each), and wakes the followers of a job whose status or newest event changed. A follower
+ * then reads only its new events, so the catalogue sees one query per tick however many pages follow jobs, not
+ * two per job per tick.
+ */
+function jobWatch(db: Db, onError: (err: unknown) => void) {
+  const waiting = new Map<string, Set<(s: JobState) => void>>();
+  let polling = false;
+
+  const read = async (ids: string[]): Promise<JobState[]> => {
+    const head = sql<string | null>`(select max(${jobEvents.seq}) from ${jobEvents} where ${jobEvents.jobId} = ${jobs.id})`;
+    const rows = await db.select({ row: jobs, head }).from(jobs).where(inArray(jobs.id, ids));
+    return rows.map((r) => ({ row: r.row, head: Number(r.head ?? 0) }));
+  };
+
+  const poll = async (): Promise<void> => {
+    while (waiting.size) {
+      try {
+        for (const state of await read([...waiting.keys()])) for (const wake of waiting.get(state.row.id) ?? []) wake(state);
+      } catch (err) {
+        onError(err); // the next tick reads again
+      }
+      await new Promise((r) => setTimeout(r, POLL_MS).unref());
+    }
+    polling = false;
+  };
+
+  return {
+    /** The job as it is now. */
+    now: async (job: JobRow): Promise<JobState> => (await read([job.id]))[0] ?? { row: job, head: 0 },
+    /**
+     * The job once its status or newest event differs from `seen`, or as the watch last saw it after `maxMs`, or
+     * `seen` when the stream ends first.
+     */
+    next(seen: JobState, signal: AbortSignal, maxMs = Infinity): Promise<JobState> {
+      const id = seen.row.id;
+      return new Promise((resolve) => {
+        let latest = seen;
+        const done = (state: JobState) => {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', aborted);
+          const set = waiting.get(id);
+          set?.delete(wake);
+          if (set?.size === 0) waiting.delete(id);
+          resolve(state);
+        };
+        const wake = (state: JobState) => {
+          latest = state;
+          if (state.head !== seen.head || state.row.status !== seen.row.status) done(state);
+        };
+        const aborted = () => done(seen);
+        const timer = Number.isFinite(maxMs) ? setTimeout(() => done(latest), maxMs) : undefined;
+        signal.addEventListener('abort', aborted);
+        if (!waiting.has(id)) waiting.set(id, new Set());
+        waiting.get(id)!.add(wake);
+        if (!polling) {
+          polling = true;
+          void poll();
+        }
+      });
+    },
+  };
+}
+type JobWatch = ReturnType<typeof jobWatch>;
 
 /** Outbox rows of the stream's runs (metric points) and pipelines (stage changes, training events), as events. */
 async function followOutbox(page: PageStream, listener: OutboxListener, organizationId: string, s: Subjects): Promise<void> {
@@ -168,13 +229,13 @@ function outboxEvent(row: OutboxRow, runs: Set<string>, pipelines: Set<string>):
 }
 
 /** A job's events in seq order until the job has ended, then its `job.end`. */
-async function followJobEvents(page: PageStream, deps: ApiDeps, job: JobRow): Promise<void> {
+async function followJobEvents(page: PageStream, deps: ApiDeps, watch: JobWatch, job: JobRow): Promise<void> {
   const topic = `job:${job.id}`;
+  let state = await watch.now(job);
   while (!page.finished) {
-    // The status is read before the last page, so a job that had ended by then has had every event sent.
-    const row = await getJob(deps.db, job.organizationId, job.id);
-    const status = row?.status ?? job.status;
-    const head = ended(status) ? Infinity : await lastJobEventSeq(deps.db, job.id);
+    // Status and newest seq come from one read: a job that had ended by then has had its last event committed.
+    const done = ended(state.row.status);
+    const head = done ? Infinity : state.head;
     while ((page.cursor.j[job.id] ?? 0) < head && !page.finished) {
       const rows: JobEventRow[] = await listJobEvents(deps.db, job.organizationId, job.id, { after: page.cursor.j[job.id] ?? 0, limit: 500 });
       for (const e of rows) {
@@ -183,15 +244,17 @@ async function followJobEvents(page: PageStream, deps: ApiDeps, job: JobRow): Pr
       }
       if (rows.length < 500) break;
     }
-    if (ended(status)) return void (await page.emit({ type: 'job.end', topic, status, message: row?.message ?? null }, () => undefined));
-    await page.sleep(POLL_MS);
+    if (done) return void (await page.emit({ type: 'job.end', topic, status: state.row.status, message: state.row.message ?? null }, () => undefined));
+    state = await watch.next(state, page.signal);
   }
 }
 
 /** A job's log as events of whole lines, from the cursor's byte offset, until the job has ended and its log with it. */
-async function followJobLog(page: PageStream, deps: ApiDeps, job: JobRow): Promise<void> {
+async function followJobLog(page: PageStream, deps: ApiDeps, watch: JobWatch, job: JobRow): Promise<void> {
   const topic = `job:${job.id}:logs`;
-  const names = () => getJob(deps.db, job.organizationId, job.id).then((r) => jobLogNames(r ?? job));
+  let state = await watch.now(job);
+  // The names grow as the job is resumed (each new segment's executor jobs): read from the watch's row.
+  const names = () => Promise.resolve(jobLogNames(state.row));
   const log = new JobLog(deps.store, deps.config, job.organizationId, names);
   let pending = Buffer.alloc(0);
   const sendUpTo = async (bytes: number) => {
@@ -213,8 +276,7 @@ async function followJobLog(page: PageStream, deps: ApiDeps, job: JobRow): Promi
     }
   };
   while (!page.finished) {
-    const row = await getJob(deps.db, job.organizationId, job.id);
-    const done = ended(row?.status ?? job.status);
+    const done = ended(state.row.status);
     // Read after the status: once the job has ended its log is whole, so this read reaches its end.
     for (let r = await log.readFrom((page.cursor.l[job.id] ?? 0) + pending.length); r && !page.finished; r = await log.readFrom((page.cursor.l[job.id] ?? 0) + pending.length)) {
       let read = 0;
@@ -227,9 +289,10 @@ async function followJobLog(page: PageStream, deps: ApiDeps, job: JobRow): Promi
     }
     if (done) {
       await sendWhole(true);
-      return void (await page.emit({ type: 'job.end', topic, status: row?.status ?? job.status, message: row?.message ?? null }, () => undefined));
+      return void (await page.emit({ type: 'job.end', topic, status: state.row.status, message: state.row.message ?? null }, () => undefined));
     }
-    await page.sleep(LOG_POLL_MS);
+    // Output arrives without a catalogue change: look again after LOG_POLL_MS, or at once when the job ends.
+    state = await watch.next(state, page.signal, LOG_POLL_MS);
   }
 }
 
@@ -243,6 +306,7 @@ async function outboxHead(deps: ApiDeps): Promise<number> {
 export function pageStreamRoutes(deps: ApiDeps, slots: StreamSlots, listener: OutboxListener) {
   const app = new Hono<AppEnv>();
   const limit = deps.config.limits.event_streams_per_token;
+  const watch = jobWatch(deps.db, (err) => deps.log.warn('page stream: job read failed', { error: String(err) }));
 
   app.get('/', async (c: Context<AppEnv>) => {
     const p = requireRole(c, 'viewer');
@@ -268,8 +332,8 @@ export function pageStreamRoutes(deps: ApiDeps, slots: StreamSlots, listener: Ou
       try {
         await Promise.all([
           followOutbox(page, listener, p.organizationId, subjects),
-          ...subjects.jobs.map((job) => followJobEvents(page, deps, job)),
-          ...subjects.logs.map((job) => followJobLog(page, deps, job)),
+          ...subjects.jobs.map((job) => followJobEvents(page, deps, watch, job)),
+          ...subjects.logs.map((job) => followJobLog(page, deps, watch, job)),
         ]);
         await page.flushed();
       } catch (err) {
