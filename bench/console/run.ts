@@ -128,6 +128,7 @@ async function streamFanOut(db: Db, base: string): Promise<StreamResult> {
   const latencies: number[] = [];
   let delivered = 0;
   let measuring = false;
+  let started = Infinity;
   const controllers: AbortController[] = [];
   const readers = jobs.map(async (j) => {
     const ctl = new AbortController();
@@ -147,7 +148,9 @@ async function streamFanOut(db: Db, base: string): Promise<StreamResult> {
           if (!data || !measuring) continue;
           const e = JSON.parse(data.slice(5)) as { type: string; timestamp?: string; event?: { data?: { t?: number } } };
           const sent = e.type === 'run.metrics' ? Date.parse(e.timestamp!) : e.event?.data?.t;
-          if (sent) latencies.push(Date.now() - sent);
+          // Only what was written while measuring: a stream still catching up on a job's history counts not.
+          if (!sent || sent < started) continue;
+          latencies.push(Date.now() - sent);
           delivered++;
         }
       }
@@ -156,8 +159,8 @@ async function streamFanOut(db: Db, base: string): Promise<StreamResult> {
     }
   });
   await sleep(2000); // every stream open and caught up
+  started = Date.now();
   measuring = true;
-  const started = Date.now();
   let step = 0;
   let written = 0;
   while (Date.now() - started < SECONDS * 1000) {
