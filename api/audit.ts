@@ -18,8 +18,8 @@ import type { ApiDeps, AppEnv } from './deps.js';
 import { auditContext, sourceAddress } from './routes/identity.js';
 
 const CHANGES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
-/** MLflow's reads that are POSTs (a search body, a GraphQL query): neither a change nor a transaction. */
-const READ_POSTS = /\/(runs|experiments|logged-models|datasets)\/search(-datasets)?$|\/graphql$/;
+/** Reads that are POSTs (MLflow's search bodies and GraphQL, the console's batch series and memory estimate): neither a change nor a transaction. */
+const READ_POSTS = /\/(runs|experiments|logged-models|datasets)\/search(-datasets)?$|\/graphql$|^\/v1\/runs\/series$|^\/v1\/estimates\/memory$/;
 const isChange = (method: string, path: string): boolean => CHANGES.has(method) && !(method === 'POST' && READ_POSTS.test(path));
 
 export interface AuditFields {

@@ -30,6 +30,7 @@ import { HpoStartResponseSchema, SweepConfigSchema, TrialsQuerySchema } from '..
 import { CursorListQuerySchema, FileListQuerySchema, FineTuningJobCreateSchema, FineTuningListQuerySchema, WebhookEndpointCreateSchema } from '../contracts/openai.js';
 import { JobDetailSchema, JobDryRunSchema, JobListQuerySchema, JobSubmissionSchema, JobViewSchema, ResumeRequestSchema } from '../contracts/jobs.js';
 import { JobEventsQuerySchema, JobLogsQuerySchema } from './routes/job-streams.js';
+import { MemoryEstimateRequestSchema, MemoryEstimateSchema, RunsPageQuerySchema, RunsPageSchema, SeriesBatchRequestSchema, SeriesBatchSchema, SeriesQuerySchema, SeriesSchema, StreamQuerySchema } from '../contracts/console.js';
 
 interface Operation {
   method: 'get' | 'post' | 'put' | 'delete' | 'patch';
@@ -109,7 +110,28 @@ const OPERATIONS: Operation[] = [
   { method: 'get', path: '/v1/experiments', summary: 'List experiments' },
   { method: 'post', path: '/v1/experiments', summary: 'Create an experiment' },
   { method: 'get', path: '/v1/experiments/{id}', summary: 'Get an experiment' },
-  { method: 'get', path: '/v1/experiments/{id}/runs', summary: 'Runs of an experiment with params and latest metrics' },
+  {
+    method: 'get',
+    path: '/v1/experiments/{id}/runs',
+    summary: "A page of an experiment's runs: sorted (order_by) and filtered (filter) on the server, paged by cursor (stable while runs are added), with the total and only the columns asked for",
+    query: RunsPageQuerySchema,
+    response: RunsPageSchema,
+  },
+  {
+    method: 'get',
+    path: '/v1/runs/{id}/metrics/{key}/series',
+    summary: "One metric of a run downsampled to at most `points` buckets of {step_first, step_last, min, max, last} (spikes kept); zoom: a narrower from_step..to_step",
+    query: SeriesQuerySchema,
+    response: SeriesSchema,
+  },
+  { method: 'post', path: '/v1/runs/series', summary: 'Downsampled series of up to 100 runs x 50 keys in one call (a compare page)', body: SeriesBatchRequestSchema, response: SeriesBatchSchema },
+  {
+    method: 'get',
+    path: '/v1/stream',
+    summary: "One server-sent-events stream of a page's subjects (job:<id>, job:<id>:logs, pipeline:<id>, run:<id>:metrics), counted as one stream; resume with Last-Event-ID",
+    query: StreamQuerySchema,
+  },
+  { method: 'post', path: '/v1/estimates/memory', summary: "A fine-tune's memory per GPU by the trainer's own estimator, and whether it fits the chosen GPU", body: MemoryEstimateRequestSchema, response: MemoryEstimateSchema },
   { method: 'post', path: '/v1/runs', summary: 'Create a run (in an experiment by id or by name, created when absent)', body: RunCreateSchema, response: RunSchema },
   { method: 'get', path: '/v1/runs/{id}', summary: 'Run with config, params, tags, latest metrics and artifacts', response: RunSchema },
   { method: 'post', path: '/v1/runs/{id}/params', summary: 'Log parameters (batch; immutable: the same value again is a no-op, another value a 400)', body: RunParamsSchema },

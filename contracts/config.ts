@@ -246,7 +246,7 @@ export const ConfigSchema = z.strictObject({
         .positive()
         .default(2500)
         .describe('most internal calls one GraphQL query may make, counted worst case before it runs (the UI\'s largest, SearchRuns over a default page of 1,000 runs, costs 2,001)'),
-      event_streams_per_token: z.coerce.number().int().positive().default(8).describe('server-sent-event streams (GET /v1/events, /v1/jobs/{id}/events and /v1/jobs/{id}/logs) one caller (organization and subject) may hold open at once; more answer 429'),
+      event_streams_per_token: z.coerce.number().int().positive().default(8).describe('server-sent-event streams (GET /v1/events, /v1/stream, /v1/jobs/{id}/events and /v1/jobs/{id}/logs) one caller (organization and subject) may hold open at once; more answer 429'),
     })
     .prefault({}),
   scheduler: z

@@ -138,3 +138,48 @@ export async function searchRuns(
   const last = rows[q.limit - 1] as Record<string, unknown> | undefined;
   return { rows: rows.slice(0, q.limit).map((r) => r.run), more, next: more && last ? keys.map((_, i) => (last[`k${i}`] as string | null) ?? null) : null };
 }
+
+/** How many runs a search matches, all pages together (the runs table's total). */
+export async function countRuns(db: Db, organizationId: string, q: { experimentIds: string[]; filter: Comparison[]; view: ViewType }): Promise<number> {
+  if (q.experimentIds.length === 0) return 0;
+  const [row] = await db
+    .select({ n: sql<string>`count(*)` })
+    .from(runs)
+    .where(and(eq(runs.organizationId, organizationId), inArray(runs.experimentId, q.experimentIds), stageFilter(runs.lifecycleStage, q.view), ...q.filter.map(runCondition)));
+  return Number(row?.n ?? 0);
+}
+
+/** The columns a runs table shows: some metrics, params and tags by key (empty: none of that kind). */
+export interface RunColumns {
+  metrics: string[];
+  params: string[];
+  tags: string[];
+}
+
+export interface RunColumnValues {
+  metrics: Map<string, { key: string; value: number }[]>;
+  params: Map<string, { key: string; value: string }[]>;
+  tags: Map<string, { key: string; value: string }[]>;
+}
+
+/**
+ * The asked columns of some runs, in one statement: each kind read by its primary key (run_id, key), so a run
+ * with 5,000 metric keys costs the table only the keys it shows.
+ */
+export async function runColumnsOf(db: Db, runIds: string[], columns: RunColumns): Promise<RunColumnValues> {
+  const empty = <T>() => new Map<string, T[]>(runIds.map((id) => [id, []]));
+  const out: RunColumnValues = { metrics: empty(), params: empty(), tags: empty() };
+  const parts: SQL[] = [];
+  const ids = sql`any(${sql.param(runIds)}::text[])`;
+  const keys = (k: string[]) => sql`any(${sql.param(k)}::text[])`;
+  if (columns.metrics.length) parts.push(sql`select 'm' as kind, run_id, key, case when is_nan then 'NaN' else value::text end as value from latest_metrics where run_id = ${ids} and key = ${keys(columns.metrics)}`);
+  if (columns.params.length) parts.push(sql`select 'p', run_id, key, value from run_params where run_id = ${ids} and key = ${keys(columns.params)}`);
+  if (columns.tags.length) parts.push(sql`select 't', run_id, key, value from run_tags where run_id = ${ids} and key = ${keys(columns.tags)}`);
+  if (runIds.length === 0 || parts.length === 0) return out;
+  const result = await db.execute(sql`${sql.join(parts, sql` union all `)} order by 1, 3`);
+  for (const r of (result as unknown as { rows: { kind: string; run_id: string; key: string; value: string }[] }).rows) {
+    if (r.kind === 'm') out.metrics.get(r.run_id)!.push({ key: r.key, value: Number(r.value) });
+    else (r.kind === 'p' ? out.params : out.tags).get(r.run_id)!.push({ key: r.key, value: r.value });
+  }
+  return out;
+}
