@@ -14,7 +14,7 @@ import { PrepareReportSchema, type DatasetPreparationInput, type DatasetPreparat
 import { SPLITS, type SplitName } from '../contracts/datasets.js';
 import { parentSources, preparationJob, readIssues, storePreparedVersion, transformSummary, PrepareIssuesError } from '../datasets/derive.js';
 import { recordChildJob, setChildJobStatus } from '../db/repo/child-jobs.js';
-import { getDataset, olderVersions, type DatasetRow } from '../db/repo/datasets.js';
+import { failDatasetVersion, getDataset, olderVersions, type DatasetRow } from '../db/repo/datasets.js';
 import { localPathFor } from '../lib/object-store.js';
 
 export function createDatasetPrepActivities(deps: ActivityDeps) {
@@ -54,6 +54,8 @@ export function createDatasetPrepActivities(deps: ActivityDeps) {
     /** The preparation failed for good or was cancelled: its job says why (the issues, on bad input). */
     async failDatasetPreparation(a: { input: DatasetPreparationInput; message: string; cancelled?: boolean }): Promise<void> {
       await recordChildJob(deps.db, preparationJob(a.input), a.cancelled ? 'cancelled' : 'failed', a.message);
+      // An upload's version, still preparing (bad input has marked it failed with its issues already), ends failed.
+      if (a.input.upload) await failDatasetVersion(deps.db, a.input.organization_id, a.input.dataset_id, [{ file: a.input.upload.display_name, record: null, field: null, expected: null, message: a.message }]);
     },
   };
 }

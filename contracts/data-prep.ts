@@ -184,6 +184,10 @@ export const DatasetPreparationInputSchema = z.strictObject({
   name: z.string(),
   tokenizer: z.string().describe('the base model whose tokenizer counts, filters and tokenizes'),
   request: DeriveRequestSchema,
+  upload: z
+    .strictObject({ raw_uri: z.string().min(1), format: SourceFormatSchema, display_name: z.string().min(1) })
+    .optional()
+    .describe('an upload: the raw file the request stored; the version (dataset_id, status preparing) exists and the job fills it in'),
 });
 export type DatasetPreparationInput = z.infer<typeof DatasetPreparationInputSchema>;
 
