@@ -4,7 +4,8 @@
 // row ending the version failed with issues naming the row and the field; and the newest *ready* version being
 // what a pipeline's `latest` resolves to. Without prepare-dataset in this checkout they are skipped (by name).
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -105,6 +106,27 @@ describe.skipIf(!HAS_PREPARE_DATASET)("uploads prepared by a job (needs the trai
     const job = (await stack.api<Json>('GET', `/v1/jobs/${res.body.job_id}`)).body;
     expect(job.status).toBe('failed');
     expect(job.message).toMatch(/bad-role\.parquet record 3 field messages\[1\]\.role/);
+  }, 180_000);
+
+  it('`hanzo-ml dataset upload` follows the job to the ready version, --no-wait returns it preparing, and a refused one exits 1 with its issues one per line', async () => {
+    const bin = fileURLToPath(new URL('../bin/hanzo-ml', import.meta.url));
+    const env = { ...process.env, HANZO_ML_API_URL: stack.runtime.apiUrl, HANZO_ML_TOKEN: stack.loaded.config.auth.dev_token };
+    const cli = (...args: string[]) => promisify(execFile)(bin, args, { env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+    const good = join(stack.home, 'cli-chat.jsonl');
+    writeFileSync(good, RECORDS.join('\n'));
+    const waited = await cli('dataset', 'upload', '--name', 'cli-upload', '--path', good);
+    expect(waited.code).toBe(0);
+    expect(waited.stderr).toMatch(/cli-upload v1: preparing/);
+    expect(waited.stderr).toMatch(/cli-upload v1: ready — job succeeded/);
+    expect(JSON.parse(waited.stdout)).toMatchObject({ status: 'ready', num_records: 12 });
+
+    const quick = await cli('dataset', 'upload', '--name', 'cli-upload', '--path', good, '--no-wait');
+    expect(quick.code).toBe(0);
+    expect(JSON.parse(quick.stdout)).toMatchObject({ version: 2, status: 'preparing' });
+
+    const refused = await cli('dataset', 'upload', '--name', 'cli-upload', '--path', join(stack.home, 'bad-role.parquet'));
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('bad-role.parquet:3: field "messages[1].role": expected one of system, user, assistant, got "bot"');
   }, 180_000);
 
   it("resolves a pipeline's latest to the newest ready version, past newer ones failed or still preparing", async () => {
