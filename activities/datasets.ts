@@ -1,15 +1,15 @@
 // preprocess stage: a new file becomes an immutable dataset version, or an existing version is resolved; and an
 // upload's preparation job (POST /v1/datasets?wait=false), which fills in the version the request recorded.
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { extname, basename, join } from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityDeps } from './deps.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
-import { createDatasetVersion } from '../datasets/versions.js';
-import { DatasetValidationError } from '../datasets/ingest/preprocess.js';
-import { failDatasetVersion, findDatasetVersion, getDatasetAnyStatus, type DatasetRow } from '../db/repo/datasets.js';
+import { failDatasetVersion, findDatasetVersion, getDatasetAnyStatus, insertDatasetVersion, type DatasetRow } from '../db/repo/datasets.js';
 import { PrepareReportSchema, type DatasetPreparationInput, type DatasetPreparationResult, type PrepareDatasetJobSpec, type PrepareReport } from '../contracts/data-prep.js';
-import { prepareIssueView } from '../contracts/datasets.js';
+import { prepareIssueView, type UploadFormat } from '../contracts/datasets.js';
 import { completePreparedVersion, preparationJob, PrepareIssuesError, readIssues } from '../datasets/derive.js';
 import { recordChildJob, setChildJobStatus } from '../db/repo/child-jobs.js';
 import { baseModelInput } from '../jobs/inputs.js';
@@ -43,35 +43,29 @@ export function createDatasetActivities(deps: ActivityDeps) {
         if (!row) throw nonRetryable(FailureType.NotFound, `dataset "${ds.name}" has no ${ds.version === 'latest' ? 'ready version' : `ready version ${ds.version}`} (a version still preparing, or failed, cannot be trained on)`);
         return datasetRef(row);
       }
-      let tokenizerDir: string;
       try {
-        tokenizerDir = resolveBaseModel(input.base_model, deps.config, deps.bootstrap);
+        resolveBaseModel(input.base_model, deps.config, deps.bootstrap);
       } catch (err) {
         if (err instanceof BaseModelError) throw nonRetryable(FailureType.BadInput, err.message);
         throw err;
       }
-      const sourcePath = await localPathFor(deps.store, ds.source_uri, join(deps.home, 'work', a.pipelineId, 'source'));
-      const format = ds.format ?? (extname(sourcePath).toLowerCase() === '.csv' ? 'csv' : 'jsonl');
-      try {
-        const row = await createDatasetVersion(deps, {
-          id: deterministicUuid(`pipeline:${a.pipelineId}:dataset`),
-          organizationId: input.organization_id,
-          createdBy: input.requested_by,
-          name: ds.name,
-          format,
-          sourcePath,
-          displayName: basename(sourcePath),
-          seed: ds.seed,
-          splits: ds.splits,
-          tokenizerDir,
-          tags: [],
-          transform: `preprocess(validate, normalise to chat messages, dedup exact, split seed=${ds.seed} ${ds.splits.train}/${ds.splits.validation}/${ds.splits.test}) of ${ds.source_uri}`,
-        });
-        return datasetRef(row);
-      } catch (err) {
-        if (err instanceof DatasetValidationError) throw nonRetryable(FailureType.BadInput, err.message, err.issues);
-        throw err;
-      }
+      // The same preparation an upload's job runs (prepare-dataset through the executor), on a version recorded
+      // preparing first: its id comes from the pipeline's, so a retried activity carries on with the same one.
+      const id = deterministicUuid(`pipeline:${a.pipelineId}:dataset`);
+      const prep: DatasetPreparationInput = {
+        organization_id: input.organization_id,
+        requested_by: input.requested_by,
+        job_id: deterministicUuid(`dataset-preparation:${id}`),
+        parent_id: id,
+        dataset_id: id,
+        name: ds.name,
+        tokenizer: input.base_model,
+        request: { operations: [{ op: 'dedup_exact', against_parents: false }], split: { seed: ds.seed, ...ds.splits }, tags: [] },
+        upload: { raw_uri: ds.source_uri, format: ds.format ?? (extname(new URL(ds.source_uri).pathname).toLowerCase() === '.csv' ? 'csv' : 'jsonl'), display_name: basename(new URL(ds.source_uri).pathname) },
+      };
+      const row = (await getDatasetAnyStatus(deps.db, input.organization_id, id)) ?? (await recordSourceVersion(deps, prep, a.pipelineId, `preprocess(validate, normalise to chat messages, dedup exact, split seed=${ds.seed} ${ds.splits.train}/${ds.splits.validation}/${ds.splits.test}) of ${ds.source_uri}`));
+      if (row.status === 'failed') throw nonRetryable(FailureType.BadInput, `dataset version ${row.id} of ${ds.source_uri} was refused`, row.issues);
+      return datasetRef(row.status === 'ready' ? row : await prepareRawVersion(deps, prep, row));
     },
 
     /**
@@ -88,30 +82,69 @@ export function createDatasetActivities(deps: ActivityDeps) {
       }
       if (row.status === 'failed') throw nonRetryable(FailureType.BadInput, `dataset version ${row.id} failed its preparation`, { issues: row.issues });
       await recordChildJob(deps.db, preparationJob(input), 'running', 'preparing: reading, deduplicating and splitting the records');
-      const { report, outputDir } = await runUploadPreparation(deps, input, row);
-      await setChildJobStatus(deps.db, input.job_id, 'running', `storing ${report.records_out} records (${report.records_in} read)`);
-      const meta = row.metadata as Record<string, unknown>;
-      const done = await completePreparedVersion(
-        deps,
-        {
-          id: row.id,
-          organizationId: row.organizationId,
-          createdBy: row.createdBy,
-          name: row.name,
-          format: row.format,
-          tags: row.tags,
-          transform: (row.lineage as { transform: string }).transform,
-          parentDatasets: [],
-          report,
-          tokenizer: input.tokenizer,
-          extraMetadata: meta,
-        },
-        (bucket, prefix) => deps.store.putDirectory(bucket, prefix, outputDir),
-      );
+      const done = await prepareRawVersion(deps, input, row, (message) => setChildJobStatus(deps.db, input.job_id, 'running', message).then(() => undefined));
       await setChildJobStatus(deps.db, input.job_id, 'succeeded', `version ${done.version} of "${done.name}" (${done.id}): ${done.numRecords} records`);
       return { dataset_id: done.id, version: done.version, sha256: done.sha256 };
     },
   };
+}
+
+/**
+ * A preparing version made ready: prepare-dataset on its raw file through the job executor, the prepared files
+ * stored beside it and its row filled in by one update. `stage` hears what it is doing.
+ */
+async function prepareRawVersion(deps: ActivityDeps, input: DatasetPreparationInput, row: DatasetRow, stage: (message: string) => Promise<void> = async () => undefined): Promise<DatasetRow> {
+  const { report, outputDir } = await runUploadPreparation(deps, input, row);
+  await stage(`storing ${report.records_out} records (${report.records_in} read)`);
+  return completePreparedVersion(
+    deps,
+    {
+      id: row.id,
+      organizationId: row.organizationId,
+      createdBy: row.createdBy,
+      name: row.name,
+      format: row.format,
+      tags: row.tags,
+      transform: (row.lineage as { transform: string }).transform,
+      parentDatasets: [],
+      report,
+      tokenizer: input.tokenizer,
+      extraMetadata: row.metadata as Record<string, unknown>,
+    },
+    (bucket, prefix) => deps.store.putDirectory(bucket, prefix, outputDir),
+  );
+}
+
+/** A pipeline's source file recorded as a preparing version (its raw file is where the pipeline names it). */
+async function recordSourceVersion(deps: ActivityDeps, prep: DatasetPreparationInput, pipelineId: string, transform: string): Promise<DatasetRow> {
+  const upload = prep.upload!;
+  const local = await localPathFor(deps.store, upload.raw_uri, join(deps.home, 'work', pipelineId, 'source'));
+  const hash = createHash('sha256');
+  let size = 0;
+  for await (const chunk of createReadStream(local)) {
+    hash.update(chunk as Buffer);
+    size += (chunk as Buffer).length;
+  }
+  const sha256 = hash.digest('hex');
+  const split = prep.request.split!;
+  return insertDatasetVersion(deps.db, {
+    id: prep.dataset_id,
+    organizationId: prep.organization_id,
+    name: prep.name,
+    format: upload.format as UploadFormat,
+    storagePath: `${upload.raw_uri.slice(0, upload.raw_uri.lastIndexOf('/') + 1)}`,
+    sizeBytes: size,
+    numRecords: 0,
+    sha256,
+    schema: {},
+    splits: null,
+    metadata: { source: { name: upload.display_name, uri: upload.raw_uri, sha256, size_bytes: size }, seed: split.seed, split_ratios: { train: split.train, validation: split.validation, test: split.test }, tokenizer: prep.tokenizer, pipeline_id: pipelineId },
+    tags: [],
+    lineage: { parent_datasets: [], transform },
+    status: 'preparing',
+    jobId: null,
+    createdBy: prep.requested_by,
+  });
 }
 
 /**

@@ -11,7 +11,12 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from './support/stack.js';
 import { repoRoot, trainerPython } from '../lib/config.js';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { findDatasetVersion, insertDatasetVersion } from '../db/repo/datasets.js';
+import { createDatasetActivities } from '../activities/datasets.js';
+import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
+import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
+import { offlineActivityDeps } from './support/deps.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -127,6 +132,21 @@ describe.skipIf(!HAS_PREPARE_DATASET)("uploads prepared by a job (needs the trai
     const refused = await cli('dataset', 'upload', '--name', 'cli-upload', '--path', join(stack.home, 'bad-role.parquet'));
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('bad-role.parquet:3: field "messages[1].role": expected one of system, user, assistant, got "bot"');
+  }, 180_000);
+
+  it("prepares a pipeline's source_uri through the same preparation job, to the same sha256 as an upload, once however often retried", async () => {
+    const source = join(stack.home, 'pipeline-source.jsonl');
+    writeFileSync(source, RECORDS.join('\n'));
+    const organization = ((await stack.api<Json>('GET', '/v1/datasets?name=async-chat-inline')).body.datasets as Json[])[0]!;
+    // The preprocess activity with the worker's kind of dependencies (its own file store under this stack's home).
+    const activities = createDatasetActivities(offlineActivityDeps(stack.runtime.catalogue.db, stack.loaded, stack.home));
+    const input = { organization_id: organization.organization, requested_by: 'dev', base_model: DEFAULT_BASE_MODEL, dataset: { name: 'pipe-src', source_uri: `file://${source}`, seed: 42, splits: { train: 0.8, validation: 0.1, test: 0.1 } } } as unknown as PipelineWorkflowInput;
+    const first = (await new MockActivityEnvironment().run(() => activities.prepareDataset({ pipelineId: 'p-1', input }))) as Json;
+    expect(first).toMatchObject({ name: 'pipe-src', version: 1, sha256: organization.sha256 });
+    const again = await new MockActivityEnvironment().run(() => activities.prepareDataset({ pipelineId: 'p-1', input }));
+    expect(again).toEqual(first);
+    const version = (await stack.api<Json>('GET', `/v1/datasets/${first.id}`)).body;
+    expect(version).toMatchObject({ status: 'ready', num_records: 12 });
   }, 180_000);
 
   it("resolves a pipeline's latest to the newest ready version, past newer ones failed or still preparing", async () => {
