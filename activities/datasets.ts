@@ -10,7 +10,7 @@ import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
 import { failDatasetVersion, findDatasetVersion, getDatasetAnyStatus, insertDatasetVersion, type DatasetRow } from '../db/repo/datasets.js';
 import { PrepareReportSchema, type DatasetPreparationInput, type DatasetPreparationResult, type PrepareDatasetJobSpec, type PrepareReport } from '../contracts/data-prep.js';
 import { prepareIssueView, type UploadFormat } from '../contracts/datasets.js';
-import { completePreparedVersion, preparationJob, PrepareIssuesError, readIssues } from '../datasets/derive.js';
+import { completePreparedVersion, preparationJob, PrepareIssuesError, readIssues, runPrepareDataset } from '../datasets/derive.js';
 import { recordChildJob, setChildJobStatus } from '../db/repo/child-jobs.js';
 import { baseModelInput } from '../jobs/inputs.js';
 import { defineJob } from '../jobs/definition.js';
@@ -149,13 +149,12 @@ async function recordSourceVersion(deps: ActivityDeps, prep: DatasetPreparationI
 
 /**
  * prepare-dataset on the raw upload, as a job on this worker's machine (the local executor: like a derive, its
- * sources are local paths the job runner does not fetch). On bad input (its exit code 2) the version ends failed
+ * sources are local paths the job runner does not fetch; with a cluster executor, the same command in this
+ * worker's process). On bad input (its exit code 2) the version ends failed
  * with the issues the command wrote, and the job fails with them, not with a log tail.
  */
 async function runUploadPreparation(deps: ActivityDeps, input: DatasetPreparationInput, row: DatasetRow): Promise<{ report: PrepareReport; outputDir: string }> {
   const upload = input.upload!;
-  if (deps.executor.kind !== 'local')
-    throw nonRetryable(FailureType.NotConfigured, `dataset preparation runs on the local executor only (scheduler.executor is ${deps.executor.kind}): its inputs are files the job runner does not fetch`);
   const work = join(deps.home, 'work', `dataset-prep-${input.dataset_id}`);
   await mkdir(join(work, 'scratch'), { recursive: true });
   const source = await localPathFor(deps.store, upload.raw_uri, join(work, 'raw'));
@@ -178,6 +177,20 @@ async function runUploadPreparation(deps: ActivityDeps, input: DatasetPreparatio
     max_errors: 20,
     threads: deps.config.trainer.threads,
   };
+  const refused = async (issues: Awaited<ReturnType<typeof readIssues>>): Promise<never> => {
+    await failDatasetVersion(deps.db, row.organizationId, row.id, issues.map(prepareIssueView));
+    throw nonRetryable(FailureType.BadInput, new PrepareIssuesError(issues).message, { issues });
+  };
+  if (deps.executor.kind !== 'local') {
+    // A cluster executor's job runner fetches no list of files: the same command and spec run on this worker.
+    const local = { ...spec, tokenizer_path: resolveBaseModel(input.tokenizer, deps.config, deps.bootstrap), report_path: join(work, 'report.json') };
+    try {
+      return { report: await runPrepareDataset(deps, local, join(work, 'spec.json')), outputDir };
+    } catch (err) {
+      if (err instanceof PrepareIssuesError) return refused(err.issues);
+      throw err;
+    }
+  }
   try {
     const { result } = await runJobToCompletion(deps, {
       job: defineJob({
@@ -194,11 +207,7 @@ async function runUploadPreparation(deps: ActivityDeps, input: DatasetPreparatio
     });
     return { report: result, outputDir };
   } catch (err) {
-    if (err instanceof ApplicationFailure && err.type === FailureType.BadJobSpec) {
-      const issues = await readIssues(issuesPath);
-      await failDatasetVersion(deps.db, row.organizationId, row.id, issues.map(prepareIssueView));
-      throw nonRetryable(FailureType.BadInput, new PrepareIssuesError(issues).message, { issues });
-    }
+    if (err instanceof ApplicationFailure && err.type === FailureType.BadJobSpec) return refused(await readIssues(issuesPath));
     throw err;
   }
 }

@@ -17,6 +17,7 @@ import { createDatasetActivities } from '../activities/datasets.js';
 import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import { offlineActivityDeps } from './support/deps.js';
+import type { JobExecutor } from '../jobs/executor/types.js';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -44,6 +45,16 @@ async function settled(id: string): Promise<Json> {
   throw new Error(`dataset version ${id} stayed preparing`);
 }
 
+/** Polls the job until it ends (a failed version is marked before its workflow records the job's failure). */
+async function jobEnded(id: string): Promise<Json> {
+  for (let i = 0; i < 600; i++) {
+    const job = (await stack.api<Json>('GET', `/v1/jobs/${id}`)).body;
+    if (['succeeded', 'failed', 'cancelled'].includes(job.status as string)) return job;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`job ${id} did not end`);
+}
+
 describe.skipIf(!HAS_PREPARE_DATASET)("uploads prepared by a job (needs the trainer's prepare-dataset command)", () => {
   beforeAll(async () => {
     stack = await startTestStack();
@@ -67,8 +78,7 @@ describe.skipIf(!HAS_PREPARE_DATASET)("uploads prepared by a job (needs the trai
     expect(ready.splits.train.num_records + ready.splits.validation.num_records + ready.splits.test.num_records).toBe(12);
     expect(ready.metadata.report.token_counts.train).toBeGreaterThan(0);
     expect(ready.lineage.operations).toEqual([expect.objectContaining({ op: 'dedup_exact', records_in: 15, records_out: 12, removed: 3 })]);
-    const job = (await stack.api<Json>('GET', `/v1/jobs/${res.body.job_id}`)).body;
-    expect(job).toMatchObject({ status: 'succeeded', type: 'data_preparation' });
+    expect(await jobEnded(res.body.job_id as string)).toMatchObject({ status: 'succeeded', type: 'data_preparation' });
     const preview = await stack.api<Json>('GET', `/v1/datasets/${res.body.id}/preview?n=2`);
     expect(preview.status).toBe(200);
     expect(preview.body.records).toHaveLength(2);
@@ -108,7 +118,7 @@ describe.skipIf(!HAS_PREPARE_DATASET)("uploads prepared by a job (needs the trai
     expect(failed.status).toBe('failed');
     expect(failed.issues).toEqual([expect.objectContaining({ file: 'bad-role.parquet', record: 3, field: 'messages[1].role', expected: 'one of system, user, assistant' })]);
     expect((await stack.api<Json>('GET', `/v1/datasets/${res.body.id}/download`)).status).toBe(409);
-    const job = (await stack.api<Json>('GET', `/v1/jobs/${res.body.job_id}`)).body;
+    const job = await jobEnded(res.body.job_id as string);
     expect(job.status).toBe('failed');
     expect(job.message).toMatch(/bad-role\.parquet record 3 field messages\[1\]\.role/);
   }, 180_000);
@@ -147,6 +157,10 @@ describe.skipIf(!HAS_PREPARE_DATASET)("uploads prepared by a job (needs the trai
     expect(again).toEqual(first);
     const version = (await stack.api<Json>('GET', `/v1/datasets/${first.id}`)).body;
     expect(version).toMatchObject({ status: 'ready', num_records: 12 });
+    // With a cluster executor (a stand-in: this path never calls it) the same command runs in the worker's process.
+    const cluster = createDatasetActivities({ ...offlineActivityDeps(stack.runtime.catalogue.db, stack.loaded, stack.home), executor: { kind: 'kubernetes' } as unknown as JobExecutor });
+    const onCluster = (await new MockActivityEnvironment().run(() => cluster.prepareDataset({ pipelineId: 'p-2', input }))) as Json;
+    expect(onCluster).toMatchObject({ name: 'pipe-src', version: 2, sha256: organization.sha256 });
   }, 180_000);
 
   it("resolves a pipeline's latest to the newest ready version, past newer ones failed or still preparing", async () => {
