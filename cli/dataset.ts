@@ -94,14 +94,16 @@ export function issueLine(i: DatasetIssue): string {
  */
 export async function followUpload(api: ApiClient, version: Dataset, pollMs = 1000): Promise<Dataset> {
   let said = '';
-  for (let v = version; ; ) {
+  for (let v = version, settledPolls = 0; ; ) {
     const job = v.job_id ? await api.get<JobView>(`/v1/jobs/${encodeURIComponent(v.job_id)}`).catch(() => null) : null;
     const line = `${v.name} v${v.version}: ${v.status}${job ? ` — job ${job.status}${job.message ? `: ${job.message}` : ''}` : ''}`;
     if (line !== said) process.stderr.write(`${line}\n`);
     said = line;
-    if (v.status !== 'preparing') return v;
-    await new Promise((r) => setTimeout(r, pollMs));
-    v = await api.get<Dataset>(`/v1/datasets/${encodeURIComponent(v.id)}`);
+    // The version settles a moment before its job records how it ended: wait for that, a little.
+    const jobEnded = !job || TERMINAL_JOB_STATUSES.includes(job.status as JobStatus);
+    if (v.status !== 'preparing' && (jobEnded || ++settledPolls > 10)) return v;
+    await new Promise((r) => setTimeout(r, v.status === 'preparing' ? pollMs : 200));
+    if (v.status === 'preparing') v = await api.get<Dataset>(`/v1/datasets/${encodeURIComponent(v.id)}`);
   }
 }
 
