@@ -6,13 +6,12 @@
 // wait=true (the default, what older clients read): prepared in the request, answered ready. JSONL and CSV are
 // checked, normalised and split by datasets/ingest; the other formats by the trainer's prepare-dataset.
 // Bad input answers 400 with `issues`: file, line or record, field, what was expected.
-import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Context, Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../../deps.js';
 import { DatasetCreateQuerySchema, SplitRatiosSchema, expectedOf, prepareIssueView, type DatasetIssue, type SplitRatios, type UploadFormat } from '../../../contracts/datasets.js';
@@ -112,7 +111,7 @@ function issuesResponse(c: Context<AppEnv>, message: string, issues: DatasetIssu
   return c.json({ error_code: 'INVALID_PARAMETER_VALUE', message, request_id: c.get('requestId') as string, issues }, 400);
 }
 
-/** The body streamed to a file, hashed and measured on the way, its first bytes kept for the format's magic. */
+/** The body streamed to a file, hashed and measured on the way (the raw file's sha256 and size, before any job). */
 async function receive(body: import('node:stream/web').ReadableStream, path: string): Promise<{ sha256: string; size_bytes: number }> {
   const hash = createHash('sha256');
   let size = 0;
