@@ -17,7 +17,7 @@ import { PrepareReportSchema, type DatasetPreparationInput, type DatasetPreparat
 import { SPLITS, type SplitName } from '../contracts/datasets.js';
 import { parentSources, preparationJob, readIssues, storePreparedVersion, transformSummary, PrepareIssuesError, type PrepareIssue } from '../datasets/derive.js';
 import { recordChildJob, setChildJobStatus } from '../db/repo/child-jobs.js';
-import { getDataset, olderVersions, type DatasetRow } from '../db/repo/datasets.js';
+import { failDatasetVersion, getDataset, olderVersions, type DatasetRow } from '../db/repo/datasets.js';
 import { copyPrefix, localPathFor } from '../lib/object-store.js';
 
 export function createDatasetPrepActivities(deps: ActivityDeps) {
@@ -57,6 +57,8 @@ export function createDatasetPrepActivities(deps: ActivityDeps) {
     /** The preparation failed for good or was cancelled: its job says why (the issues, on bad input). */
     async failDatasetPreparation(a: { input: DatasetPreparationInput; message: string; cancelled?: boolean }): Promise<void> {
       await recordChildJob(deps.db, preparationJob(a.input), a.cancelled ? 'cancelled' : 'failed', a.message);
+      // An upload's version, still preparing (bad input has marked it failed with its issues already), ends failed.
+      if (a.input.upload) await failDatasetVersion(deps.db, a.input.organization_id, a.input.dataset_id, [{ file: a.input.upload.display_name, record: null, field: null, expected: null, message: a.message }]);
     },
   };
 }
@@ -74,16 +76,26 @@ const resultOf = (row: DatasetRow): DatasetPreparationResult => ({ dataset_id: r
 async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput, parent: DatasetRow): Promise<{ report: PrepareReport; output: string }> {
   const wantsParents = input.request.operations.some((o) => 'against_parents' in o && o.against_parents);
   const earlier = wantsParents ? await earlierVersionFiles(deps, input, parent) : [];
-  const job = preparationJobDefinition(input, splitUris(parent), earlier, await baseModelInput(deps, input.tokenizer), deps.config.trainer.threads);
+  const job = preparationJobDefinition(input, parentSplitSources(splitUris(parent)), earlier, await baseModelInput(deps, input.tokenizer), deps.config.trainer.threads);
+  return runPreparationJob(deps, job);
+}
+
+/**
+ * Runs a prepare-dataset job to its report and the URI of its output directory. Exit code 2 from the command: it
+ * refused the data and wrote why; the job fails with those issues (after `onRefused` hears them), not a log tail.
+ * (The runner refusing its envelope exits 2 too, with no issues file: its own message stands.)
+ */
+export async function runPreparationJob(deps: ActivityDeps, job: JobDefinition, onRefused: (issues: PrepareIssue[]) => Promise<void> = async () => undefined): Promise<{ report: PrepareReport; output: string }> {
   try {
     const { result, files } = await runJobToCompletion(deps, { job, resultSchema: PrepareReportSchema });
     return { report: result, output: files.outputUri('output_dir') };
   } catch (err) {
-    // Exit code 2 from the command: it refused the data and wrote why; the job fails with those issues, not a
-    // log tail. (The runner refusing its envelope exits 2 too, with no issues file: its own message stands.)
     if (err instanceof ApplicationFailure && err.type === FailureType.BadJobSpec) {
       const issues = await refusedWith(deps, job);
-      if (issues) throw nonRetryable(FailureType.BadInput, new PrepareIssuesError(issues).message, { issues });
+      if (issues) {
+        await onRefused(issues);
+        throw nonRetryable(FailureType.BadInput, new PrepareIssuesError(issues).message, { issues });
+      }
     }
     throw err;
   }
@@ -92,24 +104,40 @@ async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput
 const splitUris = (row: DatasetRow): Record<SplitName, string> =>
   Object.fromEntries(SPLITS.map((s) => [s, (row.splits as Record<SplitName, { path: string }>)[s].path])) as Record<SplitName, string>;
 
+/** What a spec path the job runner fills in holds until then. */
+export const FILLED_BY_RUNNER = 'set by the job runner';
+
+/** A preparation's sources as the spec names them (paths FILLED_BY_RUNNER) and the object each one is fetched from. */
+export interface PreparationSources {
+  sources: PrepareDatasetJobSpec['sources'];
+  split_of: PrepareDatasetJobSpec['split_of'];
+  uris: string[];
+}
+
+/** A derive's sources: the parent version's three split files. */
+export function parentSplitSources(parentSplits: Record<SplitName, string>): PreparationSources {
+  return { ...parentSources({ train: FILLED_BY_RUNNER, validation: FILLED_BY_RUNNER, test: FILLED_BY_RUNNER }), uris: SPLITS.map((s) => parentSplits[s]) };
+}
+
 /**
- * The prepare-dataset job of a derive: the parent's split files as its sources, the earlier versions' as its
- * parents, each an input field inside the spec (`sources.N.path`, `parents.N`) that the job runner fetches.
+ * The prepare-dataset job of a derive or an upload: its sources (a parent's split files, an upload's raw file)
+ * and the earlier versions as its parents, each an input field inside the spec (`sources.N.path`, `parents.N`)
+ * that the job runner fetches.
  */
-export function preparationJobDefinition(input: DatasetPreparationInput, parentSplits: Record<SplitName, string>, earlier: string[], tokenizer: JobInput, threads: number): JobDefinition {
-  const filledByRunner = 'set by the job runner';
+export function preparationJobDefinition(input: DatasetPreparationInput, sources: PreparationSources, earlier: string[], tokenizer: JobInput, threads: number): JobDefinition {
   const spec: PrepareDatasetJobSpec = {
     kind: 'prepare-dataset',
     job_name: `dataset-prep-${input.dataset_id}`,
-    ...parentSources({ train: filledByRunner, validation: filledByRunner, test: filledByRunner }),
-    parents: earlier.map(() => filledByRunner),
+    sources: sources.sources,
+    split_of: sources.split_of,
+    parents: earlier.map(() => FILLED_BY_RUNNER),
     operations: input.request.operations,
     split: input.request.split,
-    tokenizer_path: filledByRunner,
-    output_dir: filledByRunner,
-    report_path: filledByRunner,
-    issues_path: filledByRunner,
-    work_dir: filledByRunner,
+    tokenizer_path: FILLED_BY_RUNNER,
+    output_dir: FILLED_BY_RUNNER,
+    report_path: FILLED_BY_RUNNER,
+    issues_path: FILLED_BY_RUNNER,
+    work_dir: FILLED_BY_RUNNER,
     memory_budget_mb: 1024,
     max_errors: 20,
     threads,
@@ -121,7 +149,7 @@ export function preparationJobDefinition(input: DatasetPreparationInput, parentS
     tool: 'trainer',
     spec,
     inputs: {
-      ...Object.fromEntries(SPLITS.map((s, i) => [`sources.${i}.path`, fileInput(parentSplits[s])])),
+      ...Object.fromEntries(sources.uris.map((uri, i) => [`sources.${i}.path`, fileInput(uri)])),
       ...Object.fromEntries(earlier.map((uri, i) => [`parents.${i}`, fileInput(uri)])),
       tokenizer_path: tokenizer,
     },

@@ -9,7 +9,7 @@ import { parse as parseYaml } from 'yaml';
 import { ApiClientError, type ApiClient } from './api-client.js';
 import type { JobCliIo } from './job.js';
 import { TERMINAL_JOB_STATUSES, type JobStatus, type JobView } from '../contracts/jobs.js';
-import type { DeriveAccepted } from '../contracts/datasets.js';
+import type { Dataset, DatasetIssue, DeriveAccepted } from '../contracts/datasets.js';
 
 const FORMAT_OF_EXTENSION: Record<string, string> = { '.csv': 'csv', '.parquet': 'parquet', '.arrow': 'arrow', '.feather': 'arrow', '.txt': 'text', '.jsonl': 'jsonl', '.json': 'jsonl' };
 
@@ -82,21 +82,59 @@ async function waitForPreparation(api: ApiClient, jobId: string, pollMs = 1000):
   }
 }
 
+/** `bad.parquet:3: field "messages[1].role": expected ...`: one issue, one line. */
+export function issueLine(i: DatasetIssue): string {
+  const at = i.line ?? i.record;
+  return `${i.file}${at ? `:${at}` : ''}: ${i.field ? `field "${i.field}": ` : ''}${i.message}`;
+}
+
+/**
+ * Follows an upload's preparation until its version leaves `preparing`, telling on stderr each new stage the job
+ * reports (its status and message: what it is doing, the records read and kept). Returns the settled version.
+ */
+export async function followUpload(api: ApiClient, version: Dataset, pollMs = 1000): Promise<Dataset> {
+  let said = '';
+  for (let v = version, settledPolls = 0; ; ) {
+    const job = v.job_id ? await api.get<JobView>(`/v1/jobs/${encodeURIComponent(v.job_id)}`).catch(() => null) : null;
+    const line = `${v.name} v${v.version}: ${v.status}${job ? ` — job ${job.status}${job.message ? `: ${job.message}` : ''}` : ''}`;
+    if (line !== said) process.stderr.write(`${line}\n`);
+    said = line;
+    // The version settles a moment before its job records how it ended: wait for that, a little.
+    const jobEnded = !job || TERMINAL_JOB_STATUSES.includes(job.status as JobStatus);
+    if (v.status !== 'preparing' && (jobEnded || ++settledPolls > 10)) return v;
+    await new Promise((r) => setTimeout(r, v.status === 'preparing' ? pollMs : 200));
+    if (v.status === 'preparing') v = await api.get<Dataset>(`/v1/datasets/${encodeURIComponent(v.id)}`);
+  }
+}
+
 export function registerDatasetCommands(program: Command, io: JobCliIo): void {
   const dataset = program.command('dataset').description('immutable, versioned datasets');
   dataset
     .command('create')
+    .alias('upload')
+    .description('upload a file as a new version; its preparation (count, dedup, split) runs as a job, followed until it ends')
     .requiredOption('--name <name>', 'dataset name (each upload is a new version)')
     .requiredOption('--path <file>', 'JSONL, CSV, Parquet, Arrow or text file (.gz and .zst too)')
     .addOption(new Option('--format <format>', 'file format (default: from the extension)').choices(['jsonl', 'csv', 'parquet', 'arrow', 'text']))
     .option('--seed <n>', 'split seed', '42')
     .option('--tags <a,b>', 'comma-separated tags')
-    .action(async (o: { name: string; path: string; format?: string; seed: string; tags?: string }) => {
+    .option('--no-wait', 'print the version while it is still preparing (and its job_id) and return at once')
+    .action(async (o: { name: string; path: string; format?: string; seed: string; tags?: string; wait: boolean }) => {
       const path = resolve(o.path);
       if (!existsSync(path) || !statSync(path).isFile()) throw new ApiClientError(0, 'INVALID_PARAMETER_VALUE', `${o.path}: no such file`);
-      const q = new URLSearchParams({ name: o.name, format: o.format ?? formatOfFile(path), seed: o.seed, ...(o.tags ? { tags: o.tags } : {}) });
+      const q = new URLSearchParams({ name: o.name, format: o.format ?? formatOfFile(path), seed: o.seed, wait: 'false', ...(o.tags ? { tags: o.tags } : {}) });
       const body = Readable.toWeb(createReadStream(path)) as unknown as RequestInit['body'];
-      io.print(await io.api().post(`/v1/datasets?${q}`, undefined, { raw: body, headers: { 'content-type': 'application/octet-stream', 'x-filename': basename(path) } }));
+      const api = io.api();
+      // A 400 (a malformed line, a file that is not its format) is thrown with its issues one per line.
+      const accepted = await api.post<Dataset>(`/v1/datasets?${q}`, undefined, { raw: body, headers: { 'content-type': 'application/octet-stream', 'x-filename': basename(path) } });
+      if (!o.wait) return io.print(accepted);
+      const settled = await followUpload(api, accepted);
+      if (settled.status !== 'ready') {
+        for (const issue of settled.issues ?? []) process.stderr.write(`${issueLine(issue)}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      io.print(settled);
     });
   dataset
     .command('list')

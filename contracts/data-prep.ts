@@ -188,6 +188,10 @@ export const DatasetPreparationInputSchema = z.strictObject({
     .string()
     .optional()
     .describe("temporal.heartbeat_timeout when the derive was asked for: a cancel reaches the job's activity within it; absent (older workflows): 2 minutes"),
+  upload: z
+    .strictObject({ raw_uri: z.string().min(1), format: SourceFormatSchema, display_name: z.string().min(1) })
+    .optional()
+    .describe('an upload: the raw file the request stored; the version (dataset_id, status preparing) exists and the job fills it in'),
 });
 export type DatasetPreparationInput = z.infer<typeof DatasetPreparationInputSchema>;
 

@@ -6,11 +6,29 @@ import { PrepareIssueSchema } from './data-prep.js';
 export const UPLOAD_FORMATS = ['jsonl', 'csv', 'parquet', 'arrow', 'text'] as const;
 export type UploadFormat = (typeof UPLOAD_FORMATS)[number];
 
+/** preparing: stored raw, its preparation job runs; ready: splits and counts filled in; failed: see its issues. */
+export const DATASET_STATUSES = ['preparing', 'ready', 'failed'] as const;
+export type DatasetStatus = (typeof DATASET_STATUSES)[number];
+
 export const SplitRatiosSchema = z
   .strictObject({ train: z.number().min(0).max(1), validation: z.number().min(0).max(1), test: z.number().min(0).max(1) })
   // Ratios like 0.7/0.2/0.1 do not sum to exactly 1 in floating point.
   .refine((r) => Math.abs(r.train + r.validation + r.test - 1) <= 1e-6, 'split ratios must sum to 1 (train + validation + test)');
 export type SplitRatios = z.infer<typeof SplitRatiosSchema>;
+
+/**
+ * One problem in an upload or a preparation: the file, where in it (line for the text formats the request checks,
+ * record for what the preparation job reads: a line or a row), the field, what was expected, and the whole message.
+ */
+export const DatasetIssueSchema = z.object({
+  file: z.string(),
+  line: z.number().int().nullable().optional().describe('1-based line (jsonl, csv checked in the request); 0 or null: the whole file'),
+  record: z.number().int().nullable().optional().describe('1-based line or row (the preparation job)'),
+  field: z.string().nullable(),
+  expected: z.string().nullable().describe('what the field should have held, when the message says'),
+  message: z.string(),
+});
+export type DatasetIssue = z.infer<typeof DatasetIssueSchema>;
 
 export const DatasetSplitSchema = z.object({
   path: z.string(),
@@ -33,7 +51,7 @@ export const DatasetSchema = z.object({
   num_records: z.number().int().nonnegative(),
   sha256: z.string().length(64),
   schema: z.record(z.string(), z.unknown()),
-  splits: z.object({ train: DatasetSplitSchema, validation: DatasetSplitSchema, test: DatasetSplitSchema }),
+  splits: z.object({ train: DatasetSplitSchema, validation: DatasetSplitSchema, test: DatasetSplitSchema }).nullable().describe('null until the version is ready'),
   metadata: z.record(z.string(), z.unknown()),
   tags: z.array(z.string()),
   lineage: z.object({
@@ -41,6 +59,9 @@ export const DatasetSchema = z.object({
     transform: z.string(),
     operations: z.array(z.record(z.string(), z.unknown())).optional().describe('derived: each operation with its params and counts (records_in, records_out, removed, added, details)'),
   }),
+  status: z.enum(DATASET_STATUSES).describe('preparing: an upload stored raw while its preparation job runs (num_records, size_bytes and sha256 are the raw file\'s until ready); failed: see issues'),
+  issues: z.array(DatasetIssueSchema).nullable().describe('failed: why, each by file, record and field'),
+  job_id: z.string().nullable().describe('the preparation job that makes this version ready (GET /v1/jobs/{job_id})'),
 });
 export type Dataset = z.infer<typeof DatasetSchema>;
 
@@ -60,6 +81,10 @@ export const DatasetCreateQuerySchema = z.strictObject({
   test: z.coerce.number().min(0).max(1).default(0.1),
   tokenizer: z.string().optional().describe('base model whose tokenizer counts the tokens'),
   tags: z.string().optional().describe('comma-separated'),
+  wait: z
+    .enum(['true', 'false'])
+    .default('true')
+    .describe('true: prepare in the request and answer the ready version (what older clients expect); false: answer 201 at once with the version preparing and its job_id'),
 });
 
 export const SPLITS = ['train', 'validation', 'test'] as const;
@@ -101,4 +126,13 @@ export const DeriveAcceptedSchema = z.object({
 export type DeriveAccepted = z.infer<typeof DeriveAcceptedSchema>;
 
 /** A failed upload or preparation on bad input: each problem found, by file, record and field. */
-export const DatasetIssuesSchema = z.object({ issues: z.array(PrepareIssueSchema) });
+export const DatasetIssuesSchema = z.object({ issues: z.array(DatasetIssueSchema) });
+
+/** `expected one of a, b, got "c"` -> `one of a, b`: the expectation a message states, if it states one. */
+export function expectedOf(message: string): string | null {
+  const m = /expected ([^;]+?)(?:,? (?:got|but|found)\b|[;.]|$)/i.exec(message);
+  return m ? m[1]!.trim() : null;
+}
+
+/** The preparation job's issue in the API's shape. */
+export const prepareIssueView = (i: z.infer<typeof PrepareIssueSchema>): DatasetIssue => ({ file: i.file, record: i.record, field: i.field, expected: expectedOf(i.message), message: i.message });

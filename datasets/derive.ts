@@ -1,6 +1,7 @@
 // A dataset version made by the trainer's `prepare-dataset` command (contracts/data-prep.ts): the job spec's
 // parts, and the version row recorded from its report once the files are stored. Used by the derive job
-// (activities/dataset-prep.ts) and by uploads in the formats only the trainer reads (api/routes/datasets.ts).
+// (activities/dataset-prep.ts), by an upload's preparation job (activities/datasets.ts) and by uploads prepared
+// in the request (api/routes/datasets/upload.ts).
 import { execFile } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -18,7 +19,7 @@ import {
 import { SPLITS, type SplitName, type UploadFormat } from '../contracts/datasets.js';
 import { PrepareIssueSchema } from '../contracts/data-prep.js';
 import type { Db } from '../db/client.js';
-import { insertDatasetVersion, type DatasetRow, type NewDataset } from '../db/repo/datasets.js';
+import { completeDatasetVersion, insertDatasetVersion, type DatasetRow, type NewDataset } from '../db/repo/datasets.js';
 import { repoRoot, trainerPython, type Bootstrap } from '../lib/config.js';
 import type { ObjectStore, StoredObject } from '../lib/object-store.js';
 import type { Config } from '../contracts/config.js';
@@ -77,6 +78,22 @@ export interface PreparedVersion {
   audited?: (tx: Db, row: DatasetRow) => Promise<void>;
 }
 
+/** Where a version's files live in the datasets bucket. */
+export const versionPrefix = (v: { organizationId: string; name: string; id: string }): string => `${v.organizationId}/${v.name}/${v.id}`;
+
+/**
+ * Records a version whose files are already stored: should recording fail, its files are removed, so that no
+ * unreferenced half of a version lingers in the bucket (the caller's next attempt stores them again).
+ */
+export async function recordOrDeleteFiles(deps: { store: ObjectStore }, bucket: string, prefix: string, record: () => Promise<DatasetRow>): Promise<DatasetRow> {
+  try {
+    return await record();
+  } catch (err) {
+    await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);
+    throw err;
+  }
+}
+
 /**
  * Copies the prepared files to the datasets bucket under the version's prefix, then inserts the row: a crash
  * before the insert leaves no version (the next attempt copies the same objects again), one after it leaves the
@@ -84,8 +101,24 @@ export interface PreparedVersion {
  */
 export async function storePreparedVersion(deps: { db: Db; store: ObjectStore; config: Config }, v: PreparedVersion, copy: (bucket: string, prefix: string) => Promise<StoredObject[]>): Promise<DatasetRow> {
   const bucket = deps.config.storage.buckets.datasets;
-  const prefix = `${v.organizationId}/${v.name}/${v.id}`;
-  const stored = await copy(bucket, prefix);
+  const prefix = versionPrefix(v);
+  const row = { id: v.id, organizationId: v.organizationId, name: v.name, createdBy: v.createdBy, ...preparedFields(v, prefix, await copy(bucket, prefix)) };
+  return recordOrDeleteFiles(deps, bucket, prefix, () => insertDatasetVersion(deps.db, row, v.audited));
+}
+
+/**
+ * An upload's preparing version made ready: the prepared files copied beside its raw file, then its row filled
+ * in by one update (a crash before it leaves the version preparing, and the retried job copies the same objects
+ * again). The raw file stays, so a failed update removes nothing.
+ */
+export async function completePreparedVersion(deps: { db: Db; store: ObjectStore; config: Config }, v: PreparedVersion, copy: (bucket: string, prefix: string) => Promise<StoredObject[]>): Promise<DatasetRow> {
+  const bucket = deps.config.storage.buckets.datasets;
+  const prefix = versionPrefix(v);
+  return completeDatasetVersion(deps.db, v.organizationId, v.id, preparedFields(v, prefix, await copy(bucket, prefix)));
+}
+
+/** The row's fields a prepare-dataset report and its stored files give. */
+function preparedFields(v: PreparedVersion, prefix: string, stored: StoredObject[]): Omit<NewDataset, 'id' | 'organizationId' | 'name' | 'createdBy'> {
   const uriOf = (relative: string): string => {
     const hit = stored.find((o) => o.uri.endsWith(`/${relative}`));
     if (!hit) throw new Error(`prepare-dataset reported ${relative}, which is not among its outputs`);
@@ -93,10 +126,7 @@ export async function storePreparedVersion(deps: { db: Db; store: ObjectStore; c
   };
   const r = v.report;
   const split = (s: SplitName) => ({ path: uriOf(r.splits[s].path), num_records: r.splits[s].records, size_bytes: r.splits[s].size_bytes, sha256: r.splits[s].sha256, tokens: r.splits[s].tokens });
-  const row: NewDataset = {
-    id: v.id,
-    organizationId: v.organizationId,
-    name: v.name,
+  return {
     format: v.format,
     storagePath: `${stored[0]!.uri.slice(0, stored[0]!.uri.indexOf(`/${prefix}/`))}/${prefix}/`,
     sizeBytes: SPLITS.reduce((n, s) => n + r.splits[s].size_bytes, 0),
@@ -107,14 +137,7 @@ export async function storePreparedVersion(deps: { db: Db; store: ObjectStore; c
     metadata: { ...v.extraMetadata, report: reportMetadata(r, v.tokenizer, uriOf) },
     tags: v.tags,
     lineage: { parent_datasets: v.parentDatasets, transform: v.transform, operations: r.operations.map((o) => ({ op: o.op, params: o.params, records_in: o.records_in, records_out: o.records_out, removed: o.removed, added: o.added, details: o.details })) },
-    createdBy: v.createdBy,
   };
-  try {
-    return await insertDatasetVersion(deps.db, row, v.audited);
-  } catch (err) {
-    await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);
-    throw err;
-  }
 }
 
 /** What the version's metadata keeps of the report: counts, PII redactions per kind, tokens per split, tokenized files. */
@@ -171,7 +194,7 @@ export function preparationJob(input: DatasetPreparationInput): ChildJob {
     id: input.job_id,
     organizationId: input.organization_id,
     parent: jobParent('dataset', input.parent_id),
-    name: `derive-${input.name}`.slice(0, 63),
+    name: `${input.upload ? 'prepare' : 'derive'}-${input.name}`.slice(0, 63),
     submittedBy: input.requested_by,
     type: 'data_preparation',
     workflowId: datasetPreparationWorkflowId(input.dataset_id),

@@ -14,6 +14,7 @@ import type { Db } from '../db/client.js';
 import { insertDatasetVersion, type DatasetRow } from '../db/repo/datasets.js';
 import { getDataset } from '../db/repo/datasets.js';
 import { preprocessDataset } from './ingest/preprocess.js';
+import { recordOrDeleteFiles, versionPrefix } from './derive.js';
 import type { ObjectStore } from '../lib/object-store.js';
 import { repoRoot, trainerPython, type Bootstrap } from '../lib/config.js';
 
@@ -68,7 +69,7 @@ export async function createDatasetVersion(deps: DatasetDeps, req: CreateDataset
       splits: req.splits,
     });
     const tokens = await countTokens(deps, req.tokenizerDir, outDir, staging);
-    const prefix = `${req.organizationId}/${req.name}/${id}`;
+    const prefix = versionPrefix({ ...req, id });
     const bucket = deps.config.storage.buckets.datasets;
     const stored = await deps.store.putDirectory(bucket, prefix, outDir);
     const uriOf = (file: string): string => stored.find((o) => o.uri.endsWith(`/${file}`))!.uri;
@@ -111,13 +112,7 @@ export async function createDatasetVersion(deps: DatasetDeps, req: CreateDataset
       lineage: { parent_datasets: req.parentDatasets ?? [], transform: req.transform },
       createdBy: req.createdBy,
     };
-    try {
-      return await insertDatasetVersion(deps.db, record, req.audited);
-    } catch (err) {
-      // The version was not recorded: its files must not linger as an unreferenced half of it.
-      await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);
-      throw err;
-    }
+    return await recordOrDeleteFiles(deps, bucket, prefix, () => insertDatasetVersion(deps.db, record, req.audited));
   } finally {
     await rm(staging, { recursive: true, force: true });
   }

@@ -6,7 +6,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { preparationJobDefinition } from '../activities/dataset-prep.js';
+import { parentSplitSources, preparationJobDefinition } from '../activities/dataset-prep.js';
 import type { Config } from '../contracts/config.js';
 import type { DatasetPreparationInput } from '../contracts/data-prep.js';
 import { withStorageAccess } from '../jobs/deps.js';
@@ -47,7 +47,7 @@ afterAll(() => moto?.stop());
 function envelope(org: string): Record<string, unknown> {
   const input = { organization_id: 'orga', dataset_id: 'v2', request: { operations: [{ op: 'dedup_exact', against_parents: false }], split: null } } as unknown as DatasetPreparationInput;
   const splits = Object.fromEntries(SPLITS.map((s) => [s, `s3://${config.storage.buckets.datasets}/${org}/chats/v1/${s}.jsonl`])) as Record<(typeof SPLITS)[number], string>;
-  const def = preparationJobDefinition(input, splits, [], dirInput(`s3://${config.storage.buckets.models}/base-models/tiny/abc`), 1);
+  const def = preparationJobDefinition(input, parentSplitSources(splits), [], dirInput(`s3://${config.storage.buckets.models}/base-models/tiny/abc`), 1);
   return { ...def.envelope, job_name: 'dataset-prep-v2', job_uri: `s3://${config.storage.buckets.checkpoints}/jobs/orga/dataset-prep-v2` };
 }
 

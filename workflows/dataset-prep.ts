@@ -28,7 +28,7 @@ export async function datasetPreparationWorkflow(input: DatasetPreparationInput)
     retry: { maximumAttempts: 5, initialInterval: '2 seconds', nonRetryableErrorTypes: [FailureType.BadInput, FailureType.BadJobSpec, FailureType.NotFound, FailureType.NotConfigured, FailureType.JobRestartLimit, FailureType.ImagePullFailed] },
   });
   try {
-    return await job.prepareDerivedDataset(input);
+    return await (input.upload ? job.prepareUploadedDataset(input) : job.prepareDerivedDataset(input));
   } catch (err) {
     const message = isCancellation(err) ? 'the preparation was cancelled' : failureMessage(err);
     await CancellationScope.nonCancellable(() => quick.failDatasetPreparation({ input, message, cancelled: isCancellation(err) }));

@@ -145,11 +145,39 @@ async function buildVersion(options: Resolved, dir: string): Promise<PreprocessR
   }
 }
 
+export interface ValidateOptions {
+  sourcePath: string;
+  displayName?: string;
+  format: DatasetFormat;
+  maxLineBytes?: number;
+  maxErrors?: number;
+}
+
+/**
+ * The structural checks of an upload, before its preparation job: every line read and validated as
+ * preprocessDataset does (the same readers, the same issues), nothing written. Throws DatasetValidationError.
+ */
+export async function validateDataset(opts: ValidateOptions): Promise<{ records: number; source: PreprocessResult['source'] }> {
+  const maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
+  const maxErrors = opts.maxErrors ?? DEFAULT_MAX_ERRORS;
+  requirePositiveInteger('maxLineBytes', maxLineBytes);
+  requirePositiveInteger('maxErrors', maxErrors);
+  const options = { sourcePath: opts.sourcePath, maxLineBytes };
+  const log = new IssueLog(opts.displayName ?? basename(opts.sourcePath), maxErrors);
+  let records = 0;
+  const ctx = { log, decoder: new LineDecoder(maxLineBytes), emit: () => void records++ };
+  const reader: RecordReader = opts.format === 'csv' ? new CsvReader(ctx, maxLineBytes) : new JsonlReader(ctx);
+  const source = await readSource(options, reader, null, log);
+  if (log.count === 0 && records === 0) log.add(0, null, source.size_bytes === 0 ? 'file is empty (no records)' : reader.emptyMessage());
+  if (log.count > 0) throw log.toError();
+  return { records, source };
+}
+
 /** Streams the file through the line splitter and the reader, hashing the raw bytes on the way. */
 async function readSource(
-  options: Resolved,
+  options: Pick<Resolved, 'sourcePath' | 'maxLineBytes'>,
   reader: RecordReader,
-  sink: SplitSink,
+  sink: SplitSink | null,
   log: IssueLog,
 ): Promise<PreprocessResult['source']> {
   const hash = createHash('sha256');
@@ -165,7 +193,7 @@ async function readSource(
       reader.line(line);
       if (log.stopped) return { sha256: '', size_bytes: size, lines }; // the caller throws; the rest is unread
     }
-    await sink.flushIfFull();
+    await sink?.flushIfFull();
   }
   for (const line of splitter.end()) {
     lines = line.number;

@@ -1,15 +1,19 @@
 import { and, arrayOverlaps, asc, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { datasets } from '../schema/index.js';
-import type { Dataset } from '../../contracts/datasets.js';
+import type { Dataset, DatasetIssue } from '../../contracts/datasets.js';
 import { emitEvent } from './outbox.js';
 
 export type DatasetRow = typeof datasets.$inferSelect;
 export type NewDataset = Omit<typeof datasets.$inferInsert, 'version' | 'createdAt'>;
 
+/** Only ready versions have splits: every reader that trains, evaluates or derives from a version sees those alone. */
+const ready = eq(datasets.status, 'ready');
+
 /**
  * Inserts the next version of a dataset name. The version number is taken inside the transaction and the
  * unique index (org, name, version) turns a concurrent race into a retry, never into two equal versions.
+ * A version inserted preparing says `dataset.created` only once it is ready (completeDatasetVersion).
  */
 export async function insertDatasetVersion(db: Db, row: NewDataset, audited?: (tx: Db, row: DatasetRow) => Promise<void>): Promise<DatasetRow> {
   for (let attempt = 0; ; attempt++) {
@@ -20,12 +24,7 @@ export async function insertDatasetVersion(db: Db, row: NewDataset, audited?: (t
           .from(datasets)
           .where(and(eq(datasets.organizationId, row.organizationId), eq(datasets.name, row.name)))) as [{ next: number }];
         const [inserted] = await tx.insert(datasets).values({ ...row, version: Number(next) }).returning();
-        await emitEvent(tx, row.organizationId, 'datasets', inserted!.id, {
-          event: 'dataset.created',
-          dataset_id: inserted!.id,
-          name: row.name,
-          version: inserted!.version,
-        });
+        if (inserted!.status === 'ready') await emitCreated(tx, inserted!);
         await audited?.(tx as unknown as Db, inserted!);
         return inserted!;
       });
@@ -36,13 +35,53 @@ export async function insertDatasetVersion(db: Db, row: NewDataset, audited?: (t
   }
 }
 
+const emitCreated = (tx: Db, row: DatasetRow) =>
+  emitEvent(tx, row.organizationId, 'datasets', row.id, { event: 'dataset.created', dataset_id: row.id, name: row.name, version: row.version });
+
+/** A ready version by id (what training, evaluation and derive read). */
 export async function getDataset(db: Db, organizationId: string, id: string): Promise<DatasetRow | null> {
+  const [row] = await db.select().from(datasets).where(and(eq(datasets.organizationId, organizationId), eq(datasets.id, id), ready));
+  return row ?? null;
+}
+
+/** A version by id whatever its status: GET /v1/datasets/{id} and the preparation job that fills it in. */
+export async function getDatasetAnyStatus(db: Db, organizationId: string, id: string): Promise<DatasetRow | null> {
   const [row] = await db.select().from(datasets).where(and(eq(datasets.organizationId, organizationId), eq(datasets.id, id)));
   return row ?? null;
 }
 
+/**
+ * A preparing version becomes ready with its files' fields in one update, which also says `dataset.created`:
+ * readers never see it half filled in. A second call (a retried job) finds it ready and returns it as it is.
+ */
+export async function completeDatasetVersion(db: Db, organizationId: string, id: string, fields: Omit<NewDataset, 'id' | 'organizationId' | 'name' | 'createdBy'>): Promise<DatasetRow> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(datasets)
+      .set({ ...fields, status: 'ready', issues: null })
+      .where(and(eq(datasets.organizationId, organizationId), eq(datasets.id, id), eq(datasets.status, 'preparing')))
+      .returning();
+    if (row) {
+      await emitCreated(tx as unknown as Db, row);
+      return row;
+    }
+    const existing = await getDatasetAnyStatus(tx as unknown as Db, organizationId, id);
+    if (existing?.status === 'ready') return existing;
+    throw new Error(`dataset version ${id} is ${existing ? existing.status : 'gone'}: it cannot become ready`);
+  });
+}
+
+/** A preparing version ends failed with why; one already ready or failed keeps what it has. */
+export async function failDatasetVersion(db: Db, organizationId: string, id: string, issues: DatasetIssue[]): Promise<void> {
+  await db
+    .update(datasets)
+    .set({ status: 'failed', issues })
+    .where(and(eq(datasets.organizationId, organizationId), eq(datasets.id, id), eq(datasets.status, 'preparing')));
+}
+
+/** A ready version by number, or the newest ready one ('latest': a version still preparing or failed is skipped). */
 export async function findDatasetVersion(db: Db, organizationId: string, name: string, version: number | 'latest'): Promise<DatasetRow | null> {
-  const where = [eq(datasets.organizationId, organizationId), eq(datasets.name, name)];
+  const where = [eq(datasets.organizationId, organizationId), eq(datasets.name, name), ready];
   if (version !== 'latest') where.push(eq(datasets.version, version));
   const [row] = await db.select().from(datasets).where(and(...where)).orderBy(desc(datasets.version)).limit(1);
   return row ?? null;
@@ -70,16 +109,19 @@ export function datasetView(row: DatasetRow): Dataset {
     num_records: row.numRecords,
     sha256: row.sha256,
     schema: row.schema as Dataset['schema'],
-    splits: row.splits as Dataset['splits'],
+    splits: (row.splits ?? null) as Dataset['splits'],
     metadata: row.metadata as Dataset['metadata'],
     tags: row.tags,
     lineage: row.lineage as Dataset['lineage'],
+    status: row.status,
+    issues: (row.issues ?? null) as Dataset['issues'],
+    job_id: row.jobId,
   };
 }
 
 /** Dataset versions of the organization in creation order, after the version `afterId` (the Files API's cursor). */
 export async function listDatasetVersionsAfter(db: Db, organizationId: string, o: { afterId?: string; order: 'asc' | 'desc'; limit: number }): Promise<DatasetRow[]> {
-  const where = [eq(datasets.organizationId, organizationId)];
+  const where = [eq(datasets.organizationId, organizationId), ready];
   if (o.afterId !== undefined) {
     const after = await getDataset(db, organizationId, o.afterId);
     if (!after) return [];
@@ -94,13 +136,13 @@ export async function listDatasetVersionsAfter(db: Db, organizationId: string, o
   return db.select().from(datasets).where(and(...where)).orderBy(...order).limit(o.limit);
 }
 
-/** The newest `limit` versions of a dataset name, newest first. */
+/** The newest `limit` ready versions of a dataset name, newest first. */
 export async function olderVersions(db: Db, organizationId: string, name: string, limit: number): Promise<DatasetRow[]> {
-  return db.select().from(datasets).where(and(eq(datasets.organizationId, organizationId), eq(datasets.name, name))).orderBy(desc(datasets.version)).limit(limit);
+  return db.select().from(datasets).where(and(eq(datasets.organizationId, organizationId), eq(datasets.name, name), ready)).orderBy(desc(datasets.version)).limit(limit);
 }
 
 /** A version by id whatever its organization: only for a request that proves access otherwise (a signed URL). */
 export async function getDatasetAnyOrganization(db: Db, id: string): Promise<DatasetRow | null> {
-  const [row] = await db.select().from(datasets).where(eq(datasets.id, id));
+  const [row] = await db.select().from(datasets).where(and(eq(datasets.id, id), ready));
   return row ?? null;
 }

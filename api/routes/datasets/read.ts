@@ -1,5 +1,7 @@
 // Reading dataset versions: the list (by name, by any of some tags), one version, a split's first records, and a
-// split's download URL. Another organization's version is "not found", never "forbidden".
+// split's download URL. Another organization's version is "not found", never "forbidden". An upload's version is
+// listed and readable from the request on (status preparing, then ready or failed with its issues); its records
+// (preview, download) only once it is ready.
 import { Readable } from 'node:stream';
 import { Hono, type Context } from 'hono';
 import { stream } from 'hono/streaming';
@@ -7,7 +9,7 @@ import type { ApiDeps, AppEnv } from '../../deps.js';
 import { DatasetDownloadQuerySchema, DatasetListQuerySchema, DatasetPreviewQuerySchema, DOWNLOAD_URL_TTL_SECONDS, SplitNameSchema, type SplitName } from '../../../contracts/datasets.js';
 import { checkFileDownload, downloadSigningKey, presignS3Get, signedDownloadPath, signFileDownload } from '../../../datasets/downloads.js';
 import { firstRecords } from '../../../datasets/preview.js';
-import { datasetView, getDataset, getDatasetAnyOrganization, listDatasets, type DatasetRow } from '../../../db/repo/datasets.js';
+import { datasetView, getDatasetAnyOrganization, getDatasetAnyStatus, listDatasets, type DatasetRow } from '../../../db/repo/datasets.js';
 import { audit } from '../../../db/repo/auth.js';
 import { S3ObjectStore } from '../../../lib/object-store.js';
 import { ApiError, notFound } from '../../errors.js';
@@ -30,7 +32,7 @@ export function readRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   app.get('/:id', async (c) => c.json(datasetView(await ownVersion(c, deps))));
 
   app.get('/:id/preview', async (c) => {
-    const row = await ownVersion(c, deps);
+    const row = readyVersion(await ownVersion(c, deps));
     const q = queryParams(c, DatasetPreviewQuerySchema);
     const records = await firstRecords(deps.store, splitOf(row, q.split).path, q.n);
     await auditRead(c, deps, 'dataset.preview', row, { split: q.split, n: records.length });
@@ -38,7 +40,7 @@ export function readRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
   });
 
   app.get('/:id/download', async (c) => {
-    const row = await ownVersion(c, deps);
+    const row = readyVersion(await ownVersion(c, deps));
     const { split } = queryParams(c, DatasetDownloadQuerySchema);
     const file = splitOf(row, split);
     const expires = Math.floor(Date.now() / 1000) + DOWNLOAD_URL_TTL_SECONDS;
@@ -81,9 +83,16 @@ export function signedDownloadRoutes(deps: ApiDeps) {
 
 async function ownVersion(c: Context<AppEnv>, deps: ApiDeps): Promise<DatasetRow> {
   const principal = requireRole(c, 'viewer');
-  const row = await getDataset(deps.db, principal.organizationId, c.req.param('id')!);
+  const row = await getDatasetAnyStatus(deps.db, principal.organizationId, c.req.param('id')!);
   if (!row) throw notFound(`dataset ${c.req.param('id')}`);
   return row;
+}
+
+/** Records exist only in a ready version: one preparing or failed has none yet (409, saying which). */
+function readyVersion(row: DatasetRow): DatasetRow {
+  if (row.status === 'ready') return row;
+  const why = row.status === 'preparing' ? `its preparation job ${row.jobId ?? ''} is still running` : 'its preparation failed (see its issues)';
+  throw new ApiError('INVALID_STATE', `dataset version ${row.id} has no records to read: ${why}`);
 }
 
 function splitOf(row: DatasetRow, split: SplitName): Split {

@@ -1,24 +1,32 @@
 // POST /v1/datasets: upload a file (streamed to disk, never buffered whole) and get back an immutable version.
-// JSONL and CSV are checked, normalised and split in the request (datasets/ingest); Parquet, Arrow, plain text
-// and compressed files (.gz, .zst) are read by the trainer's prepare-dataset with no operations, the same command
-// and version recording a derive uses (datasets/derive.ts), and bad input answers 400 with its issues.
+// wait=false: the structural checks that can run on the bytes (every JSONL / CSV line through the request's
+// validators; the magic bytes of Parquet, Arrow, gzip and zstd), the raw file stored, and 201 with the version
+// preparing and its job: counting, exact dedup and splitting run as a prepare-dataset job (datasetPreparationWorkflow,
+// the path a derive takes), which makes the version ready or failed with its issues.
+// wait=true (the default, what older clients read): prepared in the request, answered ready. JSONL and CSV are
+// checked, normalised and split by datasets/ingest; the other formats by the trainer's prepare-dataset.
+// Bad input answers 400 with `issues`: file, line or record, field, what was expected.
 import { createWriteStream } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Context, Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../../deps.js';
-import { DatasetCreateQuerySchema, SplitRatiosSchema, type SplitRatios, type UploadFormat } from '../../../contracts/datasets.js';
-import type { PrepareDatasetJobSpec } from '../../../contracts/data-prep.js';
+import { DatasetCreateQuerySchema, SplitRatiosSchema, expectedOf, prepareIssueView, type DatasetIssue, type SplitRatios, type UploadFormat } from '../../../contracts/datasets.js';
+import { datasetPreparationWorkflowId, type DatasetPreparationInput, type PrepareDatasetJobSpec } from '../../../contracts/data-prep.js';
+import { PIPELINE_TASK_QUEUE } from '../../../contracts/pipeline.js';
 import { createDatasetVersion } from '../../../datasets/versions.js';
-import { PrepareIssuesError, runPrepareDataset, storePreparedVersion } from '../../../datasets/derive.js';
-import { DatasetValidationError } from '../../../datasets/ingest/preprocess.js';
-import { datasetView, type DatasetRow } from '../../../db/repo/datasets.js';
+import { PrepareIssuesError, preparationJob, runPrepareDataset, storePreparedVersion, versionPrefix } from '../../../datasets/derive.js';
+import { DatasetValidationError, validateDataset } from '../../../datasets/ingest/preprocess.js';
+import { datasetView, insertDatasetVersion, type DatasetRow } from '../../../db/repo/datasets.js';
+import { recordChildJob } from '../../../db/repo/child-jobs.js';
+import { deterministicUuid } from '../../../lib/ids.js';
+import type { datasetPreparationWorkflow } from '../../../workflows/dataset-prep.js';
 import type { Db } from '../../../db/client.js';
 import { BaseModelError, DEFAULT_BASE_MODEL, resolveBaseModel } from '../../../lib/base-models.js';
-import { ApiError, invalid } from '../../errors.js';
+import { invalid } from '../../errors.js';
 import { queryParams } from '../../validate.js';
 import { requireRole } from '../../auth.js';
 import { auditRow } from '../../audit.js';
@@ -57,13 +65,18 @@ export function uploadRoute(app: Hono<AppEnv>, deps: ApiDeps): void {
     const uploadDir = join(deps.home, 'tmp', 'uploads');
     await mkdir(uploadDir, { recursive: true });
     // The name tells prepare-dataset the format and the compression (it detects both from it).
-    const upload = join(uploadDir, `${randomUUID()}.${EXTENSION[q.format]}${compression === 'none' ? '' : COMPRESSED[compression]}`);
+    const suffix = `.${EXTENSION[q.format]}${compression === 'none' ? '' : COMPRESSED[compression]}`;
+    const upload = join(uploadDir, `${randomUUID()}${suffix}`);
     const tags = q.tags ? q.tags.split(',').map((t) => t.trim()).filter(Boolean) : [];
     const displayName = filename ?? `${q.name}.${EXTENSION[q.format]}`;
     // The audit row commits with the version's row, after the slow part (preprocessing, token counts, upload).
     const audited = (tx: Db, row: DatasetRow) => auditRow(c, 'dataset.create', row.id)(tx, { name: row.name, version: row.version, sha256: row.sha256 });
     try {
-      await pipeline(Readable.fromWeb(body as import('node:stream/web').ReadableStream), createWriteStream(upload));
+      const raw = await receive(body as import('node:stream/web').ReadableStream, upload);
+      if (q.wait === 'false') {
+        const row = await acceptUpload(c, deps, { name: q.name, format: q.format, compression, upload, suffix, raw, displayName, seed: q.seed, splits: splits.data, tokenizer, tags, audited });
+        return c.json(datasetView(row), 201);
+      }
       const viaTrainer = compression !== 'none' || (q.format !== 'jsonl' && q.format !== 'csv');
       const row = viaTrainer
         ? await prepareUpload(c, deps, { name: q.name, format: q.format, upload, displayName, seed: q.seed, splits: splits.data, tokenizer, tokenizerDir, tags, audited })
@@ -84,13 +97,133 @@ export function uploadRoute(app: Hono<AppEnv>, deps: ApiDeps): void {
           });
       return c.json(datasetView(row), 201);
     } catch (err) {
-      if (err instanceof DatasetValidationError) throw new ApiError('INVALID_PARAMETER_VALUE', err.message);
-      if (err instanceof PrepareIssuesError) throw new ApiError('INVALID_PARAMETER_VALUE', err.message);
+      if (err instanceof DatasetValidationError) return issuesResponse(c, err.message, err.issues.map((i) => ({ file: i.file, line: i.line, field: i.field, expected: expectedOf(i.message), message: i.message })));
+      if (err instanceof PrepareIssuesError) return issuesResponse(c, err.message, err.issues.map(prepareIssueView));
       throw err;
     } finally {
       await rm(upload, { force: true });
     }
   });
+}
+
+/** 400 in the API's error shape, with each issue as data a client can show one per line. */
+function issuesResponse(c: Context<AppEnv>, message: string, issues: DatasetIssue[]): Response {
+  return c.json({ error_code: 'INVALID_PARAMETER_VALUE', message, request_id: c.get('requestId') as string, issues }, 400);
+}
+
+/** The body streamed to a file, hashed and measured on the way (the raw file's sha256 and size, before any job). */
+async function receive(body: import('node:stream/web').ReadableStream, path: string): Promise<{ sha256: string; size_bytes: number }> {
+  const hash = createHash('sha256');
+  let size = 0;
+  const tap = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      hash.update(chunk);
+      size += chunk.length;
+      done(null, chunk);
+    },
+  });
+  await pipeline(Readable.fromWeb(body), tap, createWriteStream(path));
+  return { sha256: hash.digest('hex'), size_bytes: size };
+}
+
+/** What a file of each kind starts with; text and csv have none. */
+const MAGIC: Record<string, { bytes: Buffer[]; expected: string }> = {
+  gzip: { bytes: [Buffer.from([0x1f, 0x8b])], expected: 'gzip data (starting 1f 8b)' },
+  zstd: { bytes: [Buffer.from([0x28, 0xb5, 0x2f, 0xfd])], expected: 'zstd data (starting 28 b5 2f fd)' },
+  parquet: { bytes: [Buffer.from('PAR1')], expected: 'a Parquet file (starting PAR1)' },
+  // An Arrow IPC file (and Feather v2) starts ARROW1; an IPC stream with the continuation marker, or (pre-0.15) a message length.
+  arrow: { bytes: [Buffer.from('ARROW1'), Buffer.from([0xff, 0xff, 0xff, 0xff])], expected: 'an Arrow IPC file (starting ARROW1) or stream' },
+};
+
+/** The cheap check of a file the request does not read line by line: its first bytes say what it is. */
+async function checkMagic(path: string, kind: string, displayName: string): Promise<void> {
+  const magic = MAGIC[kind];
+  if (!magic) return;
+  const handle = await open(path, 'r');
+  const head = Buffer.alloc(8);
+  try {
+    await handle.read(head, 0, 8, 0);
+  } finally {
+    await handle.close();
+  }
+  if (magic.bytes.some((b) => head.subarray(0, b.length).equals(b))) return;
+  throw new DatasetValidationError([{ file: displayName, line: 0, field: null, message: `expected ${magic.expected}, found bytes ${head.subarray(0, 4).toString('hex')}` }]);
+}
+
+interface AcceptUpload {
+  name: string;
+  format: UploadFormat;
+  compression: 'none' | 'gzip' | 'zstd';
+  upload: string;
+  suffix: string;
+  raw: { sha256: string; size_bytes: number };
+  displayName: string;
+  seed: number;
+  splits: SplitRatios;
+  tokenizer: string;
+  tags: string[];
+  audited: (tx: Db, row: DatasetRow) => Promise<void>;
+}
+
+/**
+ * wait=false: the structural checks, the raw file stored under the version's prefix, then in one transaction the
+ * version (preparing), its queued job and the started workflow: should any of them fail, none is there and the
+ * raw file is removed. The job makes the version ready (or failed) by updating this row.
+ */
+async function acceptUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload): Promise<DatasetRow> {
+  const principal = c.get('principal');
+  const lineChecked = u.compression === 'none' && (u.format === 'jsonl' || u.format === 'csv');
+  const checked = lineChecked ? await validateDataset({ sourcePath: u.upload, displayName: u.displayName, format: u.format as 'jsonl' | 'csv' }) : null;
+  if (!lineChecked) await checkMagic(u.upload, u.compression === 'none' ? u.format : u.compression, u.displayName);
+  const id = randomUUID();
+  const prefix = versionPrefix({ organizationId: principal.organizationId, name: u.name, id });
+  const bucket = deps.config.storage.buckets.datasets;
+  const raw = await deps.store.putFile(bucket, `${prefix}/raw/source${u.suffix}`, u.upload, u.raw.sha256);
+  const input: DatasetPreparationInput = {
+    organization_id: principal.organizationId,
+    requested_by: principal.subject,
+    job_id: deterministicUuid(`dataset-preparation:${id}`),
+    parent_id: id,
+    dataset_id: id,
+    name: u.name,
+    tokenizer: u.tokenizer,
+    request: { operations: [{ op: 'dedup_exact', against_parents: false }], split: { seed: u.seed, ...u.splits }, tags: u.tags },
+    upload: { raw_uri: raw.uri, format: u.format, display_name: u.displayName },
+  };
+  const row = {
+    id,
+    organizationId: principal.organizationId,
+    name: u.name,
+    format: u.format,
+    storagePath: `${raw.uri.slice(0, raw.uri.indexOf(`/${prefix}/`))}/${prefix}/`,
+    sizeBytes: u.raw.size_bytes,
+    numRecords: checked?.records ?? 0,
+    sha256: u.raw.sha256,
+    schema: {},
+    splits: null,
+    metadata: { source: { name: u.displayName, format: u.format, compression: u.compression, sha256: u.raw.sha256, size_bytes: u.raw.size_bytes }, seed: u.seed, split_ratios: u.splits, tokenizer: u.tokenizer, job_id: input.job_id },
+    tags: u.tags,
+    lineage: { parent_datasets: [], transform: `upload (${u.format}): prepare-dataset, normalise to chat messages, dedup exact, split seed=${u.seed}` },
+    status: 'preparing' as const,
+    jobId: input.job_id,
+    createdBy: principal.subject,
+  };
+  try {
+    return await deps.db.transaction(async (tx) => {
+      const inserted = await insertDatasetVersion(tx as unknown as Db, row, u.audited);
+      await recordChildJob(tx as unknown as Db, preparationJob(input), 'queued');
+      await deps.temporal.workflow.start<typeof datasetPreparationWorkflow>('datasetPreparationWorkflow', {
+        taskQueue: PIPELINE_TASK_QUEUE,
+        workflowId: datasetPreparationWorkflowId(id),
+        args: [input],
+        memo: { organization_id: principal.organizationId },
+      });
+      return inserted;
+    });
+  } catch (err) {
+    await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);
+    throw err;
+  }
 }
 
 interface PrepareUpload {
