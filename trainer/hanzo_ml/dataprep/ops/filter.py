@@ -4,8 +4,15 @@ tokenizer and chat template, exactly as count-tokens counts) and whose text is i
 Language detection is lingua's, its models shipped in the wheel. A detector that knows only the requested
 languages calls every text one of them (built from English and French, it calls a German sentence English with
 confidence 1.0), so it also knows a fixed set of widespread languages to tell them apart from. Low-accuracy mode
-(trigrams only) is used: 68 us of CPU per sentence against 149 us in high-accuracy mode, and whole conversations
-are long enough for it. Removed counts per reason go to details.
+(trigrams only) is used: 68 us of CPU per sentence against 149 us in high-accuracy mode. Only the text's first
+LANGUAGE_PREFIX_CHARS characters are read (cut at a space): lingua's time grows with the text (800 us for a
+830-character chat record, 250 us for its first 256 characters, one core), and a few sentences are what its
+low-accuracy mode needs. The cost: a conversation that opens in one language and goes on in another is judged by its
+opening; on the bench's records the prefix's decision and the whole text's agree on the share the data bench reports
+(bench/results/data.md). Removed counts per reason go to details.
+
+With a tokenize operation after it, the worker that counts a record's tokens makes its tokenized rows in the same
+batch call (tokenized.labelled_examples); the count is their length.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ from hanzo_ml.dataprep.parallel import ordered_map
 from hanzo_ml.dataprep.records import Record
 
 CHUNK = 256
+LANGUAGE_PREFIX_CHARS = 256
 CONTRAST_LANGUAGES = ("en", "es", "fr", "de", "pt", "it", "nl", "ru", "zh", "ja", "ar", "hi", "tr", "pl")
 
 
@@ -64,15 +72,22 @@ class Filter(Stage):
 
     def worker(self):
         tokenizer = self.context.tokenizer() if self.by_tokens else None
+        labelled = self.context.labelled
         params = self.params
         detector, wanted = language_detector(params["languages"]) if params.get("languages") else (None, None)
         low, high = params.get("min_tokens"), params.get("max_tokens")
         confidence = params.get("min_language_confidence", 0.5)
 
-        def decide(chunk: list[Record]) -> tuple[list[str | None], list[int | None]]:
+        def decide(chunk: list[Record]) -> tuple[list[str | None], list[int | None], list[tuple | None]]:
             reasons: list[str | None] = [None] * len(chunk)
             lengths: list[int | None] = [None] * len(chunk)
-            if tokenizer is not None:
+            examples: list[tuple | None] = [None] * len(chunk)
+            if tokenizer is not None and labelled:
+                from hanzo_ml.dataprep.tokenized import labelled_examples
+
+                examples = labelled_examples(tokenizer, [r.conversation() for r in chunk])
+                lengths = [len(ids) for ids, _ in examples]
+            elif tokenizer is not None:
                 lengths = conversation_lengths(tokenizer, [r.conversation() for r in chunk])
                 for i, n in enumerate(lengths):
                     if low is not None and n < low:
@@ -83,7 +98,7 @@ class Filter(Stage):
                 for i, record in enumerate(chunk):
                     if reasons[i] is None and not in_languages(detector, wanted, record.text(), confidence):
                         reasons[i] = "language"
-            return reasons, lengths
+            return reasons, lengths, [e if r is None else None for e, r in zip(examples, reasons)]
 
         return decide
 
@@ -93,10 +108,12 @@ class Filter(Stage):
 
     def process(self, records: Iterator[Record]) -> Iterator[Record]:
         removed: Counter = Counter()
-        for chunk, (reasons, lengths) in ordered_map(self.worker, chunked(records, CHUNK), self.context.threads):
-            for record, reason, tokens in zip(chunk, reasons, lengths):
+        for chunk, (reasons, lengths, examples) in ordered_map(self.worker, chunked(records, CHUNK),
+                                                               self.context.threads):
+            for record, reason, tokens, example in zip(chunk, reasons, lengths, examples):
                 if reason is None:
                     record.tokens = tokens  # counted as the split files' counts are: not counted again
+                    record.encoded = example
                     yield record
                 else:
                     removed[reason] += 1
@@ -104,6 +121,14 @@ class Filter(Stage):
         self.details["removed"] = {r: removed.get(r, 0) for r in ("too_few_tokens", "too_many_tokens", "language")}
 
 
+def language_prefix(text: str) -> str:
+    """The first LANGUAGE_PREFIX_CHARS characters, cut back to the last space so no word is split."""
+    if len(text) <= LANGUAGE_PREFIX_CHARS:
+        return text
+    cut = text.rfind(" ", 0, LANGUAGE_PREFIX_CHARS + 1)
+    return text[:cut] if cut > LANGUAGE_PREFIX_CHARS // 2 else text[:LANGUAGE_PREFIX_CHARS]
+
+
 def in_languages(detector, wanted, text: str, confidence: float) -> bool:
-    values = detector.compute_language_confidence_values(text)
+    values = detector.compute_language_confidence_values(language_prefix(text))
     return bool(values) and values[0].language in wanted and values[0].value >= confidence
