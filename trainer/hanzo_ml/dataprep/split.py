@@ -76,7 +76,9 @@ class SplitSink:
         """tokenized: a tokenized.TokenizedSplits that receives each record's rows with its line (or None)."""
         self.dir = directory
         self.tokenized = tokenized
-        self.moved = False  # finish() moved a record between splits: rows written beside the lines are stale
+        # finish() moved a record between splits (or one came without rows): the rows written beside the lines
+        # do not match the split files, and the tokenize pass makes them from the files instead
+        self.moved = False
         self.ratios = ratios
         self.seed = seed
         self.split_of = split_of
@@ -100,8 +102,10 @@ class SplitSink:
             if self.highest is None or key > self.highest[0]:
                 self.highest = (key, line, split, tokens)
         self.writers[split].add(line)
-        if self.tokenized is not None:
+        if self.tokenized is not None and record.encoded is not None:
             self.tokenized.add(split, record.encoded)
+        elif self.tokenized is not None:
+            self.moved = True  # a record came without rows: the tokenize pass makes them from the split files
         self.tokens[split] += tokens
         self.records += 1
 
