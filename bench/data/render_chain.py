@@ -77,6 +77,13 @@ def markdown(r: dict) -> str:
         rss = ", ".join(f"{s['records']:,} records: {s['ours']['peak_rss_mb']} MB" for s in r["sizes"])
         lines += ["## Memory", "", f"Ours, peak RSS by input size: {rss} (budget {r['memory_budget_mb']} MB: the near-dedup "
                   "index and the exact-dedup keys live in SQLite files in work_dir, the records in flight are bounded chunks)."]
+    if "engine_before_after" in r:
+        e = r["engine_before_after"]
+        lines += ["", "## The engine before and after this change", "", e["how"], "",
+                  "| engine | CPU us/record | records out | peak RSS MB |", "|---|---|---|---|"]
+        for row in e["rows"]:
+            lines.append(f"| {row['engine']} | {row['cpu_us_per_record']:,} | {row['records_out']:,} | {row['peak_rss_mb']} |")
+        lines += ["", e["hot_spots"]]
     lines += ["", "Run: `PYTHONPATH=trainer <trainer venv python> bench/data/chain.py --records 200000,1000000 --passes 3` "
               "(bench/data/run.py is the earlier module-level comparison, without tokenize, language and split)."]
     return "\n".join(lines) + "\n"
