@@ -281,19 +281,26 @@ def chain_records() -> list[dict]:
     return records + records[:6]
 
 
-CHAIN = [{"op": "mask_pii"}, {"op": "dedup_exact"}, {"op": "dedup_near", "shingle_words": 5, "bands": 14, "rows": 8,
-                                                      "threshold": 0.72, "seed": 1},
-         {"op": "filter", "min_tokens": 1, "languages": ["en"]}, {"op": "tokenize", "max_length": 256}]
+def chain(max_tokens: int) -> list[dict]:
+    return [{"op": "mask_pii"}, {"op": "dedup_exact"},
+            {"op": "dedup_near", "shingle_words": 5, "bands": 14, "rows": 8, "threshold": 0.72, "seed": 1},
+            {"op": "filter", "min_tokens": 1, "max_tokens": max_tokens, "languages": ["en"]},
+            {"op": "tokenize", "max_length": 256}]
 
 
 def test_the_full_chain_gives_the_same_bytes_with_one_worker_or_two(tmp_path, tiny_base_dir):
     """Every file of the version (split lines and tokenized rows) is the same whatever the number of workers, and
     the rows the filter's workers made with the token counts are the trainer's own tokenization."""
-    source = write_jsonl(tmp_path / "chat.jsonl", chain_records())
+    tokenizer = load_tokenizer(tiny_base_dir)
+    records = chain_records()
+    longest = max(len(encode_conversation(tokenizer, r["messages"])) for r in records)
+    too_long = " ".join(["please reset the password for my account now"] * 60)
+    records.insert(10, {"messages": [{"role": "user", "content": too_long}, {"role": "assistant", "content": "ok"}]})
+    source = write_jsonl(tmp_path / "chat.jsonl", records)
     reports = []
     for threads in (1, 2):
         spec = prep_spec(tmp_path, tiny_base_dir, [{"path": str(source), "display_name": "chat.jsonl"}],
-                         operations=CHAIN, threads=threads, output_dir=str(tmp_path / f"out-{threads}"),
+                         operations=chain(max_tokens=longest), threads=threads, output_dir=str(tmp_path / f"out-{threads}"),
                          report_path=str(tmp_path / f"report-{threads}.json"), work_dir=str(tmp_path / f"w{threads}"))
         done = run_prepare(tmp_path, spec, f"job-{threads}.json")
         assert done.returncode == 0, done.stderr
@@ -304,11 +311,11 @@ def test_the_full_chain_gives_the_same_bytes_with_one_worker_or_two(tmp_path, ti
     assert one["tokenized"] == two["tokenized"]
     by_op = {op["op"]: op for op in one["operations"]}
     assert by_op["dedup_exact"]["removed"] == 6 and by_op["dedup_near"]["removed"] >= 1
-    assert by_op["filter"]["details"]["removed"]["language"] == 1
+    assert by_op["filter"]["details"]["removed"] == {"too_few_tokens": 0, "too_many_tokens": 1, "language": 1}
     assert by_op["mask_pii"]["details"]["redactions"]["email"] == 2
     kept = "".join((tmp_path / "out-2" / f"{split}.jsonl").read_text() for split in ("train", "validation", "test"))
     assert "step 5" in kept and "stage 5" not in kept and "Passwort" not in kept and "jane.doe" not in kept
-    tokenizer = load_tokenizer(tiny_base_dir)
+    assert too_long not in kept
     for split in ("train", "validation", "test"):
         conversations = read_chat_jsonl(tmp_path / "out-2" / f"{split}.jsonl", allow_empty=True)
         table = pa.ipc.open_file(tmp_path / "out-2" / "tokenized" / f"{split}.arrow").read_all()

@@ -92,6 +92,7 @@ class Filter(Stage):
                 lengths = [len(ids) for ids, _ in examples]
             elif tokenizer is not None:
                 lengths = conversation_lengths(tokenizer, [r.conversation() for r in chunk])
+            if tokenizer is not None:
                 for i, n in enumerate(lengths):
                     if low is not None and n < low:
                         reasons[i] = "too_few_tokens"
