@@ -141,8 +141,8 @@ class NearDuplicateFilter:
         return band_keys(sig, self.bands, self.rows)
 
     def signer(self):
-        """A function text -> (signature, band keys) or None, for the worker processes: the
-        per-record half of is_duplicate, which depends on nothing but the text and the parameters."""
+        """A function texts -> [(signature, band keys) or None], for the worker processes: the per-record half
+        of is_duplicate, which depends on nothing but the text and the parameters."""
         shingle_words, num_perm, seed, bands, rows = self.shingle_words, self.num_perm, self.seed, self.bands, self.rows
 
         def sign(texts: list[str]) -> list[tuple[np.ndarray, list[int]] | None]:
