@@ -66,7 +66,9 @@ def markdown(r: dict) -> str:
     lines = [f"# Data preparation, full chain: ours vs datatrove ({r.get('finished_at', 'in progress')})", "",
              f"Machine: {m['cpus']} CPUs, Python {m['python']}; `uptime` before: {m['uptime_before']}"
              + (f"; after: {m['uptime_after']}" if "uptime_after" in m else "")
-             + ". A shared machine under other work: both sides at nice 10, one after the other, pass after pass.", "",
+             + ". A shared machine under other work: both sides at nice 10, one after the other, pass after pass"
+             + (f" (the largest size in a second invocation of the same script, started at: {m['runs'][1]})" if "runs" in m else "")
+             + ".", "",
              f"Ours: `python -m hanzo_ml prepare-dataset --spec` (the job's own entry point; the CLI/API path is not timed), "
              f"threads {r['threads']}, memory budget {r['memory_budget_mb']} MB: validate -> mask_pii (every kind) -> dedup_exact "
              "(SQLite keys) -> dedup_near (5-word shingles, 14 x 8, 0.72, seed 1; SQLite buckets) -> filter "
