@@ -15,22 +15,7 @@ def side_row(name: str, s: dict) -> str:
             f"{s['records_per_hour_wall']:,} | {s['peak_rss_mb']} | {loads} |")
 
 
-def ours_only_section(size: dict) -> list[str]:
-    """A size where datatrove's pass did not finish in time: ours alone."""
-    o, rep = size["ours"], size["ours_report"]
-    ops = {op["op"]: op for op in rep["operations"]}
-    return [f"## {size['records']:,} records, ours only", "", size["note"], "",
-            "| side | passes | wall s | CPU s | records/hour/core | records/hour (wall) | peak RSS MB | 1-min load before -> after |",
-            "|---|---|---|---|---|---|---|---|", side_row("ours (prepare-dataset)", o), "",
-            f"Ours: {rep['records_in']:,} in, {rep['records_out']:,} out; removed " + ", ".join(
-                f"{name} {op['removed']:,}" for name, op in ops.items() if op["removed"]) +
-            f"; CPU a record {o['cpu_s'] / size['records'] * 1e6:,.0f} us; at that cost on both cores "
-            f"{2 * o['records_per_hour_per_core'] / 1e6:.1f} million records an hour (goal {GOAL_PER_HOUR / 1e6:.0f} million)."]
-
-
 def size_section(r: dict, size: dict) -> list[str]:
-    if "datatrove" not in size:
-        return ours_only_section(size)
     o, d = size["ours"], size["datatrove"]
     lines = [f"## {size['records']:,} records ({size['input_bytes'] / 1e6:.0f} MB JSONL)", "",
              f"Planted: {size['planted']['exact']:,} exact and {size['planted']['near']:,} near duplicates, PII values "
