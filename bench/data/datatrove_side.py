@@ -7,7 +7,9 @@ ExactDedupFilter) -> MinHash near dedup (5-word shingles, 14 x 8, seed 1: Minhas
 Filter) -> length filter (LambdaFilter on the same word count). Its staged design writes each stage's output to disk
 and reads it back; that is part of what is measured. One worker, one task per stage (14 for the buckets stage, as
 datatrove requires), run in this process so that its CPU time and peak RSS are this process's. Its language filter
-is not run (it downloads a model). Word tokenization is whitespace, as ours, instead of its NLTK/spaCy default.
+is not run (it downloads a fastText model; ours uses lingua, whose model ships in its wheel: they cannot share one).
+Word tokenization is whitespace, as ours, instead of its NLTK/spaCy default. With --tokenizer FILE (a tokenizer.json)
+the last stage also tokenizes the kept documents with datatrove's DocumentTokenizer (documents in order).
 Writes DIR/kept.jsonl ({"id", "text"}) and DIR/summary.json.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets
 from datatrove.pipeline.filters import LambdaFilter
 from datatrove.pipeline.formatters import PIIFormatter
 from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.tokens import DocumentTokenizer
 from datatrove.pipeline.writers import JsonlWriter
 from datatrove.utils.word_tokenizers import WordTokenizer
 
@@ -49,6 +52,8 @@ def run_stages(args: argparse.Namespace) -> dict:
     minhash = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8, seed=1)
     exact = ExactDedupConfig(content_getter=lambda doc: doc.text)
     words_ok = lambda doc: args.min_words <= len(doc.text.split()) <= args.max_words  # noqa: E731
+    tokenize = [DocumentTokenizer(f"{w}/tokenized", tokenizer_name_or_path=str(args.tokenizer), shuffle_documents=False)] \
+        if args.tokenizer else []
     stages = [
         ("pii + exact signatures", [JsonlReader(str(args.input.parent), glob_pattern=args.input.name, adapter=chat_adapter),
                                     PIIFormatter(), JsonlWriter(f"{w}/pii", compression=None), ExactDedupSignature(f"{w}/exact-sigs", exact)], 1),
@@ -59,7 +64,7 @@ def run_stages(args: argparse.Namespace) -> dict:
         ("minhash buckets", [MinhashDedupBuckets(f"{w}/mh-sigs", f"{w}/mh-buckets", config=minhash)], minhash.num_buckets),
         ("minhash cluster", [MinhashDedupCluster(f"{w}/mh-buckets", f"{w}/mh-remove", config=minhash)], 1),
         ("minhash filter + length filter", [JsonlReader(f"{w}/exact"), MinhashDedupFilter(f"{w}/mh-remove"), LambdaFilter(words_ok),
-                                            JsonlWriter(f"{w}/out", compression=None)], 1),
+                                            JsonlWriter(f"{w}/out", compression=None), *tokenize], 1),
     ]
     seconds = {}
     for name, pipeline, tasks in stages:
@@ -88,6 +93,7 @@ def main() -> None:
     ap.add_argument("--out-dir", type=Path, required=True)
     ap.add_argument("--min-words", type=int, default=30)
     ap.add_argument("--max-words", type=int, default=150)
+    ap.add_argument("--tokenizer", type=Path, help="a tokenizer.json: tokenize the kept documents too")
     args = ap.parse_args()
     args.input = args.input.resolve()
     args.out_dir.mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,10 @@
     PYTHONPATH=trainer python bench/data/generate.py --records 1000000 --out /tmp/chat.jsonl   # + chat.truth.json
 
 A record is {"messages": [{"role": "user", ...}, {"role": "assistant", ...}]}: a question of 15-40 words and an
-answer of 50-120 words drawn from a vocabulary of 20,000 made-up words (Zipf-weighted), so two fresh records share
-almost no 5-word shingle. Planted, each a fraction of the records (flags):
+answer of 50-120 words drawn from a vocabulary of 20,000 words (Zipf-weighted), so two fresh records share almost
+no 5-word shingle. ENGLISH_SHARE of the words are common English words (drawn uniformly from ENGLISH), the rest
+made-up ones: a language filter for English keeps most records, as it would keep English chat (made-up words alone
+read as no language at all). Planted, each a fraction of the records (flags):
   exact   a copy of an earlier record
   near    a copy of an earlier record with 1-2 answer words replaced (Jaccard of 5-word shingles >= ~0.82, above
           the default threshold 0.72)
@@ -25,6 +27,13 @@ import numpy as np
 from stdnum import luhn
 
 VOCAB_SIZE = 20_000
+ENGLISH_SHARE = 0.6
+ENGLISH = ("the of and to a in is you that it for on with as your are this be at by or from have not can will "
+           "we an if my all has but our they which there was when what so about more one would their also how "
+           "please account order help thanks could should need want know because after before then than these "
+           "those into over just only very new time make like see use get here where who why some other any each "
+           "many most much such both while again still even back through between under around without within "
+           "payment refund shipping address update change password email reset support team issue problem").split()
 
 
 def vocabulary(seed: int) -> list[str]:
@@ -40,7 +49,8 @@ class TextSource:
     """Draws word sequences in bulk (numpy) so that a million records take seconds, not minutes."""
 
     def __init__(self, seed: int):
-        self.words = vocabulary(seed)
+        self.words = vocabulary(seed) + list(dict.fromkeys(ENGLISH))
+        self.english = len(dict.fromkeys(ENGLISH))
         weights = 1.0 / np.arange(1, VOCAB_SIZE + 1) ** 0.8
         self.p = weights / weights.sum()
         self.np_rng = np.random.default_rng(seed)
@@ -49,7 +59,10 @@ class TextSource:
 
     def take(self, n: int) -> list[str]:
         if self.pos + n > len(self.buffer):
-            self.buffer = self.buffer[self.pos:] + self.np_rng.choice(VOCAB_SIZE, size=200_000, p=self.p).tolist()
+            ids = self.np_rng.choice(VOCAB_SIZE, size=200_000, p=self.p)
+            english = self.np_rng.random(200_000) < ENGLISH_SHARE
+            ids[english] = VOCAB_SIZE + self.np_rng.integers(0, self.english, size=int(english.sum()))
+            self.buffer = self.buffer[self.pos:] + ids.tolist()
             self.pos = 0
         ids = self.buffer[self.pos:self.pos + n]
         self.pos += n

@@ -264,3 +264,81 @@ def test_tokenized_rows_made_for_another_length_are_refused(tmp_path, tiny_base_
     with pytest.raises(InputError, match=r"data.tokenized_dir: train.arrow was made with max_length '128', "
                                          r"this job uses '192'"):
         load_chat_datasets(spec, tmp_path / "train-job.json")
+
+
+def chain_records() -> list[dict]:
+    """Demo records with exact copies, a near copy (one word changed in a long answer), PII and a German record."""
+    records = demo_records(60)
+    long_answer = " ".join(f"step {i} of the reset is to open the page and follow the link" for i in range(12))
+    records.append({"messages": [{"role": "user", "content": "how do I reset it"},
+                                 {"role": "assistant", "content": long_answer}]})
+    records.append({"messages": [{"role": "user", "content": "how do I reset it"},
+                                 {"role": "assistant", "content": long_answer.replace("step 5", "stage 5")}]})
+    records[5]["messages"][0]["content"] += " my email is jane.doe@example.com"
+    records.append({"messages": [
+        {"role": "user", "content": "Wie kann ich mein Passwort zurücksetzen? Ich finde den Link nicht mehr."},
+        {"role": "assistant", "content": "Klicken Sie auf den Link in der E-Mail, die wir Ihnen geschickt haben."}]})
+    return records + records[:6]
+
+
+def chain(max_tokens: int) -> list[dict]:
+    return [{"op": "mask_pii"}, {"op": "dedup_exact"},
+            {"op": "dedup_near", "shingle_words": 5, "bands": 14, "rows": 8, "threshold": 0.72, "seed": 1},
+            {"op": "filter", "min_tokens": 1, "max_tokens": max_tokens, "languages": ["en"]},
+            {"op": "tokenize", "max_length": 256}]
+
+
+def test_the_full_chain_gives_the_same_bytes_with_one_worker_or_two(tmp_path, tiny_base_dir):
+    """Every file of the version (split lines and tokenized rows) is the same whatever the number of workers, and
+    the rows the filter's workers made with the token counts are the trainer's own tokenization."""
+    tokenizer = load_tokenizer(tiny_base_dir)
+    records = chain_records()
+    longest = max(len(encode_conversation(tokenizer, r["messages"])) for r in records)
+    too_long = " ".join(["please reset the password for my account now"] * 60)
+    records.insert(10, {"messages": [{"role": "user", "content": too_long}, {"role": "assistant", "content": "ok"}]})
+    source = write_jsonl(tmp_path / "chat.jsonl", records)
+    reports = []
+    for threads in (1, 2):
+        spec = prep_spec(tmp_path, tiny_base_dir, [{"path": str(source), "display_name": "chat.jsonl"}],
+                         operations=chain(max_tokens=longest), threads=threads, output_dir=str(tmp_path / f"out-{threads}"),
+                         report_path=str(tmp_path / f"report-{threads}.json"), work_dir=str(tmp_path / f"w{threads}"))
+        done = run_prepare(tmp_path, spec, f"job-{threads}.json")
+        assert done.returncode == 0, done.stderr
+        reports.append(read_json(tmp_path / f"report-{threads}.json"))
+
+    one, two = reports
+    assert one["sha256"] == two["sha256"]
+    assert one["tokenized"] == two["tokenized"]
+    by_op = {op["op"]: op for op in one["operations"]}
+    assert by_op["dedup_exact"]["removed"] == 6 and by_op["dedup_near"]["removed"] >= 1
+    assert by_op["filter"]["details"]["removed"] == {"too_few_tokens": 0, "too_many_tokens": 1, "language": 1}
+    assert by_op["mask_pii"]["details"]["redactions"]["email"] == 2
+    kept = "".join((tmp_path / "out-2" / f"{split}.jsonl").read_text() for split in ("train", "validation", "test"))
+    assert "step 5" in kept and "stage 5" not in kept and "Passwort" not in kept and "jane.doe" not in kept
+    assert too_long not in kept
+    for split in ("train", "validation", "test"):
+        conversations = read_chat_jsonl(tmp_path / "out-2" / f"{split}.jsonl", allow_empty=True)
+        table = pa.ipc.open_file(tmp_path / "out-2" / "tokenized" / f"{split}.arrow").read_all()
+        examples = encode_dataset(tokenizer, conversations, 256, split) if conversations else []
+        assert table.column("input_ids").to_pylist() == [e.input_ids for e in examples]
+        assert table.column("labels").to_pylist() == [e.labels for e in examples]
+        assert two["splits"][split]["tokens"] == sum(len(encode_conversation(tokenizer, m)) for m in conversations)
+
+
+def test_a_record_the_split_moves_is_tokenized_in_its_new_split(tmp_path, tiny_base_dir):
+    """The rows are written beside the split lines; when rebalancing moves a record afterwards they are made
+    again from the split files, so each file's rows are still its records'."""
+    source = write_jsonl(tmp_path / "two.jsonl", demo_records(2))
+    spec = prep_spec(tmp_path, tiny_base_dir, [{"path": str(source), "display_name": "two.jsonl"}],
+                     operations=[{"op": "tokenize", "max_length": 256}])
+
+    assert run_prepare(tmp_path, spec).returncode == 0
+
+    report = read_json(tmp_path / "report.json")
+    tokenizer = load_tokenizer(tiny_base_dir)
+    for split in ("train", "test"):
+        conversations = read_chat_jsonl(tmp_path / "out" / f"{split}.jsonl")
+        table = pa.ipc.open_file(tmp_path / "out" / "tokenized" / f"{split}.arrow").read_all()
+        assert table.column("input_ids").to_pylist() == [e.input_ids for e in encode_dataset(tokenizer, conversations,
+                                                                                               256, split)]
+        assert report["tokenized"]["splits"][split]["rows"] == 1

@@ -37,6 +37,22 @@ def shingles(text: str, shingle_words: int) -> list[str]:
     return list(map(" ".join, zip(*(words[i:] for i in range(shingle_words)))))
 
 
+def signature(text: str, shingle_words: int, num_perm: int, seed: int) -> np.ndarray | None:
+    grams = shingles(text, shingle_words)
+    if not grams:
+        return None
+    m = RMinHash(num_perm=num_perm, seed=seed)
+    m.update(grams)
+    return np.asarray(m.digest(), dtype=np.uint32)
+
+
+def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[int]:
+    """One signed 64-bit key per band (SQLite's INTEGER), the band's index mixed into the hash."""
+    raw = sig.tobytes()
+    width = rows * 4
+    return [xxhash.xxh64_intdigest(raw[b * width:(b + 1) * width], seed=b) - (1 << 63) for b in range(bands)]
+
+
 class NumpyMinHash:
     """datasketch's permutation scheme ((a*h + b) mod 2^61-1, 32-bit values) over xxh32 shingle hashes, computed for
     a batch of records in one matrix. Only the back-end comparison uses it."""
@@ -119,30 +135,40 @@ class NearDuplicateFilter:
     # ---- signatures and bands ----
 
     def signature(self, text: str) -> np.ndarray | None:
-        grams = shingles(text, self.shingle_words)
-        if not grams:
-            return None
-        m = RMinHash(num_perm=self.num_perm, seed=self.seed)
-        m.update(grams)
-        return np.asarray(m.digest(), dtype=np.uint32)
+        return signature(text, self.shingle_words, self.num_perm, self.seed)
 
     def band_keys(self, sig: np.ndarray) -> list[int]:
-        """One signed 64-bit key per band (SQLite's INTEGER), the band's index mixed into the hash."""
-        raw = sig.tobytes()
-        width = self.rows * 4
-        return [xxhash.xxh64_intdigest(raw[b * width:(b + 1) * width], seed=b) - (1 << 63) for b in range(self.bands)]
+        return band_keys(sig, self.bands, self.rows)
+
+    def signer(self):
+        """A function texts -> [(signature, band keys) or None], for the worker processes: the per-record half
+        of is_duplicate, which depends on nothing but the text and the parameters."""
+        shingle_words, num_perm, seed, bands, rows = self.shingle_words, self.num_perm, self.seed, self.bands, self.rows
+
+        def sign(texts: list[str]) -> list[tuple[np.ndarray, list[int]] | None]:
+            out = []
+            for text in texts:
+                sig = signature(text, shingle_words, num_perm, seed)
+                out.append(None if sig is None else (sig, band_keys(sig, bands, rows)))
+            return out
+        return sign
 
     # ---- the interface the prepare-dataset engine calls ----
 
     def is_duplicate(self, text: str) -> bool:
         """True when `text` is near an earlier kept or reference record (it is then not kept); False: kept and indexed.
         A text without words is never a near-duplicate (exact dedup handles empty records)."""
-        self.counts["records"] += 1
         sig = self.signature(text)
-        if sig is None:
+        return self.is_duplicate_signed(None if sig is None else (sig, self.band_keys(sig)))
+
+    def is_duplicate_signed(self, signed: tuple[np.ndarray, list[int]] | None) -> bool:
+        """is_duplicate for a text whose (signature, band keys) a signer() made: the order-dependent half, which
+        runs in one process, record after record."""
+        self.counts["records"] += 1
+        if signed is None:
             self.counts["kept"] += 1
             return False
-        keys = self.band_keys(sig)
+        sig, keys = signed
         match = self._best_match(sig, keys)
         if match is not None:
             self.counts["duplicates"] += 1

@@ -23,6 +23,8 @@ class Record:
     split: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # top-level fields outside the record form
     tokens: int | None = None  # the rendered conversation's tokens, once a stage has counted them
+    # (input_ids, labels) of tokenized.labelled_examples, made with the count when a tokenize operation follows
+    encoded: tuple | None = field(default=None, repr=False, compare=False)
     _line: str | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -35,6 +37,7 @@ class Record:
     def changed(self) -> None:
         self._line = None
         self.tokens = None
+        self.encoded = None
 
     @property
     def is_preference(self) -> bool:

@@ -27,7 +27,7 @@ from hanzo_ml.dataprep.parallel import ordered_map
 from hanzo_ml.dataprep.records import Record
 from hanzo_ml.dataprep.sources import SourceReader
 from hanzo_ml.dataprep.split import SPLIT_NAMES, SplitSink
-from hanzo_ml.dataprep.tokenized import counting_worker, write_tokenized
+from hanzo_ml.dataprep.tokenized import TokenizedSplits, counting_worker, labelling_worker, write_tokenized
 from hanzo_ml.errors import InputError
 from hanzo_ml.files import atomic_write_json, fsync_tree, sha256_file
 from hanzo_ml.spec import require_existing
@@ -47,6 +47,8 @@ class Context:
         self.work_dir = Path(spec.work_dir)
         self.memory_budget_mb = spec.memory_budget_mb
         self.threads = spec.threads
+        # A tokenize operation follows: whoever counts a record's tokens makes its tokenized rows in the same call.
+        self.labelled = any(op["op"] == "tokenize" for op in getattr(spec, "operations", []))
         self._tokenizer = None
 
     def tokenizer(self):
@@ -157,8 +159,11 @@ def build(spec, directory: Path) -> dict:
     operations = spec.operations
     stages: list[Stage] = []
     reader = SourceReader(spec.sources, issues, context.work_dir)
+    tokenize = next((op for op in operations if op["op"] == "tokenize"), None)
+    tokenizer_sha256 = sha256_file(Path(spec.tokenizer_path) / "tokenizer.json")
+    rows = TokenizedSplits(directory, tokenize["max_length"], tokenizer_sha256) if tokenize is not None else None
     sink = SplitSink(directory, spec.split, spec.split["seed"] if spec.split is not None else 0,
-                     dict(spec.split_of))
+                     dict(spec.split_of), rows)
     try:
         context.tokenizer()  # load before the workers fork, so each inherits it
         stream: Iterator[Record] = valid_only(reader, issues)
@@ -166,21 +171,26 @@ def build(spec, directory: Path) -> dict:
             if op["op"] != "tokenize":
                 stages.append(build_stage(op, context))
                 stream = stages[-1].run(stream)
-        tokenize = next((op for op in operations if op["op"] == "tokenize"), None)
-        write_splits(stream, sink, issues, context, count=tokenize is None)
+        write_splits(stream, sink, issues, context)
         if issues:
             raise issues.error()
         if reader.summary.records == 0:
             raise single_issue(spec.sources[0].display_name, "the sources hold no records")
         files = sink.finish()
+        written = rows.finish() if rows is not None else None
     finally:
         sink.discard()
+        if rows is not None:
+            rows.close()
         for stage in stages:
             stage.close()
     if tokenize is not None and reader.summary.form == "preference":
         raise single_issue(spec.sources[0].display_name, "preference pairs are tokenized by the dpo/orpo trainer "
                            "itself; drop the tokenize operation", field="operations")
-    return report(spec, context, reader, stages, directory, files, tokenize)
+    if rows is not None and sink.moved:  # the rows of the moved record sit in its first split's file
+        rows.discard()
+        written = None
+    return report(spec, context, reader, stages, directory, files, tokenize, tokenizer_sha256, written)
 
 
 def valid_only(reader: SourceReader, issues: IssueLog) -> Iterator[Record]:
@@ -190,14 +200,19 @@ def valid_only(reader: SourceReader, issues: IssueLog) -> Iterator[Record]:
             yield record
 
 
-def write_splits(records: Iterator[Record], sink: SplitSink, issues: IssueLog, context: Context,
-                 count: bool) -> None:
+def write_splits(records: Iterator[Record], sink: SplitSink, issues: IssueLog, context: Context) -> None:
     """Each record into its split file, its tokens counted (count-tokens' way) by the worker processes while
-    the main process reads on; not counted when a stage already did (filter) or the tokenize pass will."""
+    the main process reads on, and with a tokenize operation its tokenized rows made in the same batch call; a
+    record a stage already counted (filter) is not counted again."""
     placed = placeable(records, sink, issues)
-    if not count:
-        for record in placed:
-            sink.add(record)
+    if context.labelled:
+        for chunk, examples in ordered_map(lambda: labelling_worker(context.tokenizer), chunked(placed, COUNT_CHUNK),
+                                           context.threads, send=lambda chunk: [
+                                               None if r.encoded is not None else r.conversation() for r in chunk]):
+            for record, example in zip(chunk, examples):
+                if example is not None:
+                    record.encoded, record.tokens = example, len(example[0])
+                sink.add(record, record.tokens)
         return
     for chunk, counts in ordered_map(lambda: counting_worker(context.tokenizer), chunked(placed, COUNT_CHUNK),
                                      context.threads, send=lambda chunk: [
@@ -223,12 +238,14 @@ def placeable(records: Iterator[Record], sink: SplitSink, issues: IssueLog) -> I
 
 
 def report(spec, context: Context, reader: SourceReader, stages: list[Stage], directory: Path,
-           files: dict[str, dict], tokenize: dict | None) -> dict:
-    tokenizer_sha256 = sha256_file(Path(spec.tokenizer_path) / "tokenizer.json")
+           files: dict[str, dict], tokenize: dict | None, tokenizer_sha256: str, written: dict | None) -> dict:
     stage_reports = [s.report() for s in stages]
     tokenized = None
     if tokenize is not None:
-        tokenized, tokenize_report = tokenize_splits(spec, context, directory, files, tokenize, tokenizer_sha256)
+        if written is None:
+            tokenized, tokenize_report = tokenize_splits(spec, context, directory, files, tokenize, tokenizer_sha256)
+        else:
+            tokenized, tokenize_report = tokenized_report(tokenize, written)
         stage_reports.append(tokenize_report)
     version = hashlib.sha256("".join(files[name]["sha256"] for name in SPLIT_NAMES).encode()).hexdigest()
     return {
@@ -245,12 +262,23 @@ def report(spec, context: Context, reader: SourceReader, stages: list[Stage], di
     }
 
 
+def tokenized_report(tokenize: dict, written: dict[str, dict]) -> tuple[dict, dict]:
+    """The report's `tokenized` and the operation's report for rows written beside the split files (their
+    seconds are spent in the workers, with the token counts, and not told apart)."""
+    tokenized = {"max_length": tokenize["max_length"], "splits": written}
+    rows = sum(s["rows"] for s in written.values())
+    tokens = sum(s["tokens"] for s in written.values())
+    return tokenized, {"op": "tokenize", "params": {"max_length": tokenize["max_length"]}, "records_in": rows,
+                       "records_out": rows, "removed": 0, "added": 0, "details": {"tokens": tokens}, "seconds": 0.0}
+
+
 def tokenize_splits(spec, context: Context, directory: Path, files: dict[str, dict], tokenize: dict,
                     tokenizer_sha256: str) -> tuple[dict, dict]:
-    """tokenized/<split>.arrow for every split: the report's `tokenized` and the operation's report. The pass
-    tokenizes every record anyway, so it sets the split files' token counts too."""
+    """tokenized/<split>.arrow for every split, read back from the split files (when the split moved a record
+    after its rows were written): the report's `tokenized` and the operation's report. The pass tokenizes every
+    record anyway, so it sets the split files' token counts too."""
     started = time.perf_counter()
-    (directory / "tokenized").mkdir()
+    (directory / "tokenized").mkdir(exist_ok=True)
     tokenized: dict = {"max_length": tokenize["max_length"], "splits": {}}
     for name in SPLIT_NAMES:
         tokenized["splits"][name], files[name]["tokens"] = write_tokenized(

@@ -71,8 +71,14 @@ def assign_split(fraction: float, ratios: dict[str, float]) -> str:
 
 
 class SplitSink:
-    def __init__(self, directory: Path, ratios: dict[str, float] | None, seed: int, split_of: dict[str, str]):
+    def __init__(self, directory: Path, ratios: dict[str, float] | None, seed: int, split_of: dict[str, str],
+                 tokenized=None):
+        """tokenized: a tokenized.TokenizedSplits that receives each record's rows with its line (or None)."""
         self.dir = directory
+        self.tokenized = tokenized
+        # finish() moved a record between splits (or one came without rows): the rows written beside the lines
+        # do not match the split files, and the tokenize pass makes them from the files instead
+        self.moved = False
         self.ratios = ratios
         self.seed = seed
         self.split_of = split_of
@@ -83,7 +89,8 @@ class SplitSink:
         self.records = 0
 
     def add(self, record: Record, tokens: int = 0) -> None:
-        """tokens: the record's count (count-tokens'), summed per split and moved with it when rebalancing."""
+        """tokens: the record's count (count-tokens'), summed per split and moved with it when rebalancing;
+        record.encoded, when a tokenize operation made it, goes to the split's tokenized file."""
         line = record.line_json
         if self.ratios is None:
             split = record.split or self.split_of[record.source]
@@ -95,6 +102,10 @@ class SplitSink:
             if self.highest is None or key > self.highest[0]:
                 self.highest = (key, line, split, tokens)
         self.writers[split].add(line)
+        if self.tokenized is not None and record.encoded is not None:
+            self.tokenized.add(split, record.encoded)
+        elif self.tokenized is not None:
+            self.moved = True  # a record came without rows: the tokenize pass makes them from the split files
         self.tokens[split] += tokens
         self.records += 1
 
@@ -110,6 +121,7 @@ class SplitSink:
 
     def move(self, files: dict[str, dict], placed: tuple[bytes, str, str, int], to: str) -> None:
         _, line, split, tokens = placed
+        self.moved = True
         before = files[split]["records"]
         files[split] = self.rewrite(files[split], remove=line)
         files[to] = self.rewrite(files[to], append=line)

@@ -5,16 +5,151 @@ tokenized rows are what the trainer's encode_dataset makes of the same file (pro
 tokenized/<split>.arrow is an Arrow IPC file: one row per record, in file order, with input_ids, labels (-100
 where the trainer masks) and document (the record's 0-based index in its split file). Rows are not packed: the
 trainer packs (hanzo_ml.packing.pack) when it builds batches, as it does for JSONL.
+
+Speed: a record is tokenized once. labelled_examples makes chat.label_assistant_turns' rows for a whole chunk in one
+batch call of the fast tokenizer (Rust), and skips the render that equals the whole conversation (the last answer's
+end); the filter's token count is the length of the same ids. The worker that counts a record's tokens (filter or
+write_splits) makes its rows too, and TokenizedSplits writes them beside the split lines, so no second pass reads
+the split files back (write_tokenized remains for the rare case the split moves a record afterwards).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from hanzo_ml.dataprep.parallel import ordered_map
+from hanzo_ml.dataprep.split import SPLIT_NAMES
 from hanzo_ml.files import sha256_file
 
-CHUNK = 256
+CHUNK = 256  # rows per Arrow record batch, in both writers (the batches are part of the file's bytes)
+
+
+def labelled_examples(tokenizer, conversations: list[list[dict]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(input_ids, labels) as int32 arrays, exactly chat.label_assistant_turns' for each conversation: every render
+    the labelling needs (the whole conversation, and per assistant turn the prompt before it and, unless it is
+    the last message, the conversation up to it) is tokenized in one encode_batch call."""
+    from hanzo_ml.chat import IGNORE_INDEX, render
+    from hanzo_ml.errors import InputError
+
+    texts: list[str] = []
+    plans: list[tuple[int, list[tuple[int, int]]]] = []
+    for messages in conversations:
+        whole = len(texts)
+        texts.append(render(tokenizer, messages))
+        turns = []
+        for turn, message in enumerate(messages):
+            if message["role"] != "assistant":
+                continue
+            texts.append(render(tokenizer, messages[:turn], add_generation_prompt=True))
+            start = len(texts) - 1
+            if turn == len(messages) - 1:
+                end = whole
+            else:
+                texts.append(render(tokenizer, messages[: turn + 1]))
+                end = len(texts) - 1
+            turns.append((start, end))
+        plans.append((whole, turns))
+    encoded = [e.ids for e in fast_encode_batch(tokenizer, texts)] if texts else []
+    examples = []
+    for whole, turns in plans:
+        input_ids = np.asarray(encoded[whole], dtype=np.int32)
+        labels = np.full(len(input_ids), IGNORE_INDEX, dtype=np.int32)
+        for start_at, end_at in turns:
+            start, end_ids = len(encoded[start_at]), encoded[end_at]
+            if (end_at != whole and encoded[whole][: len(end_ids)] != end_ids) or start > len(end_ids):
+                raise InputError("the chat template does not render a conversation's prefixes as token prefixes; "
+                                 "prompt masking needs that property")
+            labels[start:len(end_ids)] = input_ids[start:len(end_ids)]
+        examples.append((input_ids, labels))
+    return examples
+
+
+def fast_encode_batch(tokenizer, texts: list[str]):
+    """The Rust tokenizer's batch encode; encode_batch_fast (tokenizers >= 0.20) skips the character offsets,
+    which nothing here reads (the ids are the same)."""
+    raw = tokenizer._tokenizer
+    encode = getattr(raw, "encode_batch_fast", raw.encode_batch)
+    return encode(texts, add_special_tokens=False)
+
+
+class TokenizedSplits:
+    """tokenized/<split>.arrow written as the split files are: rows arrive with their records, in file order."""
+
+    def __init__(self, directory: Path, max_length: int, tokenizer_sha256: str):
+        import pyarrow as pa
+
+        self.max_length = max_length
+        self.schema = tokenized_schema(max_length, tokenizer_sha256)
+        (directory / "tokenized").mkdir()
+        self.paths = {name: directory / "tokenized" / f"{name}.arrow" for name in SPLIT_NAMES}
+        self.sinks = {name: pa.OSFile(str(path), "wb") for name, path in self.paths.items()}
+        self.writers = {name: pa.ipc.new_file(self.sinks[name], self.schema) for name in SPLIT_NAMES}
+        self.pending: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {name: [] for name in SPLIT_NAMES}
+        self.rows = dict.fromkeys(SPLIT_NAMES, 0)
+        self.tokens = dict.fromkeys(SPLIT_NAMES, 0)
+
+    def add(self, split: str, example: tuple[np.ndarray, np.ndarray]) -> None:
+        pending = self.pending[split]
+        pending.append((example[0][: self.max_length], example[1][: self.max_length]))
+        if len(pending) >= CHUNK:
+            self.flush(split)
+
+    def flush(self, split: str) -> None:
+        pending = self.pending[split]
+        if not pending:
+            return
+        first = self.rows[split]
+        self.writers[split].write_batch(rows_batch([e[0] for e in pending], [e[1] for e in pending], first,
+                                                   self.schema))
+        self.rows[split] += len(pending)
+        self.tokens[split] += sum(len(e[0]) for e in pending)
+        pending.clear()
+
+    def finish(self) -> dict[str, dict]:
+        """{split: {path, rows, tokens, sha256}}, each file closed."""
+        for name in SPLIT_NAMES:
+            self.flush(name)
+        self.close()
+        return {name: {"path": f"tokenized/{path.name}", "rows": self.rows[name], "tokens": self.tokens[name],
+                       "sha256": sha256_file(path)} for name, path in self.paths.items()}
+
+    def close(self) -> None:
+        for name in SPLIT_NAMES:
+            if not self.sinks[name].closed:
+                self.writers[name].close()
+                self.sinks[name].close()
+
+    def discard(self) -> None:
+        self.close()
+        for path in self.paths.values():
+            path.unlink(missing_ok=True)
+
+
+def tokenized_schema(max_length: int, tokenizer_sha256: str):
+    """The schema metadata says how the rows were made, so a reader can refuse rows made with another tokenizer
+    or length."""
+    import pyarrow as pa
+
+    metadata = {"tokenizer_sha256": tokenizer_sha256, "max_length": str(max_length), "chat_template": "model",
+                "mask_prompt": "true"}
+    return pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32())),
+                      ("document", pa.int64())], metadata=metadata)
+
+
+def rows_batch(input_ids: list[np.ndarray], labels: list[np.ndarray], first_document: int, schema):
+    """One record batch built from flat arrays and offsets (no per-token Python objects)."""
+    import pyarrow as pa
+
+    offsets = np.zeros(len(input_ids) + 1, dtype=np.int32)
+    np.cumsum([len(ids) for ids in input_ids], out=offsets[1:])
+    flat_ids = np.concatenate(input_ids) if input_ids else np.zeros(0, np.int32)
+    flat_labels = np.concatenate(labels) if labels else np.zeros(0, np.int32)
+    documents = np.arange(first_document, first_document + len(input_ids), dtype=np.int64)
+    return pa.record_batch([pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat_ids, pa.int32())),
+                            pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat_labels, pa.int32())),
+                            pa.array(documents, pa.int64())], schema=schema)
 
 
 def line_chunks(path: Path, name: str) -> Iterator[list[tuple[str, str]]]:
@@ -43,15 +178,22 @@ def counting_worker(load_tokenizer):
     return count
 
 
-def tokenizing_worker(load_tokenizer, max_length: int):
-    def encode(chunk: list[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]], int]:
-        """input_ids and labels cut to max_length, and the tokens before the cut (count-tokens' count)."""
-        from hanzo_ml.chat import label_assistant_turns, parse_record
+def labelling_worker(load_tokenizer):
+    """labelled_examples for a chunk of conversations; None in, None out (a stage already made that record's)."""
+    def label(conversations: list[list[dict] | None]) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        made = iter(labelled_examples(load_tokenizer(), [c for c in conversations if c is not None]))
+        return [None if c is None else next(made) for c in conversations]
+    return label
 
-        tokenizer = load_tokenizer()
-        full = [label_assistant_turns(tokenizer, parse_record(line, where)) for line, where in chunk]
-        examples = [e.truncated(max_length) for e in full]
-        return [e.input_ids for e in examples], [e.labels for e in examples], sum(len(e.input_ids) for e in full)
+
+def tokenizing_worker(load_tokenizer, max_length: int):
+    def encode(chunk: list[tuple[str, str]]) -> tuple[list[np.ndarray], list[np.ndarray], int]:
+        """input_ids and labels cut to max_length, and the tokens before the cut (count-tokens' count)."""
+        from hanzo_ml.chat import parse_record
+
+        full = labelled_examples(load_tokenizer(), [parse_record(line, where) for line, where in chunk])
+        return [ids[:max_length] for ids, _ in full], [labels[:max_length] for _, labels in full], \
+            sum(len(ids) for ids, _ in full)
     return encode
 
 
@@ -62,18 +204,12 @@ def write_tokenized(source: Path, target: Path, load_tokenizer, max_length: int,
     length."""
     import pyarrow as pa
 
-    metadata = {"tokenizer_sha256": tokenizer_sha256, "max_length": str(max_length), "chat_template": "model",
-                "mask_prompt": "true"}
-    schema = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32())),
-                        ("document", pa.int64())], metadata=metadata)
+    schema = tokenized_schema(max_length, tokenizer_sha256)
     rows = tokens = untruncated = 0
     with pa.OSFile(str(target), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
         for _, (input_ids, labels, before_cut) in ordered_map(lambda: tokenizing_worker(load_tokenizer, max_length),
                                                   line_chunks(source, source.name), threads):
-            documents = list(range(rows, rows + len(input_ids)))
-            writer.write_batch(pa.record_batch([pa.array(input_ids, pa.list_(pa.int32())),
-                                                pa.array(labels, pa.list_(pa.int32())),
-                                                pa.array(documents, pa.int64())], schema=schema))
+            writer.write_batch(rows_batch(input_ids, labels, rows, schema))
             rows += len(input_ids)
             tokens += sum(len(ids) for ids in input_ids)
             untruncated += before_cut

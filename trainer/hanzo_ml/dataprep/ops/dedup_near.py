@@ -1,12 +1,16 @@
 """dedup_near: MinHash LSH over word shingles of the whole conversation (dataprep.near_dedup); the first record
 of a near-duplicate group is kept. With against_parents, an earlier version's records are references: compared
-against, never output."""
+against, never output. The signatures and band keys are made by the job's worker processes, chunk by chunk in
+order; the decisions (which depend on the records before) are made here, one record after another."""
 from __future__ import annotations
 
 from typing import Iterator
 
-from hanzo_ml.dataprep.ops import Stage
+from hanzo_ml.dataprep.ops import Stage, chunked
+from hanzo_ml.dataprep.parallel import ordered_map
 from hanzo_ml.dataprep.records import Record
+
+CHUNK = 256
 
 
 class DedupNear(Stage):
@@ -25,9 +29,11 @@ class DedupNear(Stage):
         if self.params.get("against_parents"):
             for record in self.context.parent_records():
                 self.filter.add_reference(record.text())
-        for record in records:
-            if self.filter.is_duplicate(record.text()):
-                self.removed += 1
-            else:
-                yield record
+        for chunk, signed in ordered_map(self.filter.signer, chunked(records, CHUNK), self.context.threads,
+                                         send=lambda chunk: [record.text() for record in chunk]):
+            for record, one in zip(chunk, signed):
+                if self.filter.is_duplicate_signed(one):
+                    self.removed += 1
+                else:
+                    yield record
         self.details.update(self.filter.stats())

@@ -1,0 +1,52 @@
+"""The batch tokenization of prepare-dataset (dataprep.tokenized.labelled_examples) against the trainer's own
+chat.label_assistant_turns, and the language filter's bounded prefix."""
+from __future__ import annotations
+
+import pytest
+
+from hanzo_ml.chat import label_assistant_turns, load_tokenizer
+from hanzo_ml.dataprep.ops.filter import LANGUAGE_PREFIX_CHARS, language_prefix
+from hanzo_ml.dataprep.tokenized import labelled_examples
+from hanzo_ml.errors import InputError
+from helpers import demo_records
+
+
+def test_batch_labelling_is_the_trainers_labelling_for_every_shape_of_conversation(tiny_base_dir):
+    tokenizer = load_tokenizer(tiny_base_dir)
+    conversations = [r["messages"] for r in demo_records(20)] + [
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
+         {"role": "assistant", "content": "hello"}, {"role": "user", "content": "and now?"},
+         {"role": "assistant", "content": "now this"}],
+    ]
+
+    made = labelled_examples(tokenizer, conversations)
+
+    for (input_ids, labels), messages in zip(made, conversations, strict=True):
+        expected = label_assistant_turns(tokenizer, messages)
+        assert input_ids.tolist() == expected.input_ids and labels.tolist() == expected.labels
+    assert labelled_examples(tokenizer, []) == []
+
+
+def test_a_template_that_breaks_token_prefixes_is_refused_as_the_trainer_refuses_it(tiny_base_dir):
+    tokenizer = load_tokenizer(tiny_base_dir)
+    # The last turn's end is the whole conversation; an earlier one is rendered with a marker the whole lacks.
+    tokenizer.chat_template = ("{% for m in messages %}{{ m['role'] + ': ' + m['content'] }}"
+                               "{% if loop.last %}{{ ' END' }}{% else %}{{ ' | ' }}{% endif %}{% endfor %}"
+                               "{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}")
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]
+
+    with pytest.raises(InputError, match="token prefixes"):
+        label_assistant_turns(tokenizer, messages)
+    with pytest.raises(InputError, match="token prefixes"):
+        labelled_examples(tokenizer, [messages])
+
+
+def test_language_is_read_from_a_bounded_prefix_cut_at_a_space():
+    text = "word " * 200
+
+    prefix = language_prefix(text)
+
+    assert len(prefix) <= LANGUAGE_PREFIX_CHARS and prefix.endswith("word") and text.startswith(prefix)
+    assert language_prefix("short text") == "short text"
+    assert len(language_prefix("x" * 1000)) == LANGUAGE_PREFIX_CHARS  # no space to cut at: a hard cut
