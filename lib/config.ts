@@ -32,6 +32,8 @@ export interface Bootstrap {
   openai_python?: string;
   /** The MLflow UI's static build (from the pinned mlflow wheel), served read-only at /mlflow/. */
   mlflow_ui?: string;
+  /** The web console's build (scripts/bootstrap.sh, keyed by the hash of console/ and the lock), served at /. */
+  console?: string;
   /** Apache Kafka jars (test/kafka/pom.xml) for the event tests' broker. */
   kafka_libs?: string;
   /** pytest and its dependencies for MLflow's own server tests, put on PYTHONPATH beside mlflow_python. */
