@@ -36,6 +36,7 @@ import { mlflowGraphqlRoutes } from './routes/mlflow/graphql.js';
 import { mlflowUiBuildDir, mlflowUiRoutes } from './routes/mlflow-ui.js';
 import { sessionLoginRoutes, sessionRoutes, sessionSealer } from './routes/console-session.js';
 import { consoleBuildDir, consoleRoutes } from './routes/console.js';
+import { oidcLoginRoutes } from './routes/console-oidc.js';
 
 export function createApp(deps: ApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -82,6 +83,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   const authOptions = { anonymous, jwt: jwtVerifierFor(deps.config), port: deps.config.server.port, sessions };
   // Signing in and out of the console take no credentials of their own: mounted before authentication.
   app.route('/v1/session', sessionLoginRoutes(deps, sessions, tokenPrincipal(deps.db, authOptions.jwt)));
+  app.route('/v1/session', oidcLoginRoutes(deps, sessions, tokenPrincipal(deps.db, authOptions.jwt)));
   const trail = auditTrail(deps, anonymous);
   for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow', '/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts', '/get-artifact', '/graphql']) {
     const pattern = prefix === '/get-artifact' || prefix === '/graphql' ? prefix : `${prefix}/*`;

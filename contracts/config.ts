@@ -230,6 +230,11 @@ export const ConfigSchema = z.strictObject({
         .enum(['none', 'viewer', 'developer'])
         .optional()
         .describe('role of a request without a token, in the dev organization; default developer when the API listens on loopback only (as a local mlflow server), else none'),
+      console_client_id: z
+        .string()
+        .min(1)
+        .optional()
+        .describe("the console's OIDC client id at the IAM (a public client: authorization code with PKCE, no secret); with auth.iam_url, the login page signs in through the IAM; its redirect URI is <server.public_url or the request's origin>/v1/session/oidc/callback"),
       session_ttl: duration
         .refine((d) => durationSeconds(d) >= 60 && durationSeconds(d) <= 7 * 86400, 'between 1m and 7d')
         .default('12h')

@@ -27,35 +27,44 @@ export interface OpenedSession {
   expiresAt: Date;
 }
 
-/** Seals and opens session cookies with this installation's key. */
+/** Seals and opens session cookies (and the OIDC login's short-lived state) with this installation's key. */
 export interface SessionSealer {
   seal(token: string, ttlMs: number): Promise<{ cookie: string } & OpenedSession>;
   /** null for a cookie that is not ours, was changed, or has expired */
   open(cookie: string): Promise<OpenedSession | null>;
+  sealClaims(claims: Record<string, string>, expiresAt: Date): Promise<string>;
+  openClaims(sealed: string): Promise<(Record<string, unknown> & { exp: number }) | null>;
 }
 
 export function sessionSealer(home: string): SessionSealer {
   let key: Promise<Uint8Array> | null = null;
   const keyOf = (): Promise<Uint8Array> => (key ??= sessionKey(home));
+  const sealClaims = async (claims: Record<string, string>, expiresAt: Date): Promise<string> =>
+    new EncryptJWT(claims)
+      .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
+      .setIssuedAt()
+      .setExpirationTime(Math.floor(expiresAt.getTime() / 1000))
+      .encrypt(await keyOf());
+  const openClaims = async (sealed: string) => {
+    try {
+      const { payload } = await jwtDecrypt(sealed, await keyOf(), { keyManagementAlgorithms: ['dir'], contentEncryptionAlgorithms: ['A256GCM'], requiredClaims: ['exp'] });
+      return payload as Record<string, unknown> & { exp: number };
+    } catch {
+      return null;
+    }
+  };
   return {
+    sealClaims,
+    openClaims,
     async seal(token, ttlMs) {
       const csrf = randomBytes(32).toString('base64url');
       const expiresAt = new Date(Date.now() + ttlMs);
-      const cookie = await new EncryptJWT({ tok: token, csrf })
-        .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
-        .setIssuedAt()
-        .setExpirationTime(Math.floor(expiresAt.getTime() / 1000))
-        .encrypt(await keyOf());
-      return { cookie, token, csrf, expiresAt };
+      return { cookie: await sealClaims({ tok: token, csrf }, expiresAt), token, csrf, expiresAt };
     },
     async open(cookie) {
-      try {
-        const { payload } = await jwtDecrypt(cookie, await keyOf(), { keyManagementAlgorithms: ['dir'], contentEncryptionAlgorithms: ['A256GCM'], requiredClaims: ['exp'] });
-        if (typeof payload.tok !== 'string' || typeof payload.csrf !== 'string') return null;
-        return { token: payload.tok, csrf: payload.csrf, expiresAt: new Date(payload.exp! * 1000) };
-      } catch {
-        return null;
-      }
+      const claims = await openClaims(cookie);
+      if (!claims || typeof claims.tok !== 'string' || typeof claims.csrf !== 'string') return null;
+      return { token: claims.tok, csrf: claims.csrf, expiresAt: new Date(claims.exp * 1000) };
     },
   };
 }
@@ -82,11 +91,21 @@ export function csrfMatches(session: OpenedSession, header: string | undefined):
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
+/** Seals the token into a new session and sets its two cookies on the response. */
+export async function startSession(c: Context, sealer: SessionSealer, token: string, ttlMs: number): Promise<OpenedSession> {
+  const session = await sealer.seal(token, ttlMs);
+  const secure = isHttps(c);
+  const maxAge = Math.floor(ttlMs / 1000);
+  setCookie(c, SESSION_COOKIE, session.cookie, { path: '/', httpOnly: true, secure, sameSite: 'Strict', maxAge });
+  setCookie(c, CSRF_COOKIE, session.csrf, { path: '/', httpOnly: false, secure, sameSite: 'Strict', maxAge });
+  return session;
+}
+
 /** The session cookie of a request, if any. */
 export const sessionCookieOf = (c: Context): string | undefined => getCookie(c, SESSION_COOKIE);
 
 /** Secure cookies on HTTPS (directly, or behind a proxy that says so): a plain-HTTP local stack keeps working. */
-const isHttps = (c: Context): boolean => new URL(c.req.url).protocol === 'https:' || c.req.header('x-forwarded-proto') === 'https';
+export const isHttps = (c: Context): boolean => new URL(c.req.url).protocol === 'https:' || c.req.header('x-forwarded-proto') === 'https';
 
 /**
  * The routes that take no credentials of their own: signing in (the token is in the body) and signing out.
@@ -102,12 +121,7 @@ export function sessionLoginRoutes(deps: ApiDeps, sealer: SessionSealer, princip
     const principal = await principalOf(token);
     if (!principal) throw new ApiError('UNAUTHENTICATED', 'token: unknown, expired or revoked token');
     if (principal.runId !== undefined && principal.runId !== null) throw new ApiError('PERMISSION_DENIED', "token: a job's token cannot sign in to the console");
-    const session = await sealer.seal(token, ttl);
-    const secure = isHttps(c);
-    const maxAge = Math.floor(ttl / 1000);
-    setCookie(c, SESSION_COOKIE, session.cookie, { path: '/', httpOnly: true, secure, sameSite: 'Strict', maxAge });
-    setCookie(c, CSRF_COOKIE, session.csrf, { path: '/', httpOnly: false, secure, sameSite: 'Strict', maxAge });
-    return c.json(sessionView(deps, principal, session));
+    return c.json(sessionView(deps, principal, await startSession(c, sealer, token, ttl)));
   });
 
   app.delete('/', (c) => {

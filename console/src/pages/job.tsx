@@ -125,7 +125,7 @@ function Summary({ job }: { job: JobDetail }) {
   );
 }
 
-/** What happened to the job, in order: created, each segment's attempts, preemptions, recoveries, checkpoints, end. */
+/** What happened to the job, in time order: submitted, started, each segment, preemptions, restarts, checkpoints, its end. */
 function Timeline({ job }: { job: JobDetail }) {
   const items: { at: string | null; what: string }[] = [
     { at: job.created_at, what: 'submitted' },
@@ -135,7 +135,7 @@ function Timeline({ job }: { job: JobDetail }) {
     ...job.recoveries.map((r) => ({ at: r.at, what: `restart ${r.restart} after ${r.kind.replace(/_/g, " ")} at step ${r.step ?? "?"}: ${r.change}` })),
     ...job.checkpoints.map((c) => ({ at: c.created_at, what: `checkpoint at step ${c.step}${Object.keys(c.metrics).length ? ` (${Object.entries(c.metrics).map(([k, v]) => `${k} ${num(v)}`).join(', ')})` : ''}` })),
     ...(job.ended_at ? [{ at: job.ended_at, what: job.status }] : []),
-  ];
+  ].sort((a, b) => (a.at ?? '').localeCompare(b.at ?? ''));
   return (
     <section>
       <h2>Timeline</h2>
