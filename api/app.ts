@@ -79,7 +79,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
     ),
   );
   const anonymous = anonymousPrincipal(deps.config);
-  const sessions = sessionSealer(deps.home);
+  const sessions = sessionSealer(deps.home, deps.config.auth.session_secret);
   const authOptions = { anonymous, jwt: jwtVerifierFor(deps.config), port: deps.config.server.port, sessions };
   // Signing in and out of the console take no credentials of their own: mounted before authentication.
   app.route('/v1/session', sessionLoginRoutes(deps, sessions, tokenPrincipal(deps.db, authOptions.jwt)));

@@ -235,6 +235,11 @@ export const ConfigSchema = z.strictObject({
         .min(1)
         .optional()
         .describe("the console's OIDC client id at the IAM (a public client: authorization code with PKCE, no secret); with auth.iam_url, the login page signs in through the IAM; its redirect URI is <server.public_url or the request's origin>/v1/session/oidc/callback"),
+      session_secret: z
+        .string()
+        .min(32, 'expected at least 32 characters: it keys the console\'s session cookies')
+        .optional()
+        .describe('keys the console\'s session cookies (set it with HANZO_ML_AUTH_SESSION_SECRET from a Secret, not in the file); the same on every API replica, so a login made on one is valid on all. Unset: a key made once in HANZO_ML_HOME/secrets, right for one API process'),
       session_ttl: duration
         .refine((d) => durationSeconds(d) >= 60 && durationSeconds(d) <= 7 * 86400, 'between 1m and 7d')
         .default('12h')

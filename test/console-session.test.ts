@@ -8,6 +8,7 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../api/app.js';
 import { CONSOLE_CSP } from '../api/routes/console.js';
+import { sessionSealer } from '../api/routes/console-session.js';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { createLogger } from '../lib/log.js';
@@ -135,6 +136,21 @@ describe('console login session', () => {
     expect(foreign.headers.getSetCookie()).toEqual([]);
     const form = await request('/v1/session', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `token=${DEV_TOKEN}` });
     expect(form.status).toBe(400);
+  });
+});
+
+describe('session keys', () => {
+  it('opens a session sealed by another API replica with the same auth.session_secret, and not one of another key', async () => {
+    const secret = 'a-shared-secret-of-at-least-32-characters';
+    const homes = [0, 1, 2].map(() => mkdtempSync(join(tmpdir(), 'hanzo-ml-home-')));
+    const sealed = await sessionSealer(homes[0]!, secret).seal('some-token', 60_000);
+    expect(await sessionSealer(homes[1]!, secret).open(sealed.cookie)).toMatchObject({ token: 'some-token', csrf: sealed.csrf });
+    expect(await sessionSealer(homes[2]!).open(sealed.cookie)).toBeNull();
+    // Without a secret each home makes its own key: another replica's cookie is not valid there.
+    const own = await sessionSealer(homes[2]!).seal('t', 60_000);
+    expect(await sessionSealer(homes[2]!).open(own.cookie)).toMatchObject({ token: 't' });
+    expect(await sessionSealer(homes[1]!).open(own.cookie)).toBeNull();
+    expect(() => testConfig({ HANZO_ML_AUTH_SESSION_SECRET: 'short' })).toThrow(/auth\.session_secret.*32/s);
   });
 });
 

@@ -3,7 +3,7 @@
 // once under HANZO_ML_HOME/secrets) so that the browser never holds it readable, and the CSRF token, readable by
 // the page, which every write authenticated by the cookie repeats in the x-csrf-token header (api/auth.ts). The
 // token is checked again on every request, so revoking it, or its expiry, ends the session at once.
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Hono, type Context } from 'hono';
@@ -36,9 +36,10 @@ export interface SessionSealer {
   openClaims(sealed: string): Promise<(Record<string, unknown> & { exp: number }) | null>;
 }
 
-export function sessionSealer(home: string): SessionSealer {
+/** `secret` (auth.session_secret): the key of every replica; else one made once under `home`. */
+export function sessionSealer(home: string, secret?: string): SessionSealer {
   let key: Promise<Uint8Array> | null = null;
-  const keyOf = (): Promise<Uint8Array> => (key ??= sessionKey(home));
+  const keyOf = (): Promise<Uint8Array> => (key ??= secret ? Promise.resolve(keyOfSecret(secret)) : sessionKey(home));
   const sealClaims = async (claims: Record<string, string>, expiresAt: Date): Promise<string> =>
     new EncryptJWT(claims)
       .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
@@ -68,6 +69,9 @@ export function sessionSealer(home: string): SessionSealer {
     },
   };
 }
+
+/** A 256-bit key from the configured secret (HKDF-SHA256, labelled so it keys nothing else). */
+const keyOfSecret = (secret: string): Uint8Array => new Uint8Array(hkdfSync('sha256', secret, 'hanzo-ml', 'console session cookie', 32));
 
 /** The installation's session key, made on first use under HANZO_ML_HOME (readable by its owner only). */
 async function sessionKey(home: string): Promise<Uint8Array> {
