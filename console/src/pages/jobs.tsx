@@ -96,7 +96,17 @@ function JobRow({ job, detail }: { job: JobView; detail: JobDetail | null }) {
         <a href={href} onClick={linkHandler(href)}>
           {job.name}
         </a>
-        <div class="muted small">{job.id}</div>
+        <div class="muted small">
+          {job.id}
+          {pipelineOf(job) && (
+            <>
+              {' · '}
+              <a href={`/pipelines/${pipelineOf(job)}/approval`} onClick={linkHandler(`/pipelines/${pipelineOf(job)}/approval`)}>
+                its pipeline
+              </a>
+            </>
+          )}
+        </div>
       </td>
       <td>{job.type}</td>
       <td>
@@ -111,6 +121,9 @@ function JobRow({ job, detail }: { job: JobView; detail: JobDetail | null }) {
     </tr>
   );
 }
+
+/** The pipeline a stage job belongs to (its parent `pipeline:<id>`), URL-encoded, or null. */
+export const pipelineOf = (job: Pick<JobView, 'parent'>): string | null => (job.parent?.startsWith('pipeline:') ? encodeURIComponent(job.parent.slice('pipeline:'.length)) : null);
 
 export function Progress({ step, max }: { step: number; max: number }) {
   const p = percent(step, max);
