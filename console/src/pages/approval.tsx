@@ -67,12 +67,14 @@ export function ApprovalPage({ id, session }: { id: string; session: SessionView
         <form class="decide" onSubmit={(e) => e.preventDefault()}>
           <label for="reason">Reason</label>
           <textarea id="reason" value={reason} onInput={(e) => setReason((e.target as HTMLTextAreaElement).value)} />
-          <button type="button" onClick={() => void decide('approve')}>
-            Approve
-          </button>
-          <button type="button" class="danger" onClick={() => void decide('reject')}>
-            Reject
-          </button>
+          <div class="actions">
+            <button type="button" onClick={() => void decide('approve')}>
+              Approve
+            </button>
+            <button type="button" class="danger" onClick={() => void decide('reject')}>
+              Reject
+            </button>
+          </div>
         </form>
       )}
       {p.awaiting_approval && !session.approver && <p class="muted">Waiting for an approver: your role ({session.role}) cannot approve.</p>}
