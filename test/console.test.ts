@@ -3,7 +3,8 @@
 // refused), the jobs list showing a running job, cancelling it from its page, the MLflow UI working with only the
 // cookie, and the approval page of one real pipeline (a viewer sees no approve button and the API refuses the call;
 // an approver approves it and its model version reaches production). Screenshots of every page are written to
-// test-results/console-screenshots/ (git-ignored) as the run goes.
+// test-results/console-screenshots/ (git-ignored) as the run goes. The file takes 7-14 minutes on 2 busy cores,
+// nearly all of it the pipeline's training, eval and validation.
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
@@ -201,6 +202,15 @@ describe('web console at /', () => {
     expect(versions.body.versions.map((v) => v.stage)).toEqual(['production']);
     await page.reload();
     await page.getByText(/approved by dev: console test: gate report reviewed/).waitFor({ timeout: 30_000 });
+  });
+
+  it("plots the pipeline's training job from its run's logged metrics", { timeout: 120_000 }, async () => {
+    const training = await stack.api<{ jobs: { id: string }[] }>('GET', `/v1/jobs?parent=pipeline:${pipelineId}&type=training`);
+    await page.goto(url(`/jobs/${training.body.jobs[0]!.id}`));
+    // uPlot draws on a canvas, and only once the chart is on screen: the loss chart is.
+    await page.locator('section[data-chart="loss"] canvas').first().waitFor({ timeout: 60_000 });
+    expect(await page.locator('section[data-chart="loss"] .u-legend').textContent()).toContain('loss');
+    await shot('job-training', page);
   });
 });
 
