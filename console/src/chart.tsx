@@ -6,6 +6,7 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { fetchSeries, type Points } from './metrics.js';
 import { smooth } from './smoothing.js';
+import { num } from './format.js';
 
 const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#4d7c0f', '#be185d'];
 
@@ -79,8 +80,10 @@ function Plot({ keys, data, weight, onZoom }: { keys: string[]; data: Points[]; 
       width: host.current.clientWidth || 480,
       height: 220,
       scales: { x: { time: false } },
-      series: [{ label: 'step' }, ...keys.map((k, i) => ({ label: k.split('/').at(-1)!, stroke: COLORS[i % COLORS.length]!, width: 1.5, spanGaps: true }))],
-      axes: [{}, { size: 60 }],
+      // Keys keep their last two parts as labels: train/loss and eval/loss differ, a GPU keeps its node.
+      series: [{ label: 'step' }, ...keys.map((k, i) => ({ label: k.split('/').slice(-2).join('/'), stroke: COLORS[i % COLORS.length]!, width: 1.5, spanGaps: true, value: (_u: uPlot, v: number | null) => num(v) }))],
+      // uPlot's default tick labels round a learning rate of 2e-4 to 0.
+      axes: [{}, { size: 70, values: (_u, ticks) => ticks.map((t) => num(t, 3)) }],
       cursor: { drag: { x: true, y: false } },
       hooks: {
         setSelect: [
