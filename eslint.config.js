@@ -5,7 +5,7 @@ import { builtinModules } from 'node:module';
 const nodeBuiltins = builtinModules.filter((m) => !['assert', 'url', 'util'].includes(m));
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'trainer/**', 'candle/**', 'bench/results/**', 'db/migrations/**', '.hanzo-ml/**'] },
+  { ignores: ['console/dist/**', 'node_modules/**', 'trainer/**', 'candle/**', 'bench/results/**', 'db/migrations/**', '.hanzo-ml/**'] },
   ...tseslint.configs.recommended,
   {
     languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['eslint.config.js'] }, tsconfigRootDir: import.meta.dirname } },
@@ -17,7 +17,32 @@ export default tseslint.config(
     },
   },
   ...layerRules(),
+  consoleRule(),
 );
+
+/**
+ * The web console is a browser app: it reads the API over HTTP and shares only the contracts' TYPES (erased in
+ * its build), never server code. Its build config alone runs in Node.
+ */
+function consoleRule() {
+  const server = ['lib', 'db', 'datasets', 'events', 'jobs', 'activities', 'workflows', 'workers', 'api', 'runtime', 'cli'];
+  return {
+    files: ['console/**/*.ts', 'console/**/*.tsx'],
+    ignores: ['console/vite.config.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: server.map((d) => `**/${d}/**`), message: 'the console imports no server code: it calls the API' },
+            { group: ['**/contracts/**'], allowTypeImports: true, message: 'the console imports contracts TYPES only (import type)' },
+            { group: ['node:*'], message: 'the console runs in a browser' },
+          ],
+        },
+      ],
+    },
+  };
+}
 
 /**
  * Imports run one way (STYLE.md): a layer imports only from the layers before it. Rule options do not merge

@@ -8,7 +8,7 @@ import { ApiError, errorResponse, invalid } from './errors.js';
 
 /** MLflow's own limit on a log-batch body (as its server refuses it). */
 const MLFLOW_BATCH_BYTES = 1024 * 1024;
-import { anonymousPrincipal, authenticate, isUploadPath, jwtVerifierFor } from './auth.js';
+import { anonymousPrincipal, authenticate, isUploadPath, jwtVerifierFor, tokenPrincipal } from './auth.js';
 import { streamingBodyLimit } from './body-limit.js';
 import { identityRoutes } from './routes/identity.js';
 import { auditTrail, requestTransactions } from './audit.js';
@@ -38,6 +38,9 @@ import { runArtifactRoutes } from './routes/run-artifacts.js';
 import { openApiDocument } from './openapi.js';
 import { mlflowGraphqlRoutes } from './routes/mlflow/graphql.js';
 import { mlflowUiBuildDir, mlflowUiRoutes } from './routes/mlflow-ui.js';
+import { sessionLoginRoutes, sessionRoutes, sessionSealer } from './routes/console-session.js';
+import { consoleBuildDir, consoleRoutes } from './routes/console.js';
+import { oidcLoginRoutes } from './routes/console-oidc.js';
 
 export function createApp(deps: ApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -80,7 +83,11 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
     ),
   );
   const anonymous = anonymousPrincipal(deps.config);
-  const authOptions = { anonymous, jwt: jwtVerifierFor(deps.config), port: deps.config.server.port };
+  const sessions = sessionSealer(deps.home, deps.config.auth.session_secret);
+  const authOptions = { anonymous, jwt: jwtVerifierFor(deps.config), port: deps.config.server.port, sessions };
+  // Signing in and out of the console take no credentials of their own: mounted before authentication.
+  app.route('/v1/session', sessionLoginRoutes(deps, sessions, tokenPrincipal(deps.db, authOptions.jwt)));
+  app.route('/v1/session', oidcLoginRoutes(deps, sessions, tokenPrincipal(deps.db, authOptions.jwt)));
   const trail = auditTrail(deps, anonymous);
   for (const prefix of ['/v1', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow', '/api/2.0/mlflow-artifacts', '/ajax-api/2.0/mlflow-artifacts', '/get-artifact', '/graphql']) {
     const pattern = prefix === '/get-artifact' || prefix === '/graphql' ? prefix : `${prefix}/*`;
@@ -100,6 +107,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   for (const prefix of ['/v1/experiments', '/v1/runs', '/v1/models', '/api/2.0/mlflow', '/ajax-api/2.0/mlflow']) app.use(`${prefix}/*`, atomic);
   deps = { ...deps, db: requests.db };
   app.route('/v1', identityRoutes(deps));
+  app.route('/v1/session', sessionRoutes(deps, sessions));
   // One count of each caller's open streams, events and job streams alike: limits.event_streams_per_token is theirs.
   const streams = streamSlots(deps.config.limits.event_streams_per_token);
   // One outbox poller per process for /v1/events and the page streams alike.
@@ -131,8 +139,9 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   mlflowGetArtifactRoute(app, deps);
   mlflowGraphqlRoutes(app, deps.config.limits);
   mlflowUiRoutes(app, deps.config.server.mlflow_ui_dir ?? mlflowUiBuildDir(deps.bootstrap.mlflow_ui, deps.bootstrap.mlflow_python));
+  const consolePage = consoleRoutes(app, consoleBuildDir(deps.config.server.console_dir, deps.bootstrap));
 
-  app.notFound((c) => errorResponse(c, 'RESOURCE_DOES_NOT_EXIST', `no route for ${c.req.method} ${c.req.path}`));
+  app.notFound(async (c) => (await consolePage(c)) ?? errorResponse(c, 'RESOURCE_DOES_NOT_EXIST', `no route for ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {
     if (err instanceof ApiError) return errorResponse(c, err.code, err.message);
     deps.log.error('unhandled error', { error: err.stack ?? String(err), request_id: c.get('requestId') });

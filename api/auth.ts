@@ -1,6 +1,8 @@
 // Bearer-token authentication and role checks. Every row is scoped to the caller's organization.
 // A bearer is either an API token of ours (random, stored hashed, revocable) or a Hanzo IAM JWT verified against
 // the issuer's JWKS; a request without one is accepted only on a loopback-only stack, and only from a local page.
+// The console's browser sends neither: its session cookie seals one of those tokens (api/routes/console-session.ts),
+// and each write it authenticates must repeat the session's CSRF token in a header.
 import type { Context, MiddlewareHandler } from 'hono';
 import { createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose';
 import type { Db } from '../db/client.js';
@@ -9,6 +11,8 @@ import { ApiError } from './errors.js';
 import type { AppEnv } from './deps.js';
 import type { Config } from '../contracts/config.js';
 import { durationMs, isLoopbackHost } from '../lib/config.js';
+import { CSRF_HEADER } from '../contracts/console-session.js';
+import { csrfMatches, sessionCookieOf, type SessionSealer } from './routes/console-session.js';
 
 const RANK: Record<Role, number> = { viewer: 0, developer: 1, approver: 2, admin: 3 };
 
@@ -122,29 +126,64 @@ export interface AuthOptions {
   jwt?: JwtVerifier | null;
   /** the port the API listens on: token-less requests must name it in Host */
   port?: number;
+  /** opens the console's session cookies; without it a cookie is not a credential */
+  sessions?: SessionSealer | null;
+}
+
+/** Who a token is: an API token of ours, else (with auth.iam_url) a verified IAM token; null when neither. */
+export function tokenPrincipal(db: Db, jwt: JwtVerifier | null | undefined): (token: string) => Promise<Principal | null> {
+  return async (token) => {
+    const principal = await principalForToken(db, token);
+    if (principal || !jwt || !looksLikeJwt(token)) return principal;
+    const verified = await jwt(token);
+    await ensureOrganization(db, verified.organizationId);
+    return verified;
+  };
 }
 
 export function authenticate(db: Db, o: AuthOptions = {}): MiddlewareHandler<AppEnv> {
+  const principalOf = tokenPrincipal(db, o.jwt);
   return async (c, next) => {
     const header = c.req.header('authorization') ?? '';
     const m = /^Bearer\s+(.+)$/i.exec(header);
+    const cookie = !m && o.sessions ? sessionCookieOf(c) : undefined;
+    if (cookie) {
+      c.set('principal', await cookiePrincipal(c, o.sessions!, cookie, principalOf));
+      return next();
+    }
     if (!m && o.anonymous) {
       checkLocalOrigin(c, o.port);
       c.set('principal', o.anonymous);
       return next();
     }
     if (!m) throw new ApiError('UNAUTHENTICATED', 'missing "Authorization: Bearer <token>" header');
-    const token = m[1]!.trim();
-    let principal = await principalForToken(db, token);
-    if (!principal && o.jwt && looksLikeJwt(token)) {
-      principal = await o.jwt(token);
-      await ensureOrganization(db, principal.organizationId);
-    }
+    const principal = await principalOf(m[1]!.trim());
     if (!principal) throw new ApiError('UNAUTHENTICATED', 'unknown, expired or revoked token');
     if (typeof principal.runId === 'string') await checkJobScope(c, principal.runId);
     c.set('principal', principal);
     await next();
   };
+}
+
+/** Methods that change nothing: the only ones a cookie authenticates without the CSRF header. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+/** Marks a request the MLflow UI forwards after checking that it only reads (api/routes/mlflow-ui.ts). */
+const READ_ONLY_UI = Symbol('read-only UI request');
+export const readOnlyUiEnv = (env: unknown): Record<PropertyKey, unknown> => ({ ...(env as object | undefined), [READ_ONLY_UI]: true });
+
+/**
+ * The console's session: the token sealed in the cookie, checked as a bearer token is (so a revoked token ends
+ * it), and on a write the CSRF header. The read-only MLflow UI's search POSTs are reads and need none.
+ */
+async function cookiePrincipal(c: Context<AppEnv>, sessions: SessionSealer, cookie: string, principalOf: (token: string) => Promise<Principal | null>): Promise<Principal> {
+  const session = await sessions.open(cookie);
+  if (!session) throw new ApiError('UNAUTHENTICATED', 'the console session has expired or is not valid: sign in again');
+  const principal = await principalOf(session.token);
+  if (!principal) throw new ApiError('UNAUTHENTICATED', "the console session's token is unknown, expired or revoked: sign in again");
+  const readOnlyUi = (c.env as Record<PropertyKey, unknown> | undefined)?.[READ_ONLY_UI] === true;
+  if (!SAFE_METHODS.has(c.req.method) && !readOnlyUi && !csrfMatches(session, c.req.header(CSRF_HEADER)))
+    throw new ApiError('PERMISSION_DENIED', `a ${c.req.method} signed in by the console's cookie must carry its CSRF token in the ${CSRF_HEADER} header`);
+  return principal;
 }
 
 /**

@@ -13,6 +13,7 @@ import { EvalSuiteViewSchema } from '../contracts/eval-suite.js';
 import { RunCreateSchema, RunParamsSchema, RunSchema, RunStatusUpdateSchema } from '../contracts/runs.js';
 import { ModelCreateSchema, ModelVersionCreateSchema, ModelVersionSchema, RegisteredModelSchema, StageChangeResultSchema, StageChangeSchema, EvaluateVersionSchema } from '../contracts/models.js';
 import { ErrorBodySchema } from './errors.js';
+import { SessionLoginSchema, SessionViewSchema } from '../contracts/console-session.js';
 import {
   CreateLoggedModelSchema,
   ListArtifactsSchema,
@@ -45,6 +46,12 @@ interface Operation {
 const js = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' });
 
 const OPERATIONS: Operation[] = [
+  { method: 'post', path: '/v1/session', summary: "Sign in to the console with a token: sets the HttpOnly session cookie and the CSRF cookie (writes by cookie repeat it in x-csrf-token)", body: SessionLoginSchema, response: SessionViewSchema },
+  { method: 'get', path: '/v1/session', summary: 'Who the caller is, by cookie or token, and the CSRF token of a cookie session', response: SessionViewSchema },
+  { method: 'delete', path: '/v1/session', summary: 'Sign out of the console: clears its cookies' },
+  { method: 'get', path: '/v1/session/options', summary: 'How the console signs in: {oidc: true} with auth.iam_url and auth.console_client_id' },
+  { method: 'get', path: '/v1/session/oidc/start', summary: "Starts the console's IAM login (OIDC authorization code with PKCE): a redirect to the IAM" },
+  { method: 'get', path: '/v1/session/oidc/callback', summary: "The IAM's redirect back: checks state and nonce, exchanges the code with the PKCE verifier, sets the session cookies" },
   { method: 'post', path: '/v1/datasets', summary: 'Upload a dataset file (JSONL, CSV, Parquet, Arrow or text body, optionally .gz/.zst) as a new immutable version; 400 names each bad record', rawBody: 'application/octet-stream', query: DatasetCreateQuerySchema, response: DatasetSchema },
   { method: 'get', path: '/v1/datasets', summary: 'List dataset versions, by name and by any of some tags', query: DatasetListQuerySchema, response: z.object({ datasets: z.array(DatasetSchema) }) },
   { method: 'get', path: '/v1/datasets/{id}', summary: 'Get a dataset version (a version being derived: 404 until it is stored)', response: DatasetSchema },

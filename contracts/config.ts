@@ -132,6 +132,10 @@ export const ConfigSchema = z.strictObject({
         .string()
         .optional()
         .describe('the MLflow UI\'s static build, served at /mlflow/; unset: the build in the mlflow package beside the bootstrap\'s mlflow client (the control-plane image sets it)'),
+      console_dir: z
+        .string()
+        .optional()
+        .describe('the web console\'s build (index.html and assets/), served at /; unset: the one scripts/bootstrap.sh built (the control-plane image sets it)'),
     })
     .prefault({}),
   database: z
@@ -226,6 +230,20 @@ export const ConfigSchema = z.strictObject({
         .enum(['none', 'viewer', 'developer'])
         .optional()
         .describe('role of a request without a token, in the dev organization; default developer when the API listens on loopback only (as a local mlflow server), else none'),
+      console_client_id: z
+        .string()
+        .min(1)
+        .optional()
+        .describe("the console's OIDC client id at the IAM (a public client: authorization code with PKCE, no secret); with auth.iam_url, the login page signs in through the IAM; its redirect URI is <server.public_url or the request's origin>/v1/session/oidc/callback"),
+      session_secret: z
+        .string()
+        .min(32, 'expected at least 32 characters: it keys the console\'s session cookies')
+        .optional()
+        .describe('keys the console\'s session cookies (set it with HANZO_ML_AUTH_SESSION_SECRET from a Secret, not in the file); the same on every API replica, so a login made on one is valid on all. Unset: a key made once in HANZO_ML_HOME/secrets, right for one API process'),
+      session_ttl: duration
+        .refine((d) => durationSeconds(d) >= 60 && durationSeconds(d) <= 7 * 86400, 'between 1m and 7d')
+        .default('12h')
+        .describe('how long a console login (its HttpOnly session cookie) lasts; the token behind it is checked on every request, so revoking it ends the session at once'),
     })
     .prefault({}),
   limits: z

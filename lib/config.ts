@@ -32,6 +32,8 @@ export interface Bootstrap {
   openai_python?: string;
   /** The MLflow UI's static build (from the pinned mlflow wheel), served read-only at /mlflow/. */
   mlflow_ui?: string;
+  /** The web console's build (scripts/bootstrap.sh, keyed by the hash of console/ and the lock), served at /. */
+  console?: string;
   /** Apache Kafka jars (test/kafka/pom.xml) for the event tests' broker. */
   kafka_libs?: string;
   /** pytest and its dependencies for MLflow's own server tests, put on PYTHONPATH beside mlflow_python. */
@@ -53,6 +55,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): LoadedConfig {
 
 /** Settings that are each valid but cannot work together: refused at start-up, not at the first job. */
 export function checkCombinations(config: Config): void {
+  if (config.auth.console_client_id && !config.auth.iam_url)
+    throw new ConfigError('invalid configuration:\n  auth.console_client_id (HANZO_ML_AUTH_CONSOLE_CLIENT_ID): the console signs in through an IAM; set auth.iam_url (HANZO_ML_AUTH_IAM_URL)');
   if (config.scheduler.executor === 'kubernetes' && !config.storage.endpoint)
     throw new ConfigError(
       'invalid configuration:\n  scheduler.executor (HANZO_ML_SCHEDULER_EXECUTOR): "kubernetes" needs an S3 object store that pods can reach; set storage.endpoint (HANZO_ML_STORAGE_ENDPOINT)',

@@ -140,6 +140,19 @@ mlflow_ui() {
   rm -rf "$tmp"
 }
 
+# The web console (console/, served at / by api/routes/console.ts): built by Vite from the lock's packages into the
+# cache, keyed by the hash of its sources and the lock, so an unchanged console is not rebuilt and no build is committed.
+console_build() {
+  local sources
+  mapfile -t sources < <(find console -type f ! -path 'console/dist/*' | LC_ALL=C sort)
+  CONSOLE="$CACHE/console-$({ printf '%s\n' "${sources[@]}"; cat "${sources[@]}" package-lock.json; } | sha256sum | cut -c1-16)"
+  [ -f "$CONSOLE/index.html" ] && return
+  say "building the web console into $CONSOLE"
+  rm -rf "$CONSOLE.tmp"
+  CONSOLE_OUT_DIR="$CONSOLE.tmp" npx --no-install vite build --config console/vite.config.ts --logLevel warn >&2
+  mv "$CONSOLE.tmp" "$CONSOLE"
+}
+
 test_server_paths() {
   SERVERS_VENV="$CACHE/servers-venv-$(hash_of test/servers.lock <(python3 --version))"
   MLFLOW_VENV="$CACHE/mlflow-venv-$(hash_of test/mlflow-client.lock <(python3 --version))"
@@ -235,7 +248,7 @@ container_images() {
     say "installing podman, buildah, runc and mmdebstrap from Debian (the image builds)"
     apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman buildah runc mmdebstrap >&2
   fi
-  scripts/images.sh >/dev/null
+  HANZO_ML_CONSOLE_BUILD="$CONSOLE" scripts/images.sh >/dev/null
 }
 
 # Per-phase wall times, printed at the end (and kept in $CACHE/bootstrap-times.txt) so a cold run says where its
@@ -279,6 +292,7 @@ phase temporal temporal_bin
 phase candle candle_tool
 phase base-model base_model
 phase mlflow-ui mlflow_ui
+phase console console_build
 # Without --tests, still name the test servers an earlier --tests run installed, so running the demo between
 # two test runs leaves them usable.
 # The images build while the cluster tools still build in the background (test_servers waits for those).
@@ -288,7 +302,7 @@ if [ "$want_tests" = 1 ]; then phase images container_images; phase test-servers
 # it is in use and a changed lock does not leave gigabytes behind.
 evict_stale() {
   local keep_days=${HANZO_ML_CACHE_KEEP_DAYS:-7} used entry kind
-  used=("$VENV" "$BASE_MODEL" "${SERVERS_VENV:-}" "${MLFLOW_VENV:-}" "${OPENAI_VENV:-}" "${MLFLOW_SUITE_DEPS:-}" "${KAFKA_DIR:-}" "${MLFLOW_UI:-}" "${CLUSTER_TOOLS:-}" "${KUEUE:-}" "${HELM:-}" \
+  used=("$VENV" "$BASE_MODEL" "${SERVERS_VENV:-}" "${MLFLOW_VENV:-}" "${OPENAI_VENV:-}" "${MLFLOW_SUITE_DEPS:-}" "${KAFKA_DIR:-}" "${MLFLOW_UI:-}" "${CONSOLE:-}" "${CLUSTER_TOOLS:-}" "${KUEUE:-}" "${HELM:-}" \
     "$(scripts/wheels.sh trainer/requirements.lock --installed 2>/dev/null || true)" "$(scripts/wheels.sh deploy/control-plane-python.lock --installed 2>/dev/null || true)")
   for entry in "${used[@]}"; do [ -n "$entry" ] && [ -d "$entry" ] && touch "$entry/.last-used"; done
   for entry in "${used[@]}"; do
@@ -321,6 +335,7 @@ cat > .bootstrap.json.tmp <<JSON
   "mlflow_python": "$MLFLOW_PYTHON",
   "openai_python": "$OPENAI_PYTHON",
   "mlflow_ui": "$MLFLOW_UI",
+  "console": "$CONSOLE",
   "mlflow_suite_pythonpath": "$MLFLOW_SUITE_PYTHONPATH",
   "cluster_tools": "$CLUSTER_TOOLS",
   "kueue": "$KUEUE",

@@ -100,6 +100,12 @@ node_deps() {
   touch "$NODE_DEPS/.complete"
 }
 
+# The web console's build (scripts/bootstrap.sh's console phase), for the console stage of deploy/Dockerfile.
+console_build_dir() {
+  CONSOLE_DIR=${HANZO_ML_CONSOLE_BUILD:-$(sed -n 's/^  "console": "\(.*\)",$/\1/p' .bootstrap.json 2>/dev/null)}
+  [ -f "$CONSOLE_DIR/index.html" ] || { say "no console build (the console phase of scripts/bootstrap.sh makes it)"; exit 1; }
+}
+
 # The pinned mlflow wheel, whose static UI build the control-plane image serves at /mlflow/.
 mlflow_wheel() {
   local pin; pin=$(grep -E '^mlflow==' test/mlflow-client.lock)
@@ -214,10 +220,12 @@ busybox_image
 base_image
 timed node-deps node_deps
 timed mlflow-wheel mlflow_wheel
+console_build_dir
 timed wheels lock_wheels
 cp_key=$(control_plane_key)
 build "$CONTROL_PLANE" "$cp_key" deploy/Dockerfile \
-  --build-context node-deps="$NODE_DEPS" --build-context wheels="$WHEELS" --build-context mlflow-wheels="$MLFLOW_WHEELS"
+  --build-context node-deps="$NODE_DEPS" --build-context wheels="$WHEELS" --build-context mlflow-wheels="$MLFLOW_WHEELS" \
+  --build-context console="$CONSOLE_DIR"
 candle_binary
 trainer_key=$(trainer_key)
 build "$TRAINER" "$trainer_key" deploy/trainer.Dockerfile \

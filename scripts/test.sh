@@ -21,6 +21,7 @@ step() {
 
 step lint npx eslint .
 step typecheck npx tsc --noEmit
+step "typecheck (console)" npx tsc --noEmit -p console
 step "rust tests (cargo test)" bash -c 'cd candle && cargo test --quiet 2>&1'
 step "python tests (pytest)" bash -c "cd trainer && HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 '$PY' -m pytest -q -p no:cacheprovider"
 rm -f .vitest-results.json

@@ -60,6 +60,19 @@ describe('layering', () => {
     ]);
   });
 
+  it('keeps the browser console to the API and the contracts\' types, with no server code', () => {
+    const files = readdirSync('console/src', { recursive: true, encoding: 'utf8' }).filter((f) => /\.tsx?$/.test(f)).map((f) => join('console/src', f));
+    const outside = files.flatMap((file) =>
+      [...readFileSync(file, 'utf8').matchAll(/^import (type )?[^;]*?from '([^']+)'/gms)]
+        .filter((m) => m[2]!.startsWith('.') && !normalize(join(dirname(file), m[2]!)).startsWith('console/'))
+        .filter((m) => !(m[1] && normalize(join(dirname(file), m[2]!)).startsWith('contracts/')))
+        .map((m) => `${file} -> ${m[2]}`),
+    );
+    expect(outside).toEqual([]);
+    // It does read the contracts' types, so the check above sees real imports.
+    expect(readFileSync('console/src/pages/jobs.tsx', 'utf8')).toMatch(/^import type \{[^}]*JobView[^}]*\} from '\.\.\/\.\.\/\.\.\/contracts\/jobs\.js'/m);
+  });
+
   it('gives each process shape its own entry point, and the worker shape builds no API', () => {
     const worker = importsOf('runtime/worker.ts');
     expect(worker.some((i) => /api\/app/.test(i))).toBe(false);

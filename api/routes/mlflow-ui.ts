@@ -2,13 +2,15 @@
 // package (mlflow/server/js/build, extracted from its wheel by the bootstrap), never a copy in this repository.
 // The UI calls its API relative to the page (`ajax-api/2.0/mlflow/...`, `get-artifact`, `graphql`), so those calls arrive under
 // /mlflow/ and are answered by the API itself, with the caller's credentials, when they only read: GETs and the
-// search RPCs the UI posts. Anything that writes is refused, so the UI cannot change what it shows.
+// search RPCs the UI posts. Anything that writes is refused, so the UI cannot change what it shows. A browser signed
+// in to the console reaches it with the console's session cookie (api/routes/console-session.ts).
 import { existsSync, readdirSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { dirname, join, normalize, sep } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Hono } from 'hono';
 import type { AppEnv } from '../deps.js';
 import { errorResponse } from '../errors.js';
+import { staticFiles } from '../static-files.js';
+import { readOnlyUiEnv } from '../auth.js';
 
 /**
  * The UI build the bootstrap extracted from the pinned mlflow wheel (`uiDir`), else the one of the mlflow package
@@ -26,38 +28,12 @@ export function mlflowUiBuildDir(uiDir: string | undefined, python: string | und
   return null;
 }
 
-const TYPES: Record<string, string> = {
-  html: 'text/html; charset=utf-8',
-  js: 'text/javascript; charset=utf-8',
-  css: 'text/css; charset=utf-8',
-  json: 'application/json',
-  map: 'application/json',
-  svg: 'image/svg+xml',
-  png: 'image/png',
-  ico: 'image/x-icon',
-  woff: 'font/woff',
-  woff2: 'font/woff2',
-  ttf: 'font/ttf',
-  txt: 'text/plain; charset=utf-8',
-};
-
 /** The POSTs the UI sends that only read: searches, bulk reads, and GraphQL (whose every operation reads). */
 const READ_POSTS = /\/(search|search-datasets|get-history-bulk-interval|graphql)$/;
 
 export function mlflowUiRoutes(app: Hono<AppEnv>, buildDir: string | null): void {
   if (!buildDir) return;
-  const root = normalize(buildDir) + sep;
-  const file = async (relative: string): Promise<Response | null> => {
-    const path = normalize(join(root, relative));
-    if (!path.startsWith(root)) return null;
-    try {
-      const body = await readFile(path);
-      const ext = path.slice(path.lastIndexOf('.') + 1).toLowerCase();
-      return new Response(body, { headers: { 'content-type': TYPES[ext] ?? 'application/octet-stream', 'cache-control': relative === 'index.html' ? 'no-cache' : 'max-age=3600' } });
-    } catch {
-      return null;
-    }
-  };
+  const file = staticFiles(buildDir, (relative) => (relative === 'index.html' ? 'no-cache' : 'max-age=3600'));
 
   app.get('/mlflow', (c) => c.redirect('/mlflow/'));
   app.get('/mlflow/', async (c) => (await file('index.html')) ?? c.notFound());
@@ -71,6 +47,7 @@ export function mlflowUiRoutes(app: Hono<AppEnv>, buildDir: string | null): void
       const url = new URL(c.req.url);
       url.pathname = path;
       const forwarded = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body: c.req.method === 'GET' ? undefined : await c.req.arrayBuffer() });
-      return app.fetch(forwarded, c.env);
+      // Marked as a read of this frontend: a cookie session's reads need no CSRF header (api/auth.ts).
+      return app.fetch(forwarded, readOnlyUiEnv(c.env));
     });
 }

@@ -41,6 +41,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   valueFrom: { secretKeyRef: { name: {{ .Values.storage.secret.name }}, key: {{ .Values.storage.secret.accessKeyKey }} } }
 - name: HANZO_ML_STORAGE_SECRET_KEY
   valueFrom: { secretKeyRef: { name: {{ .Values.storage.secret.name }}, key: {{ .Values.storage.secret.secretKeyKey }} } }
+- name: HANZO_ML_AUTH_SESSION_SECRET
+  valueFrom: { secretKeyRef: { name: {{ .Values.auth.sessionSecret.name }}, key: {{ .Values.auth.sessionSecret.key }}, optional: true } }
 {{- end -}}
 
 {{- define "hanzo-ml.podSecurityContext" -}}

@@ -1,0 +1,172 @@
+// The console's login session. POST /v1/session takes a token, checks it as a bearer token is checked, and answers
+// with two cookies: the session, HttpOnly and SameSite=Strict, which seals the token (JWE, A256GCM, with a key made
+// once under HANZO_ML_HOME/secrets) so that the browser never holds it readable, and the CSRF token, readable by
+// the page, which every write authenticated by the cookie repeats in the x-csrf-token header (api/auth.ts). The
+// token is checked again on every request, so revoking it, or its expiry, ends the session at once.
+import { hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { Hono, type Context } from 'hono';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
+import { EncryptJWT, jwtDecrypt } from 'jose';
+import { SESSION_COOKIE, SessionLoginSchema, type SessionView } from '../../contracts/console-session.js';
+import type { Principal } from '../../db/repo/auth.js';
+import { durationMs } from '../../lib/config.js';
+import type { ApiDeps, AppEnv } from '../deps.js';
+import { canApprove, specOfRole } from '../auth.js';
+import { ApiError } from '../errors.js';
+import { jsonBody } from '../validate.js';
+
+/** The CSRF cookie: readable by the console's script (not HttpOnly), so it can repeat the value in the header. */
+export const CSRF_COOKIE = 'hanzo_ml_csrf';
+
+/** What a session cookie opens to: the token it was made from and its CSRF token. */
+export interface OpenedSession {
+  token: string;
+  csrf: string;
+  expiresAt: Date;
+}
+
+/** Seals and opens session cookies (and the OIDC login's short-lived state) with this installation's key. */
+export interface SessionSealer {
+  seal(token: string, ttlMs: number): Promise<{ cookie: string } & OpenedSession>;
+  /** null for a cookie that is not ours, was changed, or has expired */
+  open(cookie: string): Promise<OpenedSession | null>;
+  sealClaims(claims: Record<string, string>, expiresAt: Date): Promise<string>;
+  openClaims(sealed: string): Promise<(Record<string, unknown> & { exp: number }) | null>;
+}
+
+/** `secret` (auth.session_secret): the key of every replica; else one made once under `home`. */
+export function sessionSealer(home: string, secret?: string): SessionSealer {
+  let key: Promise<Uint8Array> | null = null;
+  const keyOf = (): Promise<Uint8Array> => (key ??= secret ? Promise.resolve(keyOfSecret(secret)) : sessionKey(home));
+  const sealClaims = async (claims: Record<string, string>, expiresAt: Date): Promise<string> =>
+    new EncryptJWT(claims)
+      .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
+      .setIssuedAt()
+      .setExpirationTime(Math.floor(expiresAt.getTime() / 1000))
+      .encrypt(await keyOf());
+  const openClaims = async (sealed: string) => {
+    try {
+      const { payload } = await jwtDecrypt(sealed, await keyOf(), { keyManagementAlgorithms: ['dir'], contentEncryptionAlgorithms: ['A256GCM'], requiredClaims: ['exp'] });
+      return payload as Record<string, unknown> & { exp: number };
+    } catch {
+      return null;
+    }
+  };
+  return {
+    sealClaims,
+    openClaims,
+    async seal(token, ttlMs) {
+      const csrf = randomBytes(32).toString('base64url');
+      const expiresAt = new Date(Date.now() + ttlMs);
+      return { cookie: await sealClaims({ tok: token, csrf }, expiresAt), token, csrf, expiresAt };
+    },
+    async open(cookie) {
+      const claims = await openClaims(cookie);
+      if (!claims || typeof claims.tok !== 'string' || typeof claims.csrf !== 'string') return null;
+      return { token: claims.tok, csrf: claims.csrf, expiresAt: new Date(claims.exp * 1000) };
+    },
+  };
+}
+
+/** A 256-bit key from the configured secret (HKDF-SHA256, labelled so it keys nothing else). */
+const keyOfSecret = (secret: string): Uint8Array => new Uint8Array(hkdfSync('sha256', secret, 'hanzo-ml', 'console session cookie', 32));
+
+/** The installation's session key, made on first use under HANZO_ML_HOME (readable by its owner only). */
+async function sessionKey(home: string): Promise<Uint8Array> {
+  const path = join(home, 'secrets', 'console-session.key');
+  const existing = await readFile(path).catch(() => null);
+  if (existing && existing.length === 32) return existing;
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  // 'wx': two requests racing to make it keep the first one written.
+  await writeFile(path, randomBytes(32), { flag: 'wx', mode: 0o600 }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EEXIST') throw err;
+  });
+  await chmod(path, 0o600);
+  return readFile(path);
+}
+
+/** Whether a write carries the session's CSRF token in its header (compared in constant time). */
+export function csrfMatches(session: OpenedSession, header: string | undefined): boolean {
+  if (!header) return false;
+  const given = Buffer.from(header);
+  const expected = Buffer.from(session.csrf);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/** Seals the token into a new session and sets its two cookies on the response. */
+export async function startSession(c: Context, sealer: SessionSealer, token: string, ttlMs: number): Promise<OpenedSession> {
+  const session = await sealer.seal(token, ttlMs);
+  const secure = isHttps(c);
+  const maxAge = Math.floor(ttlMs / 1000);
+  setCookie(c, SESSION_COOKIE, session.cookie, { path: '/', httpOnly: true, secure, sameSite: 'Strict', maxAge });
+  setCookie(c, CSRF_COOKIE, session.csrf, { path: '/', httpOnly: false, secure, sameSite: 'Strict', maxAge });
+  return session;
+}
+
+/** The session cookie of a request, if any. */
+export const sessionCookieOf = (c: Context): string | undefined => getCookie(c, SESSION_COOKIE);
+
+/** Secure cookies on HTTPS (directly, or behind a proxy that says so): a plain-HTTP local stack keeps working. */
+export const isHttps = (c: Context): boolean => new URL(c.req.url).protocol === 'https:' || c.req.header('x-forwarded-proto') === 'https';
+
+/**
+ * The routes that take no credentials of their own: signing in (the token is in the body) and signing out.
+ * Mounted before authentication; GET /v1/session (who am I) is an ordinary authenticated route.
+ */
+export function sessionLoginRoutes(deps: ApiDeps, sealer: SessionSealer, principalOf: (token: string) => Promise<Principal | null>) {
+  const app = new Hono<AppEnv>();
+  const ttl = durationMs(deps.config.auth.session_ttl);
+
+  app.post('/', async (c) => {
+    checkSameOrigin(c);
+    const { token } = await jsonBody(c, SessionLoginSchema);
+    const principal = await principalOf(token);
+    if (!principal) throw new ApiError('UNAUTHENTICATED', 'token: unknown, expired or revoked token');
+    if (principal.runId !== undefined && principal.runId !== null) throw new ApiError('PERMISSION_DENIED', "token: a job's token cannot sign in to the console");
+    return c.json(sessionView(deps, principal, await startSession(c, sealer, token, ttl)));
+  });
+
+  app.delete('/', (c) => {
+    deleteCookie(c, SESSION_COOKIE, { path: '/', secure: isHttps(c) });
+    deleteCookie(c, CSRF_COOKIE, { path: '/', secure: isHttps(c) });
+    return c.body(null, 204);
+  });
+  return app;
+}
+
+/** GET /v1/session: who the caller is, by cookie or bearer token, and the CSRF token of a cookie session. */
+export function sessionRoutes(deps: ApiDeps, sealer: SessionSealer) {
+  const app = new Hono<AppEnv>();
+  app.get('/', async (c) => {
+    const cookie = sessionCookieOf(c);
+    const session = cookie && !c.req.header('authorization') ? await sealer.open(cookie) : null;
+    return c.json(sessionView(deps, c.get('principal'), session));
+  });
+  return app;
+}
+
+/**
+ * Signing in from another site's page would sign the browser in as someone else (login CSRF): a login names this
+ * server as its Origin when the browser sends one, and is JSON (a form cannot send it without a CORS preflight).
+ */
+function checkSameOrigin(c: Context): void {
+  const origin = c.req.header('origin');
+  if (origin !== undefined && origin !== new URL(c.req.url).origin && c.req.header('sec-fetch-site') !== 'same-origin')
+    throw new ApiError('PERMISSION_DENIED', `a login from a page of another site (Origin "${origin}") is refused`);
+  const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json') throw new ApiError('BAD_REQUEST', `a login is JSON (Content-Type: application/json, got "${type || 'none'}")`);
+}
+
+function sessionView(deps: ApiDeps, p: Principal, session: OpenedSession | null): SessionView {
+  return {
+    subject: p.subject,
+    organization: p.organizationId,
+    role: specOfRole(p.role).role,
+    approver: canApprove(p),
+    csrf_token: session?.csrf ?? null,
+    expires_at: session?.expiresAt.toISOString() ?? null,
+    temporal_ui_url: deps.temporalUiUrl ? `${deps.temporalUiUrl}/namespaces/${encodeURIComponent(deps.config.temporal.namespace)}` : null,
+  };
+}

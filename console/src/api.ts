@@ -1,0 +1,72 @@
+// Calls to the API on this origin. The browser sends the session cookie by itself; writes repeat the session's
+// CSRF token in the x-csrf-token header (api/auth.ts refuses a cookie-authenticated write without it).
+import type { SessionView } from '../../contracts/console-session.js';
+
+const CSRF_HEADER = 'x-csrf-token';
+let csrfToken: string | null = null;
+
+/** An answer of the API that is not 2xx: its error code and message, as the API wrote them. */
+export class ApiFailure extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function rememberSession(session: SessionView | null): void {
+  csrfToken = session?.csrf_token ?? null;
+}
+
+export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (method !== 'GET' && method !== 'HEAD' && csrfToken) headers[CSRF_HEADER] = csrfToken;
+  const res = await fetch(path, { method, headers, credentials: 'same-origin', body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  const parsed = text ? (JSON.parse(text) as unknown) : null;
+  if (!res.ok) {
+    const err = (parsed ?? {}) as { error_code?: string; message?: string };
+    throw new ApiFailure(res.status, err.error_code ?? 'ERROR', err.message ?? `${method} ${path}: HTTP ${res.status}`);
+  }
+  return parsed as T;
+}
+
+/** Who is signed in, or null (no session, or it ended). */
+export async function currentSession(): Promise<SessionView | null> {
+  try {
+    const session = await api<SessionView>('GET', '/v1/session');
+    rememberSession(session);
+    return session;
+  } catch (err) {
+    if (err instanceof ApiFailure && (err.status === 401 || err.status === 403)) return null;
+    throw err;
+  }
+}
+
+export async function signIn(token: string): Promise<SessionView> {
+  const session = await api<SessionView>('POST', '/v1/session', { token });
+  rememberSession(session);
+  return session;
+}
+
+export async function signOut(): Promise<void> {
+  await api('DELETE', '/v1/session');
+  rememberSession(null);
+}
+
+/**
+ * An SSE stream of the API (the cookie goes with it). EventSource reconnects by itself with Last-Event-ID, so a
+ * dropped connection resumes where it left off. Returns the function that closes it.
+ */
+export function stream(path: string, handlers: Record<string, (data: unknown) => void>, onEnd?: () => void): () => void {
+  const source = new EventSource(path, { withCredentials: true });
+  for (const [event, handle] of Object.entries(handlers)) source.addEventListener(event, (e) => handle(JSON.parse((e as MessageEvent<string>).data)));
+  source.addEventListener('end', () => {
+    source.close();
+    onEnd?.();
+  });
+  return () => source.close();
+}

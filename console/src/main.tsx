@@ -1,0 +1,81 @@
+// The console: sign in, then the app shell (navigation, who is signed in) around the page of the current URL.
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import type { SessionView } from '../../contracts/console-session.js';
+import { currentSession, signOut } from './api.js';
+import { linkHandler, navigate, useRoute } from './router.js';
+import { ApprovalPage } from './pages/approval.js';
+import { JobPage } from './pages/job.js';
+import { JobsPage } from './pages/jobs.js';
+import { LoginPage } from './pages/login.js';
+import './styles.css';
+
+function App() {
+  const route = useRoute();
+  const [session, setSession] = useState<SessionView | null | undefined>(undefined);
+  const [error, setError] = useState<string | null>(null);
+
+  useEffect(() => {
+    currentSession()
+      .then(setSession)
+      .catch((e: Error) => setError(e.message));
+  }, []);
+  // Signed out (or the session ended): the login page, and back to the page asked for once signed in.
+  useEffect(() => {
+    if (session === null && route.page !== 'login') navigate(`/login?next=${encodeURIComponent(location.pathname)}`, true);
+  }, [session, route.page]);
+
+  if (error) return <p class="error">{error}</p>;
+  if (session === undefined) return <p class="muted">loading…</p>;
+  if (session === null || route.page === 'login')
+    return (
+      <LoginPage
+        onSignedIn={(s) => {
+          setSession(s);
+          const next = new URLSearchParams(location.search).get('next');
+          navigate(next && next.startsWith('/') && !next.startsWith('//') ? next : '/jobs', true);
+        }}
+      />
+    );
+  return (
+    <>
+      <header class="shell">
+        <a class="brand" href="/jobs" onClick={linkHandler('/jobs')}>
+          hanzo-ml
+        </a>
+        <nav>
+          <a href="/jobs" onClick={linkHandler('/jobs')} class={route.page === 'jobs' || route.page === 'job' ? 'active' : ''}>
+            Jobs
+          </a>
+          <a href="/mlflow/">Runs (MLflow)</a>
+        </nav>
+        <span class="who">
+          {session.subject} · {session.organization} · {session.role}
+          {session.approver && session.role !== 'ml-admin' ? ' (approver)' : ''}
+        </span>
+        <button
+          type="button"
+          class="link"
+          onClick={() =>
+            void signOut().then(() => {
+              setSession(null);
+            })
+          }
+        >
+          Sign out
+        </button>
+      </header>
+      {route.page === 'jobs' && <JobsPage />}
+      {route.page === 'job' && <JobPage id={route.id} session={session} />}
+      {route.page === 'approval' && <ApprovalPage id={route.id} session={session} />}
+      {route.page === 'missing' && (
+        <main>
+          <h1>Not found</h1>
+          <p>The console has no page at {route.path}.</p>
+        </main>
+      )}
+    </>
+  );
+}
+
+render(<App />, document.getElementById('app')!);

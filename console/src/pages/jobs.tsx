@@ -1,0 +1,135 @@
+// The jobs of the organization, newest first, a page at a time from the server (cursor paging): status, where it
+// waits and why, progress, ETA and cost so far. Running jobs' progress comes from their detail, fetched for the
+// rows on this page only; the page refreshes while it is open.
+import { useEffect, useState } from 'preact/hooks';
+import type { JobDetail, JobView } from '../../../contracts/jobs.js';
+import { api } from '../api.js';
+import { duration, percent, usd } from '../format.js';
+import { linkHandler } from '../router.js';
+
+const PAGE = 50;
+const REFRESH_MS = 5000;
+/** details fetched per refresh, for the running jobs of the page */
+const MAX_DETAILS = 20;
+
+interface JobsPage {
+  jobs: JobView[];
+  next_cursor: string | null;
+}
+
+export function JobsPage() {
+  const [cursors, setCursors] = useState<(string | null)[]>([null]);
+  const [page, setPage] = useState<JobsPage | null>(null);
+  const [details, setDetails] = useState<Record<string, JobDetail>>({});
+  const [error, setError] = useState<string | null>(null);
+  const cursor = cursors.at(-1) ?? null;
+
+  useEffect(() => {
+    let live = true;
+    const load = async () => {
+      try {
+        const q = new URLSearchParams({ limit: String(PAGE) });
+        if (cursor) q.set('cursor', cursor);
+        const p = await api<JobsPage>('GET', `/v1/jobs?${q}`);
+        const running = p.jobs.filter((j) => j.status === 'running' || j.status === 'paused').slice(0, MAX_DETAILS);
+        const d = await Promise.all(running.map((j) => api<JobDetail>('GET', `/v1/jobs/${encodeURIComponent(j.id)}`).catch(() => null)));
+        if (!live) return;
+        setPage(p);
+        setDetails(Object.fromEntries(d.filter((x): x is JobDetail => x !== null).map((x) => [x.id, x])));
+        setError(null);
+      } catch (err) {
+        if (live) setError((err as Error).message);
+      }
+    };
+    void load();
+    const timer = setInterval(() => void load(), REFRESH_MS);
+    return () => {
+      live = false;
+      clearInterval(timer);
+    };
+  }, [cursor]);
+
+  return (
+    <main>
+      <h1>Jobs</h1>
+      {error && <p class="error">{error}</p>}
+      {page && page.jobs.length === 0 && <p class="muted">No jobs yet.</p>}
+      {page && page.jobs.length > 0 && (
+        <table class="jobs">
+          <thead>
+            <tr>
+              <th>Job</th>
+              <th>Type</th>
+              <th>Status</th>
+              <th>Queue</th>
+              <th>Progress</th>
+              <th>ETA</th>
+              <th>Cost so far</th>
+              <th>Submitted</th>
+            </tr>
+          </thead>
+          <tbody>
+            {page.jobs.map((j) => (
+              <JobRow job={j} detail={details[j.id] ?? null} />
+            ))}
+          </tbody>
+        </table>
+      )}
+      <nav class="pager">
+        <button type="button" disabled={cursors.length === 1} onClick={() => setCursors(cursors.slice(0, -1))}>
+          Newer
+        </button>
+        <button type="button" disabled={!page?.next_cursor} onClick={() => page?.next_cursor && setCursors([...cursors, page.next_cursor])}>
+          Older
+        </button>
+      </nav>
+    </main>
+  );
+}
+
+function JobRow({ job, detail }: { job: JobView; detail: JobDetail | null }) {
+  const href = `/jobs/${encodeURIComponent(job.id)}`;
+  const progress = detail?.progress ?? null;
+  return (
+    <tr data-job={job.id}>
+      <td>
+        <a href={href} onClick={linkHandler(href)}>
+          {job.name}
+        </a>
+        <div class="muted small">
+          {job.id}
+          {pipelineOf(job) && (
+            <>
+              {' · '}
+              <a href={`/pipelines/${pipelineOf(job)}/approval`} onClick={linkHandler(`/pipelines/${pipelineOf(job)}/approval`)}>
+                its pipeline
+              </a>
+            </>
+          )}
+        </div>
+      </td>
+      <td>{job.type}</td>
+      <td>
+        <span class={`status status-${job.status}`}>{job.status}</span>
+        {job.message && job.status !== 'queued' && <div class="muted small">{job.message}</div>}
+      </td>
+      <td>{job.queue ? `${job.queue.position !== null ? `#${job.queue.position} in ` : ''}${job.queue.queue}${job.queue.reason ? `: ${job.queue.reason}` : ''}` : job.status === 'queued' ? (job.message ?? 'waiting') : '—'}</td>
+      <td>{progress ? <Progress step={progress.step} max={progress.max_steps} /> : '—'}</td>
+      <td>{duration(progress?.eta_seconds)}</td>
+      <td>{usd(detail?.usage.cost_usd)}</td>
+      <td class="small">{new Date(job.created_at).toLocaleString()}</td>
+    </tr>
+  );
+}
+
+/** The pipeline a stage job belongs to (its parent `pipeline:<id>`), URL-encoded, or null. */
+export const pipelineOf = (job: Pick<JobView, 'parent'>): string | null => (job.parent?.startsWith('pipeline:') ? encodeURIComponent(job.parent.slice('pipeline:'.length)) : null);
+
+export function Progress({ step, max }: { step: number; max: number }) {
+  const p = percent(step, max);
+  return (
+    <span class="progress" title={`${step} / ${max} steps`}>
+      <progress max={100} value={p} /> {step}/{max}
+    </span>
+  );
+}

@@ -1,0 +1,226 @@
+// The web console at / in a real headless Chromium (Debian's package, driven by playwright-core), on the real
+// embedded stack: signing in (a bad token refused; the session an HttpOnly cookie; a write without the CSRF header
+// refused), the jobs list showing a running job, cancelling it from its page, the MLflow UI working with only the
+// cookie, and the approval page of one real pipeline (a viewer sees no approve button and the API refuses the call;
+// an approver approves it and its model version reaches production). Screenshots of every page are written to
+// test-results/console-screenshots/ (git-ignored) as the run goes. The file takes 7-14 minutes on 2 busy cores,
+// nearly all of it the pipeline's training, eval and validation.
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { demoPipelineRequest } from '../cli/demo.js';
+import { CONSOLE_CSP } from '../api/routes/console.js';
+import { repoRoot } from '../lib/config.js';
+import { DEV_TOKEN } from './support/config.js';
+import { startTestStack, type TestStack } from './support/stack.js';
+
+const CHROMIUM = process.env.HANZO_ML_CHROMIUM ?? '/usr/bin/chromium';
+const SCREENSHOTS = join(repoRoot, 'test-results', 'console-screenshots');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface PipelineStatus {
+  status: string;
+  progress: { awaiting_approval: boolean; stage: string; error: string | null; model_version: { name: string; version: number; stage: string } | null };
+}
+
+describe('web console at /', () => {
+  let stack: TestStack;
+  let browser: Browser;
+  let admin: BrowserContext;
+  let page: Page;
+  let viewerToken = '';
+  let jobId = '';
+  let pipelineId = '';
+  const url = (path: string) => `${stack.runtime.apiUrl}${path}`;
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: run scripts/bootstrap.sh --tests (it installs Debian's chromium)`);
+    stack = await startTestStack();
+    if (!(await fetch(url('/')).then((r) => r.headers.get('content-type') ?? '')).includes('text/html'))
+      throw new Error('the console is not built: run scripts/bootstrap.sh (its console phase builds it)');
+    // The one pipeline of this file: short training, so it reaches the gate and waits for a human. Its model's quality
+    // is not what these tests are about: the validation thresholds are opened wide so 30 steps pass them.
+    const base = demoPipelineRequest({ model_name: 'console-model' });
+    const started = await stack.api<{ id: string }>('POST', '/v1/pipelines', {
+      ...base,
+      hyperparameters: { ...base.hyperparameters, max_steps: 30 },
+      checkpoint: { every_steps: 15, keep_last: 2 },
+      validate: { max_perplexity: 1e9, quantized_max_perplexity: 1e9 },
+    });
+    expect(started.status).toBe(201);
+    pipelineId = started.body.id;
+    const viewer = await stack.api<{ token: string }>('POST', '/v1/tokens', { subject: 'console-viewer', role: 'ml-viewer' });
+    expect(viewer.status).toBe(201);
+    viewerToken = viewer.body.token;
+    // A job that runs until cancelled, printing a line a second.
+    const job = await stack.api<{ id: string }>('POST', '/v1/jobs', {
+      type: 'training',
+      name: 'console-ticker',
+      image: 'trainer',
+      command: ['python3', '-u', '-c', "import time\nfor i in range(900):\n    print('tick', i)\n    time.sleep(1)"],
+    });
+    expect(job.status).toBe(201);
+    jobId = job.body.id;
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+    admin = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    page = await admin.newPage();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.stop();
+  });
+
+  /** A screenshot of the page as it is now, for a reader of the run (test-results/ is git-ignored). */
+  const shot = async (name: string, p: Page) => {
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await p.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  };
+
+  async function signIn(p: Page, token: string): Promise<void> {
+    await p.goto(url('/login'));
+    await p.fill('#token', token);
+    await p.click('button[type=submit]');
+    await p.getByRole('heading', { name: 'Jobs' }).waitFor({ timeout: 30_000 });
+  }
+
+  it('serves every console path as the page, under a strict CSP, and leaves the API its own 404s', async () => {
+    const deep = await fetch(url('/jobs/some-job-id'));
+    expect(deep.status).toBe(200);
+    expect(deep.headers.get('content-security-policy')).toBe(CONSOLE_CSP);
+    expect(CONSOLE_CSP).toContain("frame-ancestors 'none'");
+    expect(CONSOLE_CSP).not.toContain('unsafe-inline');
+    const html = await deep.text();
+    expect(html).not.toMatch(/<script>(?!<\/script>)|<style>|style="/);
+    const asset = /src="(\/assets\/[^"]+\.js)"/.exec(html)![1]!;
+    const js = await fetch(url(asset));
+    expect(js.headers.get('cache-control')).toContain('immutable');
+    expect((await fetch(url('/assets/..%2f..%2f..%2fetc%2fpasswd'))).status).toBe(404);
+    for (const path of ['/v1/no-such-thing', '/api/2.0/mlflow/no-such-thing', '/mlflow/no-such-thing']) {
+      const res = await fetch(url(path), { headers: { authorization: `Bearer ${DEV_TOKEN}` } });
+      expect(res.status, path).toBe(404);
+      expect(res.headers.get('content-type'), path).toContain('application/json');
+    }
+  });
+
+  it('refuses a bad token, then signs in with an HttpOnly SameSite=Strict cookie whose writes need the CSRF header', { timeout: 120_000 }, async () => {
+    await page.goto(url('/jobs'));
+    await page.waitForURL(/\/login\?next=%2Fjobs$/);
+    await page.fill('#token', 'not-a-token');
+    await page.click('button[type=submit]');
+    await expect.poll(() => page.getByRole('alert').textContent(), { timeout: 10_000 }).toMatch(/unknown, expired or revoked/);
+    expect(await admin.cookies()).toEqual([]);
+    await shot('login', page);
+
+    await signIn(page, DEV_TOKEN);
+    const cookies = await admin.cookies();
+    const session = cookies.find((c) => c.name === 'hanzo_ml_session')!;
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/' });
+    expect(session.value).not.toContain(DEV_TOKEN);
+    expect(await page.evaluate(() => document.cookie)).not.toContain('hanzo_ml_session');
+
+    // The cookie alone reads; a write from the page without the header is refused, with it accepted.
+    const write = (csrf: boolean) =>
+      page.evaluate(async (withHeader) => {
+        const token = /hanzo_ml_csrf=([^;]+)/.exec(document.cookie)?.[1] ?? '';
+        const res = await fetch('/api/2.0/mlflow/experiments/create', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(withHeader ? { 'x-csrf-token': token } : {}) },
+          body: JSON.stringify({ name: `console-csrf-${withHeader}` }),
+        });
+        return { status: res.status, body: (await res.json()) as { message?: string } };
+      }, csrf);
+    const refused = await write(false);
+    expect(refused.status).toBe(403);
+    expect(refused.body.message).toContain('x-csrf-token');
+    expect((await write(true)).status).toBe(200);
+    const me = await page.evaluate(() => fetch('/v1/session').then((r) => r.json()));
+    expect(me).toMatchObject({ subject: 'dev', role: 'ml-admin', approver: true });
+  });
+
+  it('lists the running job with its status', { timeout: 120_000 }, async () => {
+    await expect.poll(async () => (await stack.api<{ status: string }>('GET', `/v1/jobs/${jobId}`)).body.status, { timeout: 90_000, interval: 1000 }).toBe('running');
+    await page.goto(url('/jobs'));
+    const row = page.locator(`tr[data-job="${jobId}"]`);
+    await row.waitFor({ timeout: 30_000 });
+    await expect.poll(() => row.locator('.status').textContent(), { timeout: 15_000 }).toBe('running');
+    expect(await row.textContent()).toContain('console-ticker');
+    await shot('jobs', page);
+  });
+
+  it("streams the job's log on its page and stops the job with its cancel button", { timeout: 180_000 }, async () => {
+    await page.locator(`tr[data-job="${jobId}"] a`).click();
+    await page.waitForURL(new RegExp(`/jobs/${jobId}$`));
+    await expect.poll(() => page.getByTestId('job-log').textContent(), { timeout: 60_000 }).toMatch(/tick \d+/);
+    await shot('job', page);
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await expect.poll(() => page.getByRole('status').textContent(), { timeout: 10_000 }).toMatch(/Cancel requested/);
+    await expect.poll(async () => (await stack.api<{ status: string }>('GET', `/v1/jobs/${jobId}`)).body.status, { timeout: 120_000, interval: 1000 }).toBe('cancelled');
+    await expect.poll(() => page.locator('h1 .status').textContent(), { timeout: 15_000 }).toBe('cancelled');
+    await shot('job-cancelled', page);
+  });
+
+  it('opens the MLflow UI with only the session cookie', { timeout: 120_000 }, async () => {
+    // This stack refuses requests without credentials: the UI's reads succeed only through the cookie.
+    expect((await fetch(url('/mlflow/ajax-api/2.0/mlflow/experiments/search'), { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status).toBe(401);
+    await page.goto(url('/mlflow/#/experiments'));
+    await page.getByText('console-csrf-true').first().waitFor({ timeout: 60_000 });
+    await shot('mlflow', page);
+  });
+
+  it('shows a viewer the gate report without an approve button, and the API refuses their approval', { timeout: 25 * 60_000 }, async () => {
+    await waitForPipeline(stack, pipelineId, (s) => s.progress.awaiting_approval, 20 * 60_000);
+    const viewer = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    const vpage = await viewer.newPage();
+    await signIn(vpage, viewerToken);
+    await vpage.goto(url(`/pipelines/${pipelineId}/approval`));
+    await vpage.getByRole('heading', { name: /^Gate / }).waitFor({ timeout: 30_000 });
+    await vpage.getByText(/your role \(ml-viewer\) cannot approve/).waitFor();
+    expect(await vpage.getByRole('button', { name: 'Approve' }).count()).toBe(0);
+    await shot('approval-viewer', vpage);
+    const refused = await vpage.evaluate(async (id) => {
+      const token = /hanzo_ml_csrf=([^;]+)/.exec(document.cookie)?.[1] ?? '';
+      const res = await fetch(`/v1/pipelines/${id}/approve`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-csrf-token': token }, body: JSON.stringify({ reason: 'viewer tries' }) });
+      return { status: res.status, body: (await res.json()) as { message: string } };
+    }, pipelineId);
+    expect(refused.status).toBe(403);
+    expect(refused.body.message).toMatch(/ml-viewer/);
+    await viewer.close();
+  });
+
+  it('lets an approver approve with a reason, and the model version reaches production', { timeout: 10 * 60_000 }, async () => {
+    await page.goto(url(`/pipelines/${pipelineId}/approval`));
+    await page.getByRole('heading', { name: /^Gate / }).waitFor({ timeout: 30_000 });
+    expect(await page.locator('table.gate tbody tr').count()).toBeGreaterThan(0);
+    await shot('approval', page);
+    await page.fill('#reason', 'console test: gate report reviewed');
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await expect.poll(() => page.getByRole('status').textContent(), { timeout: 30_000 }).toMatch(/Approved/);
+    await waitForPipeline(stack, pipelineId, (s) => s.status === 'COMPLETED', 5 * 60_000);
+    const versions = await stack.api<{ versions: { stage: string }[] }>('GET', '/v1/models/console-model/versions');
+    expect(versions.body.versions.map((v) => v.stage)).toEqual(['production']);
+    await page.reload();
+    await page.getByText(/approved by dev: console test: gate report reviewed/).waitFor({ timeout: 30_000 });
+  });
+
+  it("plots the pipeline's training job from its run's logged metrics", { timeout: 120_000 }, async () => {
+    const training = await stack.api<{ jobs: { id: string }[] }>('GET', `/v1/jobs?parent=pipeline:${pipelineId}&type=training`);
+    await page.goto(url(`/jobs/${training.body.jobs[0]!.id}`));
+    // uPlot draws on a canvas, and only once the chart is on screen: the loss chart is.
+    await page.locator('section[data-chart="loss"] canvas').first().waitFor({ timeout: 60_000 });
+    expect(await page.locator('section[data-chart="loss"] .u-legend').textContent()).toContain('loss');
+    await shot('job-training', page);
+  });
+});
+
+async function waitForPipeline(stack: TestStack, id: string, pred: (s: PipelineStatus) => boolean, timeoutMs: number): Promise<PipelineStatus> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { body } = await stack.api<PipelineStatus>('GET', `/v1/pipelines/${id}`);
+    if (pred(body)) return body;
+    if (body.status !== 'RUNNING' && body.status !== 'COMPLETED') throw new Error(`pipeline ended ${body.status}: ${JSON.stringify(body.progress.error)}`);
+    if (Date.now() > deadline) throw new Error(`pipeline ${id} timed out in stage ${body.progress.stage}`);
+    await sleep(2000);
+  }
+}
