@@ -27,6 +27,16 @@ const record = (seed: number) => chat(words(seed, 40).join(' '), words(seed + 10
 /** One word of 80 changed: 5-word shingles keep a Jaccard similarity of about 0.88 with the original. */
 const nearCopy = (seed: number) => chat(words(seed, 40).join(' '), [...words(seed + 100_000, 39), 'changed'].join(' '));
 
+/** A record of 80 words from a 32-bit generator seeded by `i`: no two of 120,000 are duplicates, exact or near. */
+function distinctRecord(i: number): string {
+  let x = (i + 1) >>> 0;
+  const w = Array.from({ length: 80 }, () => {
+    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
+    return `w${x % 2000}`;
+  });
+  return chat(w.slice(0, 40).join(' '), w.slice(40).join(' '));
+}
+
 let stack: TestStack;
 
 async function upload(name: string, lines: string[]): Promise<Json> {
@@ -92,8 +102,9 @@ describe('derive jobs', () => {
   });
 
   it('`hanzo-ml dataset derive` prints the job id; cancelling that job mid-run leaves no version and no files', { timeout: 10 * 60_000 }, async () => {
-    // Enough records for near-duplicate removal and tokenizing to run for a while (about 10 s on an idle 2-core machine).
-    const big = await upload('cancel-me', Array.from({ length: 60_000 }, (_, i) => record(1_000 + i)));
+    // Enough distinct records for near-duplicate removal and tokenizing to run well past the cancel's arrival (a
+    // heartbeat, at most 3.2 s here): 60,000 ran 14 s uncancelled on an idle 2-core machine, so twice that.
+    const big = await upload('cancel-me', Array.from({ length: 120_000 }, (_, i) => distinctRecord(i)));
     const env = { ...process.env, HANZO_ML_API_URL: stack.runtime.apiUrl, HANZO_ML_TOKEN: stack.loaded.config.auth.dev_token };
     const cli = (...args: string[]) => promisify(execFile)(join(repoRoot, 'bin/hanzo-ml'), args, { env });
 
@@ -103,8 +114,6 @@ describe('derive jobs', () => {
       if (i > 240) throw new Error('the derive job never ran');
       await new Promise((r) => setTimeout(r, 250));
     }
-    // Its process starts within a moment of the job running.
-    await new Promise((r) => setTimeout(r, 1000));
     // It has no checkpoint to pause at: a pause is refused, naming why.
     const pause = await stack.api<Json>('POST', `/v1/jobs/${printed.job_id}/pause`);
     expect(pause.status).toBe(409);
