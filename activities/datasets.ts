@@ -8,7 +8,7 @@ import type { PipelineWorkflowInput } from '../contracts/pipeline.js';
 import { failDatasetVersion, findDatasetVersion, getDatasetAnyStatus, insertDatasetVersion, type DatasetRow } from '../db/repo/datasets.js';
 import type { DatasetPreparationInput, DatasetPreparationResult, PrepareReport } from '../contracts/data-prep.js';
 import { prepareIssueView, type UploadFormat } from '../contracts/datasets.js';
-import { completePreparedVersion, preparationJob, versionPrefix } from '../datasets/derive.js';
+import { completePreparedVersion, preparationJob, rawPreparationInput, versionPrefix } from '../datasets/derive.js';
 import { recordChildJob, setChildJobStatus } from '../db/repo/child-jobs.js';
 import { baseModelInput } from '../jobs/inputs.js';
 import { FILLED_BY_RUNNER, preparationJobDefinition, runPreparationJob, type PreparationSources } from './dataset-prep.js';
@@ -49,17 +49,16 @@ export function createDatasetActivities(deps: ActivityDeps) {
       // The same preparation an upload's job runs (prepare-dataset through the executor), on a version recorded
       // preparing first: its id comes from the pipeline's, so a retried activity carries on with the same one.
       const id = deterministicUuid(`pipeline:${a.pipelineId}:dataset`);
-      const prep: DatasetPreparationInput = {
-        organization_id: input.organization_id,
-        requested_by: input.requested_by,
-        job_id: deterministicUuid(`dataset-preparation:${id}`),
-        parent_id: id,
-        dataset_id: id,
+      const prep = rawPreparationInput({
+        id,
+        organizationId: input.organization_id,
+        requestedBy: input.requested_by,
         name: ds.name,
         tokenizer: input.base_model,
-        request: { operations: [{ op: 'dedup_exact', against_parents: false }], split: { seed: ds.seed, ...ds.splits }, tags: [] },
+        split: { seed: ds.seed, ...ds.splits },
+        tags: [],
         upload: { raw_uri: ds.source_uri, format: ds.format ?? (extname(new URL(ds.source_uri).pathname).toLowerCase() === '.csv' ? 'csv' : 'jsonl'), display_name: basename(new URL(ds.source_uri).pathname) },
-      };
+      });
       const row = (await getDatasetAnyStatus(deps.db, input.organization_id, id)) ?? (await recordSourceVersion(deps, prep, a.pipelineId, `preprocess(validate, normalise to chat messages, dedup exact, split seed=${ds.seed} ${ds.splits.train}/${ds.splits.validation}/${ds.splits.test}) of ${ds.source_uri}`));
       if (row.status === 'failed') throw nonRetryable(FailureType.BadInput, `dataset version ${row.id} of ${ds.source_uri} was refused`, row.issues);
       if (row.status === 'ready') return datasetRef(row);

@@ -24,6 +24,7 @@ import { repoRoot, trainerPython, type Bootstrap } from '../lib/config.js';
 import type { ObjectStore, StoredObject } from '../lib/object-store.js';
 import type { Config } from '../contracts/config.js';
 import { jobParent } from '../contracts/job-kinds.js';
+import { deterministicUuid } from '../lib/ids.js';
 import type { ChildJob } from '../db/repo/child-jobs.js';
 import { z } from 'zod';
 
@@ -186,6 +187,34 @@ export async function runPrepareDataset(deps: { bootstrap: Bootstrap; config: Co
     throw new Error(`prepare-dataset failed: ${(e.stderr ?? e.message).trim().split('\n').slice(-3).join(' ')}`);
   }
   return PrepareReportSchema.parse(JSON.parse(await readFile(spec.report_path, 'utf8')));
+}
+
+/**
+ * The preparation of a raw file (an upload, a pipeline's source): prepare-dataset with exact dedup and the split,
+ * filling in the version `id` that was recorded preparing. Its job id follows from the version's, so a retry
+ * finds the same job.
+ */
+export function rawPreparationInput(r: {
+  id: string;
+  organizationId: string;
+  requestedBy: string;
+  name: string;
+  tokenizer: string;
+  split: { seed: number; train: number; validation: number; test: number };
+  tags: string[];
+  upload: NonNullable<DatasetPreparationInput['upload']>;
+}): DatasetPreparationInput {
+  return {
+    organization_id: r.organizationId,
+    requested_by: r.requestedBy,
+    job_id: deterministicUuid(`dataset-preparation:${r.id}`),
+    parent_id: r.id,
+    dataset_id: r.id,
+    name: r.name,
+    tokenizer: r.tokenizer,
+    request: { operations: [{ op: 'dedup_exact', against_parents: false }], split: r.split, tags: r.tags },
+    upload: r.upload,
+  };
 }
 
 /** The child job of a derive, as the API records it queued and the activity moves it. */

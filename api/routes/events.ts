@@ -2,8 +2,8 @@
 // Kafka (contracts/events.ts), for deployments without stream.brokers and for quick consumers. Resume with the
 // Last-Event-ID header (or ?after=); the `audit` topic is for admins. Every stream of the process is served by one
 // listener (events/outbox-listener.ts), and one caller holds at most limits.event_streams_per_token of them.
-import { Hono } from 'hono';
-import { streamSSE } from 'hono/streaming';
+import { Hono, type Context } from 'hono';
+import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
 import { z } from 'zod';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { EVENT_TOPICS } from '../../contracts/events.js';
@@ -47,6 +47,46 @@ export function streamSlots(limit: number) {
   };
 }
 export type StreamSlots = ReturnType<typeof streamSlots>;
+
+const KEEPALIVE_MS = 15_000;
+
+/**
+ * A stream under the caller's limit of open streams (limits.event_streams_per_token, 429 beyond): the body runs
+ * with keep-alive comments and frees the slot however the stream ends. An error ends it quietly: the client
+ * reconnects from its last id and misses nothing, and the cause stays in the log as `what`.
+ */
+export function limitedStream(
+  c: Context<AppEnv>,
+  deps: Pick<ApiDeps, 'config' | 'log'>,
+  slots: StreamSlots,
+  what: string,
+  body: (stream: SSEStreamingApi) => Promise<void>,
+): Response {
+  const p = c.get('principal');
+  const key = `${p.organizationId}/${p.subject}`;
+  if (!slots.take(key)) {
+    c.header('retry-after', '5');
+    const message = `${key} already holds ${deps.config.limits.event_streams_per_token} event streams (limits.event_streams_per_token): close one first`;
+    return c.json({ error_code: 'REQUEST_LIMIT_EXCEEDED', message, request_id: c.get('requestId') }, 429);
+  }
+  let freed = false;
+  const free = (): void => {
+    if (!freed) slots.give(key);
+    freed = true;
+  };
+  return streamSSE(c, async (stream) => {
+    stream.onAbort(free);
+    const keepalive = setInterval(() => void stream.write(': keep-alive\n\n').catch(() => undefined), KEEPALIVE_MS);
+    try {
+      await body(stream);
+    } catch (err) {
+      deps.log.warn(`${what} ended on an error`, { error: String(err) });
+    } finally {
+      clearInterval(keepalive);
+      free();
+    }
+  });
+}
 
 /**
  * An event's server-sent-events frame (the envelope as `data`, its outbox id as `id`), made once per row however

@@ -5,7 +5,7 @@
 // after its text, ending with an `end` event carrying the job's outcome. Followers of one job share their reads of
 // the job's status and newest event (SHARED_MS), so the catalogue sees a few queries per job, not per follower.
 import { Hono, type Context } from 'hono';
-import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
+import type { SSEStreamingApi } from 'hono/streaming';
 import { z } from 'zod';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { TERMINAL_JOB_STATUSES, type JobEventView, type JobStatus } from '../../contracts/jobs.js';
@@ -16,7 +16,7 @@ import { JobLog, jobLogNames } from '../../lib/job-log.js';
 import { requireRole } from '../auth.js';
 import { notFound, invalid } from '../errors.js';
 import { queryParams } from '../validate.js';
-import { streamSlots, type StreamSlots } from './events.js';
+import { limitedStream, streamSlots, type StreamSlots } from './events.js';
 
 /** How long one read of a job's status or newest event serves every follower of the job. */
 const SHARED_MS = 200;
@@ -25,7 +25,6 @@ const LOG_POLL_MS = 500;
 /** The most text one log event carries; also the most a follower buffers of an unfinished line. */
 const MAX_LOG_EVENT_BYTES = 64 * 1024;
 /** A comment line this often keeps idle streams open through proxies while a job waits. */
-const KEEPALIVE_MS = 15_000;
 
 const cursor = z.coerce.number().int().nonnegative();
 export const JobEventsQuerySchema = z.strictObject({
@@ -68,7 +67,6 @@ function resumeFrom(c: Context<AppEnv>, fromQuery: number | undefined): number |
 /** `slots`: the caller's open streams, shared with /v1/events (api/app.ts) so that the limit covers both. */
 export function jobStreamRoutes(deps: ApiDeps, slots: StreamSlots = streamSlots(deps.config.limits.event_streams_per_token)) {
   const app = new Hono<AppEnv>();
-  const limit = deps.config.limits.event_streams_per_token;
   const statusReads = sharedReads<JobRow | null>(SHARED_MS);
   const headReads = sharedReads<number>(SHARED_MS);
 
@@ -80,38 +78,6 @@ export function jobStreamRoutes(deps: ApiDeps, slots: StreamSlots = streamSlots(
   }
   const statusOf = (job: JobRow) => statusReads(job.id, () => getJob(deps.db, job.organizationId, job.id)).then((r) => r?.status ?? job.status);
 
-  /**
-   * A stream under the caller's limit of open streams (limits.event_streams_per_token, 429 beyond): the body runs
-   * with keep-alive comments and frees the slot however the stream ends.
-   */
-  function limitedStream(c: Context<AppEnv>, body: (stream: SSEStreamingApi) => Promise<void>): Response {
-    const p = c.get('principal');
-    const key = `${p.organizationId}/${p.subject}`;
-    if (!slots.take(key)) {
-      c.header('retry-after', '5');
-      const message = `${key} already holds ${limit} event streams (limits.event_streams_per_token): close one first`;
-      return c.json({ error_code: 'REQUEST_LIMIT_EXCEEDED', message, request_id: c.get('requestId') }, 429);
-    }
-    let freed = false;
-    const free = (): void => {
-      if (!freed) slots.give(key);
-      freed = true;
-    };
-    return streamSSE(c, async (stream) => {
-      stream.onAbort(free);
-      const keepalive = setInterval(() => void stream.write(': keep-alive\n\n').catch(() => undefined), KEEPALIVE_MS);
-      try {
-        await body(stream);
-      } catch (err) {
-        // The client reconnects from its last id and misses nothing; the cause stays in the log.
-        deps.log.warn('job stream ended on an error', { error: String(err) });
-      } finally {
-        clearInterval(keepalive);
-        free();
-      }
-    });
-  }
-
   app.get('/:id/events', async (c) => {
     requireRole(c, 'viewer');
     const q = queryParams(c, JobEventsQuerySchema);
@@ -122,7 +88,7 @@ export function jobStreamRoutes(deps: ApiDeps, slots: StreamSlots = streamSlots(
       return c.json({ object: 'list', data: page.map(eventView), has_more: rows.length > q.limit, next_cursor: page.at(-1)?.seq ?? q.after ?? null });
     }
     let after = resumeFrom(c, q.after) ?? 0;
-    return limitedStream(c, async (stream) => {
+    return limitedStream(c, deps, slots, 'job stream', async (stream) => {
       const send = async (rows: JobEventRow[]) => {
         await stream.write(rows.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(eventView(e))}\nid: ${e.seq}\n\n`).join(''));
         after = rows.at(-1)!.seq;
@@ -152,7 +118,7 @@ export function jobStreamRoutes(deps: ApiDeps, slots: StreamSlots = streamSlots(
     // The names grow as the job is resumed: each new segment's executor jobs follow those before.
     const names = () => statusReads(job.id, () => getJob(deps.db, job.organizationId, job.id)).then((r) => jobLogNames(r ?? job));
     const log = new JobLog(deps.store, deps.config, job.organizationId, names);
-    return limitedStream(c, async (stream) => {
+    return limitedStream(c, deps, slots, 'job stream', async (stream) => {
       const out = new LogLines(stream, start);
       for (;;) {
         if (stream.aborted) return;

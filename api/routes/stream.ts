@@ -6,7 +6,7 @@
 // GET /v1/jobs/{id}/logs). Each event's id is the cursor of every
 // subject at once (base64url JSON), so a reconnect with Last-Event-ID resumes each subject after its last event.
 import { Hono, type Context } from 'hono';
-import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
+import type { SSEStreamingApi } from 'hono/streaming';
 import { inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.js';
 import type { ApiDeps, AppEnv } from '../deps.js';
@@ -24,14 +24,13 @@ import { JobLog, jobLogNames } from '../../lib/job-log.js';
 import { requireRole } from '../auth.js';
 import { invalid, notFound } from '../errors.js';
 import { queryParams } from '../validate.js';
-import type { StreamSlots } from './events.js';
+import { limitedStream, type StreamSlots } from './events.js';
 
 /** How often a log subject looks for new bytes (the job runner mirrors job.log every few seconds). */
 const LOG_POLL_MS = 500;
 /** The most text one log event carries; also the most held back of an unfinished line. */
 const MAX_LOG_EVENT_BYTES = 64 * 1024;
 /** A comment line this often keeps an idle stream open through proxies. */
-const KEEPALIVE_MS = 15_000;
 
 /** Where each subject of a stream stands: the outbox id (metrics, pipelines), each job's event seq and log offset. */
 interface PageCursor {
@@ -305,7 +304,6 @@ async function outboxHead(deps: ApiDeps): Promise<number> {
 /** `slots`: the caller's open streams, shared with /v1/events and the job streams (api/app.ts). */
 export function pageStreamRoutes(deps: ApiDeps, slots: StreamSlots, listener: OutboxListener) {
   const app = new Hono<AppEnv>();
-  const limit = deps.config.limits.event_streams_per_token;
   const watch = jobWatch(deps.db, (err) => deps.log.warn('page stream: job read failed', { error: String(err) }));
 
   app.get('/', async (c: Context<AppEnv>) => {
@@ -314,35 +312,14 @@ export function pageStreamRoutes(deps: ApiDeps, slots: StreamSlots, listener: Ou
     const header = c.req.header('last-event-id');
     const subjects = await resolveSubjects(deps, p, q.topics);
     const cursor: PageCursor = header ? decodeCursor(header) : { o: await outboxHead(deps), j: {}, l: {} };
-    const key = `${p.organizationId}/${p.subject}`;
-    if (!slots.take(key)) {
-      c.header('retry-after', '5');
-      const message = `${key} already holds ${limit} event streams (limits.event_streams_per_token): close one first`;
-      return c.json({ error_code: 'REQUEST_LIMIT_EXCEEDED', message, request_id: c.get('requestId') }, 429);
-    }
-    let freed = false;
-    const free = (): void => {
-      if (!freed) slots.give(key);
-      freed = true;
-    };
-    return streamSSE(c, async (stream) => {
-      stream.onAbort(free);
-      const keepalive = setInterval(() => void stream.write(': keep-alive\n\n').catch(() => undefined), KEEPALIVE_MS);
+    return limitedStream(c, deps, slots, 'page stream', async (stream) => {
       const page = new PageStream(stream, cursor, q.limit);
-      try {
-        await Promise.all([
-          followOutbox(page, listener, p.organizationId, subjects),
-          ...subjects.jobs.map((job) => followJobEvents(page, deps, watch, job)),
-          ...subjects.logs.map((job) => followJobLog(page, deps, watch, job)),
-        ]);
-        await page.flushed();
-      } catch (err) {
-        // The client reconnects with its Last-Event-ID and misses nothing; the cause stays in the log.
-        deps.log.warn('page stream ended on an error', { error: String(err) });
-      } finally {
-        clearInterval(keepalive);
-        free();
-      }
+      await Promise.all([
+        followOutbox(page, listener, p.organizationId, subjects),
+        ...subjects.jobs.map((job) => followJobEvents(page, deps, watch, job)),
+        ...subjects.logs.map((job) => followJobLog(page, deps, watch, job)),
+      ]);
+      await page.flushed();
     });
   });
   return app;

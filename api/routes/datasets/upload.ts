@@ -15,14 +15,13 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { Context, Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../../deps.js';
 import { DatasetCreateQuerySchema, SplitRatiosSchema, expectedOf, prepareIssueView, type DatasetIssue, type SplitRatios, type UploadFormat } from '../../../contracts/datasets.js';
-import { datasetPreparationWorkflowId, type DatasetPreparationInput, type PrepareDatasetJobSpec } from '../../../contracts/data-prep.js';
+import { datasetPreparationWorkflowId, type PrepareDatasetJobSpec } from '../../../contracts/data-prep.js';
 import { PIPELINE_TASK_QUEUE } from '../../../contracts/pipeline.js';
 import { createDatasetVersion } from '../../../datasets/versions.js';
-import { PrepareIssuesError, preparationJob, runPrepareDataset, storePreparedVersion, versionPrefix } from '../../../datasets/derive.js';
+import { PrepareIssuesError, preparationJob, rawPreparationInput, runPrepareDataset, storePreparedVersion, versionPrefix } from '../../../datasets/derive.js';
 import { DatasetValidationError, validateDataset } from '../../../datasets/ingest/preprocess.js';
 import { datasetView, insertDatasetVersion, type DatasetRow } from '../../../db/repo/datasets.js';
 import { recordChildJob } from '../../../db/repo/child-jobs.js';
-import { deterministicUuid } from '../../../lib/ids.js';
 import type { datasetPreparationWorkflow } from '../../../workflows/dataset-prep.js';
 import type { Db } from '../../../db/client.js';
 import { BaseModelError, DEFAULT_BASE_MODEL, resolveBaseModel } from '../../../lib/base-models.js';
@@ -179,17 +178,16 @@ async function acceptUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload):
   const prefix = versionPrefix({ organizationId: principal.organizationId, name: u.name, id });
   const bucket = deps.config.storage.buckets.datasets;
   const raw = await deps.store.putFile(bucket, `${prefix}/raw/source${u.suffix}`, u.upload, u.raw.sha256);
-  const input: DatasetPreparationInput = {
-    organization_id: principal.organizationId,
-    requested_by: principal.subject,
-    job_id: deterministicUuid(`dataset-preparation:${id}`),
-    parent_id: id,
-    dataset_id: id,
+  const input = rawPreparationInput({
+    id,
+    organizationId: principal.organizationId,
+    requestedBy: principal.subject,
     name: u.name,
     tokenizer: u.tokenizer,
-    request: { operations: [{ op: 'dedup_exact', against_parents: false }], split: { seed: u.seed, ...u.splits }, tags: u.tags },
+    split: { seed: u.seed, ...u.splits },
+    tags: u.tags,
     upload: { raw_uri: raw.uri, format: u.format, display_name: u.displayName },
-  };
+  });
   const row = {
     id,
     organizationId: principal.organizationId,
