@@ -17,9 +17,6 @@ import { jsonBody } from '../validate.js';
 const execFileAsync = promisify(execFile);
 const GIB = 2 ** 30;
 
-/** Architectures the estimator knows by name (hanzo_ml.memory.KNOWN_SHAPES): no model directory needed. */
-const KNOWN_ARCHITECTURES = new Set(['hanzo-tiny-llama', 'zen-7b', 'zen-72b']);
-
 /**
  * The estimator's call: the spec's fields it reads, as attributes, and the shape of the model (a known
  * architecture or a model directory's config.json). An unknown model is the trainer's InputError, answered as
@@ -29,14 +26,20 @@ const ESTIMATOR = `
 import json, sys
 from types import SimpleNamespace
 from hanzo_ml.errors import InputError
-from hanzo_ml.memory import estimate, shape_of
+from hanzo_ml.memory import KNOWN_SHAPES, estimate, shape_of
 
 def ns(value):
     return SimpleNamespace(**{k: ns(v) for k, v in value.items()}) if isinstance(value, dict) else value
 
 request = json.load(sys.stdin)
+model = request["model"]
 try:
-    shape = shape_of(request["model"])
+    if model["name"] in KNOWN_SHAPES:
+        shape = KNOWN_SHAPES[model["name"]]
+    elif model["directory"]:
+        shape = shape_of(model["directory"])
+    else:
+        raise InputError(model["unresolved"])
 except InputError as e:
     print(json.dumps({"error": str(e)}))
     sys.exit(0)
@@ -57,14 +60,16 @@ interface TrainerEstimate {
   tokens: number;
 }
 
-/** The model the estimator sizes: a known architecture by name, else a base model of the base-models directory. */
-function modelOf(deps: ApiDeps, name: string): string {
-  if (KNOWN_ARCHITECTURES.has(name)) return name;
+/**
+ * The model the estimator sizes: its name (an architecture the estimator knows, hanzo_ml.memory.KNOWN_SHAPES) and
+ * the base model directory of that name, or why there is none (said only when the estimator does not know the name).
+ */
+function modelOf(deps: ApiDeps, name: string): { name: string; directory: string | null; unresolved: string | null } {
   if (name.startsWith('/')) throw invalid(`base_model: "${name}": give a base model's name, not a path`);
   try {
-    return resolveBaseModel(name, deps.config, deps.bootstrap);
+    return { name, directory: resolveBaseModel(name, deps.config, deps.bootstrap), unresolved: null };
   } catch (err) {
-    if (err instanceof BaseModelError) throw invalid(`base_model: ${err.message}`);
+    if (err instanceof BaseModelError) return { name, directory: null, unresolved: err.message };
     throw err;
   }
 }
