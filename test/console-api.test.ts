@@ -21,6 +21,7 @@ import { JobFiles } from '../lib/job-files.js';
 import { attemptJobName, jobLogNames } from '../lib/job-log.js';
 import { testConfig, DEV_TOKEN } from './support/config.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
+import { readSse } from './support/sse.js';
 
 const OTHER = 'token-of-another-org';
 const STREAM_CAP = 2;
@@ -252,35 +253,8 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
       const res = await app.request(`/v1/stream?${query}`, { headers });
       const frames: Frame[] = [];
       if (res.status !== 200) return { status: res.status, body: (await res.json()) as { message: string }, frames, waitFor: async () => {}, close: async () => {} };
-      const reader = res.body!.getReader();
-      let buffer = '';
-      const reading = (async () => {
-        for (;;) {
-          const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-          if (done) return;
-          buffer += new TextDecoder().decode(value);
-          for (let cut = buffer.indexOf('\n\n'); cut >= 0; cut = buffer.indexOf('\n\n')) {
-            const lines = buffer.slice(0, cut).split('\n');
-            buffer = buffer.slice(cut + 2);
-            const field = (name: string) => lines.find((l) => l.startsWith(`${name}:`))?.slice(name.length + 1).trim();
-            if (field('data')) frames.push({ event: field('event')!, id: field('id')!, data: JSON.parse(field('data')!) as Frame['data'] });
-          }
-        }
-      })();
-      return {
-        status: res.status,
-        body: null,
-        frames,
-        async waitFor(n: number) {
-          const until = Date.now() + 15_000;
-          while (frames.length < n && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
-          expect(frames.length).toBeGreaterThanOrEqual(n);
-        },
-        async close() {
-          await reader.cancel();
-          await reading;
-        },
-      };
+      const sse = readSse(res, (f) => (f.data ? { event: f.event!, id: f.id!, data: JSON.parse(f.data) as Frame['data'] } : undefined), 15_000);
+      return { status: res.status, body: null, frames: sse.items, waitFor: sse.waitFor, close: sse.close };
     }
 
     it("carries a job's events and a run's new metric points on one connection, each subject in order, and resumes from Last-Event-ID", async () => {

@@ -14,6 +14,7 @@ import { emitEvent } from '../db/repo/outbox.js';
 import { createLogger } from '../lib/log.js';
 import { FileObjectStore } from '../lib/object-store.js';
 import { testConfig, DEV_TOKEN } from './support/config.js';
+import { readSse } from './support/sse.js';
 
 const TOKEN_B = 'token-of-org-b';
 const CAP = 3;
@@ -46,35 +47,12 @@ async function open(token: string, query = 'topics=jobs', headers: Record<string
   const res = await app.request(`/v1/events?${query}`, { headers: { authorization: `Bearer ${token}`, ...headers } });
   const events: Stream['events'] = [];
   if (res.status !== 200) return { status: res.status, events, waitFor: async () => {}, close: async () => void (await res.body?.cancel()) };
-  const reader = res.body!.getReader();
-  let buffer = '';
-  const reading = (async () => {
-    for (;;) {
-      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-      if (done) return;
-      buffer += new TextDecoder().decode(value);
-      for (let cut = buffer.indexOf('\n\n'); cut >= 0; cut = buffer.indexOf('\n\n')) {
-        const data = buffer.slice(0, cut).split('\n').find((l) => l.startsWith('data:'));
-        buffer = buffer.slice(cut + 2);
-        if (!data) continue;
-        const env = JSON.parse(data.slice(5)) as { event_id: string; organization_id: string; key: string };
-        events.push({ id: Number(env.event_id), organization: env.organization_id, key: env.key });
-      }
-    }
-  })();
-  return {
-    status: res.status,
-    events,
-    async waitFor(n) {
-      const until = Date.now() + 10_000;
-      while (events.length < n && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
-      expect(events.length).toBeGreaterThanOrEqual(n);
-    },
-    async close() {
-      await reader.cancel();
-      await reading;
-    },
-  };
+  const sse = readSse(res, (f) => {
+    if (!f.data) return undefined;
+    const env = JSON.parse(f.data) as { event_id: string; organization_id: string; key: string };
+    return { id: Number(env.event_id), organization: env.organization_id, key: env.key };
+  });
+  return { status: res.status, events: sse.items, waitFor: sse.waitFor, close: sse.close };
 }
 
 const emit = (org: string, key: string) => emitEvent(catalogue.db, org, 'jobs', key, { job_id: key, state: 'running' });
