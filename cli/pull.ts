@@ -4,11 +4,11 @@
 // entry. Any mismatch deletes what was downloaded and names the file; only a fully verified copy is renamed
 // into place.
 import { createHash } from 'node:crypto';
-import { createWriteStream, existsSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
+import { writeMeasured } from '../lib/hash.js';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { ApiClient } from './api-client.js';
 import { FormatArtifactSchema, ModelManifestSchema, type FormatArtifact, type ModelManifest } from '../contracts/models.js';
@@ -68,18 +68,9 @@ async function fetchFile(api: ApiClient, o: { name: string; version: number; for
 
 /** Streams `source` to `file`, hashing on the way; returns its SHA-256 and size. */
 async function saveHashed(source: Readable, file: string): Promise<{ sha256: string; size: number }> {
-  const hash = createHash('sha256');
-  let size = 0;
-  const meter = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      hash.update(chunk);
-      size += chunk.length;
-      done(null, chunk);
-    },
-  });
   await mkdir(dirname(file), { recursive: true });
-  await pipeline(source, meter, createWriteStream(file));
-  return { sha256: hash.digest('hex'), size };
+  const { sha256, size_bytes } = await writeMeasured(source, file);
+  return { sha256, size: size_bytes };
 }
 
 /** The manifest, verified against the registry's checksum before anything it lists is trusted. */

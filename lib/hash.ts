@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 
 /** SHA-256 of a file, streamed (never read whole). */
 export async function sha256File(path: string): Promise<string> {
@@ -15,4 +17,19 @@ export async function sha256Stream(stream: AsyncIterable<unknown>): Promise<stri
   const hash = createHash('sha256');
   for await (const chunk of stream) hash.update(chunk as Buffer);
   return hash.digest('hex');
+}
+
+/** Streams `source` into the file at `path` (never held whole), hashing and counting on the way. */
+export async function writeMeasured(source: Readable, path: string): Promise<{ sha256: string; size_bytes: number }> {
+  const hash = createHash('sha256');
+  let size = 0;
+  const meter = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      hash.update(chunk);
+      size += chunk.length;
+      done(null, chunk);
+    },
+  });
+  await pipeline(source, meter, createWriteStream(path));
+  return { sha256: hash.digest('hex'), size_bytes: size };
 }

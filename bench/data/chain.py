@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 RESULTS = REPO / "bench" / "results"
 sys.path.insert(0, str(HERE))
-from run import DT_EMAILS, DT_IPS, datatrove_python, measured  # noqa: E402  (bench/data/run.py)
+from run import datatrove_python, measured, pii_agreement  # noqa: E402  (bench/data/run.py)
 
 
 def load() -> list[float]:
@@ -103,14 +103,7 @@ def agreement(data: Path, truth: dict, ours_out: Path, dt_work: Path) -> dict:
     removed_ours, removed_dt = everything - ours.keys(), everything - theirs.keys()
     dedup["removed"] = {"ours": len(removed_ours), "datatrove": len(removed_dt), "both": len(removed_ours & removed_dt),
                         "datatrove_removals_ours_also_made": round(len(removed_ours & removed_dt) / max(1, len(removed_dt)), 4)}
-    pii = {}
-    both = ours.keys() & theirs.keys()
-    for kind, marks in (("email", DT_EMAILS), ("ipv4", DT_IPS)):
-        ours_found = {i for i in both if f"[REDACTED:{kind}]" in ours[i]}
-        theirs_found = {i for i in both if any(m in theirs[i] for m in marks)}
-        pii[kind] = {"ours": len(ours_found), "datatrove": len(theirs_found), "both": len(ours_found & theirs_found),
-                     "agreement": round(len(ours_found & theirs_found) / max(1, len(ours_found | theirs_found)), 4)}
-    return {"dedup": dedup, "pii": pii, "records_both_kept": len(both)}
+    return {"dedup": dedup, "pii": pii_agreement(ours, theirs), "records_both_kept": len(ours.keys() & theirs.keys())}
 
 
 def median_of(passes: list[dict], records: int) -> dict:

@@ -61,6 +61,18 @@ def kept(path: Path) -> dict[int, str]:
         return {row["id"]: row["text"] for row in map(json.loads, f)}
 
 
+def pii_agreement(ours: dict[int, str], theirs: dict[int, str]) -> dict:
+    """Per kind both sides mask (emails, IPv4), of the records both kept: which each masked and how often they agree."""
+    pii = {}
+    both = ours.keys() & theirs.keys()
+    for kind, marks in (("email", DT_EMAILS), ("ipv4", DT_IPS)):
+        ours_found = {i for i in both if f"[REDACTED:{kind}]" in ours[i]}
+        theirs_found = {i for i in both if any(m in theirs[i] for m in marks)}
+        pii[kind] = {"ours": len(ours_found), "datatrove": len(theirs_found), "both": len(ours_found & theirs_found),
+                     "agreement": round(len(ours_found & theirs_found) / max(1, len(ours_found | theirs_found)), 4)}
+    return pii
+
+
 def agreement(records: int, ours: dict[int, str], theirs: dict[int, str], truth: dict) -> dict:
     """Dedup agreement (removed by both / removed by either: both sides' length filter removes the same records)
     and PII agreement on the records both kept."""
@@ -74,14 +86,7 @@ def agreement(records: int, ours: dict[int, str], theirs: dict[int, str], truth:
         "planted_exact_removed": {"ours": len(planted["exact"] & removed_ours), "datatrove": len(planted["exact"] & removed_theirs), "planted": len(planted["exact"])},
         "planted_near_removed": {"ours": len(planted["near"] & removed_ours), "datatrove": len(planted["near"] & removed_theirs), "planted": len(planted["near"])},
     }
-    pii = {}
-    both = ours.keys() & theirs.keys()
-    for kind, marks in (("email", DT_EMAILS), ("ipv4", DT_IPS)):
-        ours_found = {i for i in both if f"[REDACTED:{kind}]" in ours[i]}
-        theirs_found = {i for i in both if any(m in theirs[i] for m in marks)}
-        pii[kind] = {"ours": len(ours_found), "datatrove": len(theirs_found), "both": len(ours_found & theirs_found),
-                     "agreement": round(len(ours_found & theirs_found) / max(1, len(ours_found | theirs_found)), 4)}
-    return {"dedup": dedup, "pii": pii}
+    return {"dedup": dedup, "pii": pii_agreement(ours, theirs)}
 
 
 def run_ours_cli(args: argparse.Namespace, data: Path, work: Path) -> tuple[dict, dict]:

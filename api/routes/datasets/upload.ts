@@ -6,12 +6,11 @@
 // wait=true (the default, what older clients read): prepared in the request, answered ready. JSONL and CSV are
 // checked, normalised and split by datasets/ingest; the other formats by the trainer's prepare-dataset.
 // Bad input answers 400 with `issues`: file, line or record, field, what was expected.
-import { createWriteStream } from 'node:fs';
 import { mkdir, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { createHash, randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { randomUUID } from 'node:crypto';
+import { writeMeasured } from '../../../lib/hash.js';
 import type { Context, Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../../deps.js';
 import { DatasetCreateQuerySchema, SplitRatiosSchema, expectedOf, prepareIssueView, type DatasetIssue, type SplitRatios, type UploadFormat } from '../../../contracts/datasets.js';
@@ -71,7 +70,7 @@ export function uploadRoute(app: Hono<AppEnv>, deps: ApiDeps): void {
     // The audit row commits with the version's row, after the slow part (preprocessing, token counts, upload).
     const audited = (tx: Db, row: DatasetRow) => auditRow(c, 'dataset.create', row.id)(tx, { name: row.name, version: row.version, sha256: row.sha256 });
     try {
-      const raw = await receive(body as import('node:stream/web').ReadableStream, upload);
+      const raw = await writeMeasured(Readable.fromWeb(body as import('node:stream/web').ReadableStream), upload);
       if (q.wait === 'false') {
         const row = await acceptUpload(c, deps, { name: q.name, format: q.format, compression, upload, suffix, raw, displayName, seed: q.seed, splits: splits.data, tokenizer, tags, audited });
         return c.json(datasetView(row), 201);
@@ -110,20 +109,6 @@ function issuesResponse(c: Context<AppEnv>, message: string, issues: DatasetIssu
   return c.json({ error_code: 'INVALID_PARAMETER_VALUE', message, request_id: c.get('requestId') as string, issues }, 400);
 }
 
-/** The body streamed to a file, hashed and measured on the way (the raw file's sha256 and size, before any job). */
-async function receive(body: import('node:stream/web').ReadableStream, path: string): Promise<{ sha256: string; size_bytes: number }> {
-  const hash = createHash('sha256');
-  let size = 0;
-  const tap = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      hash.update(chunk);
-      size += chunk.length;
-      done(null, chunk);
-    },
-  });
-  await pipeline(Readable.fromWeb(body), tap, createWriteStream(path));
-  return { sha256: hash.digest('hex'), size_bytes: size };
-}
 
 /** What a file of each kind starts with; text and csv have none. */
 const MAGIC: Record<string, { bytes: Buffer[]; expected: string }> = {

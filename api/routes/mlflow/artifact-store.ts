@@ -2,12 +2,11 @@
 // in the checkpoints bucket, catalogued in artifact_objects. Proxy path P is object key `experiments/P`, and a
 // run whose artifact URI lies in the bucket keeps its artifacts under that URI's key. Uploads stream through a
 // temporary file (hashing on the way) and downloads stream from the store: no file is ever held in memory.
-import { createHash, randomUUID } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { writeMeasured } from '../../../lib/hash.js';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { Context } from 'hono';
 import type { Db } from '../../../db/client.js';
@@ -186,18 +185,8 @@ export function artifactArea(deps: ApiDeps) {
     await mkdir(tmpDir, { recursive: true });
     const tmp = join(tmpDir, `artifact-${randomUUID()}`);
     try {
-      const hash = createHash('sha256');
-      let size = 0;
-      const meter = new Transform({
-        transform(chunk: Buffer, _enc, done) {
-          hash.update(chunk);
-          size += chunk.length;
-          done(null, chunk);
-        },
-      });
       const source = body ? Readable.fromWeb(body as unknown as WebReadableStream<Uint8Array>) : Readable.from([]);
-      await pipeline(source, meter, createWriteStream(tmp));
-      const sha256 = hash.digest('hex');
+      const { sha256, size_bytes: size } = await writeMeasured(source, tmp);
       await deps.store.putFile(bucket, key, tmp, sha256);
       await deps.db.transaction(async (tx) => {
         if (!(await recordArtifactObject(tx as unknown as Db, { key, organizationId, sizeBytes: size, sha256 })))
