@@ -4,9 +4,8 @@
 // caller's limit; the memory estimate is the trainer's; another organization's ids are 404; bad input is a 400
 // naming the parameter. Temporal is not used by these routes and stands in as an empty client.
 import { join } from 'node:path';
-import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../api/app.js';
+import { appWithoutTemporal } from './support/api-app.js';
 import type { Series } from '../contracts/console.js';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
@@ -15,7 +14,6 @@ import { appendJobEvents, listJobEvents } from '../db/repo/job-events.js';
 import { insertJob, setJobStatus } from '../db/repo/jobs.js';
 import { logMetrics, type MetricPoint } from '../db/repo/metrics.js';
 import { createRun } from '../db/repo/runs.js';
-import { createLogger } from '../lib/log.js';
 import { FileObjectStore } from '../lib/object-store.js';
 import { JobFiles } from '../lib/job-files.js';
 import { attemptJobName, jobLogNames } from '../lib/job-log.js';
@@ -29,7 +27,7 @@ const STREAM_CAP = 2;
 describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => {
   let pg: TestPostgres | null = null;
   let catalogue: Catalogue;
-  let app: ReturnType<typeof createApp>;
+  let app: ReturnType<typeof appWithoutTemporal>;
   let store: FileObjectStore;
   let loadedConfig: ReturnType<typeof testConfig>['config'];
   let seq = 0;
@@ -68,17 +66,7 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
     await seedDevOrganization(catalogue.db, 'other-org', OTHER);
     store = new FileObjectStore(join(loaded.home, 'objects'));
     loadedConfig = loaded.config;
-    app = createApp({
-      db: catalogue.db,
-      store,
-      config: loaded.config,
-      home: loaded.home,
-      bootstrap: loaded.bootstrap,
-      temporal: {} as Client,
-      log: createLogger({ level: 'error', format: 'text' }),
-      temporalUiUrl: null,
-      metrics: null,
-    });
+    app = appWithoutTemporal(catalogue.db, loaded, { store });
   }, 120_000);
   afterAll(async () => {
     await catalogue?.close();

@@ -4,13 +4,10 @@
 // by these routes (a stand-in client that is never called).
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import type { Client } from '@temporalio/client';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../api/app.js';
+import { appWithoutTemporal } from './support/api-app.js';
 import { openCatalogue, type Catalogue } from '../db/client.js';
-import { createLogger } from '../lib/log.js';
-import { FileObjectStore } from '../lib/object-store.js';
 import { loadConfig } from '../lib/config.js';
 import { testConfig } from './support/config.js';
 import { freePort } from './support/ports.js';
@@ -21,7 +18,7 @@ const AUDIENCE = 'hanzo-ml-api';
 let iam: Server;
 let issuer = '';
 let catalogue: Catalogue;
-let app: ReturnType<typeof createApp>;
+let app: ReturnType<typeof appWithoutTemporal>;
 /** what the stand-in IAM remembers of each code it issued */
 const codes = new Map<string, { challenge: string; nonce: string; redirectUri: string }>();
 
@@ -68,17 +65,7 @@ beforeAll(async () => {
   iam = await standInIam(port);
   const loaded = testConfig({ HANZO_ML_AUTH_IAM_URL: issuer, HANZO_ML_AUTH_JWKS_URL: `${issuer}/jwks`, HANZO_ML_AUTH_AUDIENCE: AUDIENCE, HANZO_ML_AUTH_ORGANIZATIONS: 'iam-acme=acme', HANZO_ML_AUTH_CONSOLE_CLIENT_ID: CLIENT_ID });
   catalogue = await openCatalogue({});
-  app = createApp({
-    db: catalogue.db,
-    store: new FileObjectStore(`${loaded.home}/objects`),
-    config: loaded.config,
-    home: loaded.home,
-    bootstrap: loaded.bootstrap,
-    temporal: {} as Client,
-    log: createLogger({ level: 'error', format: 'text' }),
-    temporalUiUrl: null,
-    metrics: null,
-  });
+  app = appWithoutTemporal(catalogue.db, loaded);
 });
 afterAll(async () => {
   await catalogue?.close();

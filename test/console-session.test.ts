@@ -4,20 +4,17 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../api/app.js';
+import { appWithoutTemporal } from './support/api-app.js';
 import { CONSOLE_CSP } from '../api/routes/console.js';
 import { sessionSealer } from '../api/routes/console-session.js';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
-import { createLogger } from '../lib/log.js';
-import { FileObjectStore } from '../lib/object-store.js';
 import { DEV_TOKEN, testConfig } from './support/config.js';
 
 const ORIGIN = 'http://127.0.0.1:8057';
 let catalogue: Catalogue;
-let app: ReturnType<typeof createApp>;
+let app: ReturnType<typeof appWithoutTemporal>;
 
 function staticBuild(files: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), 'hanzo-ml-build-'));
@@ -34,17 +31,7 @@ beforeAll(async () => {
   const loaded = testConfig({ HANZO_ML_SERVER_CONSOLE_DIR: consoleDir, HANZO_ML_SERVER_MLFLOW_UI_DIR: mlflowDir, HANZO_ML_AUTH_SESSION_TTL: '1h' });
   catalogue = await openCatalogue({});
   await seedDevOrganization(catalogue.db, 'dev', DEV_TOKEN);
-  app = createApp({
-    db: catalogue.db,
-    store: new FileObjectStore(join(loaded.home, 'objects')),
-    config: loaded.config,
-    home: loaded.home,
-    bootstrap: loaded.bootstrap,
-    temporal: {} as Client,
-    log: createLogger({ level: 'error', format: 'text' }),
-    temporalUiUrl: 'http://temporal-ui.example',
-    metrics: null,
-  });
+  app = appWithoutTemporal(catalogue.db, loaded, { temporalUiUrl: 'http://temporal-ui.example' });
 });
 afterAll(async () => catalogue?.close());
 

@@ -3,23 +3,19 @@
 // its slot), an organization's stream never carries another's events, and a stream resumed from its last id
 // misses nothing. The real app (createApp) on an embedded PGlite catalogue; Temporal is not used by these routes
 // and stands in as an empty client.
-import { join } from 'node:path';
-import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../api/app.js';
+import { appWithoutTemporal } from './support/api-app.js';
 import { openCatalogue, type Catalogue, type Db } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { insertJob } from '../db/repo/jobs.js';
 import { emitEvent } from '../db/repo/outbox.js';
-import { createLogger } from '../lib/log.js';
-import { FileObjectStore } from '../lib/object-store.js';
 import { testConfig, DEV_TOKEN } from './support/config.js';
 import { readSse } from './support/sse.js';
 
 const TOKEN_B = 'token-of-org-b';
 const CAP = 3;
 let catalogue: Catalogue;
-let app: ReturnType<typeof createApp>;
+let app: ReturnType<typeof appWithoutTemporal>;
 /** catalogue queries started through the app's database handle */
 let queries = 0;
 
@@ -63,17 +59,7 @@ beforeAll(async () => {
   catalogue = await openCatalogue({});
   await seedDevOrganization(catalogue.db, 'dev', DEV_TOKEN);
   await seedDevOrganization(catalogue.db, 'org-b', TOKEN_B);
-  app = createApp({
-    db: counting(catalogue.db),
-    store: new FileObjectStore(join(loaded.home, 'objects')),
-    config: loaded.config,
-    home: loaded.home,
-    bootstrap: loaded.bootstrap,
-    temporal: {} as Client,
-    log: createLogger({ level: 'error', format: 'text' }),
-    temporalUiUrl: null,
-    metrics: null,
-  });
+  app = appWithoutTemporal(counting(catalogue.db), loaded);
 });
 afterAll(async () => catalogue?.close());
 
