@@ -6,8 +6,7 @@ import type { JobDetail } from '../../../contracts/jobs.js';
 import { api, stream } from '../api.js';
 import { Chart } from '../chart.js';
 import { duration, num, time, usd } from '../format.js';
-import { pipelineOf, Progress } from './jobs.js';
-import { linkHandler } from '../router.js';
+import { PipelineLink, Progress } from './jobs.js';
 
 const ENDED = new Set(['succeeded', 'failed', 'cancelled']);
 const REFRESH_MS = 3000;
@@ -69,14 +68,7 @@ export function JobPage({ id, session }: { id: string; session: SessionView }) {
       </h1>
       <p class="muted">
         {job.id} · {job.type} · submitted by {job.submitted_by} · {time(job.created_at)}
-        {pipelineOf(job) && (
-          <>
-            {' · '}
-            <a href={`/pipelines/${pipelineOf(job)}/approval`} onClick={linkHandler(`/pipelines/${pipelineOf(job)}/approval`)}>
-              its pipeline
-            </a>
-          </>
-        )}
+        <PipelineLink job={job} />
         {temporal && (
           <>
             {' · '}

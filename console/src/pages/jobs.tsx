@@ -98,14 +98,7 @@ function JobRow({ job, detail }: { job: JobView; detail: JobDetail | null }) {
         </a>
         <div class="muted small">
           {job.id}
-          {pipelineOf(job) && (
-            <>
-              {' · '}
-              <a href={`/pipelines/${pipelineOf(job)}/approval`} onClick={linkHandler(`/pipelines/${pipelineOf(job)}/approval`)}>
-                its pipeline
-              </a>
-            </>
-          )}
+          <PipelineLink job={job} />
         </div>
       </td>
       <td>{job.type}</td>
@@ -124,6 +117,21 @@ function JobRow({ job, detail }: { job: JobView; detail: JobDetail | null }) {
 
 /** The pipeline a stage job belongs to (its parent `pipeline:<id>`), URL-encoded, or null. */
 export const pipelineOf = (job: Pick<JobView, 'parent'>): string | null => (job.parent?.startsWith('pipeline:') ? encodeURIComponent(job.parent.slice('pipeline:'.length)) : null);
+
+/** " · its pipeline", linking a pipeline's stage job to the pipeline's approval page; nothing for other jobs. */
+export function PipelineLink({ job }: { job: Pick<JobView, 'parent'> }) {
+  const pipeline = pipelineOf(job);
+  if (!pipeline) return null;
+  const path = `/pipelines/${pipeline}/approval`;
+  return (
+    <>
+      {' · '}
+      <a href={path} onClick={linkHandler(path)}>
+        its pipeline
+      </a>
+    </>
+  );
+}
 
 export function Progress({ step, max }: { step: number; max: number }) {
   const p = percent(step, max);
