@@ -113,10 +113,15 @@ export async function startClusterStack(opts: ClusterStackOptions = {}): Promise
       // By digest, as an operator lists them: what runs is what was just built from these sources, whatever moves
       // the version tag; held by a tag of this stack's own, so that a build of other sources (which removes older
       // builds) cannot remove them, and the containers running them, while the stack runs.
-      const hold = `hold-${basename(home)}`;
+      // The tag names this process, so that the holds of a run that was killed before its stop are released by
+      // the next stack (each hold keeps a whole trainer build, 6-7 GB, alive).
+      releaseOrphanHolds(runtime.podmanArgs);
+      const hold = `hold-${process.pid}-${basename(home)}`;
       trainerImage = holdImage(runtime.podmanArgs, built.trainer, hold);
       controlPlaneImage = holdImage(runtime.podmanArgs, built.control_plane, hold);
-      stops.push(async () => void spawnSync('podman', [...runtime.podmanArgs, 'untag', `${repositoryOf(built.trainer)}:${hold}`, `${repositoryOf(built.control_plane)}:${hold}`], { stdio: 'ignore' }));
+      stops.push(async () => {
+        for (const image of [built.trainer, built.control_plane]) untag(runtime.podmanArgs, `${repositoryOf(image)}:${hold}`);
+      });
       imageEnv = {};
     }
     const cluster = await startTestCluster({
@@ -288,6 +293,29 @@ function holdImage(podmanArgs: string[], image: string, hold: string): string {
   execFileSync('podman', [...podmanArgs, 'tag', image, `${repositoryOf(image)}:${hold}`]);
   const digest = execFileSync('podman', [...podmanArgs, 'image', 'inspect', '--format', '{{.Digest}}', image], { encoding: 'utf8' }).trim();
   return `${repositoryOf(image)}@${digest}`;
+}
+
+/** Removes one tag (podman's `untag IMAGE NAME` removes NAME from IMAGE: naming the tag twice removes just it). */
+function untag(podmanArgs: string[], tag: string): void {
+  spawnSync('podman', [...podmanArgs, 'untag', tag, tag], { stdio: 'ignore' });
+}
+
+/** Releases the holds of test processes that are gone (killed before their stack's stop ran). */
+function releaseOrphanHolds(podmanArgs: string[]): void {
+  const tags = execFileSync('podman', [...podmanArgs, 'images', '--format', '{{.Repository}}:{{.Tag}}'], { encoding: 'utf8' }).split('\n');
+  for (const tag of tags) {
+    const pid = /:hold-(\d+)-/.exec(tag)?.[1];
+    if (pid && !processAlive(Number(pid))) untag(podmanArgs, tag);
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** `hanzo-ml admin bootstrap` against the stack's catalogue: the operator's first admin token. */
