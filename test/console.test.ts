@@ -141,7 +141,7 @@ describe('web console at /', () => {
     await page.waitForURL(/\/new$/);
     await page.setInputFiles('#dataset-file', DEMO_DATASET);
     await page.fill('#dataset-name', 'console-demo');
-    await page.getByRole('button', { name: 'Upload' }).click();
+    await page.getByRole('button', { name: 'Upload', exact: true }).click();
     const summary = page.locator('.dataset-summary');
     await summary.waitFor({ timeout: 180_000 });
     // The version's stored counts and token counts, and a preview of its train split.
@@ -283,7 +283,7 @@ describe('web console at /', () => {
     writeFileSync(file, [...good, bad, ''].join('\n'));
     await page.goto(url('/new'));
     await page.setInputFiles('#dataset-file', file);
-    await page.getByRole('button', { name: 'Upload' }).click();
+    await page.getByRole('button', { name: 'Upload', exact: true }).click();
     const rows = page.locator('table.issues tbody tr');
     await rows.first().waitFor({ timeout: 60_000 });
     expect(await rows.count()).toBe(1);

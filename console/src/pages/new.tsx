@@ -9,7 +9,8 @@ import { api, ApiFailure } from '../api.js';
 import { DatasetStep } from '../dataset-step.js';
 import { num, usd } from '../format.js';
 import { navigate } from '../router.js';
-import { SchemaSection, sectionValue, type Edits, type JsonSchema } from '../schema-form.js';
+import { SchemaSection } from '../schema-form.js';
+import { fieldErrors, sectionValue, type Edits, type JsonSchema } from '../schema-values.js';
 
 /** The request sections under "Advanced", in the order a person tunes them; some only for their methods. */
 const ADVANCED: { name: string; title: string; methods?: string[]; skip?: string[] }[] = [
@@ -43,17 +44,6 @@ async function loadSchemas(): Promise<Schemas> {
   const memory = body('/v1/estimates/memory');
   if (!pipeline || !memory) throw new Error('the API document lacks the request schemas of POST /v1/pipelines and /v1/estimates/memory');
   return { pipeline, gpus: (memory.properties?.gpu?.properties?.name?.enum ?? []).map(String) };
-}
-
-/** An API message split by field: `invalid request body: a.b: msg; c: msg` -> [{field a.b}, {field c}]. */
-export function fieldErrors(message: string): { field: string | null; message: string }[] {
-  return message
-    .replace(/^invalid request body: /, '')
-    .split('; ')
-    .map((part) => {
-      const m = /^([A-Za-z_][\w.[\]]*): (.+)$/s.exec(part);
-      return m ? { field: m[1]!, message: m[2]! } : { field: null, message: part };
-    });
 }
 
 interface Form {
