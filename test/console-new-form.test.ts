@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { openApiDocument } from '../api/openapi.js';
 import { describeZodError } from '../api/errors.js';
+import { expectedOf } from '../contracts/datasets.js';
 import { PipelineInputSchema } from '../contracts/pipeline.js';
 import { defaultOf, fieldErrors, fieldKind, sectionValue, shown, type JsonSchema } from '../console/src/schema-values.js';
 
@@ -61,5 +62,12 @@ describe('the New fine-tune request, from the API document', () => {
     expect(errors.every((e) => e.message.length > 0)).toBe(true);
     expect(fieldErrors('dataset: "d" has no version 2')).toEqual([{ field: 'dataset', message: '"d" has no version 2' }]);
     expect(fieldErrors('pipeline budget exceeded')).toEqual([{ field: null, message: 'pipeline budget exceeded' }]);
+  });
+
+  it("fills a refused upload's Expected column with what the message expects, parentheses balanced", () => {
+    expect(expectedOf('required field is missing (expected string)')).toBe('string');
+    expect(expectedOf('expected one of system, user, assistant, got "bot"')).toBe('one of system, user, assistant');
+    expect(expectedOf('expected a Parquet file (starting PAR1), found bytes 0000')).toBe('a Parquet file (starting PAR1)');
+    expect(expectedOf('invalid JSON: Unexpected token')).toBeNull();
   });
 });

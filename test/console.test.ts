@@ -287,8 +287,8 @@ describe('web console at /', () => {
     const rows = page.locator('table.issues tbody tr');
     await rows.first().waitFor({ timeout: 60_000 });
     expect(await rows.count()).toBe(1);
-    const [name, where, field] = await rows.first().locator('td').allTextContents();
-    expect({ name, where, field }).toEqual({ name: 'bad-upload.jsonl', where: 'line 3', field: 'messages[1].content' });
+    const [name, where, field, expected] = await rows.first().locator('td').allTextContents();
+    expect({ name, where, field, expected }).toEqual({ name: 'bad-upload.jsonl', where: 'line 3', field: 'messages[1].content', expected: 'string' });
     expect(await page.getByRole('alert').textContent()).not.toContain('{');
     expect(await page.locator('.dataset-summary').count()).toBe(0);
     await shot('new-bad-upload', page);
@@ -305,6 +305,7 @@ describe('web console at /', () => {
     await page.getByRole('button', { name: 'Start fine-tune' }).click();
     await expect.poll(() => page.locator('ul.errors').textContent(), { timeout: 30_000 }).toMatch(/^hyperparameters\.max_steps .+/);
     expect(await page.getAttribute('[name="hyperparameters.max_steps"]', 'aria-invalid')).toBe('true');
+    await shot('new-refused-start', page);
     const pipelines = await stack.api<{ pipelines: { model_name: string }[] }>('GET', '/v1/pipelines');
     expect(pipelines.body.pipelines.map((p) => p.model_name)).not.toContain('console-refused');
   });
