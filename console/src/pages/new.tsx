@@ -183,7 +183,7 @@ export function NewFineTunePage() {
       </section>
       <section class="card estimates">
         <h2>3. Estimates</h2>
-        <MemoryPanel estimate={estimates.memory} gpu={form.gpu} />
+        <MemoryPanel estimate={estimates.memory} gpu={form.gpu} hasBaseModel={form.baseModel !== ''} />
         <CostPanel estimate={estimates.cost} hasDataset={dataset !== null} />
       </section>
       {errors.length > 0 && (
@@ -252,11 +252,11 @@ function useEstimates(form: Form, recipe: Record<string, unknown> | null, req: R
 const GIB = 2 ** 30;
 const gib = (bytes: number) => `${num(bytes / GIB, 3)} GiB`;
 
-function MemoryPanel({ estimate, gpu }: { estimate: Estimate<MemoryEstimate>; gpu: string }) {
+function MemoryPanel({ estimate, gpu, hasBaseModel }: { estimate: Estimate<MemoryEstimate>; gpu: string; hasBaseModel: boolean }) {
   return (
     <div class="estimate" data-testid="memory-estimate">
       <h3>Memory on {gpu}</h3>
-      {!estimate && <p class="muted">Name a base model for the memory estimate.</p>}
+      {!estimate && <p class="muted">{hasBaseModel ? 'estimating…' : 'Name a base model for the memory estimate.'}</p>}
       {estimate && 'error' in estimate && <p class="error">{estimate.error}</p>}
       {estimate && 'value' in estimate && (
         <>
