@@ -128,10 +128,23 @@ export type DeriveAccepted = z.infer<typeof DeriveAcceptedSchema>;
 /** A failed upload or preparation on bad input: each problem found, by file, record and field. */
 export const DatasetIssuesSchema = z.object({ issues: z.array(DatasetIssueSchema) });
 
-/** `expected one of a, b, got "c"` -> `one of a, b`: the expectation a message states, if it states one. */
+/**
+ * `expected one of a, b, got "c"` -> `one of a, b`; `field is missing (expected string)` -> `string`: the
+ * expectation a message states, if it states one.
+ */
 export function expectedOf(message: string): string | null {
-  const m = /expected ([^;]+?)(?:,? (?:got|but|found)\b|[;.]|$)/i.exec(message);
-  return m ? m[1]!.trim() : null;
+  const m = /\bexpected ([^;]+?)(?:,? (?:got|but|found)\b|[;.]|$)/i.exec(message);
+  return m ? unopenedCut(m[1]!.trim()) : null;
+}
+
+/** Text up to a closing parenthesis it did not open itself (the end of the parenthesis the expectation sits in). */
+function unopenedCut(text: string): string {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === '(') depth++;
+    else if (text[i] === ')' && --depth < 0) return text.slice(0, i).trim();
+  }
+  return text;
 }
 
 /** The preparation job's issue in the API's shape. */

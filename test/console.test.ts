@@ -1,15 +1,19 @@
 // The web console at / in a real headless Chromium (Debian's package, driven by playwright-core), on the real
 // embedded stack: signing in (a bad token refused; the session an HttpOnly cookie; a write without the CSRF header
-// refused), the jobs list showing a running job, cancelling it from its page, the MLflow UI working with only the
-// cookie, and the approval page of one real pipeline (a viewer sees no approve button and the API refuses the call;
-// an approver approves it and its model version reaches production). Screenshots of every page are written to
+// refused), the file's one real pipeline started from the New fine-tune page (upload, counts and preview, the recipe,
+// both estimates; a refused upload listed by line and field), the jobs list showing a running job, cancelling it
+// from its page, the MLflow UI working with only the cookie, and that pipeline's approval page (a viewer sees no
+// approve button and the API refuses the call; an approver approves it and its model version reaches production). Screenshots of every page are written to
 // test-results/console-screenshots/ (git-ignored) as the run goes. The file takes 7-14 minutes on 2 busy cores,
 // nearly all of it the pipeline's training, eval and validation.
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { demoPipelineRequest } from '../cli/demo.js';
+import { DEMO_DATASET, demoPipelineRequest } from '../cli/demo.js';
+import type { Dataset } from '../contracts/datasets.js';
+import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import { CONSOLE_CSP } from '../api/routes/console.js';
 import { repoRoot } from '../lib/config.js';
 import { DEV_TOKEN } from './support/config.js';
@@ -39,17 +43,6 @@ describe('web console at /', () => {
     stack = await startTestStack();
     if (!(await fetch(url('/')).then((r) => r.headers.get('content-type') ?? '')).includes('text/html'))
       throw new Error('the console is not built: run scripts/bootstrap.sh (its console phase builds it)');
-    // The one pipeline of this file: short training, so it reaches the gate and waits for a human. Its model's quality
-    // is not what these tests are about: the validation thresholds are opened wide so 30 steps pass them.
-    const base = demoPipelineRequest({ model_name: 'console-model' });
-    const started = await stack.api<{ id: string }>('POST', '/v1/pipelines', {
-      ...base,
-      hyperparameters: { ...base.hyperparameters, max_steps: 30 },
-      checkpoint: { every_steps: 15, keep_last: 2 },
-      validate: { max_perplexity: 1e9, quantized_max_perplexity: 1e9 },
-    });
-    expect(started.status).toBe(201);
-    pipelineId = started.body.id;
     const viewer = await stack.api<{ token: string }>('POST', '/v1/tokens', { subject: 'console-viewer', role: 'ml-viewer' });
     expect(viewer.status).toBe(201);
     viewerToken = viewer.body.token;
@@ -139,6 +132,76 @@ describe('web console at /', () => {
     expect(me).toMatchObject({ subject: 'dev', role: 'ml-admin', approver: true });
   });
 
+  // The file's one pipeline, started here from the New fine-tune page by the signed-in admin, and early: it trains,
+  // evaluates and waits at the gate while the tests below run; the approval tests read pipelineId. Short training
+  // (the demo's recipe at 30 steps, a checkpoint every 15 keeping 2) so it reaches the gate and waits for a human.
+  // Its model's quality is not what these tests are about: the validation thresholds are opened wide so 30 steps pass.
+  it('starts a fine-tune from the New fine-tune page: upload, counts and preview, the recipe under Advanced, both estimates before Start', { timeout: 300_000 }, async () => {
+    await page.getByRole('link', { name: 'New fine-tune' }).click();
+    await page.waitForURL(/\/new$/);
+    await page.setInputFiles('#dataset-file', DEMO_DATASET);
+    await page.fill('#dataset-name', 'console-demo');
+    await page.getByRole('button', { name: 'Upload', exact: true }).click();
+    const summary = page.locator('.dataset-summary');
+    await summary.waitFor({ timeout: 180_000 });
+    // The version's stored counts and token counts, and a preview of its train split.
+    const listed = await stack.api<{ datasets: Dataset[] }>('GET', '/v1/datasets?name=console-demo');
+    const version = listed.body.datasets[0]!;
+    expect(version.splits).not.toBeNull();
+    const splits = version.splits!;
+    expect(await summary.locator('tr[data-split="train"] td').nth(1).textContent()).toBe(String(splits.train.num_records));
+    expect(await page.getByTestId('dataset-tokens').textContent()).toBe(String(splits.train.tokens! + splits.validation.tokens! + splits.test.tokens!));
+    await expect.poll(() => page.getByTestId('dataset-preview').locator('li').count(), { timeout: 30_000 }).toBe(5);
+    expect(await page.getByTestId('dataset-preview').textContent()).toContain('assistant');
+
+    // LoRA by default, the base model the tokens were counted with; the contract's defaults under Advanced.
+    expect(await page.inputValue('#method')).toBe('lora');
+    expect(await page.inputValue('#base-model')).toBe(DEFAULT_BASE_MODEL);
+    await page.fill('#model-name', 'console-model');
+    await page.locator('details.advanced summary').click();
+    expect(await page.inputValue('[name="hyperparameters.lora_rank"]')).toBe('16');
+    expect(await page.inputValue('[name="hyperparameters.max_steps"]')).toBe('200');
+    expect(await page.inputValue('[name="checkpoint.every_steps"]')).toBe('25');
+    // The cost of the defaults first (200 steps), then of the recipe as filled in: the estimate follows the form.
+    const cost = page.getByTestId('cost-estimate');
+    await expect.poll(() => cost.textContent(), { timeout: 90_000 }).toMatch(/steps\s*200 \(/);
+    const demo = demoPipelineRequest().hyperparameters!;
+    const recipe: Record<string, string | number> = {
+      'hyperparameters.learning_rate': demo.learning_rate,
+      'hyperparameters.max_steps': 30,
+      'hyperparameters.warmup_steps': demo.warmup_steps!,
+      'hyperparameters.lora_rank': demo.lora_rank!,
+      'hyperparameters.lora_alpha': demo.lora_alpha!,
+      'hyperparameters.target_modules': demo.target_modules!.join(', '),
+      'hyperparameters.max_seq_length': demo.max_seq_length!,
+      'checkpoint.every_steps': 15,
+      'checkpoint.keep_last': 2,
+      'validate.max_perplexity': 1e9,
+      'validate.quantized_max_perplexity': 1e9,
+    };
+    for (const [name, value] of Object.entries(recipe)) await page.fill(`[name="${name}"]`, String(value));
+    await expect.poll(() => cost.textContent(), { timeout: 90_000 }).toMatch(/steps\s*30 \(/);
+    expect(await cost.textContent()).toMatch(/tokens[\d,]+.*GPU-hours.*cost\$[\d.]+.*budget/s);
+    const memory = page.getByTestId('memory-estimate');
+    await expect.poll(() => memory.textContent(), { timeout: 90_000 }).toMatch(/^Memory on \S+(fits|does not fit)/);
+    await shot('new-fine-tune', page);
+
+    const [answer] = await Promise.all([
+      page.waitForResponse((r) => new URL(r.url()).pathname === '/v1/pipelines' && !r.url().includes('dry_run') && r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Start fine-tune' }).click(),
+    ]);
+    expect(answer.status()).toBe(201);
+    pipelineId = ((await answer.json()) as { id: string }).id;
+    const sent = answer.request().postDataJSON() as Record<string, Record<string, unknown>>;
+    expect(sent.dataset).toEqual({ name: 'console-demo', version: version.version });
+    expect(sent.hyperparameters).toMatchObject({ max_steps: 30, learning_rate: demo.learning_rate, target_modules: demo.target_modules, batch_size: 8 });
+    expect(sent.checkpoint).toMatchObject({ every_steps: 15, keep_last: 2 });
+    expect(sent.validate).toEqual({ max_perplexity: 1e9, quantized_max_perplexity: 1e9 });
+    // The page opens the pipeline's training job once it exists (else the jobs list).
+    await page.waitForURL(/\/jobs(\/[^/]+)?$/, { timeout: 60_000 });
+    expect((await stack.api<{ status: string }>('GET', `/v1/pipelines/${pipelineId}`)).body.status).toBe('RUNNING');
+  });
+
   it('lists the running job with its status', { timeout: 120_000 }, async () => {
     await expect.poll(async () => (await stack.api<{ status: string }>('GET', `/v1/jobs/${jobId}`)).body.status, { timeout: 90_000, interval: 1000 }).toBe('running');
     await page.goto(url('/jobs'));
@@ -211,6 +274,40 @@ describe('web console at /', () => {
     await page.locator('section[data-chart="loss"] canvas').first().waitFor({ timeout: 60_000 });
     expect(await page.locator('section[data-chart="loss"] .u-legend').textContent()).toContain('loss');
     await shot('job-training', page);
+  });
+  // New fine-tune (pages/new.tsx): what the page shows when the API refuses the input.
+  it('lists a refused upload by line and field: a JSONL whose third line lacks a required field', { timeout: 120_000 }, async () => {
+    const good = readFileSync(DEMO_DATASET, 'utf8').split('\n').slice(0, 2);
+    const bad = JSON.stringify({ messages: [{ role: 'user', content: 'Where is my parcel?' }, { role: 'assistant' }] });
+    const file = join(mkdtempSync(join(tmpdir(), 'console-upload-')), 'bad-upload.jsonl');
+    writeFileSync(file, [...good, bad, ''].join('\n'));
+    await page.goto(url('/new'));
+    await page.setInputFiles('#dataset-file', file);
+    await page.getByRole('button', { name: 'Upload', exact: true }).click();
+    const rows = page.locator('table.issues tbody tr');
+    await rows.first().waitFor({ timeout: 60_000 });
+    expect(await rows.count()).toBe(1);
+    const [name, where, field, expected] = await rows.first().locator('td').allTextContents();
+    expect({ name, where, field, expected }).toEqual({ name: 'bad-upload.jsonl', where: 'line 3', field: 'messages[1].content', expected: 'string' });
+    expect(await page.getByRole('alert').textContent()).not.toContain('{');
+    expect(await page.locator('.dataset-summary').count()).toBe(0);
+    await shot('new-bad-upload', page);
+  });
+
+  it("refuses a bad setting at Start with the API's message, marking the field", { timeout: 120_000 }, async () => {
+    await page.goto(url('/new'));
+    const demo = await stack.api<{ datasets: Dataset[] }>('GET', '/v1/datasets?name=console-demo');
+    await page.selectOption('#dataset-version', demo.body.datasets[0]!.id);
+    await page.locator('.dataset-summary').waitFor({ timeout: 30_000 });
+    await page.fill('#model-name', 'console-refused');
+    await page.locator('details.advanced summary').click();
+    await page.fill('[name="hyperparameters.max_steps"]', '-5');
+    await page.getByRole('button', { name: 'Start fine-tune' }).click();
+    await expect.poll(() => page.locator('ul.errors').textContent(), { timeout: 30_000 }).toMatch(/^hyperparameters\.max_steps .+/);
+    expect(await page.getAttribute('[name="hyperparameters.max_steps"]', 'aria-invalid')).toBe('true');
+    await shot('new-refused-start', page);
+    const pipelines = await stack.api<{ pipelines: { model_name: string }[] }>('GET', '/v1/pipelines');
+    expect(pipelines.body.pipelines.map((p) => p.model_name)).not.toContain('console-refused');
   });
 });
 

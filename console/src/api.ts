@@ -1,6 +1,7 @@
 // Calls to the API on this origin. The browser sends the session cookie by itself; writes repeat the session's
 // CSRF token in the x-csrf-token header (api/auth.ts refuses a cookie-authenticated write without it).
 import type { SessionView } from '../../contracts/console-session.js';
+import type { DatasetIssue } from '../../contracts/datasets.js';
 
 const CSRF_HEADER = 'x-csrf-token';
 let csrfToken: string | null = null;
@@ -69,4 +70,33 @@ export function stream(path: string, handlers: Record<string, (data: unknown) =>
     onEnd?.();
   });
   return () => source.close();
+}
+
+/** An upload the API refused for its content: each problem by file, line or record, and field. */
+export class UploadRefused extends ApiFailure {
+  constructor(
+    status: number,
+    code: string,
+    message: string,
+    readonly issues: DatasetIssue[],
+  ) {
+    super(status, code, message);
+  }
+}
+
+/**
+ * POST a file as the request body: the browser streams it from disk (a File body is never read into the page's
+ * memory). A 4xx with `issues` (a dataset the API refused) throws UploadRefused.
+ */
+export async function uploadFile<T>(path: string, file: File): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json', 'content-type': 'application/octet-stream', 'x-filename': file.name };
+  if (csrfToken) headers[CSRF_HEADER] = csrfToken;
+  const res = await fetch(path, { method: 'POST', headers, credentials: 'same-origin', body: file });
+  const text = await res.text();
+  const parsed = text ? (JSON.parse(text) as unknown) : null;
+  if (res.ok) return parsed as T;
+  const err = (parsed ?? {}) as { error_code?: string; message?: string; issues?: DatasetIssue[] };
+  const message = err.message ?? `POST ${path}: HTTP ${res.status}`;
+  if (err.issues?.length) throw new UploadRefused(res.status, err.error_code ?? 'ERROR', message, err.issues);
+  throw new ApiFailure(res.status, err.error_code ?? 'ERROR', message);
 }

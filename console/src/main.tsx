@@ -8,6 +8,7 @@ import { ApprovalPage } from './pages/approval.js';
 import { JobPage } from './pages/job.js';
 import { JobsPage } from './pages/jobs.js';
 import { LoginPage } from './pages/login.js';
+import { NewFineTunePage } from './pages/new.js';
 import './styles.css';
 
 function App() {
@@ -47,6 +48,9 @@ function App() {
           <a href="/jobs" onClick={linkHandler('/jobs')} class={route.page === 'jobs' || route.page === 'job' ? 'active' : ''}>
             Jobs
           </a>
+          <a href="/new" onClick={linkHandler('/new')} class={route.page === 'new' ? 'active' : ''}>
+            New fine-tune
+          </a>
           <a href="/mlflow/">Runs (MLflow)</a>
         </nav>
         <span class="who">
@@ -68,6 +72,7 @@ function App() {
       {route.page === 'jobs' && <JobsPage />}
       {route.page === 'job' && <JobPage id={route.id} session={session} />}
       {route.page === 'approval' && <ApprovalPage id={route.id} session={session} />}
+      {route.page === 'new' && <NewFineTunePage />}
       {route.page === 'missing' && (
         <main>
           <h1>Not found</h1>
