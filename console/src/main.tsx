@@ -8,6 +8,10 @@ import { ApprovalPage } from './pages/approval.js';
 import { JobPage } from './pages/job.js';
 import { JobsPage } from './pages/jobs.js';
 import { LoginPage } from './pages/login.js';
+import { ModelVersionPage } from './pages/model.js';
+import { ModelsPage } from './pages/models.js';
+import { SweepPage } from './pages/sweep.js';
+import { SweepsPage } from './pages/sweeps.js';
 import './styles.css';
 
 function App() {
@@ -47,6 +51,12 @@ function App() {
           <a href="/jobs" onClick={linkHandler('/jobs')} class={route.page === 'jobs' || route.page === 'job' ? 'active' : ''}>
             Jobs
           </a>
+          <a href="/models" onClick={linkHandler('/models')} class={route.page === 'models' || route.page === 'model' ? 'active' : ''}>
+            Models
+          </a>
+          <a href="/sweeps" onClick={linkHandler('/sweeps')} class={route.page === 'sweeps' || route.page === 'sweep' ? 'active' : ''}>
+            Sweeps
+          </a>
           <a href="/mlflow/">Runs (MLflow)</a>
         </nav>
         <span class="who">
@@ -68,6 +78,10 @@ function App() {
       {route.page === 'jobs' && <JobsPage />}
       {route.page === 'job' && <JobPage id={route.id} session={session} />}
       {route.page === 'approval' && <ApprovalPage id={route.id} session={session} />}
+      {route.page === 'models' && <ModelsPage />}
+      {route.page === 'model' && <ModelVersionPage name={route.name} version={route.version} />}
+      {route.page === 'sweeps' && <SweepsPage />}
+      {route.page === 'sweep' && <SweepPage id={route.id} />}
       {route.page === 'missing' && (
         <main>
           <h1>Not found</h1>
