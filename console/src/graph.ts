@@ -29,9 +29,9 @@ export interface Layout {
   height: number;
 }
 
-export const NODE_W = 190;
+export const NODE_W = 160;
 export const NODE_H = 64;
-const COL_GAP = 50;
+const COL_GAP = 26;
 const ROW_GAP = 16;
 const PAD = 10;
 
@@ -62,13 +62,13 @@ export function lineageGraph(l: ModelLineage): { nodes: GraphNode[]; edges: Grap
     last = add(datasetNode(l.dataset, 'dataset'), parents);
   }
   if (l.pipeline)
-    last = add({ id: `pipeline:${l.pipeline.id}`, kind: 'pipeline', title: 'pipeline', lines: [l.pipeline.id.slice(0, 18), `${l.pipeline.stage}${l.pipeline.outcome ? ` · ${l.pipeline.outcome}` : ''}`], href: `/pipelines/${encodeURIComponent(l.pipeline.id)}/approval` }, [last]);
+    last = add({ id: `pipeline:${l.pipeline.id}`, kind: 'pipeline', title: 'pipeline', lines: [l.pipeline.id.slice(0, 20), `${l.pipeline.stage}${l.pipeline.outcome ? ` · ${l.pipeline.outcome}` : ''}`], href: `/pipelines/${encodeURIComponent(l.pipeline.id)}/approval` }, [last]);
   // The jobs hang off the pipeline (or the dataset); the run off the job that ran it, else off what came before.
-  const jobIds = l.jobs.map((j) => add({ id: `job:${j.id}`, kind: 'job', title: `${j.type} job`, lines: [j.name.slice(0, 26), j.status], href: `/jobs/${encodeURIComponent(j.id)}` }, [last]));
+  const jobIds = l.jobs.map((j) => add({ id: `job:${j.id}`, kind: 'job', title: `${j.type} job`, lines: [j.name.slice(0, 22), j.status], href: `/jobs/${encodeURIComponent(j.id)}` }, [last]));
   if (l.run) {
     const ranIt = l.jobs.filter((j) => j.run_id === l.run!.id).map((j) => `job:${j.id}`);
     last = add(
-      { id: `run:${l.run.id}`, kind: 'run', title: `run ${l.run.name}`.slice(0, 28), lines: [l.run.id.slice(0, 24), l.run.status], href: l.run.mlflow_path },
+      { id: `run:${l.run.id}`, kind: 'run', title: `run ${l.run.name}`.slice(0, 22), lines: [l.run.id.slice(0, 22), l.run.status], href: l.run.mlflow_path },
       ranIt.length ? ranIt.slice(0, 1) : jobIds.length ? [jobIds.at(-1)!] : [last],
     );
   } else if (jobIds.length) last = jobIds.at(-1)!;
@@ -85,7 +85,7 @@ export function lineageGraph(l: ModelLineage): { nodes: GraphNode[]; edges: Grap
   );
   let prev: string | null = null;
   l.stages.forEach((s, i) => {
-    prev = add({ id: `stage:${i}`, kind: 'stage', title: s.stage, lines: [`by ${s.actor}`.slice(0, 28), day(s.at)], href: null }, i === 0 ? (formats.length ? formats.slice(0, 1) : [made]) : [prev]);
+    prev = add({ id: `stage:${i}`, kind: 'stage', title: s.stage, lines: [`by ${s.actor}`.slice(0, 22), day(s.at)], href: null }, i === 0 ? (formats.length ? formats.slice(0, 1) : [made]) : [prev]);
   });
   return { nodes, edges };
 }

@@ -227,7 +227,7 @@ function BestSoFar({ trials, objective }: { trials: Trial[]; objective: Objectiv
     return i === 0 ? `M${cx},${cy}` : `H${cx} V${cy}`;
   });
   return (
-    <svg class="plot" width={FRAME.left + FRAME.w + 10} height={PLOT_H} data-testid="best-so-far">
+    <svg class="plot" width={FRAME.left + FRAME.w + 30} height={PLOT_H} data-testid="best-so-far">
       <AxisLines x={x} y={y} xLabel="trials finished" yLabel={objective.metric} />
       {steps.map((s, i) => {
         const [cx, cy] = at(i, s.value);
@@ -247,7 +247,7 @@ function ParetoPlot({ trials, objectives }: { trials: Trial[]; objectives: Objec
   const y = axisFor(done.map((t) => t.objective_values![1]));
   const at = (t: Trial) => [px(FRAME, positionOn(x, t.objective_values![0])!), py(FRAME, positionOn(y, t.objective_values![1])!)] as const;
   return (
-    <svg class="plot" width={FRAME.left + FRAME.w + 10} height={PLOT_H} data-testid="pareto">
+    <svg class="plot" width={FRAME.left + FRAME.w + 30} height={PLOT_H} data-testid="pareto">
       <AxisLines x={x} y={y} xLabel={objectiveLabel(objectives[0]!)} yLabel={objectiveLabel(objectives[1]!)} />
       <path class="front-line" d={front.map((t, i) => `${i ? 'L' : 'M'}${at(t).join(',')}`).join(' ')} />
       {done.map((t) => {
@@ -273,7 +273,7 @@ function ParallelCoordinates({ trials, space, objectives }: { trials: Trial[]; s
     ...Object.keys(space).map((k) => ({ label: k, value: (t: Trial) => t.params[k], axis: axisFor(trials.map((t) => t.params[k]), { log: isLog(space[k]) }) })),
     ...objectives.map((o, i) => ({ label: o.metric, value: (t: Trial): AxisValue => valuesOf(t)?.[i] ?? null, axis: axisFor(trials.map((t) => valuesOf(t)?.[i] ?? null)) })),
   ];
-  const width = Math.max(600, axes.length * 150);
+  const width = Math.max(900, axes.length * 150);
   const gap = (width - 120) / Math.max(1, axes.length - 1);
   const ax = (i: number) => 60 + i * gap;
   const top = 24;
