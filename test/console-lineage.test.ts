@@ -1,9 +1,9 @@
 // GET /v1/models/{name}/versions/{version}/lineage on the real app (createApp) over PGlite: the chain a pipeline
 // records for a version (dataset version and the one it was derived from -> pipeline and its jobs -> run ->
-// checkpoints -> formats -> stage history with the approver) comes back in one answer; another organization's
-// version is 404, as is a version that does not exist; a bad version number is a 400 naming it. The rows are written
-// through the same db functions the pipeline's activities use; Temporal is not used by the route and stands in as an
-// empty client.
+// checkpoints -> formats -> stage history with the approver) comes back in one answer, on PGlite and Postgres;
+// another organization's version is 404, as is a version that does not exist; a bad version number is a 400 naming
+// it. The rows are written through the same db functions the pipeline's activities use; Temporal is not used by the
+// route and stands in as an empty client.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appWithoutTemporal } from './support/api-app.js';
 import type { ModelLineage } from '../contracts/models.js';
@@ -17,11 +17,13 @@ import { upsertPipeline } from '../db/repo/pipelines.js';
 import { recordArtifact } from '../db/repo/run-artifacts.js';
 import { createRun } from '../db/repo/runs.js';
 import { testConfig, DEV_TOKEN } from './support/config.js';
+import { startPostgres, type TestPostgres } from './support/postgres.js';
 
 const OTHER = 'token-of-another-org';
 const sha = (c: string) => c.repeat(64);
 
-describe('model version lineage', () => {
+describe.each(['pglite', 'postgres'] as const)('model version lineage on %s', (engine) => {
+  let pg: TestPostgres | null = null;
   let catalogue: Catalogue;
   let app: ReturnType<typeof appWithoutTemporal>;
   let parentId = '';
@@ -50,8 +52,9 @@ describe('model version lineage', () => {
     });
 
   beforeAll(async () => {
+    if (engine === 'postgres') pg = await startPostgres();
     const loaded = testConfig();
-    catalogue = await openCatalogue({});
+    catalogue = await openCatalogue({ url: pg ? await pg.createDatabase('lineage') : undefined });
     await seedDevOrganization(catalogue.db, 'dev', DEV_TOKEN);
     await seedDevOrganization(catalogue.db, 'other-org', OTHER);
     app = appWithoutTemporal(catalogue.db, loaded);
@@ -87,6 +90,7 @@ describe('model version lineage', () => {
   }, 120_000);
   afterAll(async () => {
     await catalogue?.close();
+    await pg?.stop();
   });
 
   it('answers the chain from the dataset version and its parent to the approved stage in one call', async () => {

@@ -71,6 +71,12 @@ describe('parallel-coordinates axes', () => {
     expect(positionOn(axis, 'k_proj')).toBeNull();
   });
 
+  it('labels a count axis with whole numbers, each where it belongs', () => {
+    const ticks = axisTicks(axisFor([1, 8]), { integer: true });
+    expect(ticks.map((t) => t.label)).toEqual(['1', '5', '8']);
+    expect(ticks[1]!.at).toBeCloseTo(4 / 7);
+  });
+
   it('puts a single value mid-axis', () => {
     expect(positionOn(axisFor([3]), 3)).toBe(0.5);
     expect(positionOn(axisFor(['lora']), 'lora')).toBe(0.5);

@@ -68,7 +68,7 @@ export function lineageGraph(l: ModelLineage): { nodes: GraphNode[]; edges: Grap
   if (l.run) {
     const ranIt = l.jobs.filter((j) => j.run_id === l.run!.id).map((j) => `job:${j.id}`);
     last = add(
-      { id: `run:${l.run.id}`, kind: 'run', title: `run ${l.run.name}`.slice(0, 22), lines: [l.run.id.slice(0, 22), l.run.status], href: l.run.mlflow_path },
+      { id: `run:${l.run.id}`, kind: 'run', title: `run ${l.run.name}`.slice(0, 20), lines: [l.run.id.slice(0, 22), l.run.status], href: l.run.mlflow_path },
       ranIt.length ? ranIt.slice(0, 1) : jobIds.length ? [jobIds.at(-1)!] : [last],
     );
   } else if (jobIds.length) last = jobIds.at(-1)!;

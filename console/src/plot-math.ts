@@ -78,11 +78,15 @@ export function positionOn(axis: Axis, v: AxisValue): number | null {
   return (v - axis.min) / (axis.max - axis.min);
 }
 
-/** The labels at the bottom, middle and top of an axis (every category, when it is categorical). */
-export function axisTicks(axis: Axis): { at: number; label: string }[] {
+/**
+ * The labels at the bottom, middle and top of an axis (every category, when it is categorical); `integer`: a count
+ * axis, whose middle label is a whole number placed where it belongs.
+ */
+export function axisTicks(axis: Axis, opts: { integer?: boolean } = {}): { at: number; label: string }[] {
   if (axis.kind === 'category') return axis.values.map((v, i) => ({ at: axis.values.length === 1 ? 0.5 : i / (axis.values.length - 1), label: v }));
-  const mid = axis.kind === 'log' ? Math.sqrt(axis.min * axis.max) : (axis.min + axis.max) / 2;
-  return [axis.min, mid, axis.max].map((v, i) => ({ at: i / 2, label: short(v) }));
+  let mid = axis.kind === 'log' ? Math.sqrt(axis.min * axis.max) : (axis.min + axis.max) / 2;
+  if (opts.integer) mid = Math.round(mid);
+  return [axis.min, mid, axis.max].map((v) => ({ at: positionOn(axis, v)!, label: short(v) }));
 }
 
 function short(v: number): string {

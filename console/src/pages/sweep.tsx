@@ -186,13 +186,13 @@ const FRAME: Frame = { w: 420, h: PLOT_H - 50, left: 56, top: 10 };
 const px = (f: Frame, t: number) => f.left + t * f.w;
 const py = (f: Frame, t: number) => f.top + (1 - t) * f.h;
 
-function AxisLines({ x, y, xLabel, yLabel }: { x: Axis; y: Axis; xLabel: string; yLabel: string }) {
+function AxisLines({ x, y, xLabel, yLabel, xInteger = false }: { x: Axis; y: Axis; xLabel: string; yLabel: string; xInteger?: boolean }) {
   const f = FRAME;
   return (
     <g class="axes">
       <line x1={f.left} y1={f.top + f.h} x2={f.left + f.w} y2={f.top + f.h} />
       <line x1={f.left} y1={f.top} x2={f.left} y2={f.top + f.h} />
-      {axisTicks(x).map((t) => (
+      {axisTicks(x, { integer: xInteger }).map((t) => (
         <text x={px(f, t.at)} y={f.top + f.h + 14} text-anchor="middle">
           {t.label}
         </text>
@@ -228,7 +228,7 @@ function BestSoFar({ trials, objective }: { trials: Trial[]; objective: Objectiv
   });
   return (
     <svg class="plot" width={FRAME.left + FRAME.w + 30} height={PLOT_H} data-testid="best-so-far">
-      <AxisLines x={x} y={y} xLabel="trials finished" yLabel={objective.metric} />
+      <AxisLines x={x} y={y} xLabel="trials finished" yLabel={objective.metric} xInteger />
       {steps.map((s, i) => {
         const [cx, cy] = at(i, s.value);
         return <circle class="trial-dot" cx={cx} cy={cy} r={3} />;
@@ -276,7 +276,7 @@ function ParallelCoordinates({ trials, space, objectives }: { trials: Trial[]; s
   const width = Math.max(900, axes.length * 150);
   const gap = (width - 120) / Math.max(1, axes.length - 1);
   const ax = (i: number) => 60 + i * gap;
-  const top = 24;
+  const top = 30;
   const h = PLOT_H - 60;
   const first = axes[Object.keys(space).length]!;
   // Good is green whichever way the first objective runs.
@@ -301,7 +301,7 @@ function ParallelCoordinates({ trials, space, objectives }: { trials: Trial[]; s
         {axes.map((a, i) => (
           <g class="axes" data-axis={a.label}>
             <line x1={ax(i)} y1={top} x2={ax(i)} y2={top + h} />
-            <text x={ax(i)} y={top - 8} text-anchor="middle" class="axis-title">
+            <text x={ax(i)} y={top - 14} text-anchor="middle" class="axis-title">
               {a.label}
             </text>
             {axisTicks(a.axis).map((tk) => (
