@@ -11,7 +11,7 @@ import { DatasetSchema, DatasetCreateQuerySchema, DatasetDownloadQuerySchema, Da
 import { DeriveRequestSchema } from '../contracts/data-prep.js';
 import { EvalSuiteViewSchema } from '../contracts/eval-suite.js';
 import { RunCreateSchema, RunParamsSchema, RunSchema, RunStatusUpdateSchema } from '../contracts/runs.js';
-import { ModelCreateSchema, ModelVersionCreateSchema, ModelVersionSchema, RegisteredModelSchema, StageChangeResultSchema, StageChangeSchema, EvaluateVersionSchema } from '../contracts/models.js';
+import { ModelCreateSchema, ModelVersionCreateSchema, ModelVersionSchema, RegisteredModelSchema, StageChangeResultSchema, StageChangeSchema, EvaluateVersionSchema, ModelLineageSchema } from '../contracts/models.js';
 import { ErrorBodySchema } from './errors.js';
 import { SessionLoginSchema, SessionViewSchema } from '../contracts/console-session.js';
 import {
@@ -158,6 +158,12 @@ const OPERATIONS: Operation[] = [
   { method: 'get', path: '/v1/models', summary: 'List registered models' },
   { method: 'get', path: '/v1/models/{name}/versions', summary: 'List versions of a model' },
   { method: 'get', path: '/v1/models/{name}/versions/{version}', summary: 'Get a model version (status, formats, each format\'s prefix and manifest checksum)', response: ModelVersionSchema },
+  {
+    method: 'get',
+    path: '/v1/models/{name}/versions/{version}/lineage',
+    summary: "A version's lineage: dataset version and its parents, pipeline and jobs, run, checkpoints, formats, stage history",
+    response: ModelLineageSchema,
+  },
   {
     method: 'get',
     path: '/v1/models/{name}/versions/{version}/artifacts/{format}/{path}',

@@ -188,3 +188,46 @@ export const MlflowTransitionSchema = z.object({
 });
 export const MlflowVersionTagSchema = z.object({ name: required('name'), version: VersionSchema, key: required('key'), value: z.string().nullish() });
 export const MlflowVersionTagKeySchema = z.object({ name: required('name'), version: VersionSchema, key: required('key') });
+
+// ---- lineage of one version (GET /v1/models/{name}/versions/{version}/lineage): the console's graph ----
+
+const LineageDatasetSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  version: z.number().int(),
+  sha256: z.string(),
+  num_records: z.number().int(),
+  created_at: z.string(),
+});
+
+/**
+ * The chain behind one version, each link as the catalogue recorded it: the dataset version it was trained on (with
+ * the versions that dataset was derived from), the pipeline and the jobs it ran, the tracked run, the run's
+ * checkpoints, the version's formats and every stage it has been in. A link the version does not record is null
+ * or empty (a version registered by hand from a run has no pipeline).
+ */
+export const ModelLineageSchema = z.object({
+  name: z.string(),
+  version: z.number().int(),
+  stage: ModelStageSchema,
+  dataset: LineageDatasetSchema.extend({ parents: z.array(LineageDatasetSchema).describe('the versions it was derived from (dataset lineage)') }).nullable(),
+  pipeline: z.object({ id: z.string(), stage: z.string(), outcome: z.string().nullable(), created_at: z.string() }).nullable(),
+  jobs: z
+    .array(z.object({ id: z.string(), name: z.string(), type: z.string(), status: z.string(), run_id: z.string().nullable() }))
+    .describe("the jobs that made the version: a pipeline's stages, oldest first, or the conversion job that registered it"),
+  run: z.object({ id: z.string(), name: z.string(), status: z.string(), experiment_id: z.string().describe('as MLflow names it'), mlflow_path: z.string().describe('the run in the MLflow UI') }).nullable(),
+  checkpoints: z.array(
+    z.object({
+      path: z.string(),
+      step: z.number().int().nullable(),
+      kind: z.string().describe('checkpoint or best_checkpoint'),
+      sha256: z.string().describe("SHA-256 of the checkpoint's manifest"),
+      size_bytes: z.number().int(),
+    }),
+  ),
+  formats: z.array(z.object({ name: z.string(), checksum: z.string(), size_bytes: z.number().int(), files: z.number().int() })).describe('primary first'),
+  stages: z
+    .array(z.object({ stage: z.string(), from: z.string().nullable(), actor: z.string(), at: z.string(), reason: z.string() }))
+    .describe('oldest first: the stage it was registered in, then each change with who made it and why'),
+});
+export type ModelLineage = z.infer<typeof ModelLineageSchema>;

@@ -3,7 +3,9 @@
 // refused), the file's one real pipeline started from the New fine-tune page (upload, counts and preview, the recipe,
 // both estimates; a refused upload listed by line and field), the jobs list showing a running job, cancelling it
 // from its page, the MLflow UI working with only the cookie, and that pipeline's approval page (a viewer sees no
-// approve button and the API refuses the call; an approver approves it and its model version reaches production). Screenshots of every page are written to
+// approve button and the API refuses the call; an approver approves it and its model version reaches production).
+// The registry page shows the pipeline's approved version with its lineage graph; one small real sweep (synthetic
+// trials, seconds of work) feeds the sweep pages. Screenshots of every page are written to
 // test-results/console-screenshots/ (git-ignored) as the run goes. The file takes 7-14 minutes on 2 busy cores,
 // nearly all of it the pipeline's training, eval and validation.
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -16,6 +18,7 @@ import type { Dataset } from '../contracts/datasets.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import { CONSOLE_CSP } from '../api/routes/console.js';
 import { repoRoot } from '../lib/config.js';
+import type { ModelLineage } from '../contracts/models.js';
 import { DEV_TOKEN } from './support/config.js';
 import { startTestStack, type TestStack } from './support/stack.js';
 
@@ -308,6 +311,75 @@ describe('web console at /', () => {
     await shot('new-refused-start', page);
     const pipelines = await stack.api<{ pipelines: { model_name: string }[] }>('GET', '/v1/pipelines');
     expect(pipelines.body.pipelines.map((p) => p.model_name)).not.toContain('console-refused');
+  });
+
+  // Registry and sweeps pages: /models, /models/{name}/{version} (the lineage graph), /sweeps, /sweeps/{id}.
+  it("shows the approved pipeline's version in the registry and its lineage graph, from the dataset's sha256 to the gguf checksum", { timeout: 120_000 }, async () => {
+    const versions = await stack.api<{ versions: { version: number; stage: string }[] }>('GET', '/v1/models/console-model/versions');
+    const version = versions.body.versions.find((v) => v.stage === 'production')!.version;
+    const lineage = (await stack.api<ModelLineage>('GET', `/v1/models/console-model/versions/${version}/lineage`)).body;
+    const gguf = lineage.formats.find((f) => f.name.startsWith('gguf'));
+    expect(gguf, `formats: ${lineage.formats.map((f) => f.name).join(', ')}`).toBeDefined();
+    expect(lineage.pipeline?.id).toBe(pipelineId);
+
+    await page.goto(url('/models'));
+    const card = page.locator(`section[data-model="console-model"] .stage-production a[data-version="${version}"]`);
+    await card.waitFor({ timeout: 30_000 });
+    await shot('models', page);
+    await card.click();
+    await page.waitForURL(new RegExp(`/models/console-model/${version}$`));
+    const graph = page.getByTestId('lineage-graph');
+    await graph.waitFor({ timeout: 30_000 });
+    const text = (await graph.textContent()) ?? '';
+    expect(text).toContain(lineage.dataset!.sha256.slice(0, 12));
+    expect(text).toContain(gguf!.checksum.replace(/^sha256:/, '').slice(0, 16));
+    expect(text).toContain('production');
+    // Each job of the pipeline is a node linking to its page, and the run links to the MLflow UI.
+    const training = lineage.jobs.find((j) => j.type === 'training')!;
+    expect(await graph.locator(`a[href="/jobs/${training.id}"]`).count()).toBe(1);
+    expect(await graph.locator(`a[href="${lineage.run!.mlflow_path}"]`).count()).toBe(1);
+    await shot('model-lineage', page);
+    await graph.locator(`a[href="/jobs/${training.id}"]`).click();
+    await page.waitForURL(new RegExp(`/jobs/${training.id}$`));
+  });
+
+  it('draws a real multi-objective sweep: its trials best first, best so far, parallel coordinates and the Pareto front', { timeout: 5 * 60_000 }, async () => {
+    const started = await stack.api<{ id: string }>('POST', '/v1/hpo', {
+      experiment: 'console-sweep',
+      base_config: { method: 'synthetic', function: 'learning-curve', max_steps: 20, eval_steps: 10 },
+      search_space: { learning_rate: { type: 'log_uniform', min: 1e-4, max: 0.1 }, width: { type: 'int', min: 16, max: 1024 } },
+      strategy: 'evolutionary',
+      objective: [{ metric: 'eval/loss', direction: 'minimize' }, { metric: 'model/parameters', direction: 'minimize' }],
+      max_trials: 8,
+      max_concurrent_trials: 4,
+      seed: 4,
+    });
+    expect(started.status).toBe(201);
+    const id = started.body.id;
+    await expect.poll(async () => (await stack.api<{ status: string }>('GET', `/v1/hpo/${id}`)).body.status, { timeout: 4 * 60_000, interval: 2000 }).toBe('completed');
+    const trials = (await stack.api<{ trials: { number: number; status: string; objective_values: number[] | null }[] }>('GET', `/v1/hpo/${id}/trials`)).body.trials;
+    const done = trials.filter((t) => t.status === 'completed');
+    expect(done.length).toBeGreaterThan(2);
+    // The front by definition (nothing better on both objectives), not by the page's own function.
+    const dominated = (t: (typeof done)[number]) => done.some((o) => o.objective_values!.every((v, i) => v <= t.objective_values![i]!) && o.objective_values!.some((v, i) => v < t.objective_values![i]!));
+    const front = done.filter((t) => !dominated(t)).map((t) => t.number).sort((a, b) => a - b);
+
+    await page.goto(url('/sweeps'));
+    await page.locator(`tr[data-sweep="${id}"] a`).click();
+    await page.waitForURL(new RegExp(`/sweeps/${id}$`));
+    await expect.poll(() => page.locator('table.trials tbody tr').count(), { timeout: 30_000 }).toBe(trials.length);
+    // Best first, as the API ranks them.
+    expect(await page.locator('table.trials tbody tr').first().getAttribute('data-trial')).toBe(String(trials[0]!.number));
+    const drawn = await page.locator('[data-testid="pareto"] circle.front-point').evaluateAll((els) => els.map((e) => Number(e.getAttribute('data-trial'))).sort((a, b) => a - b));
+    expect(drawn).toEqual(front);
+    expect(await page.locator('[data-testid="parallel-coordinates"] path.pc-line').count()).toBe(trials.length);
+    const axes = await page.locator('[data-testid="parallel-coordinates"] g[data-axis]').evaluateAll((els) => els.map((e) => e.getAttribute('data-axis')));
+    expect(axes.sort()).toEqual(['eval/loss', 'learning_rate', 'model/parameters', 'width']);
+    expect(await page.locator('[data-testid="best-so-far"] path.best-line').count()).toBe(1);
+    await shot('sweep', page);
+    await page.goto(url('/sweeps'));
+    await page.locator(`tr[data-sweep="${id}"]`).waitFor();
+    await shot('sweeps', page);
   });
 });
 

@@ -33,6 +33,8 @@ import { artifactRootUri } from '../../lib/object-store.js';
 import { quarantineOverride, refusingQuarantined } from '../quarantine.js';
 import { notifyProductionChange } from '../production-change.js';
 import { latestMetricsOf } from '../../db/repo/metrics.js';
+import { modelVersionLineage } from '../../db/repo/model-lineage.js';
+import type { ModelLineage } from '../../contracts/models.js';
 
 function modelName(raw: string): string {
   const parsed = ModelNameSchema.safeParse(raw);
@@ -129,6 +131,23 @@ export function modelRoutes(deps: ApiDeps) {
     const v = versions?.find((x) => String(x.version) === c.req.param('version'));
     if (!v) throw notFound(`model "${name}" version ${c.req.param('version')}`);
     return c.json(modelVersionView(name, v));
+  });
+
+  // The chain behind a version, for the console's lineage graph: dataset -> pipeline/jobs -> run -> checkpoints ->
+  // formats -> stages. The run is named as MLflow names it, with its page in the MLflow UI.
+  app.get('/:name/versions/:version/lineage', async (c) => {
+    const principal = requireRole(c, 'viewer');
+    const name = modelName(c.req.param('name'));
+    const version = versionNumber(c.req.param('version'));
+    const stored = await modelVersionLineage(deps.db, principal.organizationId, name, version);
+    if (!stored) throw notFound(`model "${name}" version ${version}`);
+    const { run, ...rest } = stored;
+    const experimentId = run ? wireExperimentId(run.experimentId, principal.organizationId) : null;
+    const lineage: ModelLineage = {
+      ...rest,
+      run: run ? { id: run.id, name: run.name, status: run.status, experiment_id: experimentId!, mlflow_path: `/mlflow/#/experiments/${experimentId}/runs/${run.id}` } : null,
+    };
+    return c.json(lineage);
   });
 
   // One file of a format (manifest.json or a file it lists), streamed; `hanzo-ml model pull` verifies what it gets.

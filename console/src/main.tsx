@@ -9,6 +9,10 @@ import { JobPage } from './pages/job.js';
 import { JobsPage } from './pages/jobs.js';
 import { LoginPage } from './pages/login.js';
 import { NewFineTunePage } from './pages/new.js';
+import { ModelVersionPage } from './pages/model.js';
+import { ModelsPage } from './pages/models.js';
+import { SweepPage } from './pages/sweep.js';
+import { SweepsPage } from './pages/sweeps.js';
 import './styles.css';
 
 function App() {
@@ -51,6 +55,12 @@ function App() {
           <a href="/new" onClick={linkHandler('/new')} class={route.page === 'new' ? 'active' : ''}>
             New fine-tune
           </a>
+          <a href="/models" onClick={linkHandler('/models')} class={route.page === 'models' || route.page === 'model' ? 'active' : ''}>
+            Models
+          </a>
+          <a href="/sweeps" onClick={linkHandler('/sweeps')} class={route.page === 'sweeps' || route.page === 'sweep' ? 'active' : ''}>
+            Sweeps
+          </a>
           <a href="/mlflow/">Runs (MLflow)</a>
         </nav>
         <span class="who">
@@ -73,6 +83,10 @@ function App() {
       {route.page === 'job' && <JobPage id={route.id} session={session} />}
       {route.page === 'approval' && <ApprovalPage id={route.id} session={session} />}
       {route.page === 'new' && <NewFineTunePage />}
+      {route.page === 'models' && <ModelsPage />}
+      {route.page === 'model' && <ModelVersionPage name={route.name} version={route.version} />}
+      {route.page === 'sweeps' && <SweepsPage />}
+      {route.page === 'sweep' && <SweepPage id={route.id} />}
       {route.page === 'missing' && (
         <main>
           <h1>Not found</h1>

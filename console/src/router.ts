@@ -5,6 +5,10 @@ export type Route =
   | { page: 'jobs' }
   | { page: 'job'; id: string }
   | { page: 'approval'; id: string }
+  | { page: 'models' }
+  | { page: 'model'; name: string; version: string }
+  | { page: 'sweeps' }
+  | { page: 'sweep'; id: string }
   | { page: 'login' }
   | { page: 'new' }
   | { page: 'missing'; path: string };
@@ -17,6 +21,12 @@ export function routeOf(path: string): Route {
   if (job) return { page: 'job', id: decodeURIComponent(job[1]!) };
   const approval = /^\/pipelines\/([^/]+)\/approval$/.exec(path);
   if (approval) return { page: 'approval', id: decodeURIComponent(approval[1]!) };
+  if (path === '/models') return { page: 'models' };
+  const model = /^\/models\/([^/]+)\/([^/]+)$/.exec(path);
+  if (model) return { page: 'model', name: decodeURIComponent(model[1]!), version: decodeURIComponent(model[2]!) };
+  if (path === '/sweeps') return { page: 'sweeps' };
+  const sweep = /^\/sweeps\/([^/]+)$/.exec(path);
+  if (sweep) return { page: 'sweep', id: decodeURIComponent(sweep[1]!) };
   return { page: 'missing', path };
 }
 

@@ -207,6 +207,7 @@ const V1: TenancyCase[] = [
   refused('POST /v1/models/:name/versions', 'researcher', (t) => ({ path: `/v1/models/${t.b.modelName}/versions`, body: { run_id: t.b.runId, artifact_path: 'b-secret-dir' } }), { label: "B's model" }),
   refused('POST /v1/models/:name/versions', 'researcher', (t) => ({ path: `/v1/models/${t.a.modelName}/versions`, body: { run_id: t.b.runId, artifact_path: 'b-secret-dir' } }), { label: "A's model from B's run", control: CROSS }),
   refused('GET /v1/models/:name/versions/:version', 'viewer', (t) => ({ path: `/v1/models/${t.b.modelName}/versions/${t.b.version}` })),
+  refused('GET /v1/models/:name/versions/:version/lineage', 'viewer', (t) => ({ path: `/v1/models/${t.b.modelName}/versions/${t.b.version}/lineage` })),
   refused('GET /v1/models/:name/versions/:version/artifacts/:format/*', 'viewer', (t) => ({ path: `/v1/models/${t.b.modelName}/versions/${t.b.version}/artifacts/hf/manifest.json` }), {
     control: "B's version stays pending_registration (no worker copies its files), so its files cannot be read here",
   }),
