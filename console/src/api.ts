@@ -1,6 +1,7 @@
 // Calls to the API on this origin. The browser sends the session cookie by itself; writes repeat the session's
 // CSRF token in the x-csrf-token header (api/auth.ts refuses a cookie-authenticated write without it).
 import type { SessionView } from '../../contracts/console-session.js';
+import type { StreamEvent } from '../../contracts/console.js';
 
 const CSRF_HEADER = 'x-csrf-token';
 let csrfToken: string | null = null;
@@ -67,6 +68,29 @@ export function stream(path: string, handlers: Record<string, (data: unknown) =>
   source.addEventListener('end', () => {
     source.close();
     onEnd?.();
+  });
+  return () => source.close();
+}
+
+const PAGE_STREAM_EVENTS: StreamEvent['type'][] = ['job.event', 'job.log', 'job.end', 'pipeline.event', 'run.metrics', 'error'];
+
+/**
+ * The page's one multiplexed stream (GET /v1/stream?topics=...): every subject's events on one connection. A
+ * dropped connection is reopened by EventSource itself with Last-Event-ID, the cursor of every subject, so each
+ * resumes after its last event; `onResumed` is told when that happened. Returns the function that closes it.
+ */
+export function pageStream(topics: string[], onEvent: (e: StreamEvent) => void, onResumed?: () => void): () => void {
+  const source = new EventSource(`/v1/stream?topics=${encodeURIComponent(topics.join(','))}`, { withCredentials: true });
+  let dropped = false;
+  for (const type of PAGE_STREAM_EVENTS)
+    source.addEventListener(type, (e) => {
+      // The connection's own failures are `error` events too, without data.
+      if (e instanceof MessageEvent && typeof e.data === 'string') onEvent(JSON.parse(e.data) as StreamEvent);
+      else dropped = true;
+    });
+  source.addEventListener('open', () => {
+    if (dropped) onResumed?.();
+    dropped = false;
   });
   return () => source.close();
 }

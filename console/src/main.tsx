@@ -8,6 +8,7 @@ import { ApprovalPage } from './pages/approval.js';
 import { JobPage } from './pages/job.js';
 import { JobsPage } from './pages/jobs.js';
 import { LoginPage } from './pages/login.js';
+import { QueuesPage } from './pages/queues.js';
 import './styles.css';
 
 function App() {
@@ -47,6 +48,11 @@ function App() {
           <a href="/jobs" onClick={linkHandler('/jobs')} class={route.page === 'jobs' || route.page === 'job' ? 'active' : ''}>
             Jobs
           </a>
+          {session.role === 'ml-admin' && (
+            <a href="/queues" onClick={linkHandler('/queues')} class={route.page === 'queues' ? 'active' : ''}>
+              Queues
+            </a>
+          )}
           <a href="/mlflow/">Runs (MLflow)</a>
         </nav>
         <span class="who">
@@ -68,6 +74,7 @@ function App() {
       {route.page === 'jobs' && <JobsPage />}
       {route.page === 'job' && <JobPage id={route.id} session={session} />}
       {route.page === 'approval' && <ApprovalPage id={route.id} session={session} />}
+      {route.page === 'queues' && <QueuesPage organization={session.organization} />}
       {route.page === 'missing' && (
         <main>
           <h1>Not found</h1>
