@@ -167,7 +167,7 @@ function ActiveJobs({ queues, showOrganization }: { queues: OrganizationQueue[];
 }
 
 function Usage({ usage }: { usage: UsageReport }) {
-  const rows = (usage.history ?? [{ month: usage.month, organizations: usage.organizations }]).flatMap((m) => m.organizations.map((o) => ({ month: m.month, ...o }))).reverse();
+  const months = (usage.history ?? [{ month: usage.month, organizations: usage.organizations }]).slice().reverse();
   return (
     <section>
       <h2>GPU-hours and cost per month</h2>
@@ -183,16 +183,27 @@ function Usage({ usage }: { usage: UsageReport }) {
           </tr>
         </thead>
         <tbody>
-          {rows.map((r) => (
-            <tr data-month={r.month} data-organization={r.organization_id}>
-              <td>{r.month}</td>
-              <td>{r.organization_id}</td>
-              <td>{num(r.gpu_hours, 3)}</td>
-              <td>{usd(r.cost_usd)}</td>
-              <td>{r.jobs}</td>
-              <td>{r.monthly_budget_usd === null ? '—' : usd(r.monthly_budget_usd)}</td>
-            </tr>
-          ))}
+          {months.flatMap((m) =>
+            m.organizations.length === 0
+              ? [
+                  <tr data-month={m.month}>
+                    <td>{m.month}</td>
+                    <td colSpan={5} class="muted">
+                      no finished training
+                    </td>
+                  </tr>,
+                ]
+              : m.organizations.map((r) => (
+                  <tr data-month={m.month} data-organization={r.organization_id}>
+                    <td>{m.month}</td>
+                    <td>{r.organization_id}</td>
+                    <td>{num(r.gpu_hours, 3)}</td>
+                    <td>{usd(r.cost_usd)}</td>
+                    <td>{r.jobs}</td>
+                    <td>{r.monthly_budget_usd === null ? '—' : usd(r.monthly_budget_usd)}</td>
+                  </tr>
+                )),
+          )}
         </tbody>
       </table>
     </section>
