@@ -38,7 +38,7 @@ import { runArtifactRoutes } from './routes/run-artifacts.js';
 import { openApiDocument } from './openapi.js';
 import { mlflowGraphqlRoutes } from './routes/mlflow/graphql.js';
 import { mlflowUiBuildDir, mlflowUiRoutes } from './routes/mlflow-ui.js';
-import { sessionLoginRoutes, sessionRoutes, sessionSealer } from './routes/console-session.js';
+import { revocableSessions, sessionLoginRoutes, sessionRoutes, sessionSealer } from './routes/console-session.js';
 import { consoleBuildDir, consoleRoutes } from './routes/console.js';
 import { oidcLoginRoutes } from './routes/console-oidc.js';
 
@@ -83,7 +83,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
     ),
   );
   const anonymous = anonymousPrincipal(deps.config);
-  const sessions = sessionSealer(deps.home, deps.config.auth.session_secret);
+  const sessions = revocableSessions(deps.db, sessionSealer(deps.home, deps.config.auth.session_secret));
   const authOptions = { anonymous, jwt: jwtVerifierFor(deps.config), port: deps.config.server.port, sessions };
   // Signing in and out of the console take no credentials of their own: mounted before authentication.
   app.route('/v1/session', sessionLoginRoutes(deps, sessions, tokenPrincipal(deps.db, authOptions.jwt)));

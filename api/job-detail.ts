@@ -52,6 +52,19 @@ export async function jobDetail(deps: ApiDeps, row: JobRow, view: JobView): Prom
   };
 }
 
+/**
+ * What a list item of a running or paused job shows of its detail: progress and usage so far, read from its
+ * current segment alone (the latest attempt's totals cover every segment before it).
+ */
+export async function jobProgressAndUsage(deps: ApiDeps, row: JobRow): Promise<Pick<JobDetail, 'progress' | 'usage'>> {
+  const segment = (row.segments as JobSegment[]).at(-1) ?? null;
+  const latest = segment ? (await segmentFacts(deps, row.organizationId, segment)).progress : null;
+  return {
+    progress: await progressOf(deps, row, segment, latest),
+    usage: { gpu_type: gpuTypeOf(row), gpu_hours: latest?.totals?.device_hours ?? 0, cost_usd: latest?.totals ? latest.totals.cost_usd : null },
+  };
+}
+
 /** A segment's attempts (the first, then one per restart: `<name>-r<n>`), recoveries and preemptions. */
 async function segmentFacts(deps: ApiDeps, organizationId: string, s: JobSegment): Promise<SegmentFacts> {
   const logical = JobFiles.of(deps.store, deps.config, organizationId, s.job_name);

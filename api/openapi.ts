@@ -29,7 +29,7 @@ import {
 import { DryRunQuerySchema, UsageQuerySchema, UsageReportSchema } from '../contracts/cost.js';
 import { HpoStartResponseSchema, SweepConfigSchema, TrialsQuerySchema } from '../contracts/hpo.js';
 import { CursorListQuerySchema, FileListQuerySchema, FineTuningJobCreateSchema, FineTuningListQuerySchema, WebhookEndpointCreateSchema } from '../contracts/openai.js';
-import { JobDetailSchema, JobDryRunSchema, JobListQuerySchema, JobSubmissionSchema, JobViewSchema, ResumeRequestSchema } from '../contracts/jobs.js';
+import { JobDetailSchema, JobDryRunSchema, JobListItemSchema, JobListQuerySchema, JobSubmissionSchema, JobViewSchema, ResumeRequestSchema } from '../contracts/jobs.js';
 import { JobEventsQuerySchema, JobLogsQuerySchema } from './routes/job-streams.js';
 import { MemoryEstimateRequestSchema, MemoryEstimateSchema, RunsPageQuerySchema, RunsPageSchema, SeriesBatchRequestSchema, SeriesBatchSchema, SeriesQuerySchema, SeriesSchema, StreamQuerySchema } from '../contracts/console.js';
 
@@ -81,7 +81,7 @@ const OPERATIONS: Operation[] = [
   { method: 'post', path: '/v1/pipelines/{id}/approve', summary: 'Approve promotion to production', body: ApprovalRequestSchema },
   { method: 'post', path: '/v1/pipelines/{id}/reject', summary: 'Reject promotion', body: ApprovalRequestSchema },
   { method: 'post', path: '/v1/jobs', summary: 'Submit a job (spec 000 Job Submission, JSON or YAML with content-type application/yaml); Idempotency-Key header: a retried submit returns the same job; 402 when its estimate exceeds what is left of the monthly budget; ?dry_run=true answers its cost estimate (JobDryRun) and queues nothing', body: JobSubmissionSchema, query: DryRunQuerySchema, response: z.union([JobViewSchema, JobDryRunSchema]) },
-  { method: 'get', path: '/v1/jobs', summary: "The organization's jobs, newest first", query: JobListQuerySchema, response: z.object({ jobs: z.array(JobViewSchema), next_cursor: z.string().nullable() }) },
+  { method: 'get', path: '/v1/jobs', summary: "The organization's jobs, newest first", query: JobListQuerySchema, response: z.object({ jobs: z.array(JobListItemSchema), next_cursor: z.string().nullable() }) },
   { method: 'get', path: '/v1/jobs/{id}', summary: 'A job: status, queue place, segments, attempts, preemptions, checkpoints with their metrics, progress and ETA, GPU-hours and cost so far', response: JobDetailSchema },
   {
     method: 'get',

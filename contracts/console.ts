@@ -236,3 +236,32 @@ export const MemoryEstimateSchema = z.object({
   verdict: z.string().describe('one sentence for the page: fits, or what would'),
 });
 export type MemoryEstimate = z.infer<typeof MemoryEstimateSchema>;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Queues and usage page (GET /v1/queues, GET /v1/usage?months=)
+
+/** A job of the catalogue that holds or waits for GPUs: queued (validating included), running or paused. */
+export const QueueActiveJobSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  type: z.string(),
+  status: z.string(),
+  gpus: z.number().int().nonnegative().describe('GPUs it holds or asks for, all nodes together'),
+  gpu_type: z.string().nullable().describe('null: any type'),
+  position: z.number().int().positive().nullable().describe('queued: its place in the queue (1 = next)'),
+  reason: z.string().nullable().describe('queued: why it waits'),
+  created_at: z.string(),
+  started_at: z.string().nullable(),
+});
+export type QueueActiveJob = z.infer<typeof QueueActiveJobSchema>;
+
+/** An organization's GPUs of one type: its nominal quota (null: none configured) and what its running jobs hold. */
+export const QueueGpuTypeSchema = z.object({ gpu_type: z.string().describe('"any": jobs that asked for no type'), quota: z.number().int().nonnegative().nullable(), in_use: z.number().int().nonnegative() });
+export type QueueGpuType = z.infer<typeof QueueGpuTypeSchema>;
+
+/** What each organization of GET /v1/queues adds to the queue's own view: the catalogue's jobs and GPUs per type. */
+export const QueueCatalogueSchema = z.object({
+  active_jobs: z.array(QueueActiveJobSchema).describe('running first, then waiting in queue order; empty for totals_only'),
+  gpu_types: z.array(QueueGpuTypeSchema),
+});
+export type QueueCatalogue = z.infer<typeof QueueCatalogueSchema>;

@@ -47,18 +47,31 @@ export const UsageQuerySchema = z.object({
     .optional()
     .describe('calendar month (UTC); default the current one'),
   organization: z.string().optional().describe("one organization's usage: your own, or any for an admin of the operator organization"),
+  months: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(24)
+    .optional()
+    .describe('admins: also answer history, the totals of this many calendar months ending with month (the console\'s usage page)'),
 });
+
+/** One organization's totals of one month. */
+export const MonthUsageSchema = z.object({
+  organization_id: z.string(),
+  gpu_hours: z.number().nonnegative().describe('device-hours of the train jobs that finished in the month'),
+  cost_usd: z.number().nonnegative(),
+  jobs: z.number().int().nonnegative(),
+  monthly_budget_usd: z.number().nonnegative().nullable(),
+});
+export type MonthUsage = z.infer<typeof MonthUsageSchema>;
 
 export const UsageReportSchema = z.object({
   month: z.string(),
-  organizations: z.array(
-    z.object({
-      organization_id: z.string(),
-      gpu_hours: z.number().nonnegative().describe('device-hours of the train jobs that finished in the month'),
-      cost_usd: z.number().nonnegative(),
-      jobs: z.number().int().nonnegative(),
-      monthly_budget_usd: z.number().nonnegative().nullable(),
-    }),
-  ),
+  organizations: z.array(MonthUsageSchema),
+  history: z
+    .array(z.object({ month: z.string(), organizations: z.array(MonthUsageSchema) }))
+    .optional()
+    .describe('with months: one entry per month, oldest first, the last being month'),
 });
 export type UsageReport = z.infer<typeof UsageReportSchema>;

@@ -233,6 +233,16 @@ export const JobDetailSchema = JobViewSchema.extend({
 });
 export type JobDetail = z.infer<typeof JobDetailSchema>;
 
+/**
+ * An item of GET /v1/jobs: the job, and for a running or paused job what the list shows of its detail (progress
+ * with its ETA, usage so far), so a page of the list is one request, not one per running job.
+ */
+export const JobListItemSchema = JobViewSchema.extend({
+  progress: JobDetailSchema.shape.progress.describe('running or paused jobs that report progress; else null'),
+  usage: JobDetailSchema.shape.usage.nullable().describe('running or paused jobs: device-hours and dollars so far; else null'),
+});
+export type JobListItem = z.infer<typeof JobListItemSchema>;
+
 /** POST /v1/jobs?dry_run=true: what the job would cost; nothing is queued. */
 export const JobDryRunSchema = z.object({
   dry_run: z.literal(true),

@@ -9,6 +9,7 @@ import { appWithoutTemporal } from './support/api-app.js';
 import { CONSOLE_CSP } from '../api/routes/console.js';
 import { sessionSealer } from '../api/routes/console-session.js';
 import { openCatalogue, type Catalogue } from '../db/client.js';
+import { isConsoleSessionRevoked, purgeExpiredRevocations, revokeConsoleSession } from '../db/repo/console-sessions.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { DEV_TOKEN, testConfig } from './support/config.js';
 
@@ -115,6 +116,40 @@ describe('console login session', () => {
     const out = await request('/v1/session', { method: 'DELETE', headers: { cookie: own.cookie } });
     expect(out.status).toBe(204);
     expect(out.headers.getSetCookie().every((c) => /Max-Age=0/.test(c))).toBe(true);
+    expect((await request('/v1/session', { headers: { cookie: own.cookie } })).status).toBe(401);
+  });
+
+  it('refuses a session cookie captured before sign-out afterwards, on every replica sharing the catalogue', async () => {
+    // Two API replicas: the same catalogue and session secret, each its own app (and its own HANZO_ML_HOME).
+    const secret = { HANZO_ML_AUTH_SESSION_SECRET: 'a-shared-secret-of-at-least-32-characters' };
+    const [one, two] = [testConfig(secret), testConfig(secret)].map((l) => appWithoutTemporal(catalogue.db, l));
+    const login = await one!.request(`${ORIGIN}/v1/session`, json({ token: DEV_TOKEN }));
+    expect(login.status).toBe(200);
+    const captured = login.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+    expect((await two!.request(`${ORIGIN}/v1/session`, { headers: { cookie: captured } })).status).toBe(200);
+    // A second sign-in of the same token is a session of its own: signing the first out leaves it open.
+    const other = (await signIn(DEV_TOKEN)).cookie;
+
+    expect((await one!.request(`${ORIGIN}/v1/session`, { method: 'DELETE', headers: { cookie: captured } })).status).toBe(204);
+    for (const replica of [one!, two!]) {
+      const after = await replica.request(`${ORIGIN}/v1/session`, { headers: { cookie: captured } });
+      expect(after.status).toBe(401);
+      expect(((await after.json()) as { message: string }).message).toMatch(/sign in again/);
+      expect((await replica.request(`${ORIGIN}/api/2.0/mlflow/experiments/search`, json({}, { cookie: captured }))).status).toBe(401);
+    }
+    expect((await request('/v1/session', { headers: { cookie: other } })).status).toBe(200);
+    // Signing out again with the revoked cookie changes nothing and still clears the browser's copy.
+    expect((await two!.request(`${ORIGIN}/v1/session`, { method: 'DELETE', headers: { cookie: captured } })).status).toBe(204);
+  });
+
+  it('keeps a revocation only until the session would have expired by itself', async () => {
+    await revokeConsoleSession(catalogue.db, 'expired-session', new Date(Date.now() - 1000));
+    await revokeConsoleSession(catalogue.db, 'live-session', new Date(Date.now() + 3_600_000));
+    expect(await isConsoleSessionRevoked(catalogue.db, 'live-session')).toBe(true);
+    // The second revocation purged the first's row: past its expiry the cookie is refused by the expiry alone.
+    expect(await isConsoleSessionRevoked(catalogue.db, 'expired-session')).toBe(false);
+    expect(await purgeExpiredRevocations(catalogue.db, new Date(Date.now() + 7_200_000))).toBeGreaterThanOrEqual(1);
+    expect(await isConsoleSessionRevoked(catalogue.db, 'live-session')).toBe(false);
   });
 
   it("refuses a login from another site's page and a login that is not JSON", async () => {

@@ -19,6 +19,7 @@ import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import { CONSOLE_CSP } from '../api/routes/console.js';
 import { repoRoot } from '../lib/config.js';
 import type { ModelLineage } from '../contracts/models.js';
+import { num } from '../console/src/format.js';
 import { DEV_TOKEN } from './support/config.js';
 import { startTestStack, type TestStack } from './support/stack.js';
 
@@ -380,6 +381,76 @@ describe('web console at /', () => {
     await page.goto(url('/sweeps'));
     await page.locator(`tr[data-sweep="${id}"]`).waitFor();
     await shot('sweeps', page);
+  });
+
+  // Queues and usage page; the job page on one stream.
+  let queuedJobId = '';
+
+  it("shows an admin the queues page with a running job and this organization's GPU-hours per month", { timeout: 180_000 }, async () => {
+    const job = await stack.api<{ id: string }>('POST', '/v1/jobs', {
+      type: 'training',
+      name: 'console-queue-ticker',
+      image: 'trainer',
+      command: ['python3', '-u', '-c', "import time\nfor i in range(900):\n    print('beat', i)\n    time.sleep(1)"],
+    });
+    expect(job.status).toBe(201);
+    queuedJobId = job.body.id;
+    await expect.poll(async () => (await stack.api<{ status: string }>('GET', `/v1/jobs/${queuedJobId}`)).body.status, { timeout: 90_000, interval: 1000 }).toBe('running');
+    await page.goto(url('/jobs'));
+    await page.getByRole('link', { name: 'Queues' }).click();
+    await page.getByRole('heading', { name: 'Queues and usage' }).waitFor({ timeout: 30_000 });
+    const row = page.locator(`table.active-jobs tr[data-job="${queuedJobId}"]`);
+    await row.waitFor({ timeout: 15_000 });
+    expect(await row.locator('.status').textContent()).toBe('running');
+    expect(await row.locator('a').getAttribute('href')).toBe(`/jobs/${queuedJobId}`);
+    // This month's row is the API's: the pipeline's finished training is counted in it.
+    const me = await stack.api<{ organization: string }>('GET', '/v1/session');
+    const usage = await stack.api<{ month: string; organizations: { organization_id: string; gpu_hours: number; jobs: number }[] }>('GET', `/v1/usage?organization=${me.body.organization}`);
+    const own = usage.body.organizations[0]!;
+    expect(own.jobs).toBeGreaterThanOrEqual(1);
+    const month = page.locator(`table.usage tr[data-month="${usage.body.month}"][data-organization="${own.organization_id}"]`);
+    expect((await month.locator('td').allTextContents()).slice(0, 3)).toEqual([usage.body.month, own.organization_id, num(own.gpu_hours, 3)]);
+    const months = await page.locator('table.usage tbody tr').evaluateAll((rows) => new Set(rows.map((r) => r.getAttribute('data-month'))).size);
+    expect(months).toBe(6);
+    await shot('queues', page);
+  });
+
+  it("updates the job page's log and status through one stream, without polling the job", { timeout: 180_000 }, async () => {
+    const asked: string[] = [];
+    const record = (r: { url(): string }) => asked.push(new URL(r.url()).pathname);
+    page.on('request', record);
+    try {
+      await page.goto(url(`/jobs/${queuedJobId}`));
+      await expect.poll(() => page.getByTestId('job-log').textContent(), { timeout: 60_000 }).toMatch(/beat \d+/);
+      const beats = async () => ((await page.getByTestId('job-log').textContent()) ?? '').match(/beat \d+/g)?.length ?? 0;
+      const before = await beats();
+      await expect.poll(beats, { timeout: 15_000 }).toBeGreaterThan(before);
+      expect(await page.locator('h1 .status').textContent()).toBe('running');
+      expect((await stack.api('POST', `/v1/jobs/${queuedJobId}/cancel`)).status).toBe(202);
+      await expect.poll(() => page.locator('h1 .status').textContent(), { timeout: 120_000 }).toBe('cancelled');
+      await shot('job-stream', page);
+      expect(asked.filter((p) => p === '/v1/stream')).toHaveLength(1);
+      expect(asked.filter((p) => p.startsWith(`/v1/jobs/${queuedJobId}/logs`))).toEqual([]);
+      // The detail is read when the page opens and after status changes (a burst read once), not every few seconds.
+      expect(asked.filter((p) => p === `/v1/jobs/${queuedJobId}`).length).toBeLessThanOrEqual(5);
+    } finally {
+      page.off('request', record);
+    }
+  });
+
+  it("shows a viewer the API's refusal on the queues page and none of its data", { timeout: 120_000 }, async () => {
+    const viewer = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    const vpage = await viewer.newPage();
+    await signIn(vpage, viewerToken);
+    expect(await vpage.getByRole('link', { name: 'Queues' }).count()).toBe(0);
+    const asked: string[] = [];
+    vpage.on('request', (r) => asked.push(new URL(r.url()).pathname));
+    await vpage.goto(url('/queues'));
+    await expect.poll(() => vpage.getByRole('alert').textContent(), { timeout: 30_000 }).toMatch(/for admins.*ml-admin/);
+    expect(await vpage.locator('table').count()).toBe(0);
+    expect(asked).not.toContain('/v1/queues');
+    await shot('queues-viewer', vpage);
+    await viewer.close();
   });
 });
 

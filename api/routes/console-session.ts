@@ -2,7 +2,8 @@
 // with two cookies: the session, HttpOnly and SameSite=Strict, which seals the token (JWE, A256GCM, with a key made
 // once under HANZO_ML_HOME/secrets) so that the browser never holds it readable, and the CSRF token, readable by
 // the page, which every write authenticated by the cookie repeats in the x-csrf-token header (api/auth.ts). The
-// token is checked again on every request, so revoking it, or its expiry, ends the session at once.
+// token is checked again on every request, so revoking it, or its expiry, ends the session at once. Each session has
+// an id: signing out records it (db/repo/console-sessions.ts), so a copy of the cookie is refused afterwards too.
 import { hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -10,7 +11,9 @@ import { Hono, type Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { EncryptJWT, jwtDecrypt } from 'jose';
 import { SESSION_COOKIE, SessionLoginSchema, type SessionView } from '../../contracts/console-session.js';
+import type { Db } from '../../db/client.js';
 import type { Principal } from '../../db/repo/auth.js';
+import { isConsoleSessionRevoked, revokeConsoleSession } from '../../db/repo/console-sessions.js';
 import { durationMs } from '../../lib/config.js';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { canApprove, specOfRole } from '../auth.js';
@@ -20,8 +23,10 @@ import { jsonBody } from '../validate.js';
 /** The CSRF cookie: readable by the console's script (not HttpOnly), so it can repeat the value in the header. */
 export const CSRF_COOKIE = 'hanzo_ml_csrf';
 
-/** What a session cookie opens to: the token it was made from and its CSRF token. */
+/** What a session cookie opens to: its id, the token it was made from and its CSRF token. */
 export interface OpenedSession {
+  /** random, per sign-in: what signing out revokes */
+  id: string;
   token: string;
   csrf: string;
   expiresAt: Date;
@@ -59,16 +64,32 @@ export function sessionSealer(home: string, secret?: string): SessionSealer {
     openClaims,
     async seal(token, ttlMs) {
       const csrf = randomBytes(32).toString('base64url');
+      const id = randomBytes(16).toString('base64url');
       const expiresAt = new Date(Date.now() + ttlMs);
-      return { cookie: await sealClaims({ tok: token, csrf }, expiresAt), token, csrf, expiresAt };
+      return { cookie: await sealClaims({ sid: id, tok: token, csrf }, expiresAt), id, token, csrf, expiresAt };
     },
     async open(cookie) {
       const claims = await openClaims(cookie);
-      if (!claims || typeof claims.tok !== 'string' || typeof claims.csrf !== 'string') return null;
-      return { token: claims.tok, csrf: claims.csrf, expiresAt: new Date(claims.exp * 1000) };
+      // A cookie without a session id could not be signed out: it is not one of ours.
+      if (!claims || typeof claims.sid !== 'string' || typeof claims.tok !== 'string' || typeof claims.csrf !== 'string') return null;
+      return { id: claims.sid, token: claims.tok, csrf: claims.csrf, expiresAt: new Date(claims.exp * 1000) };
     },
   };
 }
+
+/** The sealer whose `open` also refuses a session signed out on any replica (a revocation row in the catalogue). */
+export function revocableSessions(db: Db, sealer: SessionSealer): SessionSealer & { revoke(session: OpenedSession): Promise<void> } {
+  return {
+    ...sealer,
+    async open(cookie) {
+      const session = await sealer.open(cookie);
+      return session && !(await isConsoleSessionRevoked(db, session.id)) ? session : null;
+    },
+    revoke: (session) => revokeConsoleSession(db, session.id, session.expiresAt),
+  };
+}
+
+export type RevocableSessions = ReturnType<typeof revocableSessions>;
 
 /** A 256-bit key from the configured secret (HKDF-SHA256, labelled so it keys nothing else). */
 const keyOfSecret = (secret: string): Uint8Array => new Uint8Array(hkdfSync('sha256', secret, 'hanzo-ml', 'console session cookie', 32));
@@ -115,7 +136,7 @@ export const isHttps = (c: Context): boolean => new URL(c.req.url).protocol === 
  * The routes that take no credentials of their own: signing in (the token is in the body) and signing out.
  * Mounted before authentication; GET /v1/session (who am I) is an ordinary authenticated route.
  */
-export function sessionLoginRoutes(deps: ApiDeps, sealer: SessionSealer, principalOf: (token: string) => Promise<Principal | null>) {
+export function sessionLoginRoutes(deps: ApiDeps, sealer: RevocableSessions, principalOf: (token: string) => Promise<Principal | null>) {
   const app = new Hono<AppEnv>();
   const ttl = durationMs(deps.config.auth.session_ttl);
 
@@ -128,7 +149,11 @@ export function sessionLoginRoutes(deps: ApiDeps, sealer: SessionSealer, princip
     return c.json(sessionView(deps, principal, await startSession(c, sealer, token, ttl)));
   });
 
-  app.delete('/', (c) => {
+  // Signing out revokes the session for good, not only the browser's copy of its cookie.
+  app.delete('/', async (c) => {
+    const cookie = sessionCookieOf(c);
+    const session = cookie ? await sealer.open(cookie) : null;
+    if (session) await sealer.revoke(session);
     deleteCookie(c, SESSION_COOKIE, { path: '/', secure: isHttps(c) });
     deleteCookie(c, CSRF_COOKIE, { path: '/', secure: isHttps(c) });
     return c.body(null, 204);

@@ -6,7 +6,7 @@ import { TypedSearchAttributes } from '@temporalio/common';
 import { parse as parseYaml } from 'yaml';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { allowedImage } from '../../contracts/config.js';
-import { IDEMPOTENCY_WINDOW_MS, JobListQuerySchema, JobQueuePlaceSchema, JobSubmissionSchema, ResumeRequestSchema, jobWorkflowId, type JobDryRun, type JobStatus, type JobSubmission, type JobView, type JobWorkflowInput } from '../../contracts/jobs.js';
+import { IDEMPOTENCY_WINDOW_MS, JobListQuerySchema, JobQueuePlaceSchema, JobSubmissionSchema, ResumeRequestSchema, jobWorkflowId, type JobDryRun, type JobListItem, type JobStatus, type JobSubmission, type JobView, type JobWorkflowInput } from '../../contracts/jobs.js';
 import { DryRunQuerySchema } from '../../contracts/cost.js';
 import { PIPELINE_TASK_QUEUE } from '../../contracts/pipeline.js';
 import { JOB_TYPE_KEY, ORGANIZATION_KEY, STAGE_KEY } from '../../contracts/search-attributes.js';
@@ -21,7 +21,7 @@ import { auditedChange } from '../audit.js';
 import { requireRole } from '../auth.js';
 import { ApiError, describeZodError, invalid } from '../errors.js';
 import { cancelJob, jobOfCaller, pauseJob, resumeJob } from '../job-control.js';
-import { jobDetail } from '../job-detail.js';
+import { jobDetail, jobProgressAndUsage } from '../job-detail.js';
 import { budgetOf, checkBudget } from '../cost.js';
 import { estimateJob } from '../job-cost.js';
 import type { z } from 'zod';
@@ -48,6 +48,15 @@ export function jobView(row: JobRow): JobView {
     started_at: row.startedAt?.toISOString() ?? null,
     ended_at: row.endedAt?.toISOString() ?? null,
   };
+}
+
+/** Statuses whose list item carries progress and usage so far (a job that has ended shows its outcome instead). */
+const IN_FLIGHT = new Set(['running', 'paused']);
+
+/** A list item: the job, and for a running or paused one its progress and usage (one page: one request). */
+async function jobListItem(deps: ApiDeps, row: JobRow): Promise<JobListItem> {
+  const extra = IN_FLIGHT.has(row.status) ? await jobProgressAndUsage(deps, row) : { progress: null, usage: null };
+  return { ...jobView(row), ...extra };
 }
 
 /** The body as JSON or, when its content type says YAML (or it is not JSON), as YAML; then the contract. */
@@ -215,7 +224,7 @@ export function jobRoutes(deps: ApiDeps) {
     const principal = requireRole(c, 'viewer');
     const q = queryParams(c, JobListQuerySchema);
     const rows = await listJobs(deps.db, principal.organizationId, { status: q.status, type: q.type, parent: q.parent, limit: q.limit, before: q.cursor === undefined ? undefined : Number(q.cursor) });
-    return c.json({ jobs: rows.map(jobView), next_cursor: rows.length === q.limit ? String(rows.at(-1)!.seq) : null });
+    return c.json({ jobs: await Promise.all(rows.map((r) => jobListItem(deps, r))), next_cursor: rows.length === q.limit ? String(rows.at(-1)!.seq) : null });
   });
 
   /** The job with its segments, attempts, preemptions, checkpoints, progress and usage so far. */

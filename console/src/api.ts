@@ -2,6 +2,7 @@
 // CSRF token in the x-csrf-token header (api/auth.ts refuses a cookie-authenticated write without it).
 import type { SessionView } from '../../contracts/console-session.js';
 import type { DatasetIssue } from '../../contracts/datasets.js';
+import type { StreamEvent } from '../../contracts/console.js';
 
 const CSRF_HEADER = 'x-csrf-token';
 let csrfToken: string | null = null;
@@ -99,4 +100,27 @@ export async function uploadFile<T>(path: string, file: File): Promise<T> {
   const message = err.message ?? `POST ${path}: HTTP ${res.status}`;
   if (err.issues?.length) throw new UploadRefused(res.status, err.error_code ?? 'ERROR', message, err.issues);
   throw new ApiFailure(res.status, err.error_code ?? 'ERROR', message);
+}
+
+const PAGE_STREAM_EVENTS: StreamEvent['type'][] = ['job.event', 'job.log', 'job.end', 'pipeline.event', 'run.metrics', 'error'];
+
+/**
+ * The page's one multiplexed stream (GET /v1/stream?topics=...): every subject's events on one connection. A
+ * dropped connection is reopened by EventSource itself with Last-Event-ID, the cursor of every subject, so each
+ * resumes after its last event; `onResumed` is told when that happened. Returns the function that closes it.
+ */
+export function pageStream(topics: string[], onEvent: (e: StreamEvent) => void, onResumed?: () => void): () => void {
+  const source = new EventSource(`/v1/stream?topics=${encodeURIComponent(topics.join(','))}`, { withCredentials: true });
+  let dropped = false;
+  for (const type of PAGE_STREAM_EVENTS)
+    source.addEventListener(type, (e) => {
+      // The connection's own failures are `error` events too, without data.
+      if (e instanceof MessageEvent && typeof e.data === 'string') onEvent(JSON.parse(e.data) as StreamEvent);
+      else dropped = true;
+    });
+  source.addEventListener('open', () => {
+    if (dropped) onResumed?.();
+    dropped = false;
+  });
+  return () => source.close();
 }

@@ -1,46 +1,62 @@
 // One metric chart (uPlot: canvas, fast on long series). It is built only once it scrolls into view and torn down
 // when it leaves, so a page of many charts mounts only the ones on screen. Dragging across it zooms: the series is
-// fetched again for the chosen steps, so a zoom shows the points a downsampled overview hid.
-import { useEffect, useRef, useState } from 'preact/hooks';
+// fetched again for the chosen steps, so a zoom shows the points a downsampled overview hid. A live chart (a running
+// job) is not fetched again on a timer: the points its page's stream delivers are appended after the fetched ones.
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { fetchSeries, type Points } from './metrics.js';
 import { smooth } from './smoothing.js';
-import { num } from './format.js';
+import { axisNum, num } from './format.js';
 
 const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#4d7c0f', '#be185d'];
+/** Streamed points appended past the fetched series before it is fetched again (downsampled) instead. */
+const MAX_APPENDED = 2000;
+
+/** Points of a key as a page's stream delivered them, in step order. */
+export interface LiveSeries {
+  steps: number[];
+  values: (number | null)[];
+}
 
 export interface ChartProps {
   title: string;
   runId: string;
   /** one line per key (several GPUs, for instance) */
   keys: string[];
-  /** refetch every this many ms while it is set (a running job) */
-  refreshMs?: number | null;
+  /** streamed points by key, and a number that changes when they do (the page mutates one buffer) */
+  live?: { points: Map<string, LiveSeries>; version: number } | null;
+  /** changes when the page wants the series fetched again (its stream may have missed points, or the job ended) */
+  resync?: number;
 }
 
-export function Chart({ title, runId, keys, refreshMs }: ChartProps) {
+export function Chart({ title, runId, keys, live, resync = 0 }: ChartProps) {
   const box = useRef<HTMLDivElement>(null);
   const visible = useVisible(box);
   const [weight, setWeight] = useState(0);
   const [range, setRange] = useState<{ from?: number; to?: number }>({});
-  const [data, setData] = useState<Points[] | null>(null);
+  const [fetched, setFetched] = useState<Points[] | null>(null);
+  const [overflow, setOverflow] = useState(0);
   const [error, setError] = useState<string | null>(null);
 
   useEffect(() => {
     if (!visible || keys.length === 0) return;
-    let live = true;
-    const load = () =>
-      Promise.all(keys.map((k) => fetchSeries(runId, k, range)))
-        .then((d) => live && (setData(d), setError(null)))
-        .catch((e: Error) => live && setError(e.message));
-    void load();
-    const timer = refreshMs ? setInterval(() => void load(), refreshMs) : null;
+    let on = true;
+    Promise.all(keys.map((k) => fetchSeries(runId, k, range)))
+      .then((d) => on && (setFetched(d), setError(null)))
+      .catch((e: Error) => on && setError(e.message));
     return () => {
-      live = false;
-      if (timer) clearInterval(timer);
+      on = false;
     };
-  }, [visible, runId, keys.join('\n'), range.from, range.to, refreshMs]);
+  }, [visible, runId, keys.join('\n'), range.from, range.to, resync, overflow]);
+
+  // A zoomed chart shows the steps asked for; the overview grows with the streamed points past its last fetched one.
+  const zoomed = range.from !== undefined;
+  const data = useMemo(() => (fetched && live && !zoomed ? fetched.map((f, i) => withLive(f, live.points.get(keys[i]!))) : fetched), [fetched, live?.version, zoomed]);
+  const appended = fetched && data ? Math.max(0, ...data.map((d, i) => d.steps.length - fetched[i]!.steps.length)) : 0;
+  useEffect(() => {
+    if (appended > MAX_APPENDED) setOverflow((n) => n + 1);
+  }, [appended > MAX_APPENDED]);
 
   const empty = data !== null && data.every((d) => d.steps.length === 0);
   return (
@@ -68,22 +84,42 @@ export function Chart({ title, runId, keys, refreshMs }: ChartProps) {
   );
 }
 
-/** The uPlot instance itself, rebuilt when its data or smoothing change. */
+/** The fetched series followed by the streamed points of steps past its last one. */
+function withLive(fetched: Points, live: LiveSeries | undefined): Points {
+  if (!live || live.steps.length === 0) return fetched;
+  const last = fetched.steps.at(-1) ?? -Infinity;
+  let from = live.steps.length;
+  while (from > 0 && live.steps[from - 1]! > last) from--;
+  if (from === live.steps.length) return fetched;
+  const values = live.values.slice(from);
+  return { steps: [...fetched.steps, ...live.steps.slice(from)], values: [...fetched.values, ...values], min: [...fetched.min, ...values], max: [...fetched.max, ...values] };
+}
+
+/** The columns uPlot draws: the steps of every line, and each line's (smoothed) value at each, or null. */
+function columnsOf(data: Points[], weight: number): uPlot.AlignedData {
+  const steps = [...new Set(data.flatMap((d) => d.steps))].sort((a, b) => a - b);
+  const index = data.map((d) => new Map(d.steps.map((s, i) => [s, i])));
+  const columns = data.map((d, n) => smooth(steps.map((s) => (index[n]!.has(s) ? d.values[index[n]!.get(s)!]! : null)), weight));
+  return [steps, ...columns] as uPlot.AlignedData;
+}
+
+/** The uPlot instance itself: built again when its lines or smoothing change, given new points otherwise. */
 function Plot({ keys, data, weight, onZoom }: { keys: string[]; data: Points[]; weight: number; onZoom: (r: { from: number; to: number }) => void }) {
   const host = useRef<HTMLDivElement>(null);
+  const plot = useRef<uPlot | null>(null);
+  useEffect(() => {
+    plot.current?.setData(columnsOf(data, weight));
+  }, [data]);
   useEffect(() => {
     if (!host.current) return;
-    const steps = [...new Set(data.flatMap((d) => d.steps))].sort((a, b) => a - b);
-    const index = data.map((d) => new Map(d.steps.map((s, i) => [s, i])));
-    const columns = data.map((d, n) => smooth(steps.map((s) => (index[n]!.has(s) ? d.values[index[n]!.get(s)!]! : null)), weight));
     const opts: uPlot.Options = {
       width: host.current.clientWidth || 480,
       height: 220,
       scales: { x: { time: false } },
       // Keys keep their last two parts as labels: train/loss and eval/loss differ, a GPU keeps its node.
       series: [{ label: 'step' }, ...keys.map((k, i) => ({ label: k.split('/').slice(-2).join('/'), stroke: COLORS[i % COLORS.length]!, width: 1.5, spanGaps: true, value: (_u: uPlot, v: number | null) => num(v) }))],
-      // uPlot's default tick labels round a learning rate of 2e-4 to 0.
-      axes: [{}, { size: 70, values: (_u, ticks) => ticks.map((t) => num(t, 3)) }],
+      // uPlot's default tick labels round a learning rate of 2e-4 to 0 and write 1e+6 for a million.
+      axes: [{ values: (_u, ticks) => ticks.map((t) => axisNum(t)) }, { size: 60, values: (_u, ticks) => ticks.map((t) => axisNum(t)) }],
       cursor: { drag: { x: true, y: false } },
       hooks: {
         setSelect: [
@@ -94,9 +130,12 @@ function Plot({ keys, data, weight, onZoom }: { keys: string[]; data: Points[]; 
         ],
       },
     };
-    const plot = new uPlot(opts, [steps, ...columns] as uPlot.AlignedData, host.current);
-    return () => plot.destroy();
-  }, [data, weight]);
+    plot.current = new uPlot(opts, columnsOf(data, weight), host.current);
+    return () => {
+      plot.current?.destroy();
+      plot.current = null;
+    };
+  }, [keys.join('\n'), weight]);
   return <div ref={host} class="plot" />;
 }
 

@@ -13,6 +13,7 @@ import { ModelVersionPage } from './pages/model.js';
 import { ModelsPage } from './pages/models.js';
 import { SweepPage } from './pages/sweep.js';
 import { SweepsPage } from './pages/sweeps.js';
+import { QueuesPage } from './pages/queues.js';
 import './styles.css';
 
 function App() {
@@ -61,6 +62,11 @@ function App() {
           <a href="/sweeps" onClick={linkHandler('/sweeps')} class={route.page === 'sweeps' || route.page === 'sweep' ? 'active' : ''}>
             Sweeps
           </a>
+          {session.role === 'ml-admin' && (
+            <a href="/queues" onClick={linkHandler('/queues')} class={route.page === 'queues' ? 'active' : ''}>
+              Queues
+            </a>
+          )}
           <a href="/mlflow/">Runs (MLflow)</a>
         </nav>
         <span class="who">
@@ -87,6 +93,7 @@ function App() {
       {route.page === 'model' && <ModelVersionPage name={route.name} version={route.version} />}
       {route.page === 'sweeps' && <SweepsPage />}
       {route.page === 'sweep' && <SweepPage id={route.id} />}
+      {route.page === 'queues' && <QueuesPage organization={session.organization} />}
       {route.page === 'missing' && (
         <main>
           <h1>Not found</h1>

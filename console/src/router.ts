@@ -11,12 +11,14 @@ export type Route =
   | { page: 'sweep'; id: string }
   | { page: 'login' }
   | { page: 'new' }
+  | { page: 'queues' }
   | { page: 'missing'; path: string };
 
 export function routeOf(path: string): Route {
   if (path === '/' || path === '/jobs') return { page: 'jobs' };
   if (path === '/login') return { page: 'login' };
   if (path === '/new') return { page: 'new' };
+  if (path === '/queues') return { page: 'queues' };
   const job = /^\/jobs\/([^/]+)$/.exec(path);
   if (job) return { page: 'job', id: decodeURIComponent(job[1]!) };
   const approval = /^\/pipelines\/([^/]+)\/approval$/.exec(path);

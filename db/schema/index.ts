@@ -10,3 +10,4 @@ export * from './job-events.js';
 export * from './webhooks.js';
 export * from './fine-tuning.js';
 export * from './eval-suites.js';
+export * from './console-sessions.js';

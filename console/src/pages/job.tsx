@@ -1,17 +1,26 @@
 // One job: its stage timeline (segments, attempts, preemptions, recoveries), live plots of its run's metrics,
-// its log as the API streams it (SSE), a link to its Temporal workflow, and cancel / pause for those allowed.
+// its log, a link to its Temporal workflow, and cancel / pause for those allowed. The page reads the job once, then
+// follows it on ONE stream (GET /v1/stream): the job's events move its status and progress, its log lines are
+// appended, and its run's metric points are appended to the charts. The detail is read again only when an event
+// says more than the event carries (a status change, a checkpoint, a message).
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { SessionView } from '../../../contracts/console-session.js';
+import type { StreamEvent } from '../../../contracts/console.js';
 import type { JobDetail } from '../../../contracts/jobs.js';
-import { api, stream } from '../api.js';
-import { Chart } from '../chart.js';
+import { api, pageStream } from '../api.js';
+import { Chart, type LiveSeries } from '../chart.js';
 import { duration, num, time, usd } from '../format.js';
 import { PipelineLink, Progress } from './jobs.js';
 
 const ENDED = new Set(['succeeded', 'failed', 'cancelled']);
-const REFRESH_MS = 3000;
+/** Events that say the detail changed beyond what they carry: read it again, once for a burst of them. */
+const DETAIL_AFTER_MS = 1000;
 /** The log lines kept on the page: a long job's whole log is for the download, not the DOM. */
 const MAX_LOG_LINES = 2000;
+/** How often streamed metric points reach the charts: a fast job logs many steps a second. */
+const CHART_UPDATE_MS = 1000;
+/** Streamed points kept per key; the charts fetch the series again (downsampled) long before this. */
+const MAX_LIVE_POINTS = 5000;
 
 const CHARTS: { title: string; keys: (all: string[]) => string[] }[] = [
   { title: 'loss', keys: (all) => ['train/loss', 'eval/loss'].filter((k) => all.includes(k)) },
@@ -21,33 +30,106 @@ const CHARTS: { title: string; keys: (all: string[]) => string[] }[] = [
   { title: 'GPU utilization %', keys: (all) => all.filter((k) => /gpu_\d+_utilization_percentage$/.test(k)) },
 ];
 
+/** The log text of an event as lines (a trailing newline ends the last line, it does not start an empty one). */
+const linesOf = (text: string): string[] => text.split('\n').filter((l, i, a) => l !== '' || i < a.length - 1);
+
+/** The job as a `metrics` event moves its progress: step and max_steps, the ETA at the measured rate. */
+function withStep(job: JobDetail, step: number, maxSteps: number): JobDetail {
+  const rate = job.progress?.steps_per_second ?? null;
+  const left = Math.max(0, maxSteps - step);
+  return { ...job, progress: { step, max_steps: maxSteps, steps_per_second: rate, eta_seconds: left === 0 ? 0 : rate ? left / rate : null } };
+}
+
+/** The metric points streamed to the page, by key, and a version the charts redraw on. */
+function useLivePoints() {
+  const points = useRef(new Map<string, LiveSeries>()).current;
+  const [version, setVersion] = useState(0);
+  const pending = useRef<ReturnType<typeof setTimeout> | null>(null);
+  useEffect(() => () => void (pending.current && clearTimeout(pending.current)), []);
+  const add = (step: number, metrics: Record<string, number | null>) => {
+    for (const [key, value] of Object.entries(metrics)) {
+      const s = points.get(key) ?? { steps: [], values: [] };
+      // A job resumed from an older checkpoint logs its steps again: the newer points replace the older.
+      let keep = s.steps.length;
+      while (keep > 0 && s.steps[keep - 1]! >= step) keep--;
+      s.steps.length = keep;
+      s.values.length = keep;
+      s.steps.push(step);
+      s.values.push(value);
+      const extra = s.steps.length - MAX_LIVE_POINTS;
+      if (extra > 0) {
+        s.steps.splice(0, extra);
+        s.values.splice(0, extra);
+      }
+      points.set(key, s);
+    }
+    pending.current ??= setTimeout(() => {
+      pending.current = null;
+      setVersion((v) => v + 1);
+    }, CHART_UPDATE_MS);
+  };
+  return { points, version, add };
+}
+
 export function JobPage({ id, session }: { id: string; session: SessionView }) {
   const [job, setJob] = useState<JobDetail | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
+  const [lines, setLines] = useState<string[]>([]);
+  const [logEnded, setLogEnded] = useState(false);
+  const [resync, setResync] = useState(0);
+  const live = useLivePoints();
   const ended = job ? ENDED.has(job.status) : false;
+  const runId = job?.run_id ?? null;
 
+  const load = async () => {
+    try {
+      setJob(await api<JobDetail>('GET', `/v1/jobs/${encodeURIComponent(id)}`));
+      setError(null);
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
   useEffect(() => {
-    let live = true;
-    let timer: ReturnType<typeof setTimeout> | null = null;
-    const load = async () => {
-      try {
-        const j = await api<JobDetail>('GET', `/v1/jobs/${encodeURIComponent(id)}`);
-        if (!live) return;
-        setJob(j);
-        setError(null);
-        if (!ENDED.has(j.status)) timer = setTimeout(() => void load(), REFRESH_MS);
-      } catch (err) {
-        if (live) setError((err as Error).message);
-      }
-    };
+    setJob(null);
     void load();
-    return () => {
-      live = false;
-      if (timer) clearTimeout(timer);
-    };
   }, [id]);
 
+  // The one stream of the page, opened once the job is read (its run, if any, is a subject too).
+  const loaded = job !== null;
+  useEffect(() => {
+    if (!loaded) return;
+    setLines([]);
+    setLogEnded(false);
+    let refresh: ReturnType<typeof setTimeout> | null = null;
+    const detailSoon = () => (refresh ??= setTimeout(() => ((refresh = null), void load()), DETAIL_AFTER_MS));
+    const ends = new Set<string>();
+    const topics = [`job:${id}`, `job:${id}:logs`, ...(runId ? [`run:${runId}:metrics`] : [])];
+    const onEvent = (e: StreamEvent) => {
+      if (e.type === 'job.log') setLines((prev) => [...prev, ...linesOf(e.text)].slice(-MAX_LOG_LINES));
+      else if (e.type === 'run.metrics') live.add(e.step, e.metrics);
+      else if (e.type === 'job.event') {
+        const data = (e.event.data ?? {}) as { status?: string; message?: string | null; step?: number; max_steps?: number };
+        if (e.event.type === 'status' && data.status) setJob((j) => j && { ...j, status: data.status as JobDetail['status'], message: data.message ?? null, queue: data.status === 'queued' ? j.queue : null });
+        if (e.event.type === 'metrics' && data.step !== undefined && data.max_steps) setJob((j) => j && withStep(j, data.step!, data.max_steps!));
+        if (e.event.type !== 'metrics') detailSoon();
+      } else if (e.type === 'job.end') {
+        ends.add(e.topic);
+        if (e.topic === `job:${id}`) {
+          setJob((j) => j && { ...j, status: e.status as JobDetail['status'], message: e.message });
+          detailSoon();
+          setResync((n) => n + 1); // the charts' last points, downsampled with the rest
+        } else setLogEnded(true);
+        // Nothing follows a job's end: the stream is closed, not left to reconnect.
+        if (ends.size === 2) close();
+      } else if (e.type === 'error') setError(`${e.topic}: ${e.message}`);
+    };
+    const close = pageStream(topics, onEvent, () => setResync((n) => n + 1));
+    return () => {
+      close();
+      if (refresh) clearTimeout(refresh);
+    };
+  }, [id, loaded, runId]);
   const act = async (action: 'cancel' | 'pause') => {
     try {
       await api('POST', `/v1/jobs/${encodeURIComponent(id)}/${action}`);
@@ -101,8 +183,8 @@ export function JobPage({ id, session }: { id: string; session: SessionView }) {
       </div>
       <Summary job={job} />
       <Timeline job={job} />
-      {job.run_id ? <Charts runId={job.run_id} live={!ended} /> : <p class="muted">This job logs to no run: nothing to plot.</p>}
-      <Log id={job.id} />
+      {job.run_id ? <Charts runId={job.run_id} live={ended ? null : live} resync={resync} /> : <p class="muted">This job logs to no run: nothing to plot.</p>}
+      <Log lines={lines} done={logEnded} />
     </main>
   );
 }
@@ -151,49 +233,37 @@ function Timeline({ job }: { job: JobDetail }) {
   );
 }
 
-/** The run's charts; the GPU chart's keys (one per device) come from the run's latest metrics. */
-function Charts({ runId, live }: { runId: string; live: boolean }) {
-  const [keys, setKeys] = useState<string[]>([]);
+/** The run's charts; the GPU chart's keys (one per device) come from the run's metrics, then from streamed points. */
+function Charts({ runId, live, resync }: { runId: string; live: { points: Map<string, LiveSeries>; version: number } | null; resync: number }) {
+  const [known, setKnown] = useState<string[]>([]);
   useEffect(() => {
     let on = true;
-    const load = () =>
-      api<{ metrics: Record<string, unknown> }>('GET', `/v1/runs/${encodeURIComponent(runId)}`)
-        .then((r) => on && setKeys(Object.keys(r.metrics).sort()))
-        .catch(() => undefined);
-    void load();
-    const timer = live ? setInterval(() => void load(), 10_000) : null;
+    api<{ metrics: Record<string, unknown> }>('GET', `/v1/runs/${encodeURIComponent(runId)}`)
+      .then((r) => on && setKnown(Object.keys(r.metrics)))
+      .catch(() => undefined);
     return () => {
       on = false;
-      if (timer) clearInterval(timer);
     };
-  }, [runId, live]);
+  }, [runId]);
+  const streamed = live ? [...live.points.keys()] : [];
+  const keys = [...new Set([...known, ...streamed])].sort();
   const charts = useMemo(() => CHARTS.map((c) => ({ title: c.title, keys: c.keys(keys) })), [keys.join('\n')]);
+  const points = live ? { points: live.points, version: live.version } : null;
   return (
     <section>
       <h2>Metrics</h2>
       <div class="charts">
         {charts.map((c) => (
-          <Chart title={c.title} runId={runId} keys={c.keys} refreshMs={live ? 10_000 : null} />
+          <Chart title={c.title} runId={runId} keys={c.keys} live={points} resync={resync} />
         ))}
       </div>
     </section>
   );
 }
 
-/** The job's output, streamed as it is written (SSE; a dropped connection resumes from its last line). */
-function Log({ id }: { id: string }) {
-  const [lines, setLines] = useState<string[]>([]);
-  const [done, setDone] = useState(false);
+/** The job's output as the page's stream delivers it (a dropped connection resumes from its last line). */
+function Log({ lines, done }: { lines: string[]; done: boolean }) {
   const box = useRef<HTMLPreElement>(null);
-  useEffect(() => {
-    setLines([]);
-    setDone(false);
-    return stream(
-      `/v1/jobs/${encodeURIComponent(id)}/logs`,
-      { message: (d) => setLines((prev) => [...prev, ...(d as { text: string }).text.split('\n').filter((l, i, a) => l !== '' || i < a.length - 1)].slice(-MAX_LOG_LINES)) },
-      () => setDone(true),
-    );
-  }, [id]);
   useEffect(() => {
     if (box.current) box.current.scrollTop = box.current.scrollHeight;
   }, [lines.length]);

@@ -1,26 +1,23 @@
 // The jobs of the organization, newest first, a page at a time from the server (cursor paging): status, where it
-// waits and why, progress, ETA and cost so far. Running jobs' progress comes from their detail, fetched for the
-// rows on this page only; the page refreshes while it is open.
+// waits and why, progress, ETA and cost so far. A running job's progress and cost come with its list item, so a
+// refresh of the page is one request however many of its jobs run.
 import { useEffect, useState } from 'preact/hooks';
-import type { JobDetail, JobView } from '../../../contracts/jobs.js';
+import type { JobListItem, JobView } from '../../../contracts/jobs.js';
 import { api } from '../api.js';
 import { duration, percent, usd } from '../format.js';
 import { linkHandler } from '../router.js';
 
 const PAGE = 50;
 const REFRESH_MS = 5000;
-/** details fetched per refresh, for the running jobs of the page */
-const MAX_DETAILS = 20;
 
 interface JobsPage {
-  jobs: JobView[];
+  jobs: JobListItem[];
   next_cursor: string | null;
 }
 
 export function JobsPage() {
   const [cursors, setCursors] = useState<(string | null)[]>([null]);
   const [page, setPage] = useState<JobsPage | null>(null);
-  const [details, setDetails] = useState<Record<string, JobDetail>>({});
   const [error, setError] = useState<string | null>(null);
   const cursor = cursors.at(-1) ?? null;
 
@@ -31,11 +28,8 @@ export function JobsPage() {
         const q = new URLSearchParams({ limit: String(PAGE) });
         if (cursor) q.set('cursor', cursor);
         const p = await api<JobsPage>('GET', `/v1/jobs?${q}`);
-        const running = p.jobs.filter((j) => j.status === 'running' || j.status === 'paused').slice(0, MAX_DETAILS);
-        const d = await Promise.all(running.map((j) => api<JobDetail>('GET', `/v1/jobs/${encodeURIComponent(j.id)}`).catch(() => null)));
         if (!live) return;
         setPage(p);
-        setDetails(Object.fromEntries(d.filter((x): x is JobDetail => x !== null).map((x) => [x.id, x])));
         setError(null);
       } catch (err) {
         if (live) setError((err as Error).message);
@@ -70,7 +64,7 @@ export function JobsPage() {
           </thead>
           <tbody>
             {page.jobs.map((j) => (
-              <JobRow job={j} detail={details[j.id] ?? null} />
+              <JobRow job={j} />
             ))}
           </tbody>
         </table>
@@ -87,9 +81,9 @@ export function JobsPage() {
   );
 }
 
-function JobRow({ job, detail }: { job: JobView; detail: JobDetail | null }) {
+function JobRow({ job }: { job: JobListItem }) {
   const href = `/jobs/${encodeURIComponent(job.id)}`;
-  const progress = detail?.progress ?? null;
+  const progress = job.progress;
   return (
     <tr data-job={job.id}>
       <td>
@@ -109,7 +103,7 @@ function JobRow({ job, detail }: { job: JobView; detail: JobDetail | null }) {
       <td>{job.queue ? `${job.queue.position !== null ? `#${job.queue.position} in ` : ''}${job.queue.queue}${job.queue.reason ? `: ${job.queue.reason}` : ''}` : job.status === 'queued' ? (job.message ?? 'waiting') : '—'}</td>
       <td>{progress ? <Progress step={progress.step} max={progress.max_steps} /> : '—'}</td>
       <td>{duration(progress?.eta_seconds)}</td>
-      <td>{usd(detail?.usage.cost_usd)}</td>
+      <td>{usd(job.usage?.cost_usd)}</td>
       <td class="small">{new Date(job.created_at).toLocaleString()}</td>
     </tr>
   );
