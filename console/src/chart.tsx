@@ -8,7 +8,12 @@ import { fetchSeries, type Points } from './metrics.js';
 import { smooth } from './smoothing.js';
 import { num } from './format.js';
 
+/** Lines a legend lists; a compare chart of more names its runs on the page instead. */
+const MAX_LEGEND = 10;
 const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#4d7c0f', '#be185d'];
+
+/** The colour of line i: the palette, then hues spread by the golden angle (a compare page draws 100). */
+export const lineColor = (i: number): string => COLORS[i] ?? `hsl(${Math.round((i * 137.5) % 360)} 65% 42%)`;
 
 export interface ChartProps {
   title: string;
@@ -62,14 +67,35 @@ export function Chart({ title, runId, keys, refreshMs }: ChartProps) {
         )}
       </header>
       <div ref={box} class="chart-body">
-        {error ? <p class="error">{error}</p> : empty || keys.length === 0 ? <p class="muted">no points yet</p> : visible && data ? <Plot keys={keys} data={data} weight={weight} onZoom={setRange} /> : <p class="muted">loading…</p>}
+        {error ? (
+          <p class="error">{error}</p>
+        ) : empty || keys.length === 0 ? (
+          <p class="muted">no points yet</p>
+        ) : visible && data ? (
+          <Plot labels={keys.map(keyLabel)} data={data} weight={weight} onZoom={setRange} />
+        ) : (
+          <p class="muted">loading…</p>
+        )}
       </div>
     </section>
   );
 }
 
-/** The uPlot instance itself, rebuilt when its data or smoothing change. */
-function Plot({ keys, data, weight, onZoom }: { keys: string[]; data: Points[]; weight: number; onZoom: (r: { from: number; to: number }) => void }) {
+// Keys keep their last two parts as labels: train/loss and eval/loss differ, a GPU keeps its node.
+const keyLabel = (k: string) => k.split('/').slice(-2).join('/');
+
+export interface PlotProps {
+  /** one per line, in the order of `data` */
+  labels: string[];
+  data: Points[];
+  weight: number;
+  onZoom: (r: { from: number; to: number }) => void;
+  /** called once the canvas is drawn (the compare page marks it for its timings) */
+  onDrawn?: () => void;
+}
+
+/** The uPlot instance itself, rebuilt when its data or smoothing change. Many lines: no legend, the page names them. */
+export function Plot({ labels, data, weight, onZoom, onDrawn }: PlotProps) {
   const host = useRef<HTMLDivElement>(null);
   useEffect(() => {
     if (!host.current) return;
@@ -80,10 +106,10 @@ function Plot({ keys, data, weight, onZoom }: { keys: string[]; data: Points[]; 
       width: host.current.clientWidth || 480,
       height: 220,
       scales: { x: { time: false } },
-      // Keys keep their last two parts as labels: train/loss and eval/loss differ, a GPU keeps its node.
-      series: [{ label: 'step' }, ...keys.map((k, i) => ({ label: k.split('/').slice(-2).join('/'), stroke: COLORS[i % COLORS.length]!, width: 1.5, spanGaps: true, value: (_u: uPlot, v: number | null) => num(v) }))],
+      series: [{ label: 'step' }, ...labels.map((label, i) => ({ label, stroke: lineColor(i), width: 1.5, spanGaps: true, value: (_u: uPlot, v: number | null) => num(v) }))],
       // uPlot's default tick labels round a learning rate of 2e-4 to 0.
       axes: [{}, { size: 70, values: (_u, ticks) => ticks.map((t) => num(t, 3)) }],
+      legend: { show: labels.length <= MAX_LEGEND },
       cursor: { drag: { x: true, y: false } },
       hooks: {
         setSelect: [
@@ -95,13 +121,14 @@ function Plot({ keys, data, weight, onZoom }: { keys: string[]; data: Points[]; 
       },
     };
     const plot = new uPlot(opts, [steps, ...columns] as uPlot.AlignedData, host.current);
+    onDrawn?.();
     return () => plot.destroy();
   }, [data, weight]);
   return <div ref={host} class="plot" />;
 }
 
 /** Whether the element is on screen (or near it): charts off screen are not built at all. */
-function useVisible(ref: { current: HTMLElement | null }): boolean {
+export function useVisible(ref: { current: HTMLElement | null }): boolean {
   const [visible, setVisible] = useState(false);
   useEffect(() => {
     if (!ref.current) return;

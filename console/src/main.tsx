@@ -5,6 +5,8 @@ import type { SessionView } from '../../contracts/console-session.js';
 import { currentSession, signOut } from './api.js';
 import { linkHandler, navigate, useRoute } from './router.js';
 import { ApprovalPage } from './pages/approval.js';
+import { ComparePage } from './pages/compare.js';
+import { ExperimentPage, ExperimentsPage } from './pages/experiments.js';
 import { JobPage } from './pages/job.js';
 import { JobsPage } from './pages/jobs.js';
 import { LoginPage } from './pages/login.js';
@@ -47,6 +49,9 @@ function App() {
           <a href="/jobs" onClick={linkHandler('/jobs')} class={route.page === 'jobs' || route.page === 'job' ? 'active' : ''}>
             Jobs
           </a>
+          <a href="/experiments" onClick={linkHandler('/experiments')} class={route.page === 'experiments' || route.page === 'experiment' || route.page === 'compare' ? 'active' : ''}>
+            Experiments
+          </a>
           <a href="/mlflow/">Runs (MLflow)</a>
         </nav>
         <span class="who">
@@ -68,6 +73,9 @@ function App() {
       {route.page === 'jobs' && <JobsPage />}
       {route.page === 'job' && <JobPage id={route.id} session={session} />}
       {route.page === 'approval' && <ApprovalPage id={route.id} session={session} />}
+      {route.page === 'experiments' && <ExperimentsPage />}
+      {route.page === 'experiment' && <ExperimentPage id={route.id} />}
+      {route.page === 'compare' && <ComparePage />}
       {route.page === 'missing' && (
         <main>
           <h1>Not found</h1>

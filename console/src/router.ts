@@ -6,6 +6,9 @@ export type Route =
   | { page: 'job'; id: string }
   | { page: 'approval'; id: string }
   | { page: 'login' }
+  | { page: 'experiments' }
+  | { page: 'experiment'; id: string }
+  | { page: 'compare' }
   | { page: 'missing'; path: string };
 
 export function routeOf(path: string): Route {
@@ -13,6 +16,10 @@ export function routeOf(path: string): Route {
   if (path === '/login') return { page: 'login' };
   const job = /^\/jobs\/([^/]+)$/.exec(path);
   if (job) return { page: 'job', id: decodeURIComponent(job[1]!) };
+  if (path === '/experiments') return { page: 'experiments' };
+  const experiment = /^\/experiments\/([^/]+)$/.exec(path);
+  if (experiment) return { page: 'experiment', id: decodeURIComponent(experiment[1]!) };
+  if (path === '/compare') return { page: 'compare' };
   const approval = /^\/pipelines\/([^/]+)\/approval$/.exec(path);
   if (approval) return { page: 'approval', id: decodeURIComponent(approval[1]!) };
   return { page: 'missing', path };
