@@ -160,10 +160,6 @@ export async function measureBrowser(base: string, token: string, n: number): Pr
           await page.evaluate(() => scrollTo(0, document.body.scrollHeight));
           const t = await drawnAll(Array.from({ length: 10 }, (_, k) => `k${k}`), 0);
           mountedMax = Math.max(mountedMax, await page.locator('section.chart canvas').count());
-          // Back to the top: the charts scrolled away at the end are built again as they come back.
-          await page.evaluate(() => scrollTo(0, 0));
-          await drawnAll(await inView(), t);
-          mountedMax = Math.max(mountedMax, await page.locator('section.chart canvas').count());
           return t;
         }),
       ),
