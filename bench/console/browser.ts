@@ -156,9 +156,13 @@ export async function measureBrowser(base: string, token: string, n: number): Pr
         2000,
         await passes(n, async () => {
           await page.goto(compareUrl);
+          await page.locator('section.chart').first().waitFor();
           await drawnAll(await inView(), 0);
-          await page.evaluate(() => scrollTo(0, document.body.scrollHeight));
-          const t = await drawnAll(Array.from({ length: 10 }, (_, k) => `k${k}`), 0);
+          await page.locator('section[data-chart="k9"]').scrollIntoViewIfNeeded();
+          const missing = async () => ({ y: await page.evaluate(() => scrollY), drawn: await page.evaluate(() => performance.getEntriesByType('mark').map((m) => m.name)) });
+          const t = await drawnAll(Array.from({ length: 10 }, (_, k) => `k${k}`), 0).catch(async (e: Error) => {
+            throw new Error(`${e.message}: ${JSON.stringify(await missing())}`);
+          });
           mountedMax = Math.max(mountedMax, await page.locator('section.chart canvas').count());
           return t;
         }),
