@@ -24,12 +24,19 @@ const stepRange = {
   from_step: step.optional().describe('the first step of the range (inclusive); default the series\' first'),
   to_step: step.optional().describe('the last step of the range (inclusive); default the series\' last. Zoom: the same call with a narrower range'),
 };
+/**
+ * How the values are written: float64 exactly as stored, or float32 (the shortest text that reads back as the same
+ * float32, about 7 significant digits: more than a chart can draw, and about half the bytes of a compare page).
+ * Values beyond float32's range are written as float64.
+ */
+const precision = z.enum(['float64', 'float32']).default('float64').describe('float64: values as stored; float32: about 7 significant digits, a smaller answer for charts');
 const toAfterFrom = (q: { from_step?: number; to_step?: number }) => q.from_step === undefined || q.to_step === undefined || q.from_step <= q.to_step;
 
 export const SeriesQuerySchema = z
   .strictObject({
     ...stepRange,
     points: z.coerce.number().int().min(1).max(MAX_SERIES_POINTS).default(2000).describe('the most buckets answered'),
+    precision,
   })
   .refine(toAfterFrom, { message: 'to_step must not be below from_step', path: ['to_step'] });
 export type SeriesQuery = z.infer<typeof SeriesQuerySchema>;
@@ -63,6 +70,7 @@ export const SeriesBatchRequestSchema = z
     from_step: z.number().int().nonnegative().optional(),
     to_step: z.number().int().nonnegative().optional(),
     points: z.number().int().min(1).max(MAX_SERIES_POINTS).default(500).describe('the most buckets per series'),
+    precision,
   })
   .refine(toAfterFrom, { message: 'to_step must not be below from_step', path: ['to_step'] })
   .refine((b) => new Set(b.run_ids).size * new Set(b.keys).size * b.points <= MAX_BATCH_BUCKETS, {

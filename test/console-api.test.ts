@@ -136,6 +136,23 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
       expect(zoom.body.series[0]).toMatchObject({ count: 1, step_first: [SPIKE], max: [1000] });
     });
 
+    it('writes float32 values when asked: shorter text, the same float32, NaN and values beyond its range as before', async () => {
+      const odd = await run(await experiment('series-f32'));
+      const values = [1 / 3, 1e300, -Infinity, 0, 2.5e-45];
+      await log(odd, [...values.map((value, step) => ({ key: 'v', step, timestamp: step, value })), { key: 'v', step: 5, timestamp: 5, value: NaN }]);
+      const exact = await call<{ series: Series[] }>('POST', '/v1/runs/series', { run_ids: [odd], keys: ['v'], points: 10 });
+      const short = await call<{ series: Series[] }>('POST', '/v1/runs/series', { run_ids: [odd], keys: ['v'], points: 10, precision: 'float32' });
+      expect(short.status).toBe(200);
+      expect(exact.body.series[0]!.last).toEqual([1 / 3, 1e300, '-Infinity', 0, 2.5e-45, 'NaN']);
+      const [third, ...rest] = short.body.series[0]!.last;
+      expect(Math.fround(third as number)).toBe(Math.fround(1 / 3));
+      expect(String(third).length).toBeLessThan(String(1 / 3).length);
+      expect(rest).toEqual([1e300, '-Infinity', 0, 2.5e-45, 'NaN']);
+      const single = await call<Series>('GET', `/v1/runs/${odd}/metrics/v/series?precision=float32`);
+      expect(single.body.max).toEqual(short.body.series[0]!.max);
+      expect((await call('GET', `/v1/runs/${odd}/metrics/v/series?precision=half`)).status).toBe(400);
+    });
+
     it("answers 404 for another organization's run, alone or in a batch", async () => {
       expect((await call('GET', `/v1/runs/${runId}/metrics/eval/loss/series`, undefined, OTHER)).status).toBe(404);
       const batch = await call<{ message: string }>('POST', '/v1/runs/series', { run_ids: [runId], keys: ['eval/loss'] }, OTHER);

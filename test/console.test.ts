@@ -17,6 +17,7 @@ import { DEMO_DATASET, demoPipelineRequest } from '../cli/demo.js';
 import type { Dataset } from '../contracts/datasets.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import { CONSOLE_CSP } from '../api/routes/console.js';
+import type { RunsPage, SeriesBatch } from '../contracts/console.js';
 import { repoRoot } from '../lib/config.js';
 import type { ModelLineage } from '../contracts/models.js';
 import { num } from '../console/src/format.js';
@@ -451,6 +452,81 @@ describe('web console at /', () => {
     expect(asked).not.toContain('/v1/queues');
     await shot('queues-viewer', vpage);
     await viewer.close();
+  });
+
+  // Experiments, the runs table and compare (pages/experiments.tsx, runs.tsx, compare.tsx)
+  let experimentId = '';
+  let trainingRun = '';
+  let peerRun = '';
+  let metricKeys: string[] = [];
+
+  it("lists the pipeline's runs in its experiment's table and sorts them on the server by a clicked column", { timeout: 120_000 }, async () => {
+    const training = await stack.api<{ jobs: { run_id: string | null }[] }>('GET', `/v1/jobs?parent=pipeline:${pipelineId}&type=training`);
+    trainingRun = training.body.jobs[0]!.run_id!;
+    const run = await stack.api<{ experiment_id: string; metrics: Record<string, unknown> }>('GET', `/v1/runs/${trainingRun}`);
+    experimentId = run.body.experiment_id;
+    metricKeys = Object.keys(run.body.metrics).sort().slice(0, 2);
+    expect(metricKeys).toHaveLength(2);
+    // A second run beside the pipeline's, logging the same keys, for the compare page.
+    const peer = await stack.api<{ id: string }>('POST', '/v1/runs', { experiment_id: experimentId, run_name: 'console-compare-peer' });
+    expect(peer.status).toBe(201);
+    peerRun = peer.body.id;
+    const points = metricKeys.flatMap((key) => Array.from({ length: 30 }, (_, step) => ({ key, step, value: 1 / (1 + step) })));
+    expect((await stack.api('POST', `/v1/runs/${peerRun}/metrics`, { metrics: points })).status).toBe(200);
+    const byName = async (dir: string) => (await stack.api<RunsPage>('GET', `/v1/experiments/${experimentId}/runs?limit=1000&columns=&order_by=${encodeURIComponent(`attributes.run_name ${dir}`)}`)).body;
+    const asc = await byName('ASC');
+    expect(asc.runs.length).toBeGreaterThanOrEqual(2);
+
+    await page.goto(url('/experiments'));
+    await page.locator(`tr[data-experiment="${experimentId}"] a`).click();
+    await page.waitForURL(new RegExp(`/experiments/${experimentId}`));
+    await page.locator('tr[data-run]').first().waitFor({ timeout: 30_000 });
+    await expect.poll(() => page.getByTestId('runs-total').textContent()).toContain(`${asc.total} runs`);
+    const names = () => page.locator('tr[data-run] td:nth-child(2)').allTextContents();
+    expect((await names()).sort()).toEqual(asc.runs.map((r) => r.name).sort());
+    const sorted = page.waitForRequest((r) => r.url().includes(`/v1/experiments/${experimentId}/runs?`) && new URL(r.url()).searchParams.get('order_by') === 'attributes.run_name ASC');
+    await page.locator('th[data-column="name"] button').click();
+    await sorted;
+    await expect.poll(names).toEqual(asc.runs.map((r) => r.name));
+    await page.locator('th[data-column="name"] button').click();
+    await expect.poll(names).toEqual((await byName('DESC')).runs.map((r) => r.name));
+    await shot('experiment-runs', page);
+    await page.goto(url('/experiments'));
+    await page.locator(`tr[data-experiment="${experimentId}"]`).waitFor();
+    await shot('experiments', page);
+  });
+
+  it('compares two chosen runs with a chart per metric key, and a drag re-fetches that key for the narrower range', { timeout: 120_000 }, async () => {
+    await page.goto(url(`/experiments/${experimentId}?columns=${metricKeys.map((k) => `metrics.${k}`).join(',')}`));
+    for (const id of [trainingRun, peerRun]) await page.locator(`tr[data-run="${id}"] input[type=checkbox]`).check({ timeout: 30_000 });
+    await page.getByRole('button', { name: /^Compare/ }).click();
+    await page.waitForURL(/\/compare\?/);
+    const q = new URL(page.url()).searchParams;
+    expect(q.get('runs')!.split(',').sort()).toEqual([trainingRun, peerRun].sort());
+    expect(q.get('keys')!.split(',')).toEqual(metricKeys);
+    for (const key of metricKeys) await page.locator(`section[data-chart="${key}"] canvas`).first().waitFor({ timeout: 30_000 });
+    expect(await page.locator('section.chart').count()).toBe(metricKeys.length);
+    await shot('compare', page);
+
+    // The whole range the chart shows, as the API answers it; the drag covers its middle 40%.
+    const key = metricKeys[0]!;
+    const full = (await stack.api<SeriesBatch>('POST', '/v1/runs/series', { run_ids: [trainingRun, peerRun], keys: [key] })).body.series;
+    const [lo, hi] = [Math.min(...full.map((s) => s.from_step!)), Math.max(...full.map((s) => s.to_step!))];
+    const over = (await page.locator(`section[data-chart="${key}"] .u-over`).boundingBox())!;
+    const zoom = page.waitForRequest((r) => r.url().endsWith('/v1/runs/series') && (r.postData() ?? '').includes('from_step'));
+    await page.mouse.move(over.x + over.width * 0.3, over.y + over.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(over.x + over.width * 0.7, over.y + over.height / 2, { steps: 5 });
+    await page.mouse.up();
+    const asked = JSON.parse((await zoom).postData()!) as { keys: string[]; run_ids: string[]; from_step: number; to_step: number };
+    expect(asked.keys).toEqual([key]);
+    expect(asked.run_ids.sort()).toEqual([trainingRun, peerRun].sort());
+    expect(asked.from_step).toBeGreaterThan(lo);
+    expect(asked.to_step).toBeLessThan(hi);
+    await expect.poll(() => page.locator(`section[data-chart="${key}"]`).getAttribute('data-zoomed')).toBe('yes');
+    await page.locator(`section[data-chart="${key}"] canvas`).first().waitFor();
+    await page.getByRole('button', { name: 'reset zoom' }).waitFor();
+    await shot('compare-zoomed', page);
   });
 });
 

@@ -23,7 +23,7 @@ export function seriesRoutes(deps: ApiDeps) {
     const q = queryParams(c, SeriesQuerySchema);
     const run = await getRun(deps.db, principal.organizationId, c.req.param('id'));
     if (!run) throw notFound(`run ${c.req.param('id')}`);
-    const [series] = await downsampledSeries(deps.db, { series: [{ runId: run.id, key: c.req.param('key') }], fromStep: q.from_step, toStep: q.to_step, points: q.points });
+    const [series] = await downsampledSeries(deps.db, { series: [{ runId: run.id, key: c.req.param('key') }], fromStep: q.from_step, toStep: q.to_step, points: q.points, precision: q.precision });
     return json(seriesJson(series!));
   });
 
@@ -42,6 +42,7 @@ export function seriesRoutes(deps: ApiDeps) {
       fromStep: body.from_step,
       toStep: body.to_step,
       points: body.points,
+      precision: body.precision,
     });
     return json(`{"series":[${series.map(seriesJson).join(',')}]}`);
   });

@@ -10,11 +10,12 @@
 //   stream:      200 page streams (GET /v1/stream, a job and its run's metrics each) while the jobs write: events
 //                delivered per second and the commit -> delivery latency.
 // The seed is written with SQL (generate_series), not through the API: what is measured is reading.
-// Browser-side figures (first paint, heap) need the console's pages: see bench/console/README.md.
-// Writes bench/results/console.json and console.md.
+// Then the pages in headless Chromium (browser.ts): the runs table's first paint, compare, zoom and the heap.
+// Writes bench/results/console.json and console.md; --only browser measures the browser alone and keeps the
+// server-side figures of the last full run in the files, --only server the reverse.
 //
-//   npx tsx bench/console/run.ts [--engine postgres|pglite] [--passes 7] [--steps 1000] [--streams 200] [--seconds 20]
-import { mkdtempSync, writeFileSync } from 'node:fs';
+//   npx tsx bench/console/run.ts [--engine postgres|pglite] [--passes 7] [--steps 1000] [--streams 200] [--seconds 20] [--only server|browser]
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -32,6 +33,7 @@ import { loadConfig, repoRoot } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { FileObjectStore } from '../../lib/object-store.js';
 import { startPostgres, type TestPostgres } from '../../test/support/postgres.js';
+import { browserMarkdown, measureBrowser, type BrowserResult } from './browser.js';
 
 const arg = (flag: string, fallback: string): string => {
   const i = process.argv.indexOf(flag);
@@ -42,6 +44,7 @@ const PASSES = Number(arg('--passes', '7'));
 const STEPS = Number(arg('--steps', '1000'));
 const STREAMS = Number(arg('--streams', '200'));
 const SECONDS = Number(arg('--seconds', '20'));
+const ONLY = arg('--only', 'all');
 const RUNS = 10_000;
 const WIDE_KEYS = 5_000;
 const LONG_STEPS = 1_000_000;
@@ -192,7 +195,9 @@ async function streamFanOut(db: Db, base: string): Promise<StreamResult> {
   };
 }
 
-function markdown(r: Record<string, unknown> & { calls: Awaited<ReturnType<typeof timed>>[]; stream: StreamResult; goals: Record<string, number> }): string {
+type Result = Record<string, unknown> & { calls: Awaited<ReturnType<typeof timed>>[]; stream: StreamResult; goals: Record<string, number>; browser: BrowserResult | string };
+
+function markdown(r: Result): string {
   const rows = r.calls.map((c) => `| ${c.name} | ${c.median_ms} | ${c.min_ms} - ${c.max_ms} | ${round(c.bytes / 1024)} | ${c.load_1m} |`);
   const s = r.stream;
   return `# Console data calls at scale
@@ -207,7 +212,7 @@ one run with ${WIDE_KEYS} metric keys, one ${LONG_STEPS}-step series, ${STREAMS}
 |---|---|---|---|---|
 ${rows.join('\n')}
 
-Goals (issue 26, measured in the browser there; these are the server's share): runs table <= ${r.goals.runs_table_ms} ms,
+Goals (issue 26, measured in the browser below; these are the server's share): runs table <= ${r.goals.runs_table_ms} ms,
 compare <= ${r.goals.compare_ms} ms, zoom <= ${r.goals.zoom_ms} ms.
 
 Stream fan-out: ${s.streams} page streams (a job and its run's metrics each, one connection), ${s.seconds} s of
@@ -215,9 +220,8 @@ writes (each job an event a second, each run a step of 5 metrics a second): ${s.
 ${s.events_per_second}/s; commit -> delivery latency p50 ${s.latency_ms_p50} ms, p90 ${s.latency_ms_p90} ms, p99 ${s.latency_ms_p99} ms
 (load ${s.load_1m}).
 
-Not measured here: first paint of the runs table and browser heap (Chromium tracing) need the console's pages;
-bench/console/README.md says where they go.
-`;
+
+${typeof r.browser === 'string' ? `Browser: ${r.browser}\n` : browserMarkdown(r.browser)}`;
 }
 
 async function main(): Promise<void> {
@@ -249,20 +253,26 @@ async function main(): Promise<void> {
     const get = (path: string) => () => fetch(base + path, { headers: { authorization: `Bearer ${TOKEN}` } });
     const post = (path: string, body: unknown) => () => fetch(base + path, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const columns = 'columns=metrics.loss,metrics.acc,params.lr,params.method';
-    const calls = [
+    const compareBody = { run_ids: Array.from({ length: 100 }, (_, i) => runId(i + 1)), keys: Array.from({ length: 10 }, (_, k) => `k${k}`), points: 500 };
+    const calls = ONLY === 'browser' ? [] : [
       await timed('runs table, first page by start time', get(`/v1/experiments/bench/runs?limit=100&${columns}`)),
       await timed('runs table, first page by metrics.loss', get(`/v1/experiments/bench/runs?limit=100&order_by=${encodeURIComponent('metrics.loss ASC')}&${columns}`)),
       await timed('runs table, first page filtered (params.method = lora) by metrics.loss', get(`/v1/experiments/bench/runs?limit=100&filter=${encodeURIComponent("params.method = 'lora'")}&order_by=${encodeURIComponent('metrics.loss ASC')}&${columns}`)),
       await timed('widest run: 100 of its 5,000 latest metrics as columns', get(`/v1/experiments/bench/runs?limit=100&columns=${Array.from({ length: 100 }, (_, k) => `metrics.layer/${k}/grad_norm`).join(',')}`)),
-      await timed(`compare: 100 runs x 10 keys x ${STEPS} steps, 500 points each`, post('/v1/runs/series', { run_ids: Array.from({ length: 100 }, (_, i) => runId(i + 1)), keys: Array.from({ length: 10 }, (_, k) => `k${k}`), points: 500 })),
+      await timed(`compare: 100 runs x 10 keys x ${STEPS} steps, 500 points each`, post('/v1/runs/series', compareBody)),
+      await timed(`compare, values as float32 (what the console asks)`, post('/v1/runs/series', { ...compareBody, precision: 'float32' })),
+      await timed(`compare, one chart's call: 100 runs x 1 key, float32`, post('/v1/runs/series', { ...compareBody, keys: ['k0'], precision: 'float32' })),
       await timed('1,000,000-step series in full, 2,000 points', get('/v1/runs/r00001/metrics/train/loss/series?points=2000')),
       await timed('zoom: 10,000 steps of it, 2,000 points', get('/v1/runs/r00001/metrics/train/loss/series?points=2000&from_step=770000&to_step=779999')),
       await timed('memory estimate (zen-7b lora on nvidia-h100-80gb)', post('/v1/estimates/memory', { base_model: 'zen-7b', gpu: { name: 'nvidia-h100-80gb' } })),
     ];
-    const stream = await streamFanOut(catalogue.db, base);
-    console.log(JSON.stringify(stream));
+    const browser = ONLY === 'server' ? 'not measured in this run (--only server)' : await measureBrowser(base, TOKEN, PASSES);
+    const stream = ONLY === 'browser' ? null : await streamFanOut(catalogue.db, base);
+    if (stream) console.log(JSON.stringify(stream));
     server.close();
-    const result = {
+    const outDir = join(repoRoot, 'bench', 'results');
+    const previous = existsSync(join(outDir, 'console.json')) ? (JSON.parse(readFileSync(join(outDir, 'console.json'), 'utf8')) as Result) : null;
+    const result: Result = {
       bench: 'console',
       note: 'Server side of the console\'s calls over HTTP on one API process (client in the same process), medians after one warm-up.',
       engine: ENGINE,
@@ -270,12 +280,13 @@ async function main(): Promise<void> {
       seed_seconds: seedSeconds,
       passes: PASSES,
       steps_per_compare_series: STEPS,
-      goals: { runs_table_ms: 1000, compare_ms: 2000, zoom_ms: 300 },
-      calls,
-      stream,
-      browser: 'not measured here (first paint, heap): see bench/console/README.md',
+      goals: { runs_table_ms: 1000, compare_ms: 2000, zoom_ms: 300, heap_mb: 500 },
+      // One half measured alone keeps the other half of the last run.
+      calls: ONLY === 'browser' && previous ? previous.calls : calls,
+      stream: stream ?? previous!.stream,
+      browser: ONLY === 'server' && previous ? previous.browser : browser,
     };
-    const outDir = join(repoRoot, 'bench', 'results');
+    if (ONLY !== 'all') result.note = `${String(result.note)} Measured alone in the latest run: the ${ONLY === 'browser' ? 'browser' : 'server'} half; the other half is the previous run's.`;
     writeFileSync(join(outDir, 'console.json'), JSON.stringify(result, null, 2) + '\n');
     writeFileSync(join(outDir, 'console.md'), markdown(result));
   } finally {

@@ -9,7 +9,12 @@ import { fetchSeries, type Points } from './metrics.js';
 import { smooth } from './smoothing.js';
 import { axisNum, num } from './format.js';
 
+/** Lines a legend lists; a compare chart of more names its runs on the page instead. */
+const MAX_LEGEND = 10;
 const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#4d7c0f', '#be185d'];
+
+/** The colour of line i: the palette, then hues spread by the golden angle (a compare page draws 100). */
+export const lineColor = (i: number): string => COLORS[i] ?? `hsl(${Math.round((i * 137.5) % 360)} 65% 42%)`;
 /** Streamed points appended past the fetched series before it is fetched again (downsampled) instead. */
 const MAX_APPENDED = 2000;
 
@@ -78,7 +83,7 @@ export function Chart({ title, runId, keys, live, resync = 0 }: ChartProps) {
         )}
       </header>
       <div ref={box} class="chart-body">
-        {error ? <p class="error">{error}</p> : empty || keys.length === 0 ? <p class="muted">no points yet</p> : visible && data ? <Plot keys={keys} data={data} weight={weight} onZoom={setRange} /> : <p class="muted">loading…</p>}
+        {error ? <p class="error">{error}</p> : empty || keys.length === 0 ? <p class="muted">no points yet</p> : visible && data ? <Plot labels={keys.map(keyLabel)} data={data} weight={weight} onZoom={setRange} /> : <p class="muted">loading…</p>}
       </div>
     </section>
   );
@@ -97,18 +102,42 @@ function withLive(fetched: Points, live: LiveSeries | undefined): Points {
 
 /** The columns uPlot draws: the steps of every line, and each line's (smoothed) value at each, or null. */
 function columnsOf(data: Points[], weight: number): uPlot.AlignedData {
-  const steps = [...new Set(data.flatMap((d) => d.steps))].sort((a, b) => a - b);
-  const index = data.map((d) => new Map(d.steps.map((s, i) => [s, i])));
-  const columns = data.map((d, n) => smooth(steps.map((s) => (index[n]!.has(s) ? d.values[index[n]!.get(s)!]! : null)), weight));
+  const { steps, columns } = aligned(data, weight);
   return [steps, ...columns] as uPlot.AlignedData;
 }
 
-/** The uPlot instance itself: built again when its lines or smoothing change, given new points otherwise. */
-function Plot({ keys, data, weight, onZoom }: { keys: string[]; data: Points[]; weight: number; onZoom: (r: { from: number; to: number }) => void }) {
+/** The lines on one x axis: the union of their steps, a line's gaps null. Lines of the same steps (runs compared
+ * over the same range, most often) are taken as they are: no union to build, no lookups. */
+function aligned(data: Points[], weight: number): { steps: number[]; columns: (number | null)[][] } {
+  const first = data[0]?.steps ?? [];
+  if (data.every((d) => d.steps.length === first.length && d.steps.every((s, i) => s === first[i]))) return { steps: first, columns: data.map((d) => smooth(d.values, weight)) };
+  const steps = [...new Set(data.flatMap((d) => d.steps))].sort((a, b) => a - b);
+  const index = data.map((d) => new Map(d.steps.map((s, i) => [s, i])));
+  return { steps, columns: data.map((d, n) => smooth(steps.map((s) => (index[n]!.has(s) ? d.values[index[n]!.get(s)!]! : null)), weight)) };
+}
+
+// Keys keep their last two parts as labels: train/loss and eval/loss differ, a GPU keeps its node.
+const keyLabel = (k: string) => k.split('/').slice(-2).join('/');
+
+export interface PlotProps {
+  /** one per line, in the order of `data` */
+  labels: string[];
+  data: Points[];
+  weight: number;
+  onZoom: (r: { from: number; to: number }) => void;
+  /** called once the canvas is drawn, and again after new points (the compare page marks it for its timings) */
+  onDrawn?: () => void;
+}
+
+/** The uPlot instance itself: built again when its lines or smoothing change, given new points otherwise. Many
+ * lines: no legend, the page names them. */
+export function Plot({ labels, data, weight, onZoom, onDrawn }: PlotProps) {
   const host = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   useEffect(() => {
-    plot.current?.setData(columnsOf(data, weight));
+    if (!plot.current) return;
+    plot.current.setData(columnsOf(data, weight));
+    onDrawn?.();
   }, [data]);
   useEffect(() => {
     if (!host.current) return;
@@ -116,31 +145,34 @@ function Plot({ keys, data, weight, onZoom }: { keys: string[]; data: Points[]; 
       width: host.current.clientWidth || 480,
       height: 220,
       scales: { x: { time: false } },
-      // Keys keep their last two parts as labels: train/loss and eval/loss differ, a GPU keeps its node.
-      series: [{ label: 'step' }, ...keys.map((k, i) => ({ label: k.split('/').slice(-2).join('/'), stroke: COLORS[i % COLORS.length]!, width: 1.5, spanGaps: true, value: (_u: uPlot, v: number | null) => num(v) }))],
+      series: [{ label: 'step' }, ...labels.map((label, i) => ({ label, stroke: lineColor(i), width: 1.5, spanGaps: true, value: (_u: uPlot, v: number | null) => num(v) }))],
       // uPlot's default tick labels round a learning rate of 2e-4 to 0 and write 1e+6 for a million.
       axes: [{ values: (_u, ticks) => ticks.map((t) => axisNum(t)) }, { size: 60, values: (_u, ticks) => ticks.map((t) => axisNum(t)) }],
+      legend: { show: labels.length <= MAX_LEGEND },
       cursor: { drag: { x: true, y: false } },
       hooks: {
         setSelect: [
           (u) => {
             if (u.select.width < 4) return;
             onZoom({ from: u.posToVal(u.select.left, 'x'), to: u.posToVal(u.select.left + u.select.width, 'x') });
+            // The plot is kept and given the zoomed points: the drag's rectangle goes.
+            u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
           },
         ],
       },
     };
     plot.current = new uPlot(opts, columnsOf(data, weight), host.current);
+    onDrawn?.();
     return () => {
       plot.current?.destroy();
       plot.current = null;
     };
-  }, [keys.join('\n'), weight]);
+  }, [labels.join('\n'), weight]);
   return <div ref={host} class="plot" />;
 }
 
 /** Whether the element is on screen (or near it): charts off screen are not built at all. */
-function useVisible(ref: { current: HTMLElement | null }): boolean {
+export function useVisible(ref: { current: HTMLElement | null }): boolean {
   const [visible, setVisible] = useState(false);
   useEffect(() => {
     if (!ref.current) return;

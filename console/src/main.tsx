@@ -5,6 +5,8 @@ import type { SessionView } from '../../contracts/console-session.js';
 import { currentSession, signOut } from './api.js';
 import { linkHandler, navigate, useRoute } from './router.js';
 import { ApprovalPage } from './pages/approval.js';
+import { ComparePage } from './pages/compare.js';
+import { ExperimentPage, ExperimentsPage } from './pages/experiments.js';
 import { JobPage } from './pages/job.js';
 import { JobsPage } from './pages/jobs.js';
 import { LoginPage } from './pages/login.js';
@@ -67,6 +69,9 @@ function App() {
               Queues
             </a>
           )}
+          <a href="/experiments" onClick={linkHandler('/experiments')} class={route.page === 'experiments' || route.page === 'experiment' || route.page === 'compare' ? 'active' : ''}>
+            Experiments
+          </a>
           <a href="/mlflow/">Runs (MLflow)</a>
         </nav>
         <span class="who">
@@ -94,6 +99,9 @@ function App() {
       {route.page === 'sweeps' && <SweepsPage />}
       {route.page === 'sweep' && <SweepPage id={route.id} />}
       {route.page === 'queues' && <QueuesPage organization={session.organization} />}
+      {route.page === 'experiments' && <ExperimentsPage />}
+      {route.page === 'experiment' && <ExperimentPage id={route.id} />}
+      {route.page === 'compare' && <ComparePage />}
       {route.page === 'missing' && (
         <main>
           <h1>Not found</h1>

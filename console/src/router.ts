@@ -12,6 +12,9 @@ export type Route =
   | { page: 'login' }
   | { page: 'new' }
   | { page: 'queues' }
+  | { page: 'experiments' }
+  | { page: 'experiment'; id: string }
+  | { page: 'compare' }
   | { page: 'missing'; path: string };
 
 export function routeOf(path: string): Route {
@@ -21,6 +24,10 @@ export function routeOf(path: string): Route {
   if (path === '/queues') return { page: 'queues' };
   const job = /^\/jobs\/([^/]+)$/.exec(path);
   if (job) return { page: 'job', id: decodeURIComponent(job[1]!) };
+  if (path === '/experiments') return { page: 'experiments' };
+  const experiment = /^\/experiments\/([^/]+)$/.exec(path);
+  if (experiment) return { page: 'experiment', id: decodeURIComponent(experiment[1]!) };
+  if (path === '/compare') return { page: 'compare' };
   const approval = /^\/pipelines\/([^/]+)\/approval$/.exec(path);
   if (approval) return { page: 'approval', id: decodeURIComponent(approval[1]!) };
   if (path === '/models') return { page: 'models' };

@@ -12,6 +12,8 @@ export interface SeriesRequest {
   fromStep?: number;
   toStep?: number;
   points: number;
+  /** float32: values written with float32's shortest text (charts), else exactly */
+  precision?: 'float64' | 'float32';
 }
 
 /** One series as JSON text of each column (arrays in bucket order), ready to splice into a response. */
@@ -29,7 +31,10 @@ export interface SeriesColumns {
 }
 
 /** A double as a JSON value: NaN and the infinities as MLflow's strings (JSON has no literal for them). */
-const wire = (v: string) => sql.raw(`case when ${v} = 'Infinity'::float8 then '"Infinity"' when ${v} = '-Infinity'::float8 then '"-Infinity"' else ${v}::text end`);
+const wire = (v: string, precision: SeriesRequest['precision']) =>
+  sql.raw(`case when ${v} = 'Infinity'::float8 then '"Infinity"' when ${v} = '-Infinity'::float8 then '"-Infinity"' ${precision === 'float32' ? float32Text(v) : ''} else ${v}::text end`);
+/** float32's text where the value is in its range (a cast outside it is an error in Postgres, not a rounding). */
+const float32Text = (v: string) => `when ${v} = 0 or abs(${v}) between 1.2e-38 and 3.4e38 then ${v}::float4::text`;
 
 /**
  * The series, bucketed. Per series the range is [from, to] as asked, narrowed to the steps present (the first
@@ -83,9 +88,9 @@ async function seriesStatement(db: Db, q: SeriesRequest): Promise<SeriesColumns[
       coalesce(sum(a.n), 0)::text as count,
       '[' || coalesce(string_agg(a.sf::text, ',' order by a.b) filter (where a.b is not null), '') || ']' as step_first,
       '[' || coalesce(string_agg(a.sl::text, ',' order by a.b) filter (where a.b is not null), '') || ']' as step_last,
-      '[' || coalesce(string_agg(coalesce(${wire('a.mn')}, 'null'), ',' order by a.b) filter (where a.b is not null), '') || ']' as min,
-      '[' || coalesce(string_agg(coalesce(${wire('a.mx')}, 'null'), ',' order by a.b) filter (where a.b is not null), '') || ']' as max,
-      '[' || coalesce(string_agg(case when a.lp[4] = 1 then '"NaN"' else ${wire('a.lp[3]')} end, ',' order by a.b) filter (where a.b is not null), '') || ']' as last
+      '[' || coalesce(string_agg(coalesce(${wire('a.mn', q.precision)}, 'null'), ',' order by a.b) filter (where a.b is not null), '') || ']' as min,
+      '[' || coalesce(string_agg(coalesce(${wire('a.mx', q.precision)}, 'null'), ',' order by a.b) filter (where a.b is not null), '') || ']' as max,
+      '[' || coalesce(string_agg(case when a.lp[4] = 1 then '"NaN"' else ${wire('a.lp[3]', q.precision)} end, ',' order by a.b) filter (where a.b is not null), '') || ']' as last
     from r left join agg a on a.ord = r.ord
     group by r.ord, r.run_id, r.key, r.lo, r.hi
     order by r.ord`);

@@ -1,0 +1,239 @@
+// The console's pages measured in a real browser: Debian's headless Chromium driven by playwright-core (as the
+// console's browser tests drive it) against the built console that the bench's API serves at /, on the seeded
+// catalogue of run.ts. Times come from the marks the pages set (performance.mark: the runs table's first row, each
+// compare chart drawn, drawn after a zoom), read as milliseconds since the navigation started; the heap is Chromium's
+// own JSHeapUsedSize (CDP Performance.getMetrics), sampled every 100 ms through every pass, its peak reported.
+//   - runs table: navigation to /experiments/bench (4 columns in the URL) -> the first row rendered;
+//   - compare: navigation to /compare of r00001..r00100 x k0..k9 -> every chart in view drawn; and -> all 10 drawn,
+//     scrolled to the end once the first screen is drawn (charts scrolled away are torn down);
+//   - zoom: a drag across 1% of r00001's 1,000,000-step train/loss (and across 10% of k0 of the 100 runs) -> the
+//     chart redrawn from the re-fetched range.
+import { loadavg } from 'node:os';
+import { chromium, type Page } from 'playwright-core';
+
+const CHROMIUM = process.env.HANZO_ML_CHROMIUM ?? '/usr/bin/chromium';
+const VIEWPORT = { width: 1400, height: 1000 };
+
+export interface Timing {
+  name: string;
+  goal_ms: number;
+  median_ms: number;
+  min_ms: number;
+  max_ms: number;
+  /** the first pass, assets not yet cached (not in the median) */
+  cold_ms: number;
+  samples_ms: number[];
+  load_1m: number;
+}
+
+export interface BrowserResult {
+  chromium: string;
+  viewport: typeof VIEWPORT;
+  passes: number;
+  timings: Timing[];
+  /** rows of the runs table in the DOM after scrolling through 1,000 runs (virtualized: a screenful, not 1,000) */
+  runs_table_dom_rows_after_1000: number;
+  runs_loaded_after_scroll: number;
+  /** compare page: charts built at first paint (of 10), and at most at once while scrolling through */
+  compare_charts_mounted_first: number;
+  compare_charts_mounted_max: number;
+  /** compare's first paint: median ms since navigation start by which the last series answer had arrived */
+  compare_series_answered_ms: number;
+  compare_series_calls: number;
+  /** the zoom's request, as the page sent it */
+  zoom_request: string;
+  heap_peak_mb: number;
+  heap_goal_mb: number;
+  load_1m: number;
+}
+
+const round = (x: number, d = 1): number => Math.round(x * 10 ** d) / 10 ** d;
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const load = () => round(loadavg()[0]!);
+const runId = (i: number) => `r${String(i).padStart(5, '0')}`;
+
+/** The latest mark of a name (ms since navigation start), or null. */
+const markAt = (page: Page, name: string) => page.evaluate((n) => performance.getEntriesByName(n, 'mark').at(-1)?.startTime ?? null, name);
+
+async function waitMark(page: Page, name: string, after = 0, timeout = 60_000): Promise<number> {
+  await page.waitForFunction(([n, t]) => (performance.getEntriesByName(n as string, 'mark').at(-1)?.startTime ?? -1) > (t as number), [name, after] as const, { timeout, polling: 10 });
+  return (await markAt(page, name))!;
+}
+
+function timing(name: string, goal: number, all: number[]): Timing {
+  const [cold, ...warm] = all;
+  const t = { name, goal_ms: goal, median_ms: round(median(warm)), min_ms: round(Math.min(...warm)), max_ms: round(Math.max(...warm)), cold_ms: round(cold!), samples_ms: warm.map((x) => round(x)), load_1m: load() };
+  console.log(JSON.stringify(t));
+  return t;
+}
+
+/** Runs `passes` + 1 (the first is cold), each pass's ms from `once`. */
+async function passes(n: number, once: (i: number) => Promise<number>): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i <= n; i++) out.push(await once(i));
+  return out;
+}
+
+export async function measureBrowser(base: string, token: string, n: number): Promise<BrowserResult> {
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  try {
+    const context = await browser.newContext({ viewport: VIEWPORT });
+    const page = await context.newPage();
+    await page.goto(`${base}/login`);
+    await page.fill('#token', token);
+    await page.click('button[type=submit]');
+    await page.getByRole('heading', { name: 'Jobs' }).waitFor({ timeout: 30_000 });
+
+    // The heap, sampled through everything that follows.
+    const cdp = await context.newCDPSession(page);
+    await cdp.send('Performance.enable');
+    let heapPeak = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const { metrics } = await cdp.send('Performance.getMetrics').catch(() => ({ metrics: [] as { name: string; value: number }[] }));
+        const used = metrics.find((m) => m.name === 'JSHeapUsedSize')?.value ?? 0;
+        heapPeak = Math.max(heapPeak, used);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+
+    const timings: Timing[] = [];
+    const columns = 'metrics.loss,metrics.acc,params.lr,params.method';
+    timings.push(
+      timing(
+        'runs table: navigation -> first row (10,000 runs, 4 columns)',
+        1000,
+        await passes(n, async () => {
+          await page.goto(`${base}/experiments/bench?columns=${columns}`);
+          return waitMark(page, 'runs-table:first-row');
+        }),
+      ),
+    );
+    // Scrolling through 1,000 runs: pages come as the box nears their end; the DOM keeps a screenful.
+    const loadedRows = () => page.evaluate(() => Number(document.querySelector('.runs-scroll')!.getAttribute('data-loaded')));
+    for (let i = 0; i < 40 && (await loadedRows()) < 1000; i++) {
+      const before = await loadedRows();
+      await page.evaluate(() => {
+        const box = document.querySelector('.runs-scroll')!;
+        box.scrollTop = box.scrollHeight;
+      });
+      await page.waitForFunction((n) => Number(document.querySelector('.runs-scroll')!.getAttribute('data-loaded')) > n, before, { timeout: 30_000 });
+    }
+    const domRows = await page.evaluate(() => document.querySelectorAll('tr[data-run]').length);
+    const runsLoaded = await loadedRows();
+
+    const compareUrl = `${base}/compare?runs=${Array.from({ length: 100 }, (_, i) => runId(i + 1)).join(',')}&keys=${Array.from({ length: 10 }, (_, k) => `k${k}`).join(',')}`;
+    const inView = () =>
+      page.evaluate(() =>
+        [...document.querySelectorAll('section.chart')].filter((s) => {
+          const r = s.getBoundingClientRect();
+          return r.bottom > 0 && r.top < innerHeight;
+        }).map((s) => s.getAttribute('data-chart')!),
+      );
+    const drawnAll = async (keys: string[], after: number) => Math.max(...(await Promise.all(keys.map((k) => waitMark(page, `compare:drawn:${k}`, after)))));
+    let mountedFirst = 0;
+    const answered: number[] = [];
+    timings.push(
+      timing(
+        'compare 100 runs x 10 keys: navigation -> every chart in view drawn',
+        2000,
+        await passes(n, async () => {
+          await page.goto(compareUrl);
+          await page.locator('section.chart').first().waitFor();
+          const t = await drawnAll(await inView(), 0);
+          mountedFirst = await page.locator('section.chart canvas').count();
+          // When the last series answer was read: the rest of the time is the page's (parse, align, draw).
+          answered.push(await page.evaluate(() => Math.max(...performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/v1/runs/series')).map((e) => (e as PerformanceResourceTiming).responseEnd))));
+          return t;
+        }),
+      ),
+    );
+    let mountedMax = 0;
+    timings.push(
+      timing(
+        'compare: navigation -> all 10 charts drawn (scrolled to the end once the first screen is drawn)',
+        2000,
+        await passes(n, async () => {
+          await page.goto(compareUrl);
+          await page.locator('section.chart').first().waitFor();
+          await drawnAll(await inView(), 0);
+          await page.locator('section[data-chart="k9"]').scrollIntoViewIfNeeded();
+          const missing = async () => ({ y: await page.evaluate(() => scrollY), drawn: await page.evaluate(() => performance.getEntriesByType('mark').map((m) => m.name)) });
+          const t = await drawnAll(Array.from({ length: 10 }, (_, k) => `k${k}`), 0).catch(async (e: Error) => {
+            throw new Error(`${e.message}: ${JSON.stringify(await missing())}`);
+          });
+          mountedMax = Math.max(mountedMax, await page.locator('section.chart canvas').count());
+          return t;
+        }),
+      ),
+    );
+
+    let zoomRequest = '';
+    const zoom = async (url: string, key: string, from: number, to: number, label: string) =>
+      timing(
+        label,
+        300,
+        await passes(n, async () => {
+          await page.goto(url);
+          await waitMark(page, `compare:drawn:${key}`);
+          const over = (await page.locator(`section[data-chart="${key}"] .u-over`).boundingBox())!;
+          const y = over.y + over.height / 2;
+          await page.mouse.move(over.x + over.width * from, y);
+          await page.mouse.down();
+          await page.mouse.move(over.x + over.width * to, y, { steps: 4 });
+          const request = page.waitForRequest((r) => r.url().endsWith('/v1/runs/series') && (r.postData() ?? '').includes('from_step'));
+          const t0 = await page.evaluate(() => performance.now());
+          await page.mouse.up();
+          zoomRequest = (await request).postData()!.replace(/"run_ids":\[[^\]]*\]/, '"run_ids":[...]');
+          return (await waitMark(page, `compare:zoomed:${key}`, t0)) - t0;
+        }),
+      );
+    timings.push(await zoom(`${base}/compare?runs=r00001&keys=train/loss`, 'train/loss', 0.77, 0.78, 'zoom: drag over 1% of a 1,000,000-step series -> redrawn'));
+    const longZoom = zoomRequest;
+    timings.push(await zoom(compareUrl.replace(/keys=.*/, 'keys=k0'), 'k0', 0.4, 0.5, 'zoom: drag over 10% of 100 runs x 1,000 steps -> redrawn'));
+    sampling = false;
+    await sampler;
+    return {
+      chromium: browser.version(),
+      viewport: VIEWPORT,
+      passes: n,
+      timings,
+      runs_table_dom_rows_after_1000: domRows,
+      runs_loaded_after_scroll: Math.round(runsLoaded),
+      compare_charts_mounted_first: mountedFirst,
+      compare_charts_mounted_max: mountedMax,
+      compare_series_answered_ms: round(median(answered.slice(1))),
+      compare_series_calls: mountedFirst,
+      zoom_request: longZoom,
+      heap_peak_mb: round(heapPeak / 2 ** 20),
+      heap_goal_mb: 500,
+      load_1m: load(),
+    };
+  } finally {
+    await browser.close();
+  }
+}
+
+export function browserMarkdown(b: BrowserResult): string {
+  const verdict = (ratio: number) => (ratio <= 1 ? 'meets the goal' : 'misses the goal');
+  const rows = b.timings.map((t) => `| ${t.name} | ${t.median_ms} | ${t.min_ms} - ${t.max_ms} | ${t.cold_ms} | ${t.goal_ms} | ${round(t.median_ms / t.goal_ms, 2)} | ${verdict(t.median_ms / t.goal_ms)} | ${t.load_1m} |`);
+  return `## In the browser
+
+Headless Chromium ${b.chromium} (Debian's, playwright-core), viewport ${b.viewport.width}x${b.viewport.height}, against the
+console build the API serves at /. Times from the pages' performance marks, ms since navigation start (zoom: since
+the mouse was released); medians of ${b.passes} passes after one cold pass (assets not yet cached; shown apart).
+
+| measure | median ms | range ms | cold ms | goal ms | ratio | verdict | load 1m |
+|---|---|---|---|---|---|---|---|
+${rows.join('\n')}
+| browser JS heap, peak over every pass (CDP JSHeapUsedSize, sampled every 100 ms) | ${b.heap_peak_mb} MB | | | ${b.heap_goal_mb} MB | ${round(b.heap_peak_mb / b.heap_goal_mb, 2)} | ${verdict(b.heap_peak_mb / b.heap_goal_mb)} | ${b.load_1m} |
+
+Virtualized and mounted only in view: after scrolling the runs table through ${b.runs_loaded_after_scroll} loaded runs,
+${b.runs_table_dom_rows_after_1000} rows are in the DOM; the compare page builds ${b.compare_charts_mounted_first} of its 10 charts
+at first paint (one batch call each, ${b.compare_series_calls} calls of 100 runs x 1 key) and at most ${b.compare_charts_mounted_max} at once
+(of 10; the viewport and the 200 px margin hold most of them). At compare's first paint the last series answer had arrived by ${b.compare_series_answered_ms} ms
+(median): the rest is the page's parsing, aligning and drawing. The long series' zoom asked
+\`${b.zoom_request}\`.
+`;
+}
