@@ -51,15 +51,7 @@ describe('web console at /', () => {
     const viewer = await stack.api<{ token: string }>('POST', '/v1/tokens', { subject: 'console-viewer', role: 'ml-viewer' });
     expect(viewer.status).toBe(201);
     viewerToken = viewer.body.token;
-    // A job that runs until cancelled, printing a line a second.
-    const job = await stack.api<{ id: string }>('POST', '/v1/jobs', {
-      type: 'training',
-      name: 'console-ticker',
-      image: 'trainer',
-      command: ['python3', '-u', '-c', "import time\nfor i in range(900):\n    print('tick', i)\n    time.sleep(1)"],
-    });
-    expect(job.status).toBe(201);
-    jobId = job.body.id;
+    jobId = await startTicker('console-ticker', 'tick');
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
     admin = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
     page = await admin.newPage();
@@ -69,6 +61,18 @@ describe('web console at /', () => {
     await browser?.close();
     await stack?.stop();
   });
+
+  /** A command job that runs until cancelled, printing `word` and a count once a second; answers its id. */
+  async function startTicker(name: string, word: string): Promise<string> {
+    const job = await stack.api<{ id: string }>('POST', '/v1/jobs', {
+      type: 'training',
+      name,
+      image: 'trainer',
+      command: ['python3', '-u', '-c', `import time\nfor i in range(900):\n    print('${word}', i)\n    time.sleep(1)`],
+    });
+    expect(job.status).toBe(201);
+    return job.body.id;
+  }
 
   /** A screenshot of the page as it is now, for a reader of the run (test-results/ is git-ignored). */
   const shot = async (name: string, p: Page) => {
@@ -388,14 +392,7 @@ describe('web console at /', () => {
   let queuedJobId = '';
 
   it("shows an admin the queues page with a running job and this organization's GPU-hours per month", { timeout: 180_000 }, async () => {
-    const job = await stack.api<{ id: string }>('POST', '/v1/jobs', {
-      type: 'training',
-      name: 'console-queue-ticker',
-      image: 'trainer',
-      command: ['python3', '-u', '-c', "import time\nfor i in range(900):\n    print('beat', i)\n    time.sleep(1)"],
-    });
-    expect(job.status).toBe(201);
-    queuedJobId = job.body.id;
+    queuedJobId = await startTicker('console-queue-ticker', 'beat');
     await expect.poll(async () => (await stack.api<{ status: string }>('GET', `/v1/jobs/${queuedJobId}`)).body.status, { timeout: 90_000, interval: 1000 }).toBe('running');
     await page.goto(url('/jobs'));
     await page.getByRole('link', { name: 'Queues' }).click();
