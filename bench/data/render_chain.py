@@ -30,11 +30,12 @@ def size_section(r: dict, size: dict) -> list[str]:
                  f"measured on the busy machine: {o['records_per_hour_wall'] / 1e6:.2f} million an hour.")
     ours_us, dt_us = o["cpu_s"] / size["records"] * 1e6, d["cpu_s"] / size["records"] * 1e6
     lines += ["", f"CPU a record: ours {ours_us:,.0f} us, datatrove {dt_us:,.0f} us. Where ours spends more: the language "
-              "filter datatrove does not run (lingua on the first 256 characters, about 255 us a record measured alone), "
-              "labels on the assistant turns (two encodes a record through the chat template, the conversation and its "
-              "prompt, where DocumentTokenizer encodes the plain text once), nine PII kinds against two, and the split "
-              "with its hashes; the main process (reading, normalizing, the dedup decisions, SQLite, the split and Arrow "
-              "files) is about 30% of ours."]
+              "filter datatrove does not run (lingua on the first 256 characters, 12 known languages: about 200-260 us a "
+              "record measured alone, by the machine's load), labels on the assistant turns (the chat template's renders and "
+              "one encode a record with the assistant-turn boundaries placed by byte position, where DocumentTokenizer "
+              "encodes the plain text once: about 210-240 us), nine PII kinds against two, and the split with its hashes; "
+              "the main process (reading, normalizing, the dedup decisions, SQLite, the split and Arrow files, moving "
+              "records to and from the workers) is about 220 us of ours."]
     rep = size["ours_report"]
     ops = {op["op"]: op for op in rep["operations"]}
     lines += ["", f"Ours: {rep['records_in']:,} in, {rep['records_out']:,} out; removed " + ", ".join(
@@ -72,7 +73,7 @@ def markdown(r: dict) -> str:
              f"Ours: `python -m hanzo_ml prepare-dataset --spec` (the job's own entry point; the CLI/API path is not timed), "
              f"threads {r['threads']}, memory budget {r['memory_budget_mb']} MB: validate -> mask_pii (every kind) -> dedup_exact "
              "(SQLite keys) -> dedup_near (5-word shingles, 14 x 8, 0.72, seed 1; SQLite buckets) -> filter "
-             f"({r['token_filter'][0]}-{r['token_filter'][1]} tokens, language en: lingua low-accuracy, first 256 characters) -> "
+             f"({r['token_filter'][0]}-{r['token_filter'][1]} tokens, language en: lingua low-accuracy, 12 known languages, first 256 characters) -> "
              f"tokenize (max_length {r['max_length']}, tokenizer {r['tokenizer']}) -> split 0.8/0.1/0.1.", "",
              "datatrove 0.10.1: PIIFormatter (emails, public IPs) -> exact dedup -> MinHash dedup (5-word shingles, 14 x 8, seed 1) "
              f"-> length filter ({r['datatrove_word_filter'][0]}-{r['datatrove_word_filter'][1]} words) -> DocumentTokenizer (same "
@@ -82,14 +83,28 @@ def markdown(r: dict) -> str:
              "figures are medians of the passes; peak RSS is the largest of any process of the tree.", ""]
     for size in r["sizes"]:
         lines += size_section(r, size) + [""]
-    if len(r["sizes"]) > 1:
-        rss = ", ".join(f"{s['records']:,} records: {s['ours']['peak_rss_mb']} MB" for s in r["sizes"])
+    if len(r["sizes"]) > 1 or "ours_only" in r:
+        rss = ", ".join(f"{s['records']:,} records: {s['peak_rss_mb']} MB" for s in sorted(
+            [{"records": s["records"], "peak_rss_mb": s["ours"]["peak_rss_mb"]} for s in r["sizes"]] + r.get("ours_only", []),
+            key=lambda s: s["records"]))
         lines += ["## Memory", "", f"Ours, peak RSS by input size: {rss} (budget {r['memory_budget_mb']} MB). The near-dedup index "
-                  "and the exact-dedup keys live in SQLite files in work_dir and the records in flight are bounded chunks; "
-                  "what rises with the input is near dedup's unwritten batch of kept records until it reaches its share of "
-                  "the budget (a quarter, about 65,000 records at 1024 MB), then the SQLite page caches as the index files "
-                  "outgrow them (a quarter and an eighth of the budget), and the Bloom filter is a fixed sixteenth: each part "
-                  "is capped, so the process stays under the budget; the runs here show it up to the largest size only."]
+                  "and the exact-dedup keys live in SQLite files in work_dir and the records in flight are bounded chunks. "
+                  "The parts that grow with the input until their cap, each a share of the budget: near dedup's unwritten "
+                  "batch of kept records (an eighth: about 2 KiB a record, 65,536 records at 1024 MB), its SQLite page cache "
+                  "(an eighth), exact dedup's SQLite page cache (a sixteenth) and the Bloom filter of bucket keys (a "
+                  "sixteenth, allocated at the start): 5/16 of the budget in all, 320 MB at 1024 MB; the rest is the "
+                  "processes themselves (the tokenizer and lingua's models in each worker, the chunks in flight). Once the "
+                  "caps are reached (the batch after about 65,000 kept records, the near-dedup cache once its index file "
+                  "outgrows 128 MB, a few hundred thousand records) the peak stays flat; the runs here show it up to the "
+                  "largest size only."]
+    if "ours_only" in r:
+        lines += ["", "## Ours alone at other sizes", "", r["ours_only_how"], "",
+                  "| records | wall s | CPU s | CPU us/record | records/hour/core | peak RSS MB | records out | 1-min load before -> after |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for o in r["ours_only"]:
+            lines.append(f"| {o['records']:,} | {o['wall_s']} | {o['cpu_s']} | {o['cpu_s'] / o['records'] * 1e6:,.0f} | "
+                         f"{round(o['records'] / (o['cpu_s'] / 3600)):,} | {o['peak_rss_mb']} | {o['records_out']:,} | "
+                         f"{o['load_before'][0]} -> {o['load_after'][0]} |")
     if "engine_before_after" in r:
         e = r["engine_before_after"]
         lines += ["", "## The engine before and after this change", "", e["how"], "",
@@ -97,7 +112,7 @@ def markdown(r: dict) -> str:
         for row in e["rows"]:
             lines.append(f"| {row['engine']} | {row['cpu_us_per_record']:,} | {row['records_out']:,} | {row['peak_rss_mb']} |")
         lines += ["", e["hot_spots"]]
-    lines += ["", "Run: `PYTHONPATH=trainer <trainer venv python> bench/data/chain.py --records 200000,1000000 --passes 3` "
+    lines += ["", f"Run: `PYTHONPATH=trainer <trainer venv python> bench/data/chain.py --records {','.join(str(s['records']) for s in r['sizes'])} --passes 1` "
               "(bench/data/run.py is the earlier module-level comparison, without tokenize, language and split)."]
     return "\n".join(lines) + "\n"
 

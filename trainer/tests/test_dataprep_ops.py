@@ -108,6 +108,16 @@ def test_filter_by_language_keeps_only_the_requested_languages(tmp_path):
     assert len(both) == 4
 
 
+def test_the_filter_report_names_every_language_its_detector_knows(tmp_path):
+    records = [chat(ENGLISH, ENGLISH), chat("Hola, ¿cómo estás hoy? Muy bien, gracias.", "Perfecto, hasta luego.")]
+
+    kept, report = run_op({"op": "filter", "languages": ["sv"]}, records, context(tmp_path))
+
+    known = report["details"]["detector_languages"]
+    assert known[0] == "sv" and {"en", "es", "de", "fr", "ru", "zh"} <= set(known) and len(known) == len(set(known))
+    assert kept == []  # the contrast languages keep English and Spanish from passing as Swedish
+
+
 def test_an_unknown_language_code_is_refused_at_start(tmp_path):
     from hanzo_ml.errors import InputError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hanzo_ml.chat import label_assistant_turns, load_tokenizer
+from hanzo_ml.dataprep import tokenized
 from hanzo_ml.dataprep.ops.filter import LANGUAGE_PREFIX_CHARS, language_prefix
 from hanzo_ml.dataprep.tokenized import labelled_examples
 from hanzo_ml.errors import InputError
@@ -25,6 +26,75 @@ def test_batch_labelling_is_the_trainers_labelling_for_every_shape_of_conversati
         expected = label_assistant_turns(tokenizer, messages)
         assert input_ids.tolist() == expected.input_ids and labels.tolist() == expected.labels
     assert labelled_examples(tokenizer, []) == []
+
+
+def varied_conversations() -> list[list[dict]]:
+    """Short and multi-turn chats, a system prompt, non-ASCII text (accents, CJK, an emoji split across byte
+    tokens), answers that open or close with whitespace or newlines, an empty answer."""
+    def chat(*turns: tuple[str, str]) -> list[dict]:
+        return [{"role": role, "content": content} for role, content in turns]
+
+    return [r["messages"] for r in demo_records(12)] + [
+        chat(("system", "Be brief."), ("user", "hi"), ("assistant", "hello"), ("user", "and now?"),
+             ("assistant", "now this")),
+        chat(("user", "héllo wörld"), ("assistant", "ça va 😀 très bien, 你好")),
+        chat(("user", "q"), ("assistant", "\n\nanswer after blank lines")),
+        chat(("user", "q "), ("assistant", "  leading and trailing spaces  ")),
+        chat(("user", "q"), ("assistant", "")),
+        chat(("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d\n"), ("user", "e"),
+             ("assistant", "f")),
+    ]
+
+
+def spy_on_fallback(monkeypatch) -> list[int]:
+    """How many conversations took the trainer's path (prefixes encoded separately)."""
+    taken: list[int] = []
+    original = tokenized.labels_by_prefix_encodes
+
+    def counted(tokenizer, plans, wholes):
+        taken.append(len(plans))
+        return original(tokenizer, plans, wholes)
+
+    monkeypatch.setattr(tokenized, "labels_by_prefix_encodes", counted)
+    return taken
+
+
+@pytest.mark.parametrize("positions", ["byte lengths", "character offsets"])
+def test_one_encode_a_conversation_gives_the_trainers_ids_and_labels(tiny_base_dir, monkeypatch, positions):
+    tokenizer = load_tokenizer(tiny_base_dir)
+    assert tokenized.token_byte_lengths(tokenizer) is not None  # the tiny base is byte-level BPE
+    if positions == "character offsets":  # the path of every other tokenizer
+        monkeypatch.setattr(tokenized, "token_byte_lengths", lambda _: None)
+    fallback = spy_on_fallback(monkeypatch)
+    conversations = varied_conversations()
+
+    made = labelled_examples(tokenizer, conversations)
+
+    for (input_ids, labels), messages in zip(made, conversations, strict=True):
+        expected = label_assistant_turns(tokenizer, messages)
+        assert input_ids.tolist() == expected.input_ids and labels.tolist() == expected.labels
+    assert sum(fallback) == 0  # every conversation was encoded once
+
+
+@pytest.mark.parametrize("positions", ["byte lengths", "character offsets"])
+def test_a_turn_boundary_inside_a_token_takes_the_trainers_path_and_gives_its_labels(tiny_base_dir, monkeypatch,
+                                                                                   positions):
+    tokenizer = load_tokenizer(tiny_base_dir)
+    # The generation prompt ends with a space the answer's first word joins: " hello" is one pre-token, so the
+    # prompt's end falls inside a token of the whole conversation.
+    tokenizer.chat_template = ("{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '<|end|>' }}{% endfor %}"
+                               "{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}")
+    if positions == "character offsets":
+        monkeypatch.setattr(tokenized, "token_byte_lengths", lambda _: None)
+    fallback = spy_on_fallback(monkeypatch)
+    conversations = varied_conversations()
+
+    made = labelled_examples(tokenizer, conversations)
+
+    for (input_ids, labels), messages in zip(made, conversations, strict=True):
+        expected = label_assistant_turns(tokenizer, messages)
+        assert input_ids.tolist() == expected.input_ids and labels.tolist() == expected.labels
+    assert 0 < sum(fallback) < len(conversations)  # the answers opening with a letter; not those opening with a space
 
 
 def test_a_template_that_breaks_token_prefixes_is_refused_as_the_trainer_refuses_it(tiny_base_dir):

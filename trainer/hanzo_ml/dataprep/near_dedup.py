@@ -7,7 +7,10 @@ a near-duplicate group is kept. The result depends only on the seed and the inpu
 Memory stays within `memory_budget_mb` whatever the input size: band buckets and the signatures of kept records
 live in an SQLite file in `work_dir`; what is held in memory is the batch not yet written (flushed in one
 transaction when it reaches its share of the budget), SQLite's page cache and a fixed-size Bloom filter of the bucket
-keys (both sized from the budget) that spares the SQLite lookup for the records that share no bucket (most).
+keys (both sized from the budget) that spares the SQLite lookup for the records that share no bucket (most). The
+unwritten batch is compact (about 2 KiB a record: its signature a row of one preallocated matrix, its bucket keys
+entries of one int -> int dict, a list only for a key two records share), so it holds few objects for the garbage
+collector to walk.
 
 The signatures come from rensa (Rust) because it was the fastest of the three candidates on the same 100,000
 chat-length texts and is deterministic for a seed (bench/data/minhash_backends.py, bench/results/data.md):
@@ -112,13 +115,15 @@ class NearDuplicateFilter:
         os.close(fd)
         self.db = sqlite3.connect(self.db_path, isolation_level=None)
         self._setup(memory_budget_mb)
-        # A kept record costs about 4 KiB until it is written (its signature array, 14 bucket-dict entries with
-        # their lists): a quarter of the budget holds the unwritten batch, a quarter is SQLite's page cache, a
-        # sixteenth the Bloom filter of bucket keys, the rest is the process itself and the caller's own data.
-        self.batch_limit = max(1000, memory_budget_mb * 1024 // 4 // 4)
+        # A kept record costs about 2 KiB until it is written (a signature row, bands entries of the bucket dict):
+        # an eighth of the budget holds the unwritten batch, an eighth is SQLite's page cache (_setup), a sixteenth
+        # the Bloom filter of bucket keys; the rest is the process itself and the other stages' parts.
+        self.batch_limit = max(1000, memory_budget_mb * 1024 // 8 // 2)
         self.bloom = BucketBloom(memory_budget_mb * (1 << 20) // 16)
-        self.pending_buckets: dict[int, list[int]] = {}
-        self.pending_sigs: dict[int, np.ndarray] = {}
+        self.pending_first: dict[int, int] = {}  # bucket key -> the first unwritten record under it
+        self.pending_more: dict[int, list[int]] = {}  # bucket key -> the other unwritten records under it (rare)
+        self.pending_rows: dict[int, int] = {}  # record id -> its row of pending_matrix
+        self.pending_matrix = np.empty((self.batch_limit, self.num_perm), dtype=np.uint32)
         self.pending_clusters: set[int] = set()
         self.next_kept, self.next_reference = 1, -1
         self.counts = {"records": 0, "kept": 0, "duplicates": 0, "duplicates_of_references": 0, "references": 0, "candidate_pairs": 0}
@@ -126,7 +131,7 @@ class NearDuplicateFilter:
     def _setup(self, memory_budget_mb: int) -> None:
         self.db.executescript(f"""
             PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = FILE;
-            PRAGMA cache_size = -{memory_budget_mb * 1024 // 4};
+            PRAGMA cache_size = -{memory_budget_mb * 1024 // 8};
             CREATE TABLE buckets (bkey INTEGER NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (bkey, rid)) WITHOUT ROWID;
             CREATE TABLE sigs (rid INTEGER PRIMARY KEY, sig BLOB NOT NULL);
             CREATE TABLE clusters (rid INTEGER PRIMARY KEY);
@@ -210,17 +215,21 @@ class NearDuplicateFilter:
         maybe = [k for k, hit in zip(keys, self.bloom.may_contain(keys)) if hit]
         if not maybe:
             return []
-        found = {rid for k in maybe for rid in self.pending_buckets.get(k, ())}
+        first, more = self.pending_first, self.pending_more
+        found = {first[k] for k in maybe if k in first}
+        for k in maybe:
+            found.update(more.get(k, ()))
         rows = self.db.execute(f"SELECT rid FROM buckets WHERE bkey IN ({','.join('?' * len(maybe))})", maybe).fetchall()
         found.update(r[0] for r in rows)
         return sorted(found, key=lambda rid: (rid > 0, abs(rid)))  # references first, then kept records in order
 
     def _signatures_of(self, rids: list[int]) -> dict[int, np.ndarray]:
-        sigs = {rid: self.pending_sigs[rid] for rid in rids if rid in self.pending_sigs}
+        rows = self.pending_rows
+        sigs = {rid: self.pending_matrix[rows[rid]] for rid in rids if rid in rows}
         stored = [rid for rid in rids if rid not in sigs]
         if stored:
-            rows = self.db.execute(f"SELECT rid, sig FROM sigs WHERE rid IN ({','.join('?' * len(stored))})", stored)
-            sigs.update((rid, np.frombuffer(blob, dtype=np.uint32)) for rid, blob in rows)
+            found = self.db.execute(f"SELECT rid, sig FROM sigs WHERE rid IN ({','.join('?' * len(stored))})", stored)
+            sigs.update((rid, np.frombuffer(blob, dtype=np.uint32)) for rid, blob in found)
         return sigs
 
     def _best_match(self, sig: np.ndarray, keys: list[int]) -> int | None:
@@ -239,24 +248,38 @@ class NearDuplicateFilter:
 
     def _index(self, rid: int, sig: np.ndarray, keys: list[int]) -> None:
         self.bloom.add(keys)
+        first = self.pending_first
         for k in keys:
-            self.pending_buckets.setdefault(k, []).append(rid)
-        self.pending_sigs[rid] = sig
-        if len(self.pending_sigs) >= self.batch_limit:
+            if k in first:
+                self.pending_more.setdefault(k, []).append(rid)
+            else:
+                first[k] = rid
+        row = len(self.pending_rows)
+        self.pending_matrix[row] = sig
+        self.pending_rows[rid] = row
+        if row + 1 >= self.batch_limit:
             self._flush()
 
     def _flush(self) -> None:
         """Writes the unwritten batch in one transaction (batched inserts: one B-tree pass per table)."""
-        if not self.pending_sigs and not self.pending_clusters:
+        if not self.pending_rows and not self.pending_clusters:
             return
         self.db.execute("BEGIN")
-        # In key order, so that the B-tree is written page by page rather than at random.
-        rows = sorted((k, rid) for k, rids in self.pending_buckets.items() for rid in rids)
-        self.db.executemany("INSERT OR IGNORE INTO buckets VALUES (?, ?)", rows)
-        self.db.executemany("INSERT INTO sigs VALUES (?, ?)", ((rid, s.tobytes()) for rid, s in self.pending_sigs.items()))
+        # In key order, so that the B-tree is written page by page rather than at random; sorted as two arrays
+        # (no tuple a row held at once).
+        more = [(k, rid) for k, rids in self.pending_more.items() for rid in rids]
+        keys = np.fromiter([*self.pending_first, *(k for k, _ in more)], dtype=np.int64)
+        rids = np.fromiter([*self.pending_first.values(), *(rid for _, rid in more)], dtype=np.int64)
+        order = np.lexsort((rids, keys))
+        self.db.executemany("INSERT OR IGNORE INTO buckets VALUES (?, ?)",
+                            zip(keys[order].tolist(), rids[order].tolist()))
+        matrix = self.pending_matrix
+        self.db.executemany("INSERT INTO sigs VALUES (?, ?)",
+                            ((rid, matrix[row].tobytes()) for rid, row in self.pending_rows.items()))
         self.db.executemany("INSERT OR IGNORE INTO clusters VALUES (?)", ((rid,) for rid in self.pending_clusters))
         self.db.execute("COMMIT")
-        self.pending_buckets.clear()
-        self.pending_sigs.clear()
+        self.pending_first.clear()
+        self.pending_more.clear()
+        self.pending_rows.clear()
         self.pending_clusters.clear()
 

@@ -10,6 +10,8 @@ issues_path and the job exits with code 2.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import logging
 import os
@@ -35,6 +37,7 @@ from hanzo_ml.spec import require_existing
 log = logging.getLogger(__name__)
 
 COUNT_CHUNK = 256
+GC_YOUNG = 100_000
 
 
 class Context:
@@ -164,8 +167,10 @@ def build(spec, directory: Path) -> dict:
     rows = TokenizedSplits(directory, tokenize["max_length"], tokenizer_sha256) if tokenize is not None else None
     sink = SplitSink(directory, spec.split, spec.split["seed"] if spec.split is not None else 0,
                      dict(spec.split_of), rows)
+    stack = contextlib.ExitStack()
     try:
         context.tokenizer()  # load before the workers fork, so each inherits it
+        stack.enter_context(fewer_collections())
         stream: Iterator[Record] = valid_only(reader, issues)
         for op in operations:
             if op["op"] != "tokenize":
@@ -179,6 +184,7 @@ def build(spec, directory: Path) -> dict:
         files = sink.finish()
         written = rows.finish() if rows is not None else None
     finally:
+        stack.close()
         sink.discard()
         if rows is not None:
             rows.close()
@@ -191,6 +197,23 @@ def build(spec, directory: Path) -> dict:
         rows.discard()
         written = None
     return report(spec, context, reader, stages, directory, files, tokenize, tokenizer_sha256, written)
+
+
+@contextlib.contextmanager
+def fewer_collections():
+    """The cyclic garbage collector, run every GC_YOUNG allocations instead of every 700, with what exists before
+    the records flow (modules, the tokenizer) frozen out of its scans. The records and near dedup's unwritten batch
+    are millions of small containers that hold no cycles; collecting among them at the default pace cost about a
+    fifth of the main process's time. Cycles are still collected, later."""
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG, threshold[1], threshold[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 def valid_only(reader: SourceReader, issues: IssueLog) -> Iterator[Record]:

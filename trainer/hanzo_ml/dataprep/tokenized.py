@@ -6,9 +6,10 @@ tokenized/<split>.arrow is an Arrow IPC file: one row per record, in file order,
 where the trainer masks) and document (the record's 0-based index in its split file). Rows are not packed: the
 trainer packs (hanzo_ml.packing.pack) when it builds batches, as it does for JSONL.
 
-Speed: a record is tokenized once. labelled_examples makes chat.label_assistant_turns' rows for a whole chunk in one
-batch call of the fast tokenizer (Rust), and skips the render that equals the whole conversation (the last answer's
-end); the filter's token count is the length of the same ids. The worker that counts a record's tokens (filter or
+Speed: a record is tokenized once, and its text encoded once. labelled_examples makes chat.label_assistant_turns' rows
+for a whole chunk in one batch call of the fast tokenizer (Rust), the labels placed by the character spans of the
+assistant turns (offset mapping) instead of encoding each prompt again; the filter's token count is the length of the
+same ids. The worker that counts a record's tokens (filter or
 write_splits) makes its rows too, and TokenizedSplits writes them beside the split lines, so no second pass reads
 the split files back (write_tokenized remains for the rare case the split moves a record afterwards).
 """
@@ -27,43 +28,170 @@ CHUNK = 256  # rows per Arrow record batch, in both writers (the batches are par
 
 
 def labelled_examples(tokenizer, conversations: list[list[dict]]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(input_ids, labels) as int32 arrays, exactly chat.label_assistant_turns' for each conversation: every render
-    the labelling needs (the whole conversation, and per assistant turn the prompt before it and, unless it is
-    the last message, the conversation up to it) is tokenized in one encode_batch call."""
-    from hanzo_ml.chat import IGNORE_INDEX, render
-    from hanzo_ml.errors import InputError
+    """(input_ids, labels) as int32 arrays, exactly chat.label_assistant_turns' for each conversation, with one
+    encode of each conversation (one batch call for the chunk): each assistant turn's labels run from the token
+    where its prompt's render ends to the token where the render up to the turn ends, both found by position in
+    the whole render instead of encoding those prefixes again.
 
-    texts: list[str] = []
-    plans: list[tuple[int, list[tuple[int, int]]]] = []
+    Positions: for a byte-level BPE tokenizer (GPT-2/Llama-3 style: every token stands for a fixed byte string) the
+    running sum of the tokens' byte lengths, from the ids alone; for any other tokenizer the character offsets the
+    encode returns (a slower encode). Either equals the trainer's separate encodes of the prompt and of the prefix
+    whenever both renders are string prefixes of the whole and each boundary falls between two of the whole's
+    tokens (BPE never merges across a boundary its whole text keeps, so the prefix alone encodes to the same
+    tokens). A conversation where that does not hold (a template that renders prefixes differently, an answer whose
+    first characters merge with the header's into one token) takes the trainer's path: its prefixes encoded
+    separately, in a second batch call."""
+    from hanzo_ml.chat import render
+
+    plans: list[tuple[str, list[tuple[str, str]]]] = []
     for messages in conversations:
-        whole = len(texts)
-        texts.append(render(tokenizer, messages))
+        whole = render(tokenizer, messages)
         turns = []
         for turn, message in enumerate(messages):
             if message["role"] != "assistant":
                 continue
-            texts.append(render(tokenizer, messages[:turn], add_generation_prompt=True))
-            start = len(texts) - 1
-            if turn == len(messages) - 1:
-                end = whole
-            else:
-                texts.append(render(tokenizer, messages[: turn + 1]))
-                end = len(texts) - 1
-            turns.append((start, end))
+            end_text = whole if turn == len(messages) - 1 else render(tokenizer, messages[: turn + 1])
+            turns.append((render(tokenizer, messages[:turn], add_generation_prompt=True), end_text))
         plans.append((whole, turns))
-    encoded = [e.ids for e in fast_encode_batch(tokenizer, texts)] if texts else []
+    if not plans:
+        return []
+    lengths = token_byte_lengths(tokenizer)
+    wholes = [whole for whole, _ in plans]
+    if lengths is not None:
+        ids = [np.asarray(e.ids, dtype=np.int32) for e in fast_encode_batch(tokenizer, wholes)]
+        examples = [labels_by_bytes(whole, turns, input_ids, lengths) for (whole, turns), input_ids in zip(plans, ids)]
+    else:
+        encoded = offsets_encode_batch(tokenizer, wholes)
+        ids = [np.asarray(e.ids, dtype=np.int32) for e in encoded]
+        examples = [labels_by_offsets(whole, turns, input_ids, e.offsets)
+                    for (whole, turns), input_ids, e in zip(plans, ids, encoded)]
+    fallback = [i for i, example in enumerate(examples) if example is None]
+    for i, example in zip(fallback, labels_by_prefix_encodes(tokenizer, [plans[i] for i in fallback],
+                                                             [ids[i] for i in fallback])):
+        examples[i] = example
+    return examples  # type: ignore[return-value]
+
+
+def labels_by_bytes(whole: str, turns: list[tuple[str, str]], input_ids: np.ndarray,
+                    lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The labels from the byte spans of the assistant turns, or None where a span is ambiguous."""
+    from hanzo_ml.chat import IGNORE_INDEX
+
+    ends = np.cumsum(lengths[input_ids])
+    if len(ends) == 0 or ends[-1] != len(whole.encode()):  # the tokens do not spell the text byte for byte
+        return None
+    labels = np.full(len(input_ids), IGNORE_INDEX, dtype=np.int32)
+    for prompt, end_text in turns:
+        if not (whole.startswith(prompt) and whole.startswith(end_text)):
+            return None
+        bounds = [len(prompt.encode()), len(end_text.encode())]
+        found = np.searchsorted(ends, bounds)  # the first token whose end reaches the bound
+        if any(bound != 0 and ends[at] != bound for at, bound in zip(found, bounds)):
+            return None  # the bound falls inside a token
+        start, end = (0 if bound == 0 else int(at) + 1 for at, bound in zip(found, bounds))
+        labels[start:end] = input_ids[start:end]
+    return input_ids, labels
+
+
+def labels_by_offsets(whole: str, turns: list[tuple[str, str]], input_ids: np.ndarray,
+                      offsets: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The labels from the character spans of the assistant turns, or None where a span is ambiguous."""
+    from hanzo_ml.chat import IGNORE_INDEX
+
+    labels = np.full(len(input_ids), IGNORE_INDEX, dtype=np.int32)
+    for prompt, end_text in turns:
+        if not (whole.startswith(prompt) and whole.startswith(end_text)):
+            return None
+        start, end = token_boundary(offsets, len(prompt)), token_boundary(offsets, len(end_text))
+        if start is None or end is None or start > end:
+            return None
+        labels[start:end] = input_ids[start:end]
+    return input_ids, labels
+
+
+def token_boundary(offsets: list[tuple[int, int]], char: int) -> int | None:
+    """How many tokens precede character position `char` of the encoded text, when a token boundary lies there
+    (the previous token ends at it and the next starts at it); None when `char` falls inside a token."""
+    n = len(offsets)
+    if char == 0:
+        return 0
+    low, high = 0, n  # the first token ending after char
+    while low < high:
+        mid = (low + high) // 2
+        if offsets[mid][1] <= char:
+            low = mid + 1
+        else:
+            high = mid
+    if low == 0 or offsets[low - 1][1] != char:
+        return None
+    return low if low == n or offsets[low][0] >= char else None
+
+
+_BYTE_LENGTHS: dict[int, tuple[object, np.ndarray | None]] = {}
+
+
+def token_byte_lengths(tokenizer) -> np.ndarray | None:
+    """Each token id's length in bytes of the text, when the tokenizer is byte-level BPE without a normalizer
+    (each vocabulary token is a string of byte symbols, each added token its content, matched as written); None
+    for any other tokenizer (its offsets are used instead). Worked out once per tokenizer."""
+    raw = tokenizer._tokenizer
+    known = _BYTE_LENGTHS.get(id(raw))
+    if known is None or known[0] is not raw:  # kept with its tokenizer, so the id is not reused meanwhile
+        known = _BYTE_LENGTHS[id(raw)] = (raw, byte_lengths_of(raw))
+    return known[1]
+
+
+def byte_lengths_of(raw) -> np.ndarray | None:
+    import json
+
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    config = json.loads(raw.to_str())
+    pre = config.get("pre_tokenizer") or {}
+    if config.get("normalizer") is not None or config["model"].get("type") != "BPE" or \
+            pre.get("type") != "ByteLevel" or pre.get("add_prefix_space"):
+        return None
+    added = {token["id"]: token for token in config.get("added_tokens", [])}
+    if any(t["lstrip"] or t["rstrip"] or t["single_word"] for t in added.values()):
+        return None
+    symbols = set(ByteLevel.alphabet())
+    vocab = raw.get_vocab(with_added_tokens=True)
+    lengths = np.zeros(max(vocab.values()) + 1, dtype=np.int64)
+    for token, token_id in vocab.items():
+        if token_id in added:
+            lengths[token_id] = len(added[token_id]["content"].encode())
+        elif all(ch in symbols for ch in token):
+            lengths[token_id] = len(token)
+        else:
+            return None
+    return lengths
+
+
+def labels_by_prefix_encodes(tokenizer, plans: list[tuple[str, list[tuple[str, str]]]],
+                             wholes: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """chat.label_assistant_turns' way: every prompt and turn-end render encoded on its own (one batch call)."""
+    from hanzo_ml.chat import IGNORE_INDEX
+    from hanzo_ml.errors import InputError
+
+    texts = [text for _, turns in plans for turn in turns for text in turn]
+    encoded = iter(e.ids for e in fast_encode_batch(tokenizer, texts)) if texts else iter(())
     examples = []
-    for whole, turns in plans:
-        input_ids = np.asarray(encoded[whole], dtype=np.int32)
+    for (_, turns), input_ids in zip(plans, wholes):
+        whole = input_ids.tolist()
         labels = np.full(len(input_ids), IGNORE_INDEX, dtype=np.int32)
-        for start_at, end_at in turns:
-            start, end_ids = len(encoded[start_at]), encoded[end_at]
-            if (end_at != whole and encoded[whole][: len(end_ids)] != end_ids) or start > len(end_ids):
+        for _ in turns:
+            start, end_ids = len(next(encoded)), next(encoded)
+            if whole[: len(end_ids)] != end_ids or start > len(end_ids):
                 raise InputError("the chat template does not render a conversation's prefixes as token prefixes; "
                                  "prompt masking needs that property")
             labels[start:len(end_ids)] = input_ids[start:len(end_ids)]
         examples.append((input_ids, labels))
     return examples
+
+
+def offsets_encode_batch(tokenizer, texts: list[str]):
+    """The Rust tokenizer's batch encode with character offsets (the same ids as fast_encode_batch)."""
+    return tokenizer._tokenizer.encode_batch(texts, add_special_tokens=False)
 
 
 def fast_encode_batch(tokenizer, texts: list[str]):
