@@ -15,6 +15,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_DATASET, demoPipelineRequest } from '../cli/demo.js';
 import type { Dataset } from '../contracts/datasets.js';
+import type { JobDetail } from '../contracts/jobs.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import { CONSOLE_CSP } from '../api/routes/console.js';
 import type { RunsPage, SeriesBatch } from '../contracts/console.js';
@@ -282,6 +283,13 @@ describe('web console at /', () => {
     // uPlot draws on a canvas, and only once the chart is on screen: the loss chart is.
     await page.locator('section[data-chart="loss"] canvas').first().waitFor({ timeout: 60_000 });
     expect(await page.locator('section[data-chart="loss"] .u-legend').textContent()).toContain('loss');
+    // Its checkpoints (every 15 steps of 30) with the metrics logged at their steps; an ended job offers no resume.
+    const detail = await stack.api<JobDetail>('GET', `/v1/jobs/${training.body.jobs[0]!.id}`);
+    const steps = detail.body.checkpoints.map((c) => String(c.step));
+    expect(steps).toContain('30');
+    expect(await page.locator('section.checkpoints tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-step')))).toEqual(steps);
+    for (const key of new Set(detail.body.checkpoints.flatMap((c) => Object.keys(c.metrics)))) expect(await page.locator('section.checkpoints thead').textContent()).toContain(key);
+    expect(await page.getByRole('button', { name: 'Resume from here' }).count()).toBe(0);
     await shot('job-training', page);
   });
   // New fine-tune (pages/new.tsx): what the page shows when the API refuses the input.

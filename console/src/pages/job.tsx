@@ -13,6 +13,11 @@ import { duration, num, time, usd } from '../format.js';
 import { PipelineLink, Progress } from './jobs.js';
 
 const ENDED = new Set(['succeeded', 'failed', 'cancelled']);
+const ACTED = {
+  cancel: 'Cancel requested: the job checkpoints and stops.',
+  pause: 'Pause requested: the job checkpoints and stops; resume it later.',
+  resume: 'Resume requested',
+} as const;
 /** Events that say the detail changed beyond what they carry: read it again, once for a burst of them. */
 const DETAIL_AFTER_MS = 1000;
 /** The log lines kept on the page: a long job's whole log is for the download, not the DOM. */
@@ -130,10 +135,11 @@ export function JobPage({ id, session }: { id: string; session: SessionView }) {
       if (refresh) clearTimeout(refresh);
     };
   }, [id, loaded, runId]);
-  const act = async (action: 'cancel' | 'pause') => {
+  const act = async (action: 'cancel' | 'pause' | 'resume', fromStep?: number) => {
     try {
-      await api('POST', `/v1/jobs/${encodeURIComponent(id)}/${action}`);
-      setNotice(action === 'cancel' ? 'Cancel requested: the job checkpoints and stops.' : 'Pause requested: the job checkpoints and stops; resume it later.');
+      await api('POST', `/v1/jobs/${encodeURIComponent(id)}/${action}`, action === 'resume' && fromStep !== undefined ? { from_checkpoint: fromStep } : undefined);
+      const from = fromStep !== undefined ? ` from the checkpoint of step ${fromStep}.` : action === 'resume' ? ' from the newest checkpoint.' : '';
+      setNotice(ACTED[action] + from);
     } catch (err) {
       setNotice((err as Error).message);
     }
@@ -171,9 +177,15 @@ export function JobPage({ id, session }: { id: string; session: SessionView }) {
       <div class="actions">
         {canAct && (
           <>
-            <button type="button" onClick={() => void act('pause')}>
-              Pause
-            </button>
+            {job.status === 'paused' ? (
+              <button type="button" onClick={() => void act('resume')}>
+                Resume
+              </button>
+            ) : (
+              <button type="button" onClick={() => void act('pause')}>
+                Pause
+              </button>
+            )}
             <button type="button" class="danger" onClick={() => void act('cancel')}>
               Cancel
             </button>
@@ -183,9 +195,53 @@ export function JobPage({ id, session }: { id: string; session: SessionView }) {
       </div>
       <Summary job={job} />
       <Timeline job={job} />
+      <Checkpoints job={job} onResume={canAct && job.status === 'paused' ? (step) => void act('resume', step) : null} />
       {job.run_id ? <Charts runId={job.run_id} live={ended ? null : live} resync={resync} /> : <p class="muted">This job logs to no run: nothing to plot.</p>}
       <Log lines={lines} done={logEnded} />
     </main>
+  );
+}
+
+/** The job's checkpoints with the metrics its run logged at their steps; a paused job resumes from any of them. */
+function Checkpoints({ job, onResume }: { job: JobDetail; onResume: ((step: number) => void) | null }) {
+  if (job.checkpoints.length === 0) return null;
+  const keys = [...new Set(job.checkpoints.flatMap((c) => Object.keys(c.metrics)))].sort();
+  return (
+    <section class="checkpoints">
+      <h2>Checkpoints</h2>
+      <table>
+        <thead>
+          <tr>
+            <th>step</th>
+            <th>segment</th>
+            <th>written</th>
+            {keys.map((k) => (
+              <th>{k}</th>
+            ))}
+            {onResume && <th />}
+          </tr>
+        </thead>
+        <tbody>
+          {job.checkpoints.map((c) => (
+            <tr data-step={c.step}>
+              <td>{c.step}</td>
+              <td>{c.segment}</td>
+              <td>{time(c.created_at)}</td>
+              {keys.map((k) => (
+                <td>{num(c.metrics[k])}</td>
+              ))}
+              {onResume && (
+                <td>
+                  <button type="button" onClick={() => onResume(c.step)}>
+                    Resume from here
+                  </button>
+                </td>
+              )}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
   );
 }
 
