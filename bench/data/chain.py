@@ -36,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 RESULTS = REPO / "bench" / "results"
 sys.path.insert(0, str(HERE))
+from generate import generated_input  # noqa: E402  (bench/data/generate.py)
 from run import datatrove_python, measured, pii_agreement  # noqa: E402  (bench/data/run.py)
 
 
@@ -114,10 +115,7 @@ def median_of(passes: list[dict], records: int) -> dict:
 
 
 def run_size(args, records: int, passes: int) -> dict:
-    data = args.work / f"chat-{records}.jsonl"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "trainer")}
-    if not data.exists():
-        subprocess.run([sys.executable, str(HERE / "generate.py"), "--records", str(records), "--out", str(data)], check=True, env=env)
+    data = generated_input(args.work, records)
     truth = json.loads(data.with_suffix(".truth.json").read_text())
     sides: dict[str, list[dict]] = {"ours": [], "datatrove": []}
     report = summary = None

@@ -17,9 +17,13 @@ line and its PII kind.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import random
 import string
+import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -140,6 +144,19 @@ def generate(n: int, seed: int, exact: float, near: float, pii: float) -> Iterat
             k = rng.randrange(10_000)
             window[k], window_lines[k], window_pii[k] = record, line, kind
         yield record, truth
+
+
+def generated_input(work: Path, records: int) -> Path:
+    """The benches' input of `records` records in `work`, generated once for each version of this generator: the
+    hash of its source names the file, so a file an older generator made is never taken for today's. The truth file
+    is written last, so an interrupted generation is made again."""
+    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    data = work / f"chat-{records}-{digest}.jsonl"
+    if not data.with_suffix(".truth.json").exists():
+        work.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "trainer")}
+        subprocess.run([sys.executable, __file__, "--records", str(records), "--out", str(data)], check=True, env=env)
+    return data
 
 
 def main() -> None:

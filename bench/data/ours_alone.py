@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from chain import RESULTS, load, run_ours  # noqa: E402  (bench/data/chain.py)
+from generate import generated_input  # noqa: E402  (bench/data/generate.py)
 
 
 def main() -> None:
@@ -30,12 +29,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/hanzo-ml-bench-data"))
     args = ap.parse_args()
     result = json.loads((RESULTS / "data.json").read_text())
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent.parent / "trainer")}
     for records in sorted(int(x) for x in args.records.split(",")):
-        data = args.work / f"chat-{records}.jsonl"
-        if not data.exists():
-            subprocess.run([sys.executable, str(HERE / "generate.py"), "--records", str(records), "--out", str(data)],
-                           check=True, env=env)
+        data = generated_input(args.work, records)
         before = load()
         usage, report = run_ours(args, data, args.work / "ours-alone")
         row = {"records": records, **usage, "records_out": report["records_out"], "load_before": before, "load_after": load()}

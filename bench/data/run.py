@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from generate import generated_input  # noqa: E402  (bench/data/generate.py)
+
 REPO = HERE.parent.parent
 LOCK = HERE / "requirements-datatrove.lock"
 RESULTS = REPO / "bench" / "results"
@@ -123,11 +126,9 @@ def main() -> None:
     ap.add_argument("--micro-records", type=int, default=100_000, help="records for the MinHash back-end and PII timings (0: skip)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    data = args.work / f"chat-{args.records}.jsonl"
+    data = generated_input(args.work, args.records)
     env = {**os.environ, "PYTHONPATH": str(REPO / "trainer")}
     before = machine()
-    if not data.exists():
-        subprocess.run([sys.executable, str(HERE / "generate.py"), "--records", str(args.records), "--out", str(data)], check=True, env=env)
     truth = json.loads(data.with_suffix(".truth.json").read_text())
     words = ["--min-words", str(args.min_words), "--max-words", str(args.max_words)]
     result: dict = {"records": args.records, "input_bytes": data.stat().st_size, "planted": truth["counts"], "machine_before": before,
