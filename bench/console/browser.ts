@@ -7,7 +7,10 @@
 //   - compare: navigation to /compare of r00001..r00100 x k0..k9 -> every chart in view drawn; and -> all 10 drawn,
 //     scrolled to the end once the first screen is drawn (charts scrolled away are torn down);
 //   - zoom: a drag across 1% of r00001's 1,000,000-step train/loss (and across 10% of k0 of the 100 runs) -> the
-//     chart redrawn from the re-fetched range.
+//     chart redrawn from the re-fetched range;
+//   - one more compare pass under Chromium's tracing (the DevTools timeline categories): its first screen from the
+//     trace's own navigationStart and user-timing marks, and the JS heap from the renderer's UpdateCounters events, a
+//     check of the figures above by another instrument.
 import { loadavg } from 'node:os';
 import { chromium, type Page } from 'playwright-core';
 
@@ -44,7 +47,44 @@ export interface BrowserResult {
   zoom_request: string;
   heap_peak_mb: number;
   heap_goal_mb: number;
+  /** one compare pass under Chromium's tracing */
+  traced: TracedCompare;
   load_1m: number;
+}
+
+export interface TracedCompare {
+  /** navigationStart -> the last compare:drawn mark of the first screen, from the trace's timestamps */
+  in_view_ms: number;
+  /** the largest jsHeapSizeUsed of the renderer's UpdateCounters events */
+  heap_peak_mb: number;
+  /** trace events read */
+  events: number;
+}
+
+interface TraceEvent {
+  name: string;
+  cat: string;
+  ts: number;
+  args?: { data?: { jsHeapSizeUsed?: number; frame?: string } };
+}
+
+/** The compare page loaded once under Chromium's tracing; `drawnKeys` are the charts of its first screen. */
+async function tracedCompare(page: Page, url: string, drawnKeys: (page: Page) => Promise<string[]>): Promise<TracedCompare> {
+  const browser = page.context().browser()!;
+  await page.goto('about:blank');
+  await browser.startTracing(page, { categories: ['blink.user_timing', 'devtools.timeline', 'disabled-by-default-devtools.timeline', 'loading'] });
+  await page.goto(url);
+  await page.locator('section.chart').first().waitFor();
+  const keys = await drawnKeys(page);
+  await Promise.all(keys.map((k) => page.waitForFunction((n) => performance.getEntriesByName(n, 'mark').length > 0, `compare:drawn:${k}`, { timeout: 60_000, polling: 10 })));
+  const events = (JSON.parse((await browser.stopTracing()).toString('utf8')) as { traceEvents: TraceEvent[] }).traceEvents;
+  // The compare page's own navigation: the last navigationStart (the first is about:blank's).
+  const starts = events.filter((e) => e.name === 'navigationStart').map((e) => e.ts);
+  const start = Math.max(...starts);
+  const drawn = events.filter((e) => e.cat.includes('blink.user_timing') && keys.some((k) => e.name === `compare:drawn:${k}`) && e.ts >= start).map((e) => e.ts);
+  const heap = events.filter((e) => e.name === 'UpdateCounters').map((e) => e.args?.data?.jsHeapSizeUsed ?? 0);
+  if (!starts.length || drawn.length < keys.length || !heap.length) throw new Error(`the trace lacks ${!starts.length ? 'navigationStart' : drawn.length < keys.length ? 'the compare marks' : 'UpdateCounters'} (${events.length} events)`);
+  return { in_view_ms: round((Math.max(...drawn) - start) / 1000), heap_peak_mb: round(Math.max(...heap) / 2 ** 20), events: events.length };
 }
 
 const round = (x: number, d = 1): number => Math.round(x * 10 ** d) / 10 ** d;
@@ -192,6 +232,8 @@ export async function measureBrowser(base: string, token: string, n: number): Pr
     timings.push(await zoom(`${base}/compare?runs=r00001&keys=train/loss`, 'train/loss', 0.77, 0.78, 'zoom: drag over 1% of a 1,000,000-step series -> redrawn'));
     const longZoom = zoomRequest;
     timings.push(await zoom(compareUrl.replace(/keys=.*/, 'keys=k0'), 'k0', 0.4, 0.5, 'zoom: drag over 10% of 100 runs x 1,000 steps -> redrawn'));
+    const traced = await tracedCompare(page, compareUrl, inView);
+    console.log(JSON.stringify({ traced }));
     sampling = false;
     await sampler;
     return {
@@ -208,6 +250,7 @@ export async function measureBrowser(base: string, token: string, n: number): Pr
       zoom_request: longZoom,
       heap_peak_mb: round(heapPeak / 2 ** 20),
       heap_goal_mb: 500,
+      traced,
       load_1m: load(),
     };
   } finally {
@@ -228,7 +271,9 @@ the mouse was released); medians of ${b.passes} passes after one cold pass (asse
 |---|---|---|---|---|---|---|---|
 ${rows.join('\n')}
 | browser JS heap, peak over every pass (CDP JSHeapUsedSize, sampled every 100 ms) | ${b.heap_peak_mb} MB | | | ${b.heap_goal_mb} MB | ${round(b.heap_peak_mb / b.heap_goal_mb, 2)} | ${verdict(b.heap_peak_mb / b.heap_goal_mb)} | ${b.load_1m} |
-
+${b.traced ? `| Chromium trace, one compare pass: navigationStart -> every chart in view drawn (user-timing marks) | ${b.traced.in_view_ms} | | | 2000 | ${round(b.traced.in_view_ms / 2000, 2)} | ${verdict(b.traced.in_view_ms / 2000)} | |
+| Chromium trace, that pass: JS heap peak (renderer UpdateCounters, ${b.traced.events} events) | ${b.traced.heap_peak_mb} MB | | | ${b.heap_goal_mb} MB | ${round(b.traced.heap_peak_mb / b.heap_goal_mb, 2)} | ${verdict(b.traced.heap_peak_mb / b.heap_goal_mb)} | |
+` : ''}
 Virtualized and mounted only in view: after scrolling the runs table through ${b.runs_loaded_after_scroll} loaded runs,
 ${b.runs_table_dom_rows_after_1000} rows are in the DOM; the compare page builds ${b.compare_charts_mounted_first} of its 10 charts
 at first paint (one batch call each, ${b.compare_series_calls} calls of 100 runs x 1 key) and at most ${b.compare_charts_mounted_max} at once
