@@ -566,7 +566,9 @@ describe('web console at /', () => {
       await expect.poll(async () => (await detail()).segments.at(-1)?.resumed_from?.step ?? null, { timeout: 120_000, interval: 1000 }).toBe(chosen);
       expect(await page.locator('.actions [role=status]').textContent()).toContain(`step ${chosen}`);
     } finally {
+      // Stopped before the stack is: a local job outlives a worker's shutdown by design, and would train on.
       await stack.api('POST', `/v1/jobs/${id}/cancel`);
+      await expect.poll(async () => (await detail()).status, { timeout: 120_000, interval: 1000 }).toBe('cancelled');
     }
   });
 });
