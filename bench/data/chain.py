@@ -136,17 +136,22 @@ def run_size(args, records: int, passes: int) -> dict:
     return result
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--records", default="200000,1000000", help="input sizes, comma-separated")
-    ap.add_argument("--passes", type=int, default=3, help="passes at every size but the largest")
-    ap.add_argument("--large-passes", type=int, default=1, help="passes at the largest size")
+def ours_options(ap: argparse.ArgumentParser) -> None:
+    """The options of our side's job, shared with bench/data/ours_alone.py."""
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tokenizer-path", type=Path, default=next((Path.home() / ".cache" / "hanzo-ml" / "models").glob("hanzo-tiny-llama-*"), None))
     ap.add_argument("--memory-budget-mb", type=int, default=1024)
     ap.add_argument("--max-length", type=int, default=512)
     ap.add_argument("--min-tokens", type=int, default=32)
     ap.add_argument("--max-tokens", type=int, default=4096)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", default="200000,1000000", help="input sizes, comma-separated")
+    ap.add_argument("--passes", type=int, default=3, help="passes at every size but the largest")
+    ap.add_argument("--large-passes", type=int, default=1, help="passes at the largest size")
+    ours_options(ap)
     ap.add_argument("--min-words", type=int, default=10)
     ap.add_argument("--max-words", type=int, default=1000)
     ap.add_argument("--work", type=Path, default=Path("/tmp/hanzo-ml-bench-data"))

@@ -13,19 +13,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from chain import RESULTS, load, run_ours  # noqa: E402  (bench/data/chain.py)
+from chain import RESULTS, load, ours_options, run_ours  # noqa: E402  (bench/data/chain.py)
 from generate import generated_input  # noqa: E402  (bench/data/generate.py)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", default="50000", help="input sizes, comma-separated")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--tokenizer-path", type=Path, default=next((Path.home() / ".cache" / "hanzo-ml" / "models").glob("hanzo-tiny-llama-*"), None))
-    ap.add_argument("--memory-budget-mb", type=int, default=1024)
-    ap.add_argument("--max-length", type=int, default=512)
-    ap.add_argument("--min-tokens", type=int, default=32)
-    ap.add_argument("--max-tokens", type=int, default=4096)
+    ours_options(ap)
     ap.add_argument("--work", type=Path, default=Path("/tmp/hanzo-ml-bench-data"))
     args = ap.parse_args()
     result = json.loads((RESULTS / "data.json").read_text())
