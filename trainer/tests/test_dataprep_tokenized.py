@@ -12,6 +12,18 @@ from hanzo_ml.errors import InputError
 from helpers import demo_records
 
 
+def assert_as_the_trainer_makes_them(tokenizer, made, conversations) -> None:
+    for (input_ids, labels), messages in zip(made, conversations, strict=True):
+        expected = label_assistant_turns(tokenizer, messages)
+        assert input_ids.tolist() == expected.input_ids and labels.tolist() == expected.labels
+
+
+def use_positions(monkeypatch, positions: str) -> None:
+    """Character offsets: the path of every tokenizer that is not byte-level BPE."""
+    if positions == "character offsets":
+        monkeypatch.setattr(tokenized, "token_byte_lengths", lambda _: None)
+
+
 def test_batch_labelling_is_the_trainers_labelling_for_every_shape_of_conversation(tiny_base_dir):
     tokenizer = load_tokenizer(tiny_base_dir)
     conversations = [r["messages"] for r in demo_records(20)] + [
@@ -22,9 +34,7 @@ def test_batch_labelling_is_the_trainers_labelling_for_every_shape_of_conversati
 
     made = labelled_examples(tokenizer, conversations)
 
-    for (input_ids, labels), messages in zip(made, conversations, strict=True):
-        expected = label_assistant_turns(tokenizer, messages)
-        assert input_ids.tolist() == expected.input_ids and labels.tolist() == expected.labels
+    assert_as_the_trainer_makes_them(tokenizer, made, conversations)
     assert labelled_examples(tokenizer, []) == []
 
 
@@ -63,16 +73,13 @@ def spy_on_fallback(monkeypatch) -> list[int]:
 def test_one_encode_a_conversation_gives_the_trainers_ids_and_labels(tiny_base_dir, monkeypatch, positions):
     tokenizer = load_tokenizer(tiny_base_dir)
     assert tokenized.token_byte_lengths(tokenizer) is not None  # the tiny base is byte-level BPE
-    if positions == "character offsets":  # the path of every other tokenizer
-        monkeypatch.setattr(tokenized, "token_byte_lengths", lambda _: None)
+    use_positions(monkeypatch, positions)
     fallback = spy_on_fallback(monkeypatch)
     conversations = varied_conversations()
 
     made = labelled_examples(tokenizer, conversations)
 
-    for (input_ids, labels), messages in zip(made, conversations, strict=True):
-        expected = label_assistant_turns(tokenizer, messages)
-        assert input_ids.tolist() == expected.input_ids and labels.tolist() == expected.labels
+    assert_as_the_trainer_makes_them(tokenizer, made, conversations)
     assert sum(fallback) == 0  # every conversation was encoded once
 
 
@@ -84,16 +91,13 @@ def test_a_turn_boundary_inside_a_token_takes_the_trainers_path_and_gives_its_la
     # prompt's end falls inside a token of the whole conversation.
     tokenizer.chat_template = ("{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '<|end|>' }}{% endfor %}"
                                "{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}")
-    if positions == "character offsets":
-        monkeypatch.setattr(tokenized, "token_byte_lengths", lambda _: None)
+    use_positions(monkeypatch, positions)
     fallback = spy_on_fallback(monkeypatch)
     conversations = varied_conversations()
 
     made = labelled_examples(tokenizer, conversations)
 
-    for (input_ids, labels), messages in zip(made, conversations, strict=True):
-        expected = label_assistant_turns(tokenizer, messages)
-        assert input_ids.tolist() == expected.input_ids and labels.tolist() == expected.labels
+    assert_as_the_trainer_makes_them(tokenizer, made, conversations)
     assert 0 < sum(fallback) < len(conversations)  # the answers opening with a letter; not those opening with a space
 
 
