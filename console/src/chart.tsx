@@ -6,7 +6,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { fetchSeries, type Points } from './metrics.js';
-import { smooth } from './smoothing.js';
+import { alignLines, traceExtremes, type Extremes } from './plot-math.js';
 import { axisNum, num } from './format.js';
 
 /** Lines a legend lists; a compare chart of more names its runs on the page instead. */
@@ -100,20 +100,32 @@ function withLive(fetched: Points, live: LiveSeries | undefined): Points {
   return { steps: [...fetched.steps, ...live.steps.slice(from)], values: [...fetched.values, ...values], min: [...fetched.min, ...values], max: [...fetched.max, ...values] };
 }
 
-/** The columns uPlot draws: the steps of every line, and each line's (smoothed) value at each, or null. */
-function columnsOf(data: Points[], weight: number): uPlot.AlignedData {
-  const { steps, columns } = aligned(data, weight);
-  return [steps, ...columns] as uPlot.AlignedData;
+/**
+ * uPlot's path for a line drawn with its buckets' extremes (plot-math.ts traceExtremes): at each point's x the
+ * stroke reaches its bucket's smallest and largest value, so a one-step spike the server kept in a bucket shows.
+ * Horizontal x axis, linear scales (the charts' only kind); clipped to the plot, as a zoom drag rescales x first.
+ */
+function extremesPath(extremes: { current: Extremes | null }): uPlot.Series.PathBuilder {
+  return (u, seriesIdx, idx0, idx1) => {
+    const [x0, x1] = [u.scales.x!.min!, u.scales.x!.max!];
+    const [y0, y1] = [u.scales.y!.min!, u.scales.y!.max!];
+    const { left, top, width, height } = u.bbox;
+    const kx = width / (x1 - x0 || 1);
+    const ky = height / (y1 - y0 || 1);
+    const stroke = new Path2D();
+    const line = { xs: u.data[0], values: u.data[seriesIdx]!, low: extremes.current?.low[seriesIdx - 1], high: extremes.current?.high[seriesIdx - 1] };
+    traceExtremes(stroke, line, (x) => left + (x - x0) * kx, (y) => top + (y1 - y) * ky, idx0, idx1);
+    const clip = new Path2D();
+    clip.rect(left, top, width, height);
+    return { stroke, fill: null, clip };
+  };
 }
 
-/** The lines on one x axis: the union of their steps, a line's gaps null. Lines of the same steps (runs compared
- * over the same range, most often) are taken as they are: no union to build, no lookups. */
-function aligned(data: Points[], weight: number): { steps: number[]; columns: (number | null)[][] } {
-  const first = data[0]?.steps ?? [];
-  if (data.every((d) => d.steps.length === first.length && d.steps.every((s, i) => s === first[i]))) return { steps: first, columns: data.map((d) => smooth(d.values, weight)) };
-  const steps = [...new Set(data.flatMap((d) => d.steps))].sort((a, b) => a - b);
-  const index = data.map((d) => new Map(d.steps.map((s, i) => [s, i])));
-  return { steps, columns: data.map((d, n) => smooth(steps.map((s) => (index[n]!.has(s) ? d.values[index[n]!.get(s)!]! : null)), weight)) };
+/** The y axis of the values uPlot found and the lines' extremes, padded as uPlot pads its own. */
+function yRange(min: number | null, max: number | null, extremes: Extremes | null): uPlot.Range.MinMax {
+  const lo = Math.min(min ?? Infinity, extremes?.min ?? Infinity);
+  const hi = Math.max(max ?? -Infinity, extremes?.max ?? -Infinity);
+  return Number.isFinite(lo) && Number.isFinite(hi) ? uPlot.rangeNum(lo, hi, 0.1, true) : [0, 1];
 }
 
 // Keys keep their last two parts as labels: train/loss and eval/loss differ, a GPU keeps its node.
@@ -125,27 +137,47 @@ export interface PlotProps {
   data: Points[];
   weight: number;
   onZoom: (r: { from: number; to: number }) => void;
-  /** called once the canvas is drawn, and again after new points (the compare page marks it for its timings) */
+  /** called once the canvas is drawn, and again once new points are (the compare page marks it for its timings) */
   onDrawn?: () => void;
+  /** a name to record the chart's work under, as performance measures `<name>:align` and `<name>:draw` */
+  measure?: string;
 }
 
 /** The uPlot instance itself: built again when its lines or smoothing change, given new points otherwise. Many
- * lines: no legend, the page names them. */
-export function Plot({ labels, data, weight, onZoom, onDrawn }: PlotProps) {
+ * lines: no legend, the page names them. Unsmoothed lines show their buckets' extremes (extremesPath). */
+export function Plot({ labels, data, weight, onZoom, onDrawn, measure }: PlotProps) {
   const host = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
+  const extremes = useRef<Extremes | null>(null);
+  // Set when points are given to uPlot, which draws them in a microtask after that: the time its drawing began
+  // (drawClear hook) once it has, and its draw hook marks it done.
+  const drawing = useRef<{ since: number | null } | null>(null);
+  const drawn = useRef(onDrawn);
+  drawn.current = onDrawn;
+  const columns = (): uPlot.AlignedData => {
+    const t0 = performance.now();
+    const a = alignLines(data, weight);
+    extremes.current = a.extremes;
+    if (measure) performance.measure(`${measure}:align`, { start: t0, end: performance.now() });
+    drawing.current = { since: null };
+    return [a.steps, ...a.columns] as uPlot.AlignedData;
+  };
   useEffect(() => {
     if (!plot.current) return;
-    plot.current.setData(columnsOf(data, weight));
-    onDrawn?.();
+    plot.current.setData(columns());
   }, [data]);
   useEffect(() => {
     if (!host.current) return;
+    const line = extremesPath(extremes);
     const opts: uPlot.Options = {
       width: host.current.clientWidth || 480,
       height: 220,
-      scales: { x: { time: false } },
-      series: [{ label: 'step' }, ...labels.map((label, i) => ({ label, stroke: lineColor(i), width: 1.5, spanGaps: true, value: (_u: uPlot, v: number | null) => num(v) }))],
+      scales: {
+        x: { time: false },
+        // The axis holds the extremes too, not only the values uPlot sees (a spike's top would be cut off).
+        y: { range: (_u, min, max) => yRange(min, max, extremes.current) },
+      },
+      series: [{ label: 'step' }, ...labels.map((label, i) => ({ label, stroke: lineColor(i), width: 1.5, spanGaps: true, paths: line, value: (_u: uPlot, v: number | null) => num(v) }))],
       // uPlot's default tick labels round a learning rate of 2e-4 to 0 and write 1e+6 for a million.
       axes: [{ values: (_u, ticks) => ticks.map((t) => axisNum(t)) }, { size: 60, values: (_u, ticks) => ticks.map((t) => axisNum(t)) }],
       legend: { show: labels.length <= MAX_LEGEND },
@@ -159,10 +191,22 @@ export function Plot({ labels, data, weight, onZoom, onDrawn }: PlotProps) {
             u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
           },
         ],
+        drawClear: [
+          () => {
+            if (drawing.current) drawing.current.since = performance.now();
+          },
+        ],
+        draw: [
+          () => {
+            if (drawing.current === null) return;
+            if (measure && drawing.current.since !== null) performance.measure(`${measure}:draw`, { start: drawing.current.since, end: performance.now() });
+            drawing.current = null;
+            drawn.current?.();
+          },
+        ],
       },
     };
-    plot.current = new uPlot(opts, columnsOf(data, weight), host.current);
-    onDrawn?.();
+    plot.current = new uPlot(opts, columns(), host.current);
     return () => {
       plot.current?.destroy();
       plot.current = null;

@@ -1,6 +1,8 @@
-// Pure helpers of the sweep plots (no DOM, so the tests import them): Pareto dominance and front, the best objective
-// so far by trial completion, and the axes of a parallel-coordinates drawing (numeric, log or categorical) that map a
-// value to a position in [0, 1].
+// Pure helpers of the plots (no DOM, so the tests import them): Pareto dominance and front, the best objective so far
+// by trial completion, and the axes of a parallel-coordinates drawing (numeric, log or categorical) that map a value
+// to a position in [0, 1]; for the metric charts, the alignment of many lines on one x axis and the stroke of a
+// downsampled line that keeps its buckets' extremes.
+import { smooth } from './smoothing.js';
 
 export type Direction = 'minimize' | 'maximize';
 export type AxisValue = number | string | boolean | null | undefined;
@@ -98,4 +100,124 @@ function short(v: number): string {
 export function rampColor(t: number): string {
   const c = Math.min(1, Math.max(0, Number.isFinite(t) ? t : 1));
   return `hsl(${Math.round(130 - 130 * c)}, 65%, 42%)`;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Metric lines (chart.tsx)
+
+/** A downsampled line: per bucket its last step and value, and its smallest and largest value (null: none). */
+export interface LinePoints {
+  steps: number[];
+  values: (number | null)[];
+  min: (number | null)[];
+  max: (number | null)[];
+}
+
+/** Each line's bucket extremes, aligned like its values (null: none at that x). */
+export interface Extremes {
+  low: (number | null)[][];
+  high: (number | null)[][];
+  /** the smallest and largest finite extreme of every line: the y axis must hold a spike the values skip */
+  min: number;
+  max: number;
+}
+
+export interface AlignedLines {
+  steps: number[];
+  columns: (number | null)[][];
+  /** null when smoothed: a smoothed line has no bucket extremes to show */
+  extremes: Extremes | null;
+}
+
+/**
+ * The lines on one x axis: the union of their steps, a line's gaps null. Lines of the same steps (runs compared over
+ * the same range, most often: 100 runs of a compare page) are taken as they are, no union built and no lookups.
+ */
+export function alignLines(data: readonly LinePoints[], weight: number): AlignedLines {
+  const first = data[0]?.steps ?? [];
+  const shared = data.every((d) => d.steps === first || (d.steps.length === first.length && d.steps.every((s, i) => s === first[i])));
+  const steps = shared ? first : [...new Set(data.flatMap((d) => d.steps))].sort((a, b) => a - b);
+  const place: (d: LinePoints, xs: (number | null)[]) => (number | null)[] = shared
+    ? (_d, xs) => xs
+    : (d, xs) => {
+        const index = new Map(d.steps.map((s, i) => [s, i]));
+        return steps.map((s) => (index.has(s) ? xs[index.get(s)!]! : null));
+      };
+  const columns = data.map((d) => smooth(place(d, d.values), weight));
+  if (weight > 0) return { steps, columns, extremes: null };
+  const low = data.map((d) => place(d, d.min));
+  const high = data.map((d) => place(d, d.max));
+  let min = Infinity;
+  let max = -Infinity;
+  for (const xs of [...low, ...high])
+    for (const v of xs) {
+      if (v === null || !Number.isFinite(v)) continue;
+      if (v < min) min = v;
+      if (v > max) max = v;
+    }
+  return { steps, columns, extremes: { low, high, min, max } };
+}
+
+/** Where a stroke goes: a Path2D in the page, a recorder in the tests. */
+export interface PathSink {
+  moveTo(x: number, y: number): void;
+  lineTo(x: number, y: number): void;
+}
+
+/** One line as traceExtremes reads it: x values, the values at them, and the buckets' extremes (absent: none). */
+export interface ExtremesLine {
+  xs: ArrayLike<number>;
+  values: ArrayLike<number | null | undefined>;
+  low?: ArrayLike<number | null>;
+  high?: ArrayLike<number | null>;
+}
+
+/**
+ * The stroke of a downsampled line from index `from` to `to`, in pixels (`xOf`, `yOf`): through each point's value,
+ * reaching at the point's x its bucket's smallest and largest value, so a one-step spike kept in a bucket's min or
+ * max shows as a vertical stroke, as a raw line drawn at that width would show it (a bucket's last value may be
+ * anything). Points in one pixel column are drawn as one stroke of their joint extremes, as uPlot's own line does
+ * past 4 points a pixel: a few segments per pixel of width whatever the number of points. A column is entered at
+ * the extreme nearer the pen and left at its last value. Missing and non-finite values are skipped (the line spans
+ * them); non-finite extremes are ignored.
+ */
+export function traceExtremes(path: PathSink, line: ExtremesLine, xOf: (x: number) => number, yOf: (y: number) => number, from: number, to: number): void {
+  const { xs, values, low, high } = line;
+  let colX = NaN;
+  let colTop = 0;
+  let colBottom = 0;
+  let colOut = 0;
+  let penY = NaN;
+  const flush = () => {
+    if (Number.isNaN(colX)) return;
+    const topFirst = Number.isNaN(penY) || Math.abs(colTop - penY) <= Math.abs(colBottom - penY);
+    const [near, far] = topFirst ? [colTop, colBottom] : [colBottom, colTop];
+    if (Number.isNaN(penY)) path.moveTo(colX, near);
+    else path.lineTo(colX, near);
+    if (colBottom - colTop >= 1) path.lineTo(colX, far);
+    if (colOut !== far || colBottom - colTop < 1) path.lineTo(colX, colOut);
+    penY = colOut;
+  };
+  for (let i = from; i <= to; i++) {
+    const v = values[i];
+    if (v === null || v === undefined || !Number.isFinite(v)) continue;
+    const x = Math.round(xOf(xs[i]!));
+    const y = yOf(v);
+    const lo = low?.[i];
+    const hi = high?.[i];
+    // Pixel y grows downward: the smallest value is the column's bottom.
+    const bottom = lo !== null && lo !== undefined && Number.isFinite(lo) ? Math.max(y, yOf(lo)) : y;
+    const top = hi !== null && hi !== undefined && Number.isFinite(hi) ? Math.min(y, yOf(hi)) : y;
+    if (x !== colX) {
+      flush();
+      colX = x;
+      colTop = top;
+      colBottom = bottom;
+    } else {
+      colTop = Math.min(colTop, top);
+      colBottom = Math.max(colBottom, bottom);
+    }
+    colOut = y;
+  }
+  flush();
 }
