@@ -43,6 +43,8 @@ export interface BrowserResult {
   /** compare's first paint: median ms since navigation start by which the last series answer had arrived */
   compare_series_answered_ms: number;
   compare_series_calls: number;
+  /** compare's first screen taken apart (medians over the warm passes) */
+  compare_breakdown?: CompareBreakdown;
   /** the zoom's request, as the page sent it */
   zoom_request: string;
   heap_peak_mb: number;
@@ -50,6 +52,27 @@ export interface BrowserResult {
   /** one compare pass under Chromium's tracing */
   traced: TracedCompare;
   load_1m: number;
+}
+
+/**
+ * Where compare's first screen goes, one pass: when the first series call left and the last answer read before the
+ * screen was drawn arrived (resource timing), then the page's main-thread work on the charts in view: parsing the
+ * answers (JSON.parse of the same bodies again, timed in the page once the pass is over), aligning the runs' points
+ * (the chart's `align` measure) and drawing (from uPlot's drawClear to its draw hook: scales, paths, strokes).
+ */
+export interface CompareBreakdown {
+  first_call_ms: number;
+  answered_ms: number;
+  drawn_ms: number;
+  /** series calls answered before the screen was drawn */
+  calls: number;
+  /** their answers' bytes, together */
+  bytes: number;
+  parse_ms: number;
+  align_ms: number;
+  draw_ms: number;
+  /** the points each call asked per series */
+  points: number;
 }
 
 export interface TracedCompare {
@@ -174,15 +197,23 @@ export async function measureBrowser(base: string, token: string, n: number): Pr
     const drawnAll = async (keys: string[], after: number) => Math.max(...(await Promise.all(keys.map((k) => waitMark(page, `compare:drawn:${k}`, after)))));
     let mountedFirst = 0;
     const answered: number[] = [];
+    const breakdowns: CompareBreakdown[] = [];
+    const sent: string[] = [];
+    page.on('request', (r) => {
+      if (r.url().endsWith('/v1/runs/series')) sent.push(r.postData() ?? '');
+    });
     timings.push(
       timing(
         'compare 100 runs x 10 keys: navigation -> every chart in view drawn',
         2000,
         await passes(n, async () => {
+          sent.length = 0;
           await page.goto(compareUrl);
           await page.locator('section.chart').first().waitFor();
-          const t = await drawnAll(await inView(), 0);
+          const keys = await inView();
+          const t = await drawnAll(keys, 0);
           mountedFirst = await page.locator('section.chart canvas').count();
+          breakdowns.push(await compareBreakdown(page, keys, t, [...sent], token));
           // When the last series answer was read: the rest of the time is the page's (parse, align, draw).
           answered.push(await page.evaluate(() => Math.max(...performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/v1/runs/series')).map((e) => (e as PerformanceResourceTiming).responseEnd))));
           return t;
@@ -246,7 +277,8 @@ export async function measureBrowser(base: string, token: string, n: number): Pr
       compare_charts_mounted_first: mountedFirst,
       compare_charts_mounted_max: mountedMax,
       compare_series_answered_ms: round(median(answered.slice(1))),
-      compare_series_calls: mountedFirst,
+      compare_series_calls: breakdowns.length ? median(breakdowns.slice(1).map((b) => b.calls)) : mountedFirst,
+      compare_breakdown: medianBreakdown(breakdowns.slice(1)),
       zoom_request: longZoom,
       heap_peak_mb: round(heapPeak / 2 ** 20),
       heap_goal_mb: 500,
@@ -256,6 +288,46 @@ export async function measureBrowser(base: string, token: string, n: number): Pr
   } finally {
     await browser.close();
   }
+}
+
+/** One compare pass taken apart (CompareBreakdown), read in the page once its first screen is drawn at `drawn`. */
+async function compareBreakdown(page: Page, keys: string[], drawn: number, bodies: string[], token: string): Promise<CompareBreakdown> {
+  return page.evaluate(
+    async ({ keys, drawn, bodies, token }) => {
+      const calls = (performance.getEntriesByType('resource') as PerformanceResourceTiming[]).filter((e) => e.name.endsWith('/v1/runs/series'));
+      const before = calls.filter((c) => c.responseEnd <= drawn);
+      const measured = (stage: string) => keys.reduce((sum, k) => sum + (performance.getEntriesByName(`compare:${k}:${stage}`, 'measure').at(-1)?.duration ?? 0), 0);
+      // The calls of one screen are alike: the first `before.length` bodies sent stand for those answered in time.
+      let parse = 0;
+      let bytes = 0;
+      for (const body of bodies.slice(0, before.length)) {
+        const res = await fetch('/v1/runs/series', { method: 'POST', credentials: 'omit', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body });
+        const text = await res.text();
+        const t0 = performance.now();
+        JSON.parse(text);
+        parse += performance.now() - t0;
+        bytes += text.length;
+      }
+      return {
+        first_call_ms: Math.min(...calls.map((c) => c.startTime)),
+        answered_ms: Math.max(...before.map((c) => c.responseEnd)),
+        drawn_ms: drawn,
+        calls: before.length,
+        bytes,
+        parse_ms: parse,
+        align_ms: measured('align'),
+        draw_ms: measured('draw'),
+        points: bodies.length ? (JSON.parse(bodies[0]!) as { points: number }).points : 0,
+      };
+    },
+    { keys, drawn, bodies, token },
+  );
+}
+
+function medianBreakdown(all: CompareBreakdown[]): CompareBreakdown | undefined {
+  if (!all.length) return undefined;
+  const m = (f: (b: CompareBreakdown) => number) => round(median(all.map(f)));
+  return { first_call_ms: m((b) => b.first_call_ms), answered_ms: m((b) => b.answered_ms), drawn_ms: m((b) => b.drawn_ms), calls: m((b) => b.calls), bytes: m((b) => b.bytes), parse_ms: m((b) => b.parse_ms), align_ms: m((b) => b.align_ms), draw_ms: m((b) => b.draw_ms), points: m((b) => b.points) };
 }
 
 export function browserMarkdown(b: BrowserResult): string {
@@ -275,10 +347,17 @@ ${b.traced ? `| Chromium trace, one compare pass: navigationStart -> every chart
 | Chromium trace, that pass: JS heap peak (renderer UpdateCounters, ${b.traced.events} events) | ${b.traced.heap_peak_mb} MB | | | ${b.heap_goal_mb} MB | ${round(b.traced.heap_peak_mb / b.heap_goal_mb, 2)} | ${verdict(b.traced.heap_peak_mb / b.heap_goal_mb)} | |
 ` : ''}
 Virtualized and mounted only in view: after scrolling the runs table through ${b.runs_loaded_after_scroll} loaded runs,
-${b.runs_table_dom_rows_after_1000} rows are in the DOM; the compare page builds ${b.compare_charts_mounted_first} of its 10 charts
-at first paint (one batch call each, ${b.compare_series_calls} calls of 100 runs x 1 key) and at most ${b.compare_charts_mounted_max} at once
+${b.runs_table_dom_rows_after_1000} rows are in the DOM; the compare page has drawn ${b.compare_charts_mounted_first} of its 10 charts
+when those in view are drawn (their points from ${b.compare_series_calls} series call(s) answered by then) and at most ${b.compare_charts_mounted_max} at once
 (of 10; the viewport and the 200 px margin hold most of them). At compare's first paint the last series answer had arrived by ${b.compare_series_answered_ms} ms
-(median): the rest is the page's parsing, aligning and drawing. The long series' zoom asked
+(median): the rest is the page's parsing, aligning and drawing.${b.compare_breakdown ? ` ${breakdownText(b.compare_breakdown)}` : ''} The long series' zoom asked
 \`${b.zoom_request}\`.
 `;
+}
+
+function breakdownText(d: CompareBreakdown): string {
+  return `Compare's first screen taken apart (medians): the first series call left at ${d.first_call_ms} ms, the last of the ${d.calls} answered
+in time arrived at ${d.answered_ms} ms (${round(d.bytes / 1024)} KiB in all, ${d.points} points a series), the charts in view were drawn at ${d.drawn_ms} ms;
+the page's work on them: parsing ${d.parse_ms} ms (JSON.parse of the same answers, timed again in the page), aligning ${d.align_ms} ms,
+drawing ${d.draw_ms} ms (uPlot's drawClear to draw: scales, paths, strokes; the rest is rendering and waiting for the main thread).`;
 }

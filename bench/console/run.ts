@@ -29,6 +29,7 @@ import { createExperiment } from '../../db/repo/experiments.js';
 import { appendJobEvents } from '../../db/repo/job-events.js';
 import { insertJob } from '../../db/repo/jobs.js';
 import { logMetrics } from '../../db/repo/metrics.js';
+import { downsampledSeries, seriesJson, seriesQuery, statementParts, type SeriesRequest } from '../../db/repo/series.js';
 import { loadConfig, repoRoot } from '../../lib/config.js';
 import { createLogger } from '../../lib/log.js';
 import { FileObjectStore } from '../../lib/object-store.js';
@@ -49,6 +50,10 @@ const RUNS = 10_000;
 const WIDE_KEYS = 5_000;
 const LONG_STEPS = 1_000_000;
 const TOKEN = 'bench-console-token';
+/** What the compare page asks first in the browser half's viewport (1400 px: two 650 px charts a row, three rows
+ * on screen): the six charts in view in one call, a bucket per two plot pixels (console/src/pages/compare.tsx). */
+const SCREEN_KEYS = 6;
+const SCREEN_POINTS = 296;
 
 const round = (x: number, d = 1): number => Math.round(x * 10 ** d) / 10 ** d;
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -104,6 +109,56 @@ async function timed(name: string, call: () => Promise<Response>): Promise<{ nam
   }
   const out = { name, median_ms: round(median(times)), min_ms: round(Math.min(...times)), max_ms: round(Math.max(...times)), bytes, load_1m: load() };
   console.log(JSON.stringify(out));
+  return out;
+}
+
+/** One series call taken apart on the server (medians over the passes after one warm-up). */
+interface SplitResult {
+  name: string;
+  /** Postgres' own execution time of the call's statements (EXPLAIN ANALYZE, timing off), the slowest of those run side by side */
+  sql_ms: number;
+  /** Postgres' planning of them, the slowest */
+  plan_ms: number;
+  /** the statements as Node sees them: sent, planned, run, rows read and decoded (downsampledSeries) */
+  statements_ms: number;
+  /** the answer's JSON written from the rows (seriesJson) */
+  json_ms: number;
+  bytes: number;
+  load_1m: number;
+}
+
+/**
+ * Where a series call's server time goes: the SQL inside Postgres, the rest of the statements' round trip (wire
+ * and row decoding: statements_ms - sql_ms - plan_ms) and the JSON. The HTTP call's own median is in the calls
+ * table; what it adds beyond these is authentication, the run check and the transfer.
+ */
+async function splitCall(db: Db, name: string, q: SeriesRequest): Promise<SplitResult> {
+  const sqlMs: number[] = [];
+  const planMs: number[] = [];
+  const statementsMs: number[] = [];
+  const jsonMs: number[] = [];
+  let bytes = 0;
+  for (let i = 0; i <= PASSES; i++) {
+    const plans = await Promise.all(statementParts(q).map((part) => db.execute(sql`explain (analyze, timing off, format json) ${seriesQuery(part)}`)));
+    const stats = plans.map((p) => (p as unknown as { rows: { 'QUERY PLAN': { 'Execution Time': number; 'Planning Time': number }[] }[] }).rows[0]!['QUERY PLAN'][0]!);
+    const t0 = performance.now();
+    const series = await downsampledSeries(db, q);
+    const t1 = performance.now();
+    const body = `{"series":[${series.map(seriesJson).join(',')}]}`;
+    const t2 = performance.now();
+    bytes = body.length;
+    if (i === 0) continue;
+    sqlMs.push(Math.max(...stats.map((s) => s['Execution Time'])));
+    planMs.push(Math.max(...stats.map((s) => s['Planning Time'])));
+    statementsMs.push(t1 - t0);
+    jsonMs.push(t2 - t1);
+  }
+  const out = { name, sql_ms: round(median(sqlMs)), plan_ms: round(median(planMs)), statements_ms: round(median(statementsMs)), json_ms: round(median(jsonMs), 2), bytes, load_1m: load() };
+  console.log(JSON.stringify(out));
+  if (process.argv.includes('--explain')) {
+    const plan = await db.execute(sql`explain (analyze, buffers) ${seriesQuery(statementParts(q)[0]!)}`);
+    console.log((plan as unknown as { rows: { 'QUERY PLAN': string }[] }).rows.map((r) => r['QUERY PLAN']).join('\n'));
+  }
   return out;
 }
 
@@ -195,11 +250,12 @@ async function streamFanOut(db: Db, base: string): Promise<StreamResult> {
   };
 }
 
-type Result = Record<string, unknown> & { calls: Awaited<ReturnType<typeof timed>>[]; stream: StreamResult; goals: Record<string, number>; browser: BrowserResult | string };
+type Result = Record<string, unknown> & { calls: Awaited<ReturnType<typeof timed>>[]; split?: SplitResult[]; stream: StreamResult; goals: Record<string, number>; browser: BrowserResult | string };
 
 function markdown(r: Result): string {
   const rows = r.calls.map((c) => `| ${c.name} | ${c.median_ms} | ${c.min_ms} - ${c.max_ms} | ${round(c.bytes / 1024)} | ${c.load_1m} |`);
   const s = r.stream;
+  const splitRows = (r.split ?? []).map((c) => `| ${c.name} | ${c.sql_ms} | ${c.plan_ms} | ${round(c.statements_ms - c.sql_ms - c.plan_ms)} | ${c.json_ms} | ${round(c.bytes / 1024)} | ${c.load_1m} |`);
   return `# Console data calls at scale
 
 ${String(r.note)}
@@ -214,7 +270,16 @@ ${rows.join('\n')}
 
 Goals (issue 26, measured in the browser below; these are the server's share): runs table <= ${r.goals.runs_table_ms} ms,
 compare <= ${r.goals.compare_ms} ms, zoom <= ${r.goals.zoom_ms} ms.
+${splitRows.length ? `
+Where a series call's server time goes (medians of ${PASSES} passes): the SQL inside Postgres (EXPLAIN ANALYZE's execution
+time, timing off; a call of more than 50 series runs as statements side by side, the slowest counted), its planning,
+the rest of the statements' round trip as Node sees it (wire, row decoding), and writing the JSON answer. The HTTP call
+(table above) adds authentication, the run check and the transfer.
 
+| call | SQL ms | plan ms | wire + decode ms | JSON ms | answer KiB | load 1m |
+|---|---|---|---|---|---|---|
+${splitRows.join('\n')}
+` : ''}
 Stream fan-out: ${s.streams} page streams (a job and its run's metrics each, one connection), ${s.seconds} s of
 writes (each job an event a second, each run a step of 5 metrics a second): ${s.events_written} events written, ${s.events_delivered} delivered,
 ${s.events_per_second}/s; commit -> delivery latency p50 ${s.latency_ms_p50} ms, p90 ${s.latency_ms_p90} ms, p99 ${s.latency_ms_p99} ms
@@ -254,6 +319,7 @@ async function main(): Promise<void> {
     const post = (path: string, body: unknown) => () => fetch(base + path, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const columns = 'columns=metrics.loss,metrics.acc,params.lr,params.method';
     const compareBody = { run_ids: Array.from({ length: 100 }, (_, i) => runId(i + 1)), keys: Array.from({ length: 10 }, (_, k) => `k${k}`), points: 500 };
+    const screenBody = { ...compareBody, keys: compareBody.keys.slice(0, SCREEN_KEYS), points: SCREEN_POINTS, precision: 'float32' };
     const calls = ONLY === 'browser' ? [] : [
       await timed('runs table, first page by start time', get(`/v1/experiments/bench/runs?limit=100&${columns}`)),
       await timed('runs table, first page by metrics.loss', get(`/v1/experiments/bench/runs?limit=100&order_by=${encodeURIComponent('metrics.loss ASC')}&${columns}`)),
@@ -262,9 +328,16 @@ async function main(): Promise<void> {
       await timed(`compare: 100 runs x 10 keys x ${STEPS} steps, 500 points each`, post('/v1/runs/series', compareBody)),
       await timed(`compare, values as float32 (what the console asks)`, post('/v1/runs/series', { ...compareBody, precision: 'float32' })),
       await timed(`compare, one chart's call: 100 runs x 1 key, float32`, post('/v1/runs/series', { ...compareBody, keys: ['k0'], precision: 'float32' })),
+      await timed(`compare, the console's first screen: 100 runs x ${SCREEN_KEYS} keys, ${SCREEN_POINTS} points, float32`, post('/v1/runs/series', screenBody)),
       await timed('1,000,000-step series in full, 2,000 points', get('/v1/runs/r00001/metrics/train/loss/series?points=2000')),
       await timed('zoom: 10,000 steps of it, 2,000 points', get('/v1/runs/r00001/metrics/train/loss/series?points=2000&from_step=770000&to_step=779999')),
       await timed('memory estimate (zen-7b lora on nvidia-h100-80gb)', post('/v1/estimates/memory', { base_model: 'zen-7b', gpu: { name: 'nvidia-h100-80gb' } })),
+    ];
+    const seriesOf = (keys: string[], points: number): SeriesRequest => ({ series: compareBody.run_ids.flatMap((runId) => keys.map((key) => ({ runId, key }))), points, precision: 'float32' });
+    const split = ONLY === 'browser' ? [] : [
+      await splitCall(catalogue.db, "one chart's call: 100 runs x 1 key, 500 points", seriesOf(['k0'], 500)),
+      await splitCall(catalogue.db, `one chart's key at the console's width: 100 runs x 1 key, ${SCREEN_POINTS} points`, seriesOf(['k0'], SCREEN_POINTS)),
+      await splitCall(catalogue.db, `the console's first screen: 100 runs x ${SCREEN_KEYS} keys, ${SCREEN_POINTS} points`, seriesOf(screenBody.keys, SCREEN_POINTS)),
     ];
     const browser = ONLY === 'server' ? 'not measured in this run (--only server)' : await measureBrowser(base, TOKEN, PASSES);
     const stream = ONLY === 'browser' ? null : await streamFanOut(catalogue.db, base);
@@ -283,6 +356,7 @@ async function main(): Promise<void> {
       goals: { runs_table_ms: 1000, compare_ms: 2000, zoom_ms: 300, heap_mb: 500 },
       // One half measured alone keeps the other half of the last run.
       calls: ONLY === 'browser' && previous ? previous.calls : calls,
+      split: ONLY === 'browser' && previous ? previous.split : split,
       stream: stream ?? previous!.stream,
       browser: ONLY === 'server' && previous ? previous.browser : browser,
     };

@@ -3,7 +3,7 @@
 // catalogue in one statement for any number of series, reading each series' step range from the metrics
 // primary key (run_id, key, step, ...), so a million-point history never crosses to Node: what comes back is one
 // row per series whose columns are JSON arrays Postgres wrote itself.
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 
 export interface SeriesRequest {
@@ -48,11 +48,16 @@ export async function downsampledSeries(db: Db, q: SeriesRequest): Promise<Serie
   // A compare page's 1,000 series in one statement took 2-3x as long as in four at once: one statement's grouping
   // of every bucket outgrows work_mem and runs on one backend. Four statements share the pool (Postgres runs them
   // side by side; PGlite one after another, as before).
-  if (q.series.length <= SERIES_PER_STATEMENT) return seriesStatement(db, q);
+  return (await Promise.all(statementParts(q).map((part) => seriesStatement(db, part)))).flat();
+}
+
+/** The request as the statements that answer it: one, or PARALLEL_STATEMENTS run side by side. */
+export function statementParts(q: SeriesRequest): SeriesRequest[] {
+  if (q.series.length <= SERIES_PER_STATEMENT) return [q];
   const size = Math.max(SERIES_PER_STATEMENT, Math.ceil(q.series.length / PARALLEL_STATEMENTS));
   const parts = [];
-  for (let i = 0; i < q.series.length; i += size) parts.push(seriesStatement(db, { ...q, series: q.series.slice(i, i + size) }));
-  return (await Promise.all(parts)).flat();
+  for (let i = 0; i < q.series.length; i += size) parts.push({ ...q, series: q.series.slice(i, i + size) });
+  return parts;
 }
 
 /** Series one statement buckets at least; a batch of more is split into PARALLEL_STATEMENTS statements. */
@@ -61,11 +66,29 @@ const PARALLEL_STATEMENTS = 4;
 
 async function seriesStatement(db: Db, q: SeriesRequest): Promise<SeriesColumns[]> {
   if (q.series.length === 0) return [];
+  const result = await db.execute(seriesQuery(q));
+  const rows = (result as unknown as { rows: Record<string, string | null>[] }).rows;
+  return rows.map((r) => ({
+    runId: r.run_id!,
+    key: r.key!,
+    count: Number(r.count),
+    fromStep: r.lo === null ? null : Number(r.lo),
+    toStep: r.hi === null ? null : Number(r.hi),
+    stepFirst: r.step_first!,
+    stepLast: r.step_last!,
+    min: r.min!,
+    max: r.max!,
+    last: r.last!,
+  }));
+}
+
+/** The statement of one part (statementParts): exported for the console bench, which times it inside Postgres. */
+export function seriesQuery(q: SeriesRequest): SQL {
   const runIds = sql.param(q.series.map((s) => s.runId));
   const keys = sql.param(q.series.map((s) => s.key));
   const from = q.fromStep ?? 0;
   const to = q.toStep ?? Number.MAX_SAFE_INTEGER;
-  const result = await db.execute(sql`
+  return sql`
     with s as (
       select run_id, key, ord from unnest(${runIds}::text[], ${keys}::text[]) with ordinality as u(run_id, key, ord)
     ), r as (
@@ -93,20 +116,7 @@ async function seriesStatement(db: Db, q: SeriesRequest): Promise<SeriesColumns[
       '[' || coalesce(string_agg(case when a.lp[4] = 1 then '"NaN"' else ${wire('a.lp[3]', q.precision)} end, ',' order by a.b) filter (where a.b is not null), '') || ']' as last
     from r left join agg a on a.ord = r.ord
     group by r.ord, r.run_id, r.key, r.lo, r.hi
-    order by r.ord`);
-  const rows = (result as unknown as { rows: Record<string, string | null>[] }).rows;
-  return rows.map((r) => ({
-    runId: r.run_id!,
-    key: r.key!,
-    count: Number(r.count),
-    fromStep: r.lo === null ? null : Number(r.lo),
-    toStep: r.hi === null ? null : Number(r.hi),
-    stepFirst: r.step_first!,
-    stepLast: r.step_last!,
-    min: r.min!,
-    max: r.max!,
-    last: r.last!,
-  }));
+    order by r.ord`;
 }
 
 /** A series as the JSON object of contracts/console.ts SeriesSchema, written without parsing its arrays. */
