@@ -14,7 +14,7 @@
 // Writes bench/results/console.json and console.md; --only browser measures the browser alone and keeps the
 // server-side figures of the last full run in the files, --only server the reverse.
 //
-//   npx tsx bench/console/run.ts [--engine postgres|pglite] [--passes 7] [--steps 1000] [--streams 200] [--seconds 20] [--only server|browser]
+//   npx tsx bench/console/run.ts [--engine postgres|pglite] [--passes 7] [--steps 1000] [--streams 200] [--seconds 20] [--only server|browser] [--console DIR --save-as before --label TEXT] [--explain]
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
@@ -46,6 +46,10 @@ const STEPS = Number(arg('--steps', '1000'));
 const STREAMS = Number(arg('--streams', '200'));
 const SECONDS = Number(arg('--seconds', '20'));
 const ONLY = arg('--only', 'all');
+/** another console build to serve (a previous version's, to compare with); default the bootstrap's */
+const CONSOLE = arg('--console', '');
+/** `before`: write console.before.{json,md}, the figures the next run's markdown compares with */
+const SAVE_AS = arg('--save-as', '');
 const RUNS = 10_000;
 const WIDE_KEYS = 5_000;
 const LONG_STEPS = 1_000_000;
@@ -250,7 +254,7 @@ async function streamFanOut(db: Db, base: string): Promise<StreamResult> {
   };
 }
 
-type Result = Record<string, unknown> & { calls: Awaited<ReturnType<typeof timed>>[]; split?: SplitResult[]; stream: StreamResult; goals: Record<string, number>; browser: BrowserResult | string };
+type Result = Record<string, unknown> & { calls: Awaited<ReturnType<typeof timed>>[]; split?: SplitResult[]; before?: Result; stream: StreamResult; goals: Record<string, number>; browser: BrowserResult | string };
 
 function markdown(r: Result): string {
   const rows = r.calls.map((c) => `| ${c.name} | ${c.median_ms} | ${c.min_ms} - ${c.max_ms} | ${round(c.bytes / 1024)} | ${c.load_1m} |`);
@@ -286,7 +290,45 @@ ${s.events_per_second}/s; commit -> delivery latency p50 ${s.latency_ms_p50} ms,
 (load ${s.load_1m}).
 
 
-${typeof r.browser === 'string' ? `Browser: ${r.browser}\n` : browserMarkdown(r.browser)}`;
+${typeof r.browser === 'string' ? `Browser: ${r.browser}\n` : browserMarkdown(r.browser)}${r.before && typeof r.browser !== 'string' && typeof r.before.browser !== 'string' ? beforeMarkdown(r.before, r.browser) : ''}`;
+}
+
+/** The browser figures beside those of console.before.json (a previous console build measured by --save-as before). */
+function beforeMarkdown(before: Result, now: BrowserResult): string {
+  const was = before.browser as BrowserResult;
+  const rows = now.timings.flatMap((t) => {
+    const b = was.timings.find((x) => x.name === t.name);
+    return b ? [`| ${t.name} | ${b.median_ms} | ${b.load_1m} | ${t.median_ms} | ${t.load_1m} | ${round(t.median_ms / b.median_ms, 2)} |`] : [];
+  });
+  const d0 = was.compare_breakdown;
+  const d1 = now.compare_breakdown;
+  const parts: [string, (d: NonNullable<typeof d0>) => number | string][] = [
+    ['first series call sent', (d) => d.first_call_ms],
+    ['last answer in time arrived', (d) => d.answered_ms],
+    ['charts in view drawn', (d) => d.drawn_ms],
+    ['series calls answered by then', (d) => d.calls],
+    ['points per series', (d) => d.points],
+    ['answers, KiB', (d) => round(d.bytes / 1024)],
+    ['parsing, ms', (d) => d.parse_ms],
+    ['aligning, ms', (d) => d.align_ms],
+    ['drawing, ms', (d) => d.draw_ms],
+  ];
+  return `
+## Before and after: ${String(before.label ?? 'the previous console build')}
+
+The same bench against the console build before the change (console.before.json, measured ${String(before.measured_at ?? '')}),
+medians of ${was.passes} passes each; the machine is shared and loaded by others, so each row has its load.
+
+| measure | before ms | load 1m | now ms | load 1m | now / before |
+|---|---|---|---|---|---|
+${rows.join('\n')}
+${d0 && d1 ? `
+Compare's first screen taken apart (medians, ms since navigation start unless named):
+
+| | before | now |
+|---|---|---|
+${parts.map(([name, f]) => `| ${name} | ${f(d0)} | ${f(d1)} |`).join('\n')}
+` : ''}`;
 }
 
 async function main(): Promise<void> {
@@ -306,7 +348,7 @@ async function main(): Promise<void> {
       store: new FileObjectStore(join(home, 'objects')),
       config: loaded.config,
       home,
-      bootstrap: loaded.bootstrap,
+      bootstrap: CONSOLE ? { ...loaded.bootstrap, console: CONSOLE } : loaded.bootstrap,
       temporal: {} as Client, // no route measured here uses Temporal
       log: createLogger({ level: 'error', format: 'text' }),
       temporalUiUrl: null,
@@ -345,6 +387,7 @@ async function main(): Promise<void> {
     server.close();
     const outDir = join(repoRoot, 'bench', 'results');
     const previous = existsSync(join(outDir, 'console.json')) ? (JSON.parse(readFileSync(join(outDir, 'console.json'), 'utf8')) as Result) : null;
+    const before = SAVE_AS !== 'before' && existsSync(join(outDir, 'console.before.json')) ? (JSON.parse(readFileSync(join(outDir, 'console.before.json'), 'utf8')) as Result) : null;
     const result: Result = {
       bench: 'console',
       note: 'Server side of the console\'s calls over HTTP on one API process (client in the same process), medians after one warm-up.',
@@ -359,10 +402,13 @@ async function main(): Promise<void> {
       split: ONLY === 'browser' && previous ? previous.split : split,
       stream: stream ?? previous!.stream,
       browser: ONLY === 'server' && previous ? previous.browser : browser,
+      measured_at: new Date().toISOString(),
+      ...(SAVE_AS === 'before' ? { label: arg('--label', 'the previous console build') } : {}),
     };
     if (ONLY !== 'all') result.note = `${String(result.note)} Measured alone in the latest run: the ${ONLY === 'browser' ? 'browser' : 'server'} half; the other half is the previous run's.`;
-    writeFileSync(join(outDir, 'console.json'), JSON.stringify(result, null, 2) + '\n');
-    writeFileSync(join(outDir, 'console.md'), markdown(result));
+    const name = SAVE_AS === 'before' ? 'console.before' : 'console';
+    writeFileSync(join(outDir, `${name}.json`), JSON.stringify(result, null, 2) + '\n');
+    writeFileSync(join(outDir, `${name}.md`), markdown({ ...result, ...(before ? { before } : {}) }));
   } finally {
     await catalogue.close();
     await pg?.stop();
