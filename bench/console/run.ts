@@ -277,7 +277,8 @@ compare <= ${r.goals.compare_ms} ms, zoom <= ${r.goals.zoom_ms} ms.
 ${splitRows.length ? `
 Where a series call's server time goes (medians of ${PASSES} passes): the SQL inside Postgres (EXPLAIN ANALYZE's execution
 time, timing off; a call of more than 50 series runs as statements side by side, the slowest counted), its planning,
-the rest of the statements' round trip as Node sees it (wire, row decoding), and writing the JSON answer. The HTTP call
+the rest of the statements' round trip as Node sees it (wire, row decoding: a difference of medians, which noise can
+make negative), and writing the JSON answer. The HTTP call
 (table above) adds authentication, the run check and the transfer.
 
 | call | SQL ms | plan ms | wire + decode ms | JSON ms | answer KiB | load 1m |
