@@ -106,16 +106,21 @@ export function seriesQuery(q: SeriesRequest): SQL {
         min(value) filter (where not is_nan) as mn, max(value) filter (where not is_nan) as mx,
         max(array[step::float8, timestamp::float8, value, case when is_nan then 1 else 0 end]) as lp
       from b group by ord, b
+    ), cols as (
+      -- A series' columns, written from its buckets alone and joined to its row after: the join and the grouping by
+      -- the series' row come after the buckets are folded to one row a series, not before (a sort of every bucket).
+      select ord, sum(n) as n,
+        string_agg(sf::text, ',' order by b) as step_first,
+        string_agg(sl::text, ',' order by b) as step_last,
+        string_agg(coalesce(${wire('mn', q.precision)}, 'null'), ',' order by b) as min,
+        string_agg(coalesce(${wire('mx', q.precision)}, 'null'), ',' order by b) as max,
+        string_agg(case when lp[4] = 1 then '"NaN"' else ${wire('lp[3]', q.precision)} end, ',' order by b) as last
+      from agg group by ord
     )
-    select r.ord, r.run_id, r.key, r.lo::text as lo, r.hi::text as hi,
-      coalesce(sum(a.n), 0)::text as count,
-      '[' || coalesce(string_agg(a.sf::text, ',' order by a.b) filter (where a.b is not null), '') || ']' as step_first,
-      '[' || coalesce(string_agg(a.sl::text, ',' order by a.b) filter (where a.b is not null), '') || ']' as step_last,
-      '[' || coalesce(string_agg(coalesce(${wire('a.mn', q.precision)}, 'null'), ',' order by a.b) filter (where a.b is not null), '') || ']' as min,
-      '[' || coalesce(string_agg(coalesce(${wire('a.mx', q.precision)}, 'null'), ',' order by a.b) filter (where a.b is not null), '') || ']' as max,
-      '[' || coalesce(string_agg(case when a.lp[4] = 1 then '"NaN"' else ${wire('a.lp[3]', q.precision)} end, ',' order by a.b) filter (where a.b is not null), '') || ']' as last
-    from r left join agg a on a.ord = r.ord
-    group by r.ord, r.run_id, r.key, r.lo, r.hi
+    select r.ord, r.run_id, r.key, r.lo::text as lo, r.hi::text as hi, coalesce(c.n, 0)::text as count,
+      '[' || coalesce(c.step_first, '') || ']' as step_first, '[' || coalesce(c.step_last, '') || ']' as step_last,
+      '[' || coalesce(c.min, '') || ']' as min, '[' || coalesce(c.max, '') || ']' as max, '[' || coalesce(c.last, '') || ']' as last
+    from r left join cols c on c.ord = r.ord
     order by r.ord`;
 }
 
