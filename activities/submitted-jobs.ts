@@ -7,6 +7,7 @@ import { runJobToCompletion } from './run-job.js';
 import { defineJob } from '../jobs/definition.js';
 import { runTrainJob } from './training.js';
 import { progressEvents } from '../jobs/progress-events.js';
+import { jobPhaseRecorder } from '../jobs/phases.js';
 import { runEvalSectionJob } from './eval-job.js';
 import { runConversionSectionJob } from './conversion-job.js';
 import { datasetRef } from './datasets.js';
@@ -16,7 +17,7 @@ import type { JobPriority } from '../contracts/config.js';
 import { CheckpointPolicySchema } from '../contracts/trainer-job.js';
 import { findDatasetVersion } from '../db/repo/datasets.js';
 import { getOrCreateExperiment } from '../db/repo/experiments.js';
-import { addJobSegment, getJobById, setJobQueue, setJobStatus } from '../db/repo/jobs.js';
+import { addJobSegment, getJobById, setJobStatus } from '../db/repo/jobs.js';
 import { createRun, setRunStatus } from '../db/repo/runs.js';
 import { recordArtifact } from '../db/repo/run-artifacts.js';
 import { sha256Stream } from '../lib/hash.js';
@@ -35,10 +36,6 @@ export const JOBS_EXPERIMENT = 'jobs';
 const CommandResultSchema = z.looseObject({ exit_code: z.number().int() });
 
 export function createSubmittedJobActivities(deps: ActivityDeps) {
-  const phase = (jobId: string) => async (p: 'waiting' | 'running', why: string | null, queue?: JobQueuePlace | null) => {
-    await setJobStatus(deps.db, jobId, p === 'running' ? 'running' : 'queued', { message: why });
-    if (p === 'waiting') await setJobQueue(deps.db, jobId, queue ?? null);
-  };
   return {
     async setSubmittedJobStatus(a: { jobId: string; status: JobStatus; message?: string | null }): Promise<void> {
       await setJobStatus(deps.db, a.jobId, a.status, { message: a.message ?? null });
@@ -120,7 +117,7 @@ export function createSubmittedJobActivities(deps: ActivityDeps) {
 
     /** Runs the job to its end: resolves on exit 0, fails with the job's own error otherwise. */
     async runSubmittedJob(a: { input: JobWorkflowInput; runId: string; segment?: JobSegment }): Promise<JobRunOutcome> {
-      const onPhase = phase(a.input.job_id);
+      const onPhase = jobPhaseRecorder(deps.db, a.input.job_id);
       const run = { command: runCommandJob, recipe: runRecipeJob, eval: runEvalSectionJob, conversion: runConversionSectionJob }[jobKindOf(a.input.spec)];
       return run(deps, a, onPhase);
     },

@@ -40,7 +40,7 @@ import { mlflowGraphqlRoutes } from './routes/mlflow/graphql.js';
 import { mlflowUiBuildDir, mlflowUiRoutes } from './routes/mlflow-ui.js';
 import { revocableSessions, sessionLoginRoutes, sessionRoutes, sessionSealer } from './routes/console-session.js';
 import { consoleBuildDir, consoleRoutes } from './routes/console.js';
-import { oidcLoginRoutes } from './routes/console-oidc.js';
+import { oidcLoginRoutes, sessionRenewer } from './routes/console-oidc.js';
 
 export function createApp(deps: ApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -84,7 +84,7 @@ export function createApp(deps: ApiDeps): Hono<AppEnv> {
   );
   const anonymous = anonymousPrincipal(deps.config);
   const sessions = revocableSessions(deps.db, sessionSealer(deps.home, deps.config.auth.session_secret));
-  const authOptions = { anonymous, jwt: jwtVerifierFor(deps.config), port: deps.config.server.port, sessions };
+  const authOptions = { anonymous, jwt: jwtVerifierFor(deps.config), port: deps.config.server.port, sessions, renewSession: sessionRenewer(deps, sessions) };
   // Signing in and out of the console take no credentials of their own: mounted before authentication.
   app.route('/v1/session', sessionLoginRoutes(deps, sessions, tokenPrincipal(deps.db, authOptions.jwt)));
   app.route('/v1/session', oidcLoginRoutes(deps, sessions, tokenPrincipal(deps.db, authOptions.jwt)));

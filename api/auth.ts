@@ -13,6 +13,7 @@ import type { Config } from '../contracts/config.js';
 import { durationMs, isLoopbackHost } from '../lib/config.js';
 import { CSRF_HEADER } from '../contracts/console-session.js';
 import { csrfMatches, sessionCookieOf, type SessionSealer } from './routes/console-session.js';
+import type { SessionRenewer } from './routes/console-oidc.js';
 
 const RANK: Record<Role, number> = { viewer: 0, developer: 1, approver: 2, admin: 3 };
 
@@ -128,6 +129,8 @@ export interface AuthOptions {
   port?: number;
   /** opens the console's session cookies; without it a cookie is not a credential */
   sessions?: SessionSealer | null;
+  /** renews a session's IAM access token near its expiry (console-oidc.ts), with the IAM login on */
+  renewSession?: SessionRenewer | null;
 }
 
 /** Who a token is: an API token of ours, else (with auth.iam_url) a verified IAM token; null when neither. */
@@ -148,7 +151,7 @@ export function authenticate(db: Db, o: AuthOptions = {}): MiddlewareHandler<App
     const m = /^Bearer\s+(.+)$/i.exec(header);
     const cookie = !m && o.sessions ? sessionCookieOf(c) : undefined;
     if (cookie) {
-      c.set('principal', await cookiePrincipal(c, o.sessions!, cookie, principalOf));
+      c.set('principal', await cookiePrincipal(c, o, cookie, principalOf));
       return next();
     }
     if (!m && o.anonymous) {
@@ -172,12 +175,14 @@ const READ_ONLY_UI = Symbol('read-only UI request');
 export const readOnlyUiEnv = (env: unknown): Record<PropertyKey, unknown> => ({ ...(env as object | undefined), [READ_ONLY_UI]: true });
 
 /**
- * The console's session: the token sealed in the cookie, checked as a bearer token is (so a revoked token ends
- * it), and on a write the CSRF header. The read-only MLflow UI's search POSTs are reads and need none.
+ * The console's session: the token sealed in the cookie (renewed first when it is an IAM access token about to
+ * expire), checked as a bearer token is (so a revoked token ends it), and on a write the CSRF header. The read-only
+ * MLflow UI's search POSTs are reads and need none.
  */
-async function cookiePrincipal(c: Context<AppEnv>, sessions: SessionSealer, cookie: string, principalOf: (token: string) => Promise<Principal | null>): Promise<Principal> {
-  const session = await sessions.open(cookie);
-  if (!session) throw new ApiError('UNAUTHENTICATED', 'the console session has expired or is not valid: sign in again');
+async function cookiePrincipal(c: Context<AppEnv>, o: AuthOptions, cookie: string, principalOf: (token: string) => Promise<Principal | null>): Promise<Principal> {
+  const opened = await o.sessions!.open(cookie);
+  if (!opened) throw new ApiError('UNAUTHENTICATED', 'the console session has expired or is not valid: sign in again');
+  const session = o.renewSession ? await o.renewSession(c, opened) : opened;
   const principal = await principalOf(session.token);
   if (!principal) throw new ApiError('UNAUTHENTICATED', "the console session's token is unknown, expired or revoked: sign in again");
   const readOnlyUi = (c.env as Record<PropertyKey, unknown> | undefined)?.[READ_ONLY_UI] === true;

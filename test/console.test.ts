@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_DATASET, demoPipelineRequest } from '../cli/demo.js';
 import type { Dataset } from '../contracts/datasets.js';
 import type { JobDetail } from '../contracts/jobs.js';
+import { insertJob, QUEUE_EVENT_MIN_MS, setJobQueue, setJobStatus } from '../db/repo/jobs.js';
 import { DEFAULT_BASE_MODEL } from '../lib/base-models.js';
 import { CONSOLE_CSP } from '../api/routes/console.js';
 import type { RunsPage, SeriesBatch } from '../contracts/console.js';
@@ -441,6 +442,32 @@ describe('web console at /', () => {
       expect(asked.filter((p) => p === `/v1/jobs/${queuedJobId}`).length).toBeLessThanOrEqual(5);
     } finally {
       page.off('request', record);
+    }
+  });
+
+  it("moves a queued job's place on its page as its queue events tell it, without reading the job again", { timeout: 120_000 }, async () => {
+    // A job row of this organization that waits (no workflow: its place is set as the executor's poll sets it).
+    const db = stack.runtime.catalogue.db;
+    const org = (await stack.api<{ organization: string }>('GET', '/v1/session')).body.organization;
+    const id = 'console-waiting-job';
+    const reason = 'max_concurrent_jobs 1 reached (1 running)';
+    await insertJob(db, { id, organizationId: org, name: id, submittedBy: 'dev', type: 'training', kind: 'command', spec: {}, status: 'queued', workflowId: `job:${id}` });
+    await setJobQueue(db, id, { queue: org, position: 2, reason });
+    const asked: string[] = [];
+    const record = (r: { url(): string }) => asked.push(new URL(r.url()).pathname);
+    page.on('request', record);
+    try {
+      await page.goto(url(`/jobs/${id}`));
+      await expect.poll(() => page.getByTestId('job-queue').textContent(), { timeout: 30_000 }).toBe(`Waiting in ${org}, #2: ${reason}`);
+      await sleep(2000); // the page's reads after its first events are done
+      const reads = asked.filter((p) => p === `/v1/jobs/${id}`).length;
+      await setJobQueue(db, id, { queue: org, position: 1, reason }, new Date(Date.now() + QUEUE_EVENT_MIN_MS));
+      await expect.poll(() => page.getByTestId('job-queue').textContent(), { timeout: 30_000 }).toBe(`Waiting in ${org}, #1: ${reason}`);
+      expect(asked.filter((p) => p === `/v1/jobs/${id}`)).toHaveLength(reads);
+      await shot('job-queued', page);
+    } finally {
+      page.off('request', record);
+      await setJobStatus(db, id, 'cancelled', { message: null });
     }
   });
 

@@ -4,6 +4,8 @@
 // the page, which every write authenticated by the cookie repeats in the x-csrf-token header (api/auth.ts). The
 // token is checked again on every request, so revoking it, or its expiry, ends the session at once. Each session has
 // an id: signing out records it (db/repo/console-sessions.ts), so a copy of the cookie is refused afterwards too.
+// A session signed in through the IAM (console-oidc.ts) also seals the IAM's refresh token, when it gave one, and
+// when its access token expires: the token is renewed near its expiry and the cookie sealed again with the new one.
 import { hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -29,12 +31,22 @@ export interface OpenedSession {
   id: string;
   token: string;
   csrf: string;
+  /** when the session ends (auth.session_ttl after sign-in; renewing its token does not extend it) */
   expiresAt: Date;
+  /** the IAM's refresh token (an IAM sign-in whose token answer had one), never readable outside the cookie */
+  refreshToken?: string;
+  /** when `token` expires, where known (an IAM access token): it is renewed a little before */
+  tokenExpiresAt?: Date;
 }
+
+/** The IAM tokens of a session beside its access token. */
+export type SessionRenewal = Pick<OpenedSession, 'refreshToken' | 'tokenExpiresAt'>;
 
 /** Seals and opens session cookies (and the OIDC login's short-lived state) with this installation's key. */
 export interface SessionSealer {
-  seal(token: string, ttlMs: number): Promise<{ cookie: string } & OpenedSession>;
+  seal(token: string, ttlMs: number, renewal?: SessionRenewal): Promise<{ cookie: string } & OpenedSession>;
+  /** The same session (id, CSRF token, end) sealed again with a renewed token. */
+  reseal(session: OpenedSession): Promise<string>;
   /** null for a cookie that is not ours, was changed, or has expired */
   open(cookie: string): Promise<OpenedSession | null>;
   sealClaims(claims: Record<string, string>, expiresAt: Date): Promise<string>;
@@ -59,20 +71,37 @@ export function sessionSealer(home: string, secret?: string): SessionSealer {
       return null;
     }
   };
+  const sealSession = (s: OpenedSession): Promise<string> =>
+    sealClaims(
+      {
+        sid: s.id,
+        tok: s.token,
+        csrf: s.csrf,
+        ...(s.refreshToken ? { rt: s.refreshToken } : {}),
+        ...(s.tokenExpiresAt ? { tex: String(s.tokenExpiresAt.getTime()) } : {}),
+      },
+      s.expiresAt,
+    );
   return {
     sealClaims,
     openClaims,
-    async seal(token, ttlMs) {
-      const csrf = randomBytes(32).toString('base64url');
-      const id = randomBytes(16).toString('base64url');
-      const expiresAt = new Date(Date.now() + ttlMs);
-      return { cookie: await sealClaims({ sid: id, tok: token, csrf }, expiresAt), id, token, csrf, expiresAt };
+    async seal(token, ttlMs, renewal = {}) {
+      const session: OpenedSession = { id: randomBytes(16).toString('base64url'), token, csrf: randomBytes(32).toString('base64url'), expiresAt: new Date(Date.now() + ttlMs), ...renewal };
+      return { cookie: await sealSession(session), ...session };
     },
+    reseal: sealSession,
     async open(cookie) {
       const claims = await openClaims(cookie);
       // A cookie without a session id could not be signed out: it is not one of ours.
       if (!claims || typeof claims.sid !== 'string' || typeof claims.tok !== 'string' || typeof claims.csrf !== 'string') return null;
-      return { id: claims.sid, token: claims.tok, csrf: claims.csrf, expiresAt: new Date(claims.exp * 1000) };
+      return {
+        id: claims.sid,
+        token: claims.tok,
+        csrf: claims.csrf,
+        expiresAt: new Date(claims.exp * 1000),
+        ...(typeof claims.rt === 'string' ? { refreshToken: claims.rt } : {}),
+        ...(typeof claims.tex === 'string' ? { tokenExpiresAt: new Date(Number(claims.tex)) } : {}),
+      };
     },
   };
 }
@@ -117,13 +146,24 @@ export function csrfMatches(session: OpenedSession, header: string | undefined):
 }
 
 /** Seals the token into a new session and sets its two cookies on the response. */
-export async function startSession(c: Context, sealer: SessionSealer, token: string, ttlMs: number): Promise<OpenedSession> {
-  const session = await sealer.seal(token, ttlMs);
-  const secure = isHttps(c);
-  const maxAge = Math.floor(ttlMs / 1000);
-  setCookie(c, SESSION_COOKIE, session.cookie, { path: '/', httpOnly: true, secure, sameSite: 'Strict', maxAge });
-  setCookie(c, CSRF_COOKIE, session.csrf, { path: '/', httpOnly: false, secure, sameSite: 'Strict', maxAge });
+export async function startSession(c: Context, sealer: SessionSealer, token: string, ttlMs: number, renewal?: SessionRenewal): Promise<OpenedSession> {
+  const session = await sealer.seal(token, ttlMs, renewal);
+  setSessionCookies(c, session.cookie, session);
   return session;
+}
+
+/** The session's two cookies on the response, kept until the session ends. */
+export function setSessionCookies(c: Context, cookie: string, session: Pick<OpenedSession, 'csrf' | 'expiresAt'>): void {
+  const secure = isHttps(c);
+  const maxAge = Math.max(0, Math.round((session.expiresAt.getTime() - Date.now()) / 1000));
+  setCookie(c, SESSION_COOKIE, cookie, { path: '/', httpOnly: true, secure, sameSite: 'Strict', maxAge });
+  setCookie(c, CSRF_COOKIE, session.csrf, { path: '/', httpOnly: false, secure, sameSite: 'Strict', maxAge });
+}
+
+/** Both cookies of a session gone from the browser (signed out, or ended by the IAM). */
+export function clearSessionCookies(c: Context): void {
+  deleteCookie(c, SESSION_COOKIE, { path: '/', secure: isHttps(c) });
+  deleteCookie(c, CSRF_COOKIE, { path: '/', secure: isHttps(c) });
 }
 
 /** The session cookie of a request, if any. */
@@ -154,8 +194,7 @@ export function sessionLoginRoutes(deps: ApiDeps, sealer: RevocableSessions, pri
     const cookie = sessionCookieOf(c);
     const session = cookie ? await sealer.open(cookie) : null;
     if (session) await sealer.revoke(session);
-    deleteCookie(c, SESSION_COOKIE, { path: '/', secure: isHttps(c) });
-    deleteCookie(c, CSRF_COOKIE, { path: '/', secure: isHttps(c) });
+    clearSessionCookies(c);
     return c.body(null, 204);
   });
   return app;

@@ -77,7 +77,7 @@ export function fineTuningEventView(e: JobEventRow) {
     message: e.message,
     type: e.type === 'metrics' ? ('metrics' as const) : ('message' as const),
     data: e.data,
-    // ours: status, message, metrics or checkpoint
+    // ours: status, message, metrics, checkpoint or queue
     event_type: e.type,
   };
 }

@@ -22,6 +22,41 @@ export function rememberSession(session: SessionView | null): void {
   csrfToken = session?.csrf_token ?? null;
 }
 
+/** Who hears that the signed-in session has ended (the app shell, which shows the login), and why it ended. */
+let sessionEnded: ((why: string) => void) | null = null;
+let endedWhy: string | null = null;
+
+/** Calls `listener` when a request of the signed-in console is answered 401: its session is over. */
+export function whenSessionEnds(listener: (why: string) => void): void {
+  sessionEnded = listener;
+}
+
+/** Why the last session ended (once: the login page shows it, then it is forgotten). */
+export function takeSessionEndedReason(): string | null {
+  const why = endedWhy;
+  endedWhy = null;
+  return why;
+}
+
+/**
+ * A 401 to a page signed in by cookie: the session expired, was signed out elsewhere, or the IAM would not renew its
+ * token. Asked once more with the cookie the browser holds now: a request that left with the cookie a renewal had
+ * just replaced may be refused while the session lives on.
+ */
+let checking: Promise<void> | null = null;
+function endSession(why: string): void {
+  if (csrfToken === null || checking) return;
+  checking = fetch('/v1/session', { headers: { accept: 'application/json' }, credentials: 'same-origin' })
+    .then(async (res) => {
+      if (res.ok) return rememberSession((await res.json()) as SessionView);
+      csrfToken = null;
+      endedWhy = why;
+      sessionEnded?.(why);
+    })
+    .catch(() => undefined)
+    .finally(() => (checking = null));
+}
+
 export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
@@ -31,7 +66,9 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
   const parsed = text ? (JSON.parse(text) as unknown) : null;
   if (!res.ok) {
     const err = (parsed ?? {}) as { error_code?: string; message?: string };
-    throw new ApiFailure(res.status, err.error_code ?? 'ERROR', err.message ?? `${method} ${path}: HTTP ${res.status}`);
+    const message = err.message ?? `${method} ${path}: HTTP ${res.status}`;
+    if (res.status === 401) endSession(message);
+    throw new ApiFailure(res.status, err.error_code ?? 'ERROR', message);
   }
   return parsed as T;
 }
@@ -116,7 +153,11 @@ export function pageStream(topics: string[], onEvent: (e: StreamEvent) => void, 
     source.addEventListener(type, (e) => {
       // The connection's own failures are `error` events too, without data.
       if (e instanceof MessageEvent && typeof e.data === 'string') onEvent(JSON.parse(e.data) as StreamEvent);
-      else dropped = true;
+      else {
+        dropped = true;
+        // Refused rather than dropped (EventSource gives up on a 4xx): ask whether the session has ended.
+        if (source.readyState === EventSource.CLOSED) void currentSession().catch(() => undefined);
+      }
     });
   source.addEventListener('open', () => {
     if (dropped) onResumed?.();

@@ -2,7 +2,7 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import type { SessionView } from '../../contracts/console-session.js';
-import { currentSession, signOut } from './api.js';
+import { currentSession, signOut, whenSessionEnds } from './api.js';
 import { linkHandler, navigate, useRoute } from './router.js';
 import { ApprovalPage } from './pages/approval.js';
 import { ComparePage } from './pages/compare.js';
@@ -28,6 +28,8 @@ function App() {
       .then(setSession)
       .catch((e: Error) => setError(e.message));
   }, []);
+  // A request answered 401 (the session expired, or the IAM would not renew its token): the login page.
+  useEffect(() => whenSessionEnds(() => setSession(null)), []);
   // Signed out (or the session ended): the login page, and back to the page asked for once signed in.
   useEffect(() => {
     if (session === null && route.page !== 'login') navigate(`/login?next=${encodeURIComponent(location.pathname)}`, true);

@@ -7,6 +7,8 @@ import { emitEvent, type Tx } from './outbox.js';
 import { appendJobEvents } from './job-events.js';
 import { enqueueWebhookDeliveries } from './webhooks.js';
 import { webhookEventOf } from '../../contracts/openai.js';
+import { JobQueuePlaceSchema, type JobQueuePlace } from '../../contracts/jobs.js';
+import { z } from 'zod';
 
 export type JobRow = typeof jobs.$inferSelect;
 export type NewJob = Omit<typeof jobs.$inferInsert, 'seq' | 'createdAt' | 'updatedAt' | 'startedAt' | 'endedAt'>;
@@ -68,6 +70,8 @@ export async function setJobStatus(db: Db, id: string, status: string, fields: {
         status,
         ...(fields.message !== undefined ? { message: fields.message } : {}),
         ...(fields.runId ? { runId: fields.runId } : {}),
+        // A job that leaves its queue forgets its place: waiting again later is told afresh.
+        ...(status !== 'queued' ? { queue: null } : {}),
         updatedAt: now,
         ...(status === 'running' ? { startedAt: sql`coalesce(${jobs.startedAt}, ${now.toISOString()}::timestamptz)` } : {}),
         ...(TERMINAL.includes(status) ? { endedAt: now } : {}),
@@ -117,9 +121,36 @@ async function appendStatusEvent(tx: Tx, row: JobRow, before: { status: string; 
   ]);
 }
 
-/** The job's place in its queue while it waits (read only while its status is queued). */
-export async function setJobQueue(db: Db, id: string, queue: unknown): Promise<void> {
-  await db.update(jobs).set({ queue, updatedAt: new Date() }).where(eq(jobs.id, id));
+/** The least time between two `queue` events of one job: a busy queue may move its waiting jobs on every poll. */
+export const QUEUE_EVENT_MIN_MS = 2000;
+
+/** The place a job's row holds: the one last told by a `queue` event, and when it was told. */
+const ToldPlaceSchema = JobQueuePlaceSchema.extend({ told_at: z.iso.datetime() });
+
+/**
+ * The job's place in its queue while it waits (read only while its status is queued), told by a `queue` event
+ * (job_events, so GET /v1/stream carries it) when the queue, the position or the reason changed. The executors
+ * report a waiting job on every poll: an unchanged place writes nothing, and a change within QUEUE_EVENT_MIN_MS of
+ * the last one told is held back until a later poll (a waiting job keeps being polled, so the newest place is
+ * told then; a job admitted before that is told by its status event). The row keeps the place last told, so the
+ * job's detail and its stream agree.
+ */
+export async function setJobQueue(db: Db, id: string, place: JobQueuePlace | null, now = new Date()): Promise<void> {
+  await db.transaction(async (tx) => {
+    const [row] = await tx.select({ organizationId: jobs.organizationId, status: jobs.status, queue: jobs.queue }).from(jobs).where(eq(jobs.id, id)).for('update');
+    if (!row) return;
+    if (!place || row.status !== 'queued') {
+      await tx.update(jobs).set({ queue: place, updatedAt: now }).where(eq(jobs.id, id));
+      return;
+    }
+    const told = ToldPlaceSchema.safeParse(row.queue).data;
+    if (told && told.queue === place.queue && told.position === place.position && told.reason === place.reason) return;
+    if (told && now.getTime() - Date.parse(told.told_at) < QUEUE_EVENT_MIN_MS) return;
+    const view: JobQueuePlace = { queue: place.queue, position: place.position, reason: place.reason };
+    await tx.update(jobs).set({ queue: { ...view, told_at: now.toISOString() }, updatedAt: now }).where(eq(jobs.id, id));
+    const where = `${place.position !== null ? `#${place.position} in ` : 'in '}${place.queue}`;
+    await appendJobEvents(tx, [{ organizationId: row.organizationId, jobId: id, level: 'info', type: 'queue', message: `queued ${where}${place.reason ? `: ${place.reason}` : ''}`, data: view }]);
+  });
 }
 
 /** Adds a segment (a start or a resume) once: a retried activity that adds the same segment again changes nothing. */

@@ -2,8 +2,8 @@ import { bigserial, index, jsonb, pgTable, text, timestamp } from 'drizzle-orm/p
 import { organizations } from './organizations.js';
 
 /**
- * What happened to a submitted job, in order: status changes, messages, each training step's metrics and each
- * checkpoint. `seq` is global and only grows, so it is the cursor of GET /v1/jobs/{id}/events and the SSE event id
+ * What happened to a submitted job, in order: status changes, messages, each training step's metrics, each
+ * checkpoint and, while it waits, each change of its place in its queue. `seq` is global and only grows, so it is the cursor of GET /v1/jobs/{id}/events and the SSE event id
  * a reconnecting client resumes after (Last-Event-ID).
  */
 export const jobEvents = pgTable(
@@ -16,7 +16,7 @@ export const jobEvents = pgTable(
     jobId: text('job_id').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     level: text('level', { enum: ['info', 'warn', 'error'] }).notNull(),
-    type: text('type', { enum: ['status', 'message', 'metrics', 'checkpoint'] }).notNull(),
+    type: text('type', { enum: ['status', 'message', 'metrics', 'checkpoint', 'queue'] }).notNull(),
     message: text('message').notNull(),
     data: jsonb('data').$type<Record<string, unknown>>().notNull().default({}),
   },

@@ -1,12 +1,12 @@
 // One job: its stage timeline (segments, attempts, preemptions, recoveries), live plots of its run's metrics,
 // its log, a link to its Temporal workflow, and cancel / pause for those allowed. The page reads the job once, then
-// follows it on ONE stream (GET /v1/stream): the job's events move its status and progress, its log lines are
-// appended, and its run's metric points are appended to the charts. The detail is read again only when an event
+// follows it on ONE stream (GET /v1/stream): the job's events move its status, its place in its queue and its
+// progress, its log lines are appended, and its run's metric points are appended to the charts. The detail is read again only when an event
 // says more than the event carries (a status change, a checkpoint, a message).
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { SessionView } from '../../../contracts/console-session.js';
 import type { StreamEvent } from '../../../contracts/console.js';
-import type { JobDetail } from '../../../contracts/jobs.js';
+import type { JobDetail, JobQueuePlace } from '../../../contracts/jobs.js';
 import { api, pageStream } from '../api.js';
 import { Chart, type LiveSeries } from '../chart.js';
 import { duration, num, time, usd } from '../format.js';
@@ -117,7 +117,9 @@ export function JobPage({ id, session }: { id: string; session: SessionView }) {
         const data = (e.event.data ?? {}) as { status?: string; message?: string | null; step?: number; max_steps?: number };
         if (e.event.type === 'status' && data.status) setJob((j) => j && { ...j, status: data.status as JobDetail['status'], message: data.message ?? null, queue: data.status === 'queued' ? j.queue : null });
         if (e.event.type === 'metrics' && data.step !== undefined && data.max_steps) setJob((j) => j && withStep(j, data.step!, data.max_steps!));
-        if (e.event.type !== 'metrics') detailSoon();
+        // A queued job's new place in its queue is the whole event: no read of the detail for it.
+        if (e.event.type === 'queue') setJob((j) => j && (j.status === 'queued' ? { ...j, queue: e.event.data as JobQueuePlace } : j));
+        if (e.event.type !== 'metrics' && e.event.type !== 'queue') detailSoon();
       } else if (e.type === 'job.end') {
         ends.add(e.topic);
         if (e.topic === `job:${id}`) {
@@ -168,7 +170,7 @@ export function JobPage({ id, session }: { id: string; session: SessionView }) {
       </p>
       {job.message && <p>{job.message}</p>}
       {job.queue && (
-        <p class="queue">
+        <p class="queue" data-testid="job-queue">
           Waiting in {job.queue.queue}
           {job.queue.position !== null && `, #${job.queue.position}`}
           {job.queue.reason && `: ${job.queue.reason}`}

@@ -1,13 +1,14 @@
 // Sign in with an API token: the API keeps it in an HttpOnly cookie (the page never stores it) and answers with the
 // session, whose CSRF token the console sends with each change it asks for. Where the API signs in through the IAM
-// (OIDC with PKCE), a link starts that login; the API sends the browser back here with an error if it fails.
+// (OIDC with PKCE), a link starts that login; the API sends the browser back here with an error if it fails. A
+// session that ended while in use (expired, or its IAM token not renewed) lands here saying why.
 import { useEffect, useState } from 'preact/hooks';
 import type { SessionView } from '../../../contracts/console-session.js';
-import { api, ApiFailure, signIn } from '../api.js';
+import { api, ApiFailure, signIn, takeSessionEndedReason } from '../api.js';
 
 export function LoginPage({ onSignedIn }: { onSignedIn: (s: SessionView) => void }) {
   const [token, setToken] = useState('');
-  const [error, setError] = useState<string | null>(new URLSearchParams(location.search).get('error'));
+  const [error, setError] = useState<string | null>(() => new URLSearchParams(location.search).get('error') ?? takeSessionEndedReason());
   const [busy, setBusy] = useState(false);
   const [oidc, setOidc] = useState(false);
   useEffect(() => {
