@@ -6,7 +6,8 @@ tokenized/<split>.arrow is an Arrow IPC file: one row per record, in file order,
 where the trainer masks) and document (the record's 0-based index in its split file). Rows are not packed: the
 trainer packs (hanzo_ml.packing.pack) when it builds batches, as it does for JSONL.
 
-Speed: a record is tokenized once, and its text encoded once. labelled_examples makes chat.label_assistant_turns' rows
+Speed: a record is tokenized once, and its text encoded once (for a byte-level BPE tokenizer, from a cache of
+its pieces: piece_cache.py). labelled_examples makes chat.label_assistant_turns' rows
 for a whole chunk in one batch call of the fast tokenizer (Rust), the labels placed by the character spans of the
 assistant turns (offset mapping) instead of encoding each prompt again; the filter's token count is the length of the
 same ids. The worker that counts a record's tokens (filter or
@@ -21,6 +22,7 @@ from typing import Iterator
 import numpy as np
 
 from hanzo_ml.dataprep.parallel import ordered_map
+from hanzo_ml.dataprep.piece_cache import PieceCache
 from hanzo_ml.dataprep.split import SPLIT_NAMES
 from hanzo_ml.files import sha256_file
 
@@ -58,7 +60,7 @@ def labelled_examples(tokenizer, conversations: list[list[dict]]) -> list[tuple[
     lengths = token_byte_lengths(tokenizer)
     wholes = [whole for whole, _ in plans]
     if lengths is not None:
-        ids = [np.asarray(e.ids, dtype=np.int32) for e in fast_encode_batch(tokenizer, wholes)]
+        ids = [np.asarray(e, dtype=np.int32) for e in encode_ids(tokenizer, wholes)]
         examples = [labels_by_bytes(whole, turns, input_ids, lengths) for (whole, turns), input_ids in zip(plans, ids)]
     else:
         encoded = offsets_encode_batch(tokenizer, wholes)
@@ -192,6 +194,25 @@ def labels_by_prefix_encodes(tokenizer, plans: list[tuple[str, list[tuple[str, s
 def offsets_encode_batch(tokenizer, texts: list[str]):
     """The Rust tokenizer's batch encode with character offsets (the same ids as fast_encode_batch)."""
     return tokenizer._tokenizer.encode_batch(texts, add_special_tokens=False)
+
+
+_PIECE_CACHES: dict[int, tuple[object, PieceCache | None]] = {}
+
+
+def encode_ids(tokenizer, texts: list[str]) -> list[list[int]]:
+    """The ids of fast_encode_batch, from the tokenizer's piece cache (piece_cache.py) where it applies; the texts
+    it leaves go to the Rust encode in one batch call."""
+    raw = tokenizer._tokenizer
+    known = _PIECE_CACHES.get(id(raw))
+    if known is None or known[0] is not raw:  # kept with its tokenizer, so the id is not reused meanwhile
+        known = _PIECE_CACHES[id(raw)] = (raw, PieceCache.for_tokenizer(raw))
+    cache = known[1]
+    ids = [cache.encode(text) for text in texts] if cache is not None else [None] * len(texts)
+    rest = [i for i, found in enumerate(ids) if found is None]
+    if rest:
+        for i, encoded in zip(rest, fast_encode_batch(tokenizer, [texts[i] for i in rest])):
+            ids[i] = encoded.ids
+    return ids  # type: ignore[return-value]
 
 
 def fast_encode_batch(tokenizer, texts: list[str]):

@@ -62,10 +62,10 @@ def conversation_lengths(tokenizer, conversations: list[list[dict]]) -> list[int
     """len(chat.encode_conversation(...)) for each, the renders tokenized in one batch call."""
     from hanzo_ml.chat import render
 
+    from hanzo_ml.dataprep.tokenized import encode_ids
+
     texts = [render(tokenizer, messages) for messages in conversations]
-    if not texts:
-        return []
-    return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    return [len(ids) for ids in encode_ids(tokenizer, texts)] if texts else []
 
 
 class Filter(Stage):
