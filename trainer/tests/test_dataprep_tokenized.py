@@ -178,3 +178,39 @@ def test_the_piece_cache_leaves_other_text_and_other_tokenizers_to_the_rust_enco
     word_level = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
     word_level.pre_tokenizer = pre_tokenizers.Whitespace()
     assert PieceCache.for_tokenizer(word_level) is None
+
+
+# ---- the renders (dataprep.fast_render) ---------------------------------------------------------------
+
+def test_the_compiled_template_renders_what_chat_render_renders(tiny_base_dir):
+    from hanzo_ml.chat import render
+    from hanzo_ml.dataprep.fast_render import renderer
+
+    tokenizer = load_tokenizer(tiny_base_dir)
+    fast = renderer(tokenizer)
+    assert fast.__name__ == "fast"  # the product's template passes the probes
+    conversations = [r["messages"] for r in demo_records(30)] + varied_conversations() + [
+        [{"role": "user", "content": "hi", "name": None}, {"role": "assistant", "content": "hello"}]]
+
+    for messages in conversations:
+        for prompt in (False, True):
+            assert fast(messages, add_generation_prompt=prompt) == render(tokenizer, messages,
+                                                                          add_generation_prompt=prompt)
+
+
+def test_a_compiled_template_that_renders_a_probe_otherwise_is_not_used(tiny_base_dir, monkeypatch):
+    from hanzo_ml.chat import render
+    from hanzo_ml.dataprep import fast_render
+
+    tokenizer = load_tokenizer(tiny_base_dir)
+    compile_template = fast_render.compiled_template
+    # a compilation that drops the generation prompt: the probes with the prompt tell it apart
+    monkeypatch.setattr(fast_render, "compiled_template", lambda template: compile_template(
+        template.replace("add_generation_prompt", "false")))
+    messages = [{"role": "user", "content": "hi"}]
+
+    chosen = fast_render.renderer(tokenizer)
+
+    assert chosen.__name__ == "slow"
+    monkeypatch.undo()
+    assert chosen(messages, add_generation_prompt=True) == render(tokenizer, messages, add_generation_prompt=True)

@@ -7,7 +7,7 @@ where the trainer masks) and document (the record's 0-based index in its split f
 trainer packs (hanzo_ml.packing.pack) when it builds batches, as it does for JSONL.
 
 Speed: a record is tokenized once, and its text encoded once (for a byte-level BPE tokenizer, from a cache of
-its pieces: piece_cache.py). labelled_examples makes chat.label_assistant_turns' rows
+its pieces: piece_cache.py), the renders made by the compiled template (fast_render.py). labelled_examples makes chat.label_assistant_turns' rows
 for a whole chunk in one batch call of the fast tokenizer (Rust), the labels placed by the character spans of the
 assistant turns (offset mapping) instead of encoding each prompt again; the filter's token count is the length of the
 same ids. The worker that counts a record's tokens (filter or
@@ -21,6 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
+from hanzo_ml.dataprep.fast_render import renderer
 from hanzo_ml.dataprep.parallel import ordered_map
 from hanzo_ml.dataprep.piece_cache import PieceCache
 from hanzo_ml.dataprep.split import SPLIT_NAMES
@@ -43,17 +44,16 @@ def labelled_examples(tokenizer, conversations: list[list[dict]]) -> list[tuple[
     tokens). A conversation where that does not hold (a template that renders prefixes differently, an answer whose
     first characters merge with the header's into one token) takes the trainer's path: its prefixes encoded
     separately, in a second batch call."""
-    from hanzo_ml.chat import render
-
+    render = renderer(tokenizer)
     plans: list[tuple[str, list[tuple[str, str]]]] = []
     for messages in conversations:
-        whole = render(tokenizer, messages)
+        whole = render(messages)
         turns = []
         for turn, message in enumerate(messages):
             if message["role"] != "assistant":
                 continue
-            end_text = whole if turn == len(messages) - 1 else render(tokenizer, messages[: turn + 1])
-            turns.append((render(tokenizer, messages[:turn], add_generation_prompt=True), end_text))
+            end_text = whole if turn == len(messages) - 1 else render(messages[: turn + 1])
+            turns.append((render(messages[:turn], add_generation_prompt=True), end_text))
         plans.append((whole, turns))
     if not plans:
         return []
