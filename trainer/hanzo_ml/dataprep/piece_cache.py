@@ -19,10 +19,32 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import chain
 
 # 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ (tokenizers' ByteLevel) on ASCII
 PIECES = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+", re.ASCII)
 MAX_PIECES = 200_000  # cached pieces a process keeps (about 30 MB); the cache starts over when full
+
+
+class Unsplit(Exception):
+    """A piece the tokenizer's own pre-tokenizer would cut further."""
+
+
+class Pieces(dict):
+    """piece -> its ids; a piece not yet seen is encoded on lookup."""
+
+    def __init__(self, raw):
+        super().__init__()
+        self.raw = raw
+
+    def __missing__(self, piece: str) -> list[int]:
+        split = self.raw.pre_tokenizer.pre_tokenize_str(piece)  # the piece's bytes as the BPE model's symbols
+        if len(split) != 1:
+            raise Unsplit(piece)
+        if len(self) >= MAX_PIECES:
+            self.clear()
+        ids = self[piece] = [token.id for token in self.raw.model.tokenize(split[0][0])]
+        return ids
 
 
 class PieceCache:
@@ -31,7 +53,7 @@ class PieceCache:
         self.added = added
         longest_first = sorted(added, key=len, reverse=True)  # leftmost-longest, as the tokenizer matches them
         self.added_pattern = re.compile("(" + "|".join(map(re.escape, longest_first)) + ")") if added else None
-        self.pieces: dict[str, list[int]] = {}
+        self.pieces = Pieces(raw)
 
     @staticmethod
     def for_tokenizer(raw) -> "PieceCache | None":
@@ -52,27 +74,18 @@ class PieceCache:
         """The ids of an ASCII text; None for any other text (or a piece the expression cut otherwise)."""
         if not text.isascii():
             return None
+        lookup = self.pieces.__getitem__
+        if self.added_pattern is None:
+            parts = [text]
+        else:
+            parts = self.added_pattern.split(text)
         ids: list[int] = []
-        parts = self.added_pattern.split(text) if self.added_pattern is not None else [text]
-        for i, part in enumerate(parts):
-            if i % 2:  # the split keeps the added tokens at the odd places
-                ids.append(self.added[part])
-                continue
-            for piece in PIECES.findall(part):
-                known = self.pieces.get(piece)
-                if known is None:
-                    known = self.learn(piece)
-                    if known is None:
-                        return None
-                ids.extend(known)
-        return ids
-
-    def learn(self, piece: str) -> list[int] | None:
-        """A new piece through the tokenizer's own pre-tokenizer (bytes to its symbols) and BPE model."""
-        split = self.raw.pre_tokenizer.pre_tokenize_str(piece)
-        if len(split) != 1:
+        try:
+            for i, part in enumerate(parts):
+                if i % 2:  # the split keeps the added tokens at the odd places
+                    ids.append(self.added[part])
+                elif part:
+                    ids.extend(chain.from_iterable(map(lookup, PIECES.findall(part))))
+        except Unsplit:
             return None
-        if len(self.pieces) >= MAX_PIECES:
-            self.pieces.clear()
-        ids = self.pieces[piece] = [token.id for token in self.raw.model.tokenize(split[0][0])]
         return ids

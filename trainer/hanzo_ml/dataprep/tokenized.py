@@ -17,7 +17,7 @@ the split files back (write_tokenized remains for the rare case the split moves 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -72,6 +72,35 @@ def labelled_examples(tokenizer, conversations: list[list[dict]]) -> list[tuple[
                                                              [ids[i] for i in fallback])):
         examples[i] = example
     return examples  # type: ignore[return-value]
+
+
+class PackedExamples(NamedTuple):
+    """A chunk's (input_ids, labels) or None each, as three arrays (the ids and labels of all, end to end, and each
+    one's end; -1 for None): they cross between processes as three buffers, not two arrays per record."""
+    ids: np.ndarray
+    labels: np.ndarray
+    ends: np.ndarray
+
+    @staticmethod
+    def pack(examples: list[tuple[np.ndarray, np.ndarray] | None]) -> "PackedExamples":
+        made = [e for e in examples if e is not None]
+        lengths = np.array([-1 if e is None else len(e[0]) for e in examples], dtype=np.int64)
+        ends = np.where(lengths < 0, -1, np.cumsum(np.maximum(lengths, 0)))
+        empty = np.zeros(0, np.int32)
+        return PackedExamples(np.concatenate([e[0] for e in made]) if made else empty,
+                              np.concatenate([e[1] for e in made]) if made else empty, ends)
+
+    def unpack(self) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        """Views into the packed arrays, in order."""
+        out: list[tuple[np.ndarray, np.ndarray] | None] = []
+        start = 0
+        for end in self.ends.tolist():
+            if end < 0:
+                out.append(None)
+                continue
+            out.append((self.ids[start:end], self.labels[start:end]))
+            start = end
+        return out
 
 
 def labels_by_bytes(whole: str, turns: list[tuple[str, str]], input_ids: np.ndarray,
@@ -328,10 +357,11 @@ def counting_worker(load_tokenizer):
 
 
 def labelling_worker(load_tokenizer):
-    """labelled_examples for a chunk of conversations; None in, None out (a stage already made that record's)."""
-    def label(conversations: list[list[dict] | None]) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """labelled_examples for a chunk of conversations, packed; None in, None out (a stage already made that
+    record's)."""
+    def label(conversations: list[list[dict] | None]) -> PackedExamples:
         made = iter(labelled_examples(load_tokenizer(), [c for c in conversations if c is not None]))
-        return [None if c is None else next(made) for c in conversations]
+        return PackedExamples.pack([None if c is None else next(made) for c in conversations])
     return label
 
 

@@ -27,7 +27,8 @@ from typing import Iterator
 from hanzo_ml.dataprep.issues import single_issue
 from hanzo_ml.dataprep.ops import Stage, chunked
 from hanzo_ml.dataprep.parallel import ordered_map
-from hanzo_ml.dataprep.records import Record
+from hanzo_ml.dataprep.records import Record, conversation_of, text_of
+from hanzo_ml.dataprep.tokenized import PackedExamples, labelled_examples
 
 CHUNK = 256
 LANGUAGE_PREFIX_CHARS = 256
@@ -92,17 +93,17 @@ class Filter(Stage):
         low, high = params.get("min_tokens"), params.get("max_tokens")
         confidence = params.get("min_language_confidence", 0.5)
 
-        def decide(chunk: list[Record]) -> tuple[list[str | None], list[int | None], list[tuple | None]]:
-            reasons: list[str | None] = [None] * len(chunk)
-            lengths: list[int | None] = [None] * len(chunk)
-            examples: list[tuple | None] = [None] * len(chunk)
+        def decide(values: list[dict]) -> tuple[list[str | None], list[int | None], PackedExamples]:
+            """The records' values (only they cross to the worker): a reason to remove each or None, its tokens,
+            and with a tokenize operation after the filter the kept ones' tokenized rows."""
+            reasons: list[str | None] = [None] * len(values)
+            lengths: list[int | None] = [None] * len(values)
+            examples: list[tuple | None] = [None] * len(values)
             if tokenizer is not None and labelled:
-                from hanzo_ml.dataprep.tokenized import labelled_examples
-
-                examples = labelled_examples(tokenizer, [r.conversation() for r in chunk])
+                examples = labelled_examples(tokenizer, [conversation_of(v) for v in values])
                 lengths = [len(ids) for ids, _ in examples]
             elif tokenizer is not None:
-                lengths = conversation_lengths(tokenizer, [r.conversation() for r in chunk])
+                lengths = conversation_lengths(tokenizer, [conversation_of(v) for v in values])
             if tokenizer is not None:
                 for i, n in enumerate(lengths):
                     if low is not None and n < low:
@@ -110,10 +111,10 @@ class Filter(Stage):
                     elif high is not None and n > high:
                         reasons[i] = "too_many_tokens"
             if detector is not None:
-                for i, record in enumerate(chunk):
-                    if reasons[i] is None and not in_languages(detector, wanted, record.text(), confidence):
+                for i, value in enumerate(values):
+                    if reasons[i] is None and not in_languages(detector, wanted, text_of(value), confidence):
                         reasons[i] = "language"
-            return reasons, lengths, [e if r is None else None for e, r in zip(examples, reasons)]
+            return reasons, lengths, PackedExamples.pack([e if r is None else None for e, r in zip(examples, reasons)])
 
         return decide
 
@@ -124,8 +125,9 @@ class Filter(Stage):
     def process(self, records: Iterator[Record]) -> Iterator[Record]:
         removed: Counter = Counter()
         for chunk, (reasons, lengths, examples) in ordered_map(self.worker, chunked(records, CHUNK),
-                                                               self.context.threads):
-            for record, reason, tokens, example in zip(chunk, reasons, lengths, examples):
+                                                               self.context.threads,
+                                                               send=lambda chunk: [r.value for r in chunk]):
+            for record, reason, tokens, example in zip(chunk, reasons, lengths, examples.unpack()):
                 if reason is None:
                     record.tokens = tokens  # counted as the split files' counts are: not counted again
                     record.encoded = example
