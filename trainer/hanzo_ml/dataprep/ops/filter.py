@@ -28,7 +28,8 @@ from hanzo_ml.dataprep.issues import single_issue
 from hanzo_ml.dataprep.ops import Stage, chunked
 from hanzo_ml.dataprep.parallel import ordered_map
 from hanzo_ml.dataprep.records import Record, conversation_of, text_of
-from hanzo_ml.dataprep.tokenized import PackedExamples, labelled_examples
+from hanzo_ml.dataprep.fast_render import renderer
+from hanzo_ml.dataprep.tokenized import PackedExamples, encode_ids, labelled_examples
 
 CHUNK = 256
 LANGUAGE_PREFIX_CHARS = 256
@@ -60,12 +61,9 @@ def known_languages(model) -> list[str]:
 
 
 def conversation_lengths(tokenizer, conversations: list[list[dict]]) -> list[int]:
-    """len(chat.encode_conversation(...)) for each, the renders tokenized in one batch call."""
-    from hanzo_ml.chat import render
-
-    from hanzo_ml.dataprep.tokenized import encode_ids
-
-    texts = [render(tokenizer, messages) for messages in conversations]
+    """len(chat.encode_conversation(...)) for each, the renders tokenized together."""
+    render = renderer(tokenizer)
+    texts = [render(messages) for messages in conversations]
     return [len(ids) for ids in encode_ids(tokenizer, texts)] if texts else []
 
 
