@@ -33,6 +33,8 @@ def size_section(r: dict, size: dict) -> list[str]:
               "not: labels on the assistant turns (two renders of the chat template a record, the turn boundaries placed "
               "by byte position in one encode, where DocumentTokenizer encodes the plain text), nine PII kinds against "
               "two, tokens counted for the length filter instead of words, and the split with its hashes and Arrow files."]
+    if "datatrove_language_note" in r:
+        lines += ["", r["datatrove_language_note"]]
     rep = size["ours_report"]
     ops = {op["op"]: op for op in rep["operations"]}
     lines += ["", f"Ours: {rep['records_in']:,} in, {rep['records_out']:,} out; removed " + ", ".join(
@@ -95,6 +97,8 @@ def markdown(r: dict) -> str:
                   "caps are reached (the batch after about 65,000 kept records, the near-dedup cache once its index file "
                   "outgrows 128 MB, a few hundred thousand records) the peak stays flat; the runs here show it up to the "
                   "largest size only."]
+        if "memory_note" in r:
+            lines += ["", r["memory_note"]]
     if "ours_only" in r:
         lines += ["", "## Ours alone at other sizes", "", r["ours_only_how"], "",
                   "| records | wall s | CPU s | CPU us/record | records/hour/core | peak RSS MB | records out | 1-min load before -> after |",
