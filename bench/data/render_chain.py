@@ -95,7 +95,7 @@ def markdown(r: dict) -> str:
                   "processes themselves (in each worker the tokenizer, its piece cache of at most 200,000 pieces and the fastText "
                   "model, the chunks in flight). Once the "
                   "caps are reached (the batch after about 65,000 kept records, the near-dedup cache once its index file "
-                  "outgrows 128 MB, a few hundred thousand records) the peak stays flat; the runs here show it up to the "
+                  "outgrows 128 MB, a few hundred thousand records) the peak levels off; the runs here show it up to the "
                   "largest size only."]
         if "memory_note" in r:
             lines += ["", r["memory_note"]]
@@ -115,7 +115,9 @@ def markdown(r: dict) -> str:
             lines.append(f"| {row['engine']} | {row['cpu_us_per_record']:,} | {row['records_out']:,} | {row['peak_rss_mb']} |")
         lines += ["", e["hot_spots"]]
     lines += ["", f"Run: `PYTHONPATH=trainer <trainer venv python> bench/data/chain.py --records {','.join(str(s['records']) for s in r['sizes'])} --passes 1` "
-              "(bench/data/run.py is the earlier module-level comparison, without tokenize, language and split)."]
+              + (f"then `bench/data/ours_alone.py --records {','.join(str(o['records']) for o in r['ours_only'])}` (the same options) "
+                 if "ours_only" in r else "")
+              + "(bench/data/run.py is the earlier module-level comparison, without tokenize, language and split)."]
     return "\n".join(lines) + "\n"
 
 
