@@ -214,3 +214,18 @@ def test_a_compiled_template_that_renders_a_probe_otherwise_is_not_used(tiny_bas
     assert chosen.__name__ == "slow"
     monkeypatch.undo()
     assert chosen(messages, add_generation_prompt=True) == render(tokenizer, messages, add_generation_prompt=True)
+
+
+def test_packed_examples_come_back_as_they_went_none_and_empty_included():
+    import numpy as np
+
+    from hanzo_ml.dataprep.tokenized import PackedExamples
+
+    examples = [(np.array([5, 6, 7], np.int32), np.array([-100, 6, 7], np.int32)), None,
+                (np.zeros(0, np.int32), np.zeros(0, np.int32)), (np.array([9], np.int32), np.array([9], np.int32)), None]
+
+    back = PackedExamples.pack(examples).unpack()
+
+    assert [None if e is None else (e[0].tolist(), e[1].tolist()) for e in back] == \
+        [None if e is None else (e[0].tolist(), e[1].tolist()) for e in examples]
+    assert PackedExamples.pack([]).unpack() == [] and PackedExamples.pack([None]).unpack() == [None]
