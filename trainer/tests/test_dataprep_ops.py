@@ -150,7 +150,7 @@ def test_the_language_filter_keeps_a_labelled_sentence_for_its_own_language_only
 def test_an_unknown_language_code_is_refused_at_start(tmp_path):
     from hanzo_ml.errors import InputError
 
-    with pytest.raises(InputError, match="'xx'"):
+    with pytest.raises(InputError, match="no language detector for 'xx'"):
         build_stage({"op": "filter", "languages": ["xx"]}, context(tmp_path))
 
 

@@ -78,8 +78,8 @@ class Filter(Stage):
             known = known_languages(load_language_model())
             unknown = [code for code in languages if code not in known]
             if unknown:
-                raise single_issue("operations", f"the language detector does not know {unknown[0]!r} (expected "
-                                   f"an ISO 639-1 code of one of its {len(known)} languages)", field="filter.languages")
+                raise single_issue("operations", f"no language detector for {unknown[0]!r} (expected an ISO "
+                                   f"639-1 code of one of the model's {len(known)} languages)", field="filter.languages")
             self.details["detector"] = {"model": LANGUAGE_MODEL, "languages": len(known)}
 
     def worker(self):
