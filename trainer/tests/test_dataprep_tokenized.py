@@ -229,3 +229,14 @@ def test_packed_examples_come_back_as_they_went_none_and_empty_included():
     assert [None if e is None else (e[0].tolist(), e[1].tolist()) for e in back] == \
         [None if e is None else (e[0].tolist(), e[1].tolist()) for e in examples]
     assert PackedExamples.pack([]).unpack() == [] and PackedExamples.pack([None]).unpack() == [None]
+
+
+def test_a_message_with_a_reasoning_field_is_rendered_by_chat_render(tiny_base_dir):
+    from hanzo_ml.chat import render
+    from hanzo_ml.dataprep.fast_render import renderer
+
+    tokenizer = load_tokenizer(tiny_base_dir)
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}|{{ m.get('thinking', '-') }};{% endfor %}"
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", "reasoning_content": "why"}]
+
+    assert renderer(tokenizer)(messages) == render(tokenizer, messages)

@@ -2,17 +2,19 @@
 
 apply_chat_template copies every message into plain JSON types, renames reasoning fields, builds the template's
 variables and only then runs the compiled Jinja template: on the data bench's two-message records that was about
-35 us a render of which the template itself took about 15. For messages that are already plain (every value a str,
-as a prepared record's are) the copy changes nothing, so the compiled template (transformers' own compilation,
+35 us a render of which the template itself took about 15. For messages that are already plain (a str role and content and
+no other key, as a prepared record's are) the copy changes nothing, so the compiled template (transformers' own compilation,
 cached) is called directly with the same variables. Whether that gives chat.render's text is checked once per
 tokenizer on PROBES (every role, several turns, with and without the generation prompt); a tokenizer whose template
-renders any probe differently, or a conversation with a value that is not a str, keeps chat.render.
+renders any probe differently, or a conversation with any other key or value, keeps chat.render.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 Renderer = Callable[..., str]
+# the keys of a message the direct call passes as they are (apply_chat_template renames reasoning fields, drops None)
+PLAIN_KEYS = {"role", "content"}
 
 PROBES = [
     [{"role": "user", "content": "How do I reset it?"}, {"role": "assistant", "content": "Click 'Reset'.\n\nDone."}],
@@ -53,7 +55,8 @@ def make_renderer(tokenizer) -> Renderer:
     variables = dict(tokenizer.special_tokens_map)
 
     def fast(messages, add_generation_prompt: bool = False) -> str:
-        if not all(type(value) is str for message in messages for value in message.values()):
+        if not all(message.keys() <= PLAIN_KEYS and type(message["role"]) is str and type(message["content"]) is str
+                   for message in messages):
             return slow(messages, add_generation_prompt)
         return template.render(messages=messages, tools=None, documents=None,
                                add_generation_prompt=add_generation_prompt, **variables)
