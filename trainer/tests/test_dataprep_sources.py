@@ -399,3 +399,23 @@ def test_normalization_matches_the_upload_path_problem_for_problem(tmp_path):
             record, problems = python[form](case)
             got = {"line": canonical_json(record)} if record else {"problems": [list(p) for p in problems]}
             assert got == want, case
+
+
+def test_canonical_lines_are_json_stringify_for_every_character_and_a_lone_surrogate():
+    import json
+
+    # JSON.stringify's output: escapes for quote, backslash and the C0 controls (short forms where JSON has them,
+    # lowercase \u00xx otherwise), every other character as itself, a lone surrogate as a lowercase \u escape
+    def stringify(text: str) -> str:
+        short = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+        return '"' + "".join(short.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 0x20 or 0xD800 <= ord(c) <= 0xDFFF
+                                               else c) for c in text) + '"'
+
+    texts = ["".join(chr(c) for c in range(start, min(start + 512, 0x10000)) if not 0xD800 <= c <= 0xDFFF)
+             for start in range(0, 0x10000, 512)] + ["emoji \U0001F600 and \u2028", "lone \ud800 surrogate"]
+    for text in texts:
+        value = {"messages": [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]}
+        line = canonical_json(value)
+        assert line == '{"messages":[{"role":"user","content":' + stringify(text) + \
+            '},{"role":"assistant","content":"ok"}]}'
+        assert json.loads(line) == value

@@ -124,3 +124,119 @@ def test_language_is_read_from_a_bounded_prefix_cut_at_a_space():
     assert len(prefix) <= LANGUAGE_PREFIX_CHARS and prefix.endswith("word") and text.startswith(prefix)
     assert language_prefix("short text") == "short text"
     assert len(language_prefix("x" * 1000)) == LANGUAGE_PREFIX_CHARS  # no space to cut at: a hard cut
+
+
+# ---- the piece cache (dataprep.piece_cache) ------------------------------------------------------------
+
+def ascii_soup(rng, specials: list[str]) -> str:
+    """Text made to hit the GPT-2 expression's corners: contractions, digits, punctuation runs, control
+    characters, runs of spaces and line breaks, added tokens in the middle of words."""
+    import string
+
+    alphabet = string.printable + "'''stldmv" + "\x00\x01\x1c\x1f\x7f" + "    \n\n\t\r\x0b\x0c"
+    parts = []
+    for _ in range(rng.randint(1, 12)):
+        parts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))))
+        if rng.random() < 0.3:
+            parts.append(rng.choice(specials))
+        if rng.random() < 0.3:
+            parts.append(rng.choice(["'s", "'ll", " 're", "  ", " \n ", "'", "n't", "123", " 4x", "   \n"]))
+    return "".join(parts)
+
+
+def test_the_piece_cache_gives_the_rust_encodes_ids_on_ascii_text(tiny_base_dir):
+    import random
+
+    from hanzo_ml.chat import render
+    from hanzo_ml.dataprep.piece_cache import PieceCache
+
+    tokenizer = load_tokenizer(tiny_base_dir)
+    raw = tokenizer._tokenizer
+    cache = PieceCache.for_tokenizer(raw)
+    assert cache is not None  # the tiny base is byte-level BPE
+    rng = random.Random(7)
+    texts = [render(tokenizer, r["messages"]) for r in demo_records(50)] + \
+        [ascii_soup(rng, sorted(cache.added)) for _ in range(3000)]
+
+    for _ in range(2):  # cold, then every piece from the cache
+        made = [cache.encode(text) for text in texts]
+        assert made == [raw.encode(text, add_special_tokens=False).ids for text in texts]
+
+
+def test_the_piece_cache_leaves_other_text_and_other_tokenizers_to_the_rust_encode(tiny_base_dir):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from hanzo_ml.dataprep.piece_cache import PieceCache
+    from hanzo_ml.dataprep.tokenized import encode_ids
+
+    tokenizer = load_tokenizer(tiny_base_dir)
+    cache = PieceCache.for_tokenizer(tokenizer._tokenizer)
+    accented = "Déjà vu: ça marche très bien."
+    assert cache.encode(accented) is None
+    assert encode_ids(tokenizer, [accented, "plain"]) == [
+        tokenizer._tokenizer.encode(t, add_special_tokens=False).ids for t in (accented, "plain")]
+    word_level = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
+    word_level.pre_tokenizer = pre_tokenizers.Whitespace()
+    assert PieceCache.for_tokenizer(word_level) is None
+
+
+# ---- the renders (dataprep.fast_render) ---------------------------------------------------------------
+
+def test_the_compiled_template_renders_what_chat_render_renders(tiny_base_dir):
+    from hanzo_ml.chat import render
+    from hanzo_ml.dataprep.fast_render import renderer
+
+    tokenizer = load_tokenizer(tiny_base_dir)
+    fast = renderer(tokenizer)
+    assert fast.__name__ == "fast"  # the product's template passes the probes
+    conversations = [r["messages"] for r in demo_records(30)] + varied_conversations() + [
+        [{"role": "user", "content": "hi", "name": None}, {"role": "assistant", "content": "hello"}]]
+
+    for messages in conversations:
+        for prompt in (False, True):
+            assert fast(messages, add_generation_prompt=prompt) == render(tokenizer, messages,
+                                                                          add_generation_prompt=prompt)
+
+
+def test_a_compiled_template_that_renders_a_probe_otherwise_is_not_used(tiny_base_dir, monkeypatch):
+    from hanzo_ml.chat import render
+    from hanzo_ml.dataprep import fast_render
+
+    tokenizer = load_tokenizer(tiny_base_dir)
+    compile_template = fast_render.compiled_template
+    # a compilation that drops the generation prompt: the probes with the prompt tell it apart
+    monkeypatch.setattr(fast_render, "compiled_template", lambda template: compile_template(
+        template.replace("add_generation_prompt", "false")))
+    messages = [{"role": "user", "content": "hi"}]
+
+    chosen = fast_render.renderer(tokenizer)
+
+    assert chosen.__name__ == "slow"
+    monkeypatch.undo()
+    assert chosen(messages, add_generation_prompt=True) == render(tokenizer, messages, add_generation_prompt=True)
+
+
+def test_packed_examples_come_back_as_they_went_none_and_empty_included():
+    import numpy as np
+
+    from hanzo_ml.dataprep.tokenized import PackedExamples
+
+    examples = [(np.array([5, 6, 7], np.int32), np.array([-100, 6, 7], np.int32)), None,
+                (np.zeros(0, np.int32), np.zeros(0, np.int32)), (np.array([9], np.int32), np.array([9], np.int32)), None]
+
+    back = PackedExamples.pack(examples).unpack()
+
+    assert [None if e is None else (e[0].tolist(), e[1].tolist()) for e in back] == \
+        [None if e is None else (e[0].tolist(), e[1].tolist()) for e in examples]
+    assert PackedExamples.pack([]).unpack() == [] and PackedExamples.pack([None]).unpack() == [None]
+
+
+def test_a_message_with_a_reasoning_field_is_rendered_by_chat_render(tiny_base_dir):
+    from hanzo_ml.chat import render
+    from hanzo_ml.dataprep.fast_render import renderer
+
+    tokenizer = load_tokenizer(tiny_base_dir)
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}|{{ m.get('thinking', '-') }};{% endfor %}"
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", "reasoning_content": "why"}]
+
+    assert renderer(tokenizer)(messages) == render(tokenizer, messages)

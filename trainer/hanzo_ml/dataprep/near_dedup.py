@@ -23,6 +23,7 @@ import os
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import Iterator, NamedTuple
 
 import numpy as np
 import xxhash
@@ -54,6 +55,19 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[int]:
     raw = sig.tobytes()
     width = rows * 4
     return [xxhash.xxh64_intdigest(raw[b * width:(b + 1) * width], seed=b) - (1 << 63) for b in range(bands)]
+
+
+class SignedChunk(NamedTuple):
+    """The signatures and band keys of a chunk of texts, one row each (present: False for a text without words),
+    as three arrays: they cross between processes as three buffers, not as an object per record."""
+    sigs: np.ndarray     # (texts, num_perm) uint32
+    keys: np.ndarray     # (texts, bands) int64
+    present: np.ndarray  # (texts,) bool
+
+    def each(self) -> Iterator[tuple[np.ndarray, list[int]] | None]:
+        """(signature, band keys) or None for each text, in order: is_duplicate_signed's argument."""
+        for sig, keys, present in zip(self.sigs, self.keys.tolist(), self.present.tolist()):
+            yield (sig, keys) if present else None
 
 
 class NumpyMinHash:
@@ -146,16 +160,19 @@ class NearDuplicateFilter:
         return band_keys(sig, self.bands, self.rows)
 
     def signer(self):
-        """A function texts -> [(signature, band keys) or None], for the worker processes: the per-record half
-        of is_duplicate, which depends on nothing but the text and the parameters."""
+        """A function texts -> SignedChunk, for the worker processes: the per-record half of is_duplicate, which
+        depends on nothing but the text and the parameters."""
         shingle_words, num_perm, seed, bands, rows = self.shingle_words, self.num_perm, self.seed, self.bands, self.rows
 
-        def sign(texts: list[str]) -> list[tuple[np.ndarray, list[int]] | None]:
-            out = []
-            for text in texts:
+        def sign(texts: list[str]) -> SignedChunk:
+            sigs = np.zeros((len(texts), num_perm), dtype=np.uint32)
+            keys = np.zeros((len(texts), bands), dtype=np.int64)
+            present = np.zeros(len(texts), dtype=bool)
+            for i, text in enumerate(texts):
                 sig = signature(text, shingle_words, num_perm, seed)
-                out.append(None if sig is None else (sig, band_keys(sig, bands, rows)))
-            return out
+                if sig is not None:
+                    sigs[i], keys[i], present[i] = sig, band_keys(sig, bands, rows), True
+            return SignedChunk(sigs, keys, present)
         return sign
 
     # ---- the interface the prepare-dataset engine calls ----

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 # Python keeps a lone UTF-16 surrogate (from a "\ud800" escape) as a character; JSON.stringify escapes it.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -44,16 +46,10 @@ class Record:
         return "prompt" in self.value
 
     def conversation(self) -> list[dict[str, str]]:
-        """What training sees: the messages, or a preference pair's prompt followed by its chosen answer."""
-        if self.is_preference:
-            return self.value["prompt"] + self.value["chosen"]
-        return self.value["messages"]
+        return conversation_of(self.value)
 
     def text(self) -> str:
-        """Every message's content, one per line: what language detection and near-duplicate search read."""
-        v = self.value
-        messages = v["prompt"] + v["chosen"] + v["rejected"] if self.is_preference else v["messages"]
-        return "\n".join(m["content"] for m in messages)
+        return text_of(self.value)
 
     def to_spool(self) -> str:
         return json.dumps([self.file, self.line, self.source, self.split, self.extra, self.value, self.tokens],
@@ -63,6 +59,19 @@ class Record:
     def from_spool(line: str) -> "Record":
         file, number, source, split, extra, value, tokens = json.loads(line)
         return Record(value, file, number, source, split, extra, tokens)
+
+
+def conversation_of(value: dict[str, Any]) -> list[dict[str, str]]:
+    """What training sees: the messages, or a preference pair's prompt followed by its chosen answer."""
+    if "prompt" in value:
+        return value["prompt"] + value["chosen"]
+    return value["messages"]
+
+
+def text_of(value: dict[str, Any]) -> str:
+    """Every message's content, one per line: what language detection and near-duplicate search read."""
+    messages = value["prompt"] + value["chosen"] + value["rejected"] if "prompt" in value else value["messages"]
+    return "\n".join(m["content"] for m in messages)
 
 
 def clean(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -76,6 +85,10 @@ def canonical_json(value: dict[str, Any]) -> str:
                    "rejected": clean(value["rejected"])}
     else:
         ordered = {"messages": clean(value["messages"])}
+    try:  # orjson writes the same bytes as the json module here, about five times faster
+        return orjson.dumps(ordered).decode()
+    except TypeError:  # a lone surrogate (orjson refuses it): the json module's text, escaped as JSON.stringify does
+        pass
     text = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
     if _LONE_SURROGATE.search(text):
         text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -232,7 +232,7 @@ def write_splits(records: Iterator[Record], sink: SplitSink, issues: IssueLog, c
         for chunk, examples in ordered_map(lambda: labelling_worker(context.tokenizer), chunked(placed, COUNT_CHUNK),
                                            context.threads, send=lambda chunk: [
                                                None if r.encoded is not None else r.conversation() for r in chunk]):
-            for record, example in zip(chunk, examples):
+            for record, example in zip(chunk, examples.unpack()):
                 if example is not None:
                     record.encoded, record.tokens = example, len(example[0])
                 sink.add(record, record.tokens)

@@ -20,6 +20,8 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
+import orjson
+
 from hanzo_ml.dataprep.issues import IssueLog, single_issue
 from hanzo_ml.dataprep.normalize import (NO_FORM, detect_form, mixed_forms_message, normalize,
                                          normalize_instruction, normalize_text)
@@ -225,8 +227,12 @@ class SourceReader:
                     return
 
     def parse_json(self, text: str, name: str, number: int) -> dict | None:
+        try:  # orjson accepts a subset of what the json module does (no NaN, no lone surrogate, 64-bit integers)
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:  # the json module decides, and words the problem
+            value = None
         try:
-            value = json.loads(text, parse_constant=reject_constant)
+            value = json.loads(text, parse_constant=reject_constant) if value is None else value
         except ValueError as e:
             detail = f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError) else str(e)
             self.log.add(name, number, None, f"invalid JSON: {detail}")

@@ -6,7 +6,8 @@ tokenized/<split>.arrow is an Arrow IPC file: one row per record, in file order,
 where the trainer masks) and document (the record's 0-based index in its split file). Rows are not packed: the
 trainer packs (hanzo_ml.packing.pack) when it builds batches, as it does for JSONL.
 
-Speed: a record is tokenized once, and its text encoded once. labelled_examples makes chat.label_assistant_turns' rows
+Speed: a record is tokenized once, and its text encoded once (for a byte-level BPE tokenizer, from a cache of
+its pieces: piece_cache.py), the renders made by the compiled template (fast_render.py). labelled_examples makes chat.label_assistant_turns' rows
 for a whole chunk in one batch call of the fast tokenizer (Rust), the labels placed by the character spans of the
 assistant turns (offset mapping) instead of encoding each prompt again; the filter's token count is the length of the
 same ids. The worker that counts a record's tokens (filter or
@@ -16,11 +17,13 @@ the split files back (write_tokenized remains for the rare case the split moves 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from hanzo_ml.dataprep.fast_render import renderer
 from hanzo_ml.dataprep.parallel import ordered_map
+from hanzo_ml.dataprep.piece_cache import PieceCache
 from hanzo_ml.dataprep.split import SPLIT_NAMES
 from hanzo_ml.files import sha256_file
 
@@ -41,24 +44,23 @@ def labelled_examples(tokenizer, conversations: list[list[dict]]) -> list[tuple[
     tokens). A conversation where that does not hold (a template that renders prefixes differently, an answer whose
     first characters merge with the header's into one token) takes the trainer's path: its prefixes encoded
     separately, in a second batch call."""
-    from hanzo_ml.chat import render
-
+    render = renderer(tokenizer)
     plans: list[tuple[str, list[tuple[str, str]]]] = []
     for messages in conversations:
-        whole = render(tokenizer, messages)
+        whole = render(messages)
         turns = []
         for turn, message in enumerate(messages):
             if message["role"] != "assistant":
                 continue
-            end_text = whole if turn == len(messages) - 1 else render(tokenizer, messages[: turn + 1])
-            turns.append((render(tokenizer, messages[:turn], add_generation_prompt=True), end_text))
+            end_text = whole if turn == len(messages) - 1 else render(messages[: turn + 1])
+            turns.append((render(messages[:turn], add_generation_prompt=True), end_text))
         plans.append((whole, turns))
     if not plans:
         return []
     lengths = token_byte_lengths(tokenizer)
     wholes = [whole for whole, _ in plans]
     if lengths is not None:
-        ids = [np.asarray(e.ids, dtype=np.int32) for e in fast_encode_batch(tokenizer, wholes)]
+        ids = [np.asarray(e, dtype=np.int32) for e in encode_ids(tokenizer, wholes)]
         examples = [labels_by_bytes(whole, turns, input_ids, lengths) for (whole, turns), input_ids in zip(plans, ids)]
     else:
         encoded = offsets_encode_batch(tokenizer, wholes)
@@ -70,6 +72,35 @@ def labelled_examples(tokenizer, conversations: list[list[dict]]) -> list[tuple[
                                                              [ids[i] for i in fallback])):
         examples[i] = example
     return examples  # type: ignore[return-value]
+
+
+class PackedExamples(NamedTuple):
+    """A chunk's (input_ids, labels) or None each, as three arrays (the ids and labels of all, end to end, and each
+    one's end; -1 for None): they cross between processes as three buffers, not two arrays per record."""
+    ids: np.ndarray
+    labels: np.ndarray
+    ends: np.ndarray
+
+    @staticmethod
+    def pack(examples: list[tuple[np.ndarray, np.ndarray] | None]) -> "PackedExamples":
+        made = [e for e in examples if e is not None]
+        lengths = np.array([-1 if e is None else len(e[0]) for e in examples], dtype=np.int64)
+        ends = np.where(lengths < 0, -1, np.cumsum(np.maximum(lengths, 0)))
+        empty = np.zeros(0, np.int32)
+        return PackedExamples(np.concatenate([e[0] for e in made]) if made else empty,
+                              np.concatenate([e[1] for e in made]) if made else empty, ends)
+
+    def unpack(self) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        """Views into the packed arrays, in order."""
+        out: list[tuple[np.ndarray, np.ndarray] | None] = []
+        start = 0
+        for end in self.ends.tolist():
+            if end < 0:
+                out.append(None)
+                continue
+            out.append((self.ids[start:end], self.labels[start:end]))
+            start = end
+        return out
 
 
 def labels_by_bytes(whole: str, turns: list[tuple[str, str]], input_ids: np.ndarray,
@@ -194,6 +225,25 @@ def offsets_encode_batch(tokenizer, texts: list[str]):
     return tokenizer._tokenizer.encode_batch(texts, add_special_tokens=False)
 
 
+_PIECE_CACHES: dict[int, tuple[object, PieceCache | None]] = {}
+
+
+def encode_ids(tokenizer, texts: list[str]) -> list[list[int]]:
+    """The ids of fast_encode_batch, from the tokenizer's piece cache (piece_cache.py) where it applies; the texts
+    it leaves go to the Rust encode in one batch call."""
+    raw = tokenizer._tokenizer
+    known = _PIECE_CACHES.get(id(raw))
+    if known is None or known[0] is not raw:  # kept with its tokenizer, so the id is not reused meanwhile
+        known = _PIECE_CACHES[id(raw)] = (raw, PieceCache.for_tokenizer(raw))
+    cache = known[1]
+    ids = [cache.encode(text) for text in texts] if cache is not None else [None] * len(texts)
+    rest = [i for i, found in enumerate(ids) if found is None]
+    if rest:
+        for i, encoded in zip(rest, fast_encode_batch(tokenizer, [texts[i] for i in rest])):
+            ids[i] = encoded.ids
+    return ids  # type: ignore[return-value]
+
+
 def fast_encode_batch(tokenizer, texts: list[str]):
     """The Rust tokenizer's batch encode; encode_batch_fast (tokenizers >= 0.20) skips the character offsets,
     which nothing here reads (the ids are the same)."""
@@ -307,10 +357,11 @@ def counting_worker(load_tokenizer):
 
 
 def labelling_worker(load_tokenizer):
-    """labelled_examples for a chunk of conversations; None in, None out (a stage already made that record's)."""
-    def label(conversations: list[list[dict] | None]) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """labelled_examples for a chunk of conversations, packed; None in, None out (a stage already made that
+    record's)."""
+    def label(conversations: list[list[dict] | None]) -> PackedExamples:
         made = iter(labelled_examples(load_tokenizer(), [c for c in conversations if c is not None]))
-        return [None if c is None else next(made) for c in conversations]
+        return PackedExamples.pack([None if c is None else next(made) for c in conversations])
     return label
 
 

@@ -17,15 +17,15 @@ def masking_worker(kinds: list[str]):
 
     masker = PiiMasker(kinds)
 
-    def mask_chunk(chunk: list[Record]) -> tuple[list[Record], Counter]:
+    def mask_chunk(values: list[dict]) -> tuple[list[dict], Counter]:
+        """The records' values (only they cross to the worker and back), masked in place."""
         counts: Counter = Counter()
-        for record in chunk:
-            for messages in record.value.values():
+        for value in values:
+            for messages in value.values():
                 for message in messages:
                     message["content"], found = masker.mask(message["content"])
                     counts.update(found)
-            record.changed()
-        return chunk, counts
+        return values, counts
 
     return mask_chunk
 
@@ -41,8 +41,11 @@ class MaskPii(Stage):
     def process(self, records: Iterator[Record]) -> Iterator[Record]:
         kinds = list(self.params["kinds"])
         totals: Counter = Counter()
-        for _, (chunk, counts) in ordered_map(lambda: masking_worker(kinds), chunked(records, CHUNK),
-                                              self.context.threads):
+        for chunk, (values, counts) in ordered_map(lambda: masking_worker(kinds), chunked(records, CHUNK),
+                                                   self.context.threads, send=lambda chunk: [r.value for r in chunk]):
             totals.update(counts)
-            yield from chunk
+            for record, value in zip(chunk, values):
+                record.value = value
+                record.changed()
+                yield record
         self.details["redactions"] = {kind: totals.get(kind, 0) for kind in kinds}
