@@ -173,10 +173,16 @@ describe.skipIf(!HAS_PREPARE_DATASET)('derived versions (needs the trainer\'s pr
     expect(res.body.splits.train.num_records + res.body.splits.validation.num_records + res.body.splits.test.num_records).toBe(12);
   });
 
-  it('answers a bad compressed upload with 400 naming the file, record and field', async () => {
+  it('answers a bad gzip-compressed upload with 400 naming the file, line and field, checked in the request as it is decompressed', async () => {
     const bad = gzipSync([chat('q', 'a'), '{"messages": "not a list"}'].join('\n'));
-    const res = await uploadBytes('name=derive-bad&format=jsonl&compression=gzip&wait=true', bad, 'bad.jsonl.gz');
+    const res = await uploadBytes('name=derive-bad&format=jsonl&compression=gzip', bad, 'bad.jsonl.gz');
     expect(res.status).toBe(400);
-    expect(res.body.message).toMatch(/bad\.jsonl\.gz record 2 field messages/);
+    expect(res.body.issues).toEqual([expect.objectContaining({ file: 'bad.jsonl.gz', line: 2, field: 'messages' })]);
+    // Cut short: refused where the stream breaks, not stored.
+    const cut = gzipSync(RAW.slice(0, 20).join('\n'));
+    const truncated = await uploadBytes('name=derive-bad&format=jsonl', cut.subarray(0, cut.length - 12), 'cut.jsonl.gz');
+    expect(truncated.status).toBe(400);
+    expect(truncated.body.issues[0]).toMatchObject({ file: 'cut.jsonl.gz', field: null, message: expect.stringMatching(/cannot decompress/) });
+    expect((await stack.api<Json>('GET', '/v1/datasets?name=derive-bad')).body.datasets).toEqual([]);
   });
 });
