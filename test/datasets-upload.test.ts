@@ -105,6 +105,24 @@ describe.skipIf(!HAS_PREPARE_DATASET)("uploads prepared by a job (needs the trai
     expect(bad.body.message).toMatch(/wait_seconds/);
   }, 180_000);
 
+  it("tells its reading progress in the job's message (records read, share of the input's bytes) before the job ends", async () => {
+    const many = Array.from({ length: 60_000 }, (_, i) => chat(`question ${i} about item ${i % 113}`, `answer ${i}`));
+    const res = await upload('name=async-progress&format=jsonl', many.join('\n'), 'many.jsonl');
+    expect(res.body.status).toBe('preparing');
+    const seen: string[] = [];
+    let job: Json;
+    do {
+      job = (await stack.api<Json>('GET', `/v1/jobs/${res.body.job_id}`)).body;
+      if (job.status === 'running' && /^reading: /.test(job.message ?? '')) seen.push(job.message as string);
+      await new Promise((r) => setTimeout(r, 100));
+    } while (!['succeeded', 'failed', 'cancelled'].includes(job.status as string));
+    expect(job.status).toBe('succeeded');
+    expect(seen.length).toBeGreaterThan(0);
+    for (const m of seen) expect(m).toMatch(/^reading: [\d,]+ records, \d{1,3}% of \d+\.\d MB$/);
+    const size = (Buffer.byteLength(many.join('\n')) / 1e6).toFixed(1);
+    expect(seen[0]).toContain(`of ${size} MB`);
+  }, 300_000);
+
   it('refuses a malformed JSONL line in the request with 400 and issues naming file, line, field and what was expected', async () => {
     const res = await upload('name=async-bad&format=jsonl&wait=false', [chat('q', 'a'), JSON.stringify({ messages: [{ role: 'bot', content: 'x' }] })].join('\n'), 'bad.jsonl');
     expect(res.status).toBe(400);

@@ -95,28 +95,36 @@ export function uploadRoute(app: Hono<AppEnv>, deps: ApiDeps): void {
  */
 async function awaitPreparation(c: Context<AppEnv>, deps: ApiDeps, row: DatasetRow, timeoutMs: number): Promise<Response> {
   const handle = deps.temporal.workflow.getHandle<typeof datasetPreparationWorkflow>(datasetPreparationWorkflowId(row.id));
-  let timer: NodeJS.Timeout | undefined;
-  const gaveUp = new Promise<'gave up'>((resolve) => {
-    timer = setTimeout(() => resolve('gave up'), timeoutMs);
-    c.req.raw.signal.addEventListener('abort', () => resolve('gave up'), { once: true });
-  });
+  // Stops the long poll too (no call left waiting on a job nobody waits for).
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), timeoutMs);
+  const gone = () => stop.abort();
+  c.req.raw.signal.addEventListener('abort', gone, { once: true });
+  let done = false;
   try {
-    const outcome = await Promise.race([handle.result().then(() => 'done' as const), gaveUp]);
-    const now = (await getDatasetAnyStatus(deps.db, row.organizationId, row.id)) ?? row;
-    return c.json(datasetView(now), outcome === 'done' ? 201 : 202);
+    await deps.temporal.withAbortSignal(stop.signal, () => handle.result());
+    done = true;
   } catch (err) {
-    if (!(err instanceof WorkflowFailedError)) throw err;
-    const failed = await getDatasetAnyStatus(deps.db, row.organizationId, row.id);
-    const cause = err.cause instanceof ApplicationFailure ? err.cause : err.cause?.cause instanceof ApplicationFailure ? err.cause.cause : null;
-    const issues = (failed?.issues ?? []) as DatasetIssue[];
-    if (cause?.type === FailureType.BadInput && issues.length) {
-      const refused = new PrepareIssuesError(issues.map((i) => ({ file: i.file, record: i.record ?? i.line ?? null, field: i.field, message: i.message })));
-      return issuesResponse(c, refused.message, issues);
-    }
-    throw new ApiError('INTERNAL_ERROR', `the preparation job ${row.jobId} of version ${row.version} of "${row.name}" failed: ${cause?.message ?? err.message}`);
+    if (!stop.signal.aborted) return preparationFailed(c, deps, row, err);
   } finally {
     clearTimeout(timer);
+    c.req.raw.signal.removeEventListener('abort', gone);
   }
+  const now = (await getDatasetAnyStatus(deps.db, row.organizationId, row.id)) ?? row;
+  return c.json(datasetView(now), done ? 201 : 202);
+}
+
+/** The preparation job failed: 400 with the issues it found in the data, else 500 saying why. */
+async function preparationFailed(c: Context<AppEnv>, deps: ApiDeps, row: DatasetRow, err: unknown): Promise<Response> {
+  if (!(err instanceof WorkflowFailedError)) throw err;
+  const failed = await getDatasetAnyStatus(deps.db, row.organizationId, row.id);
+  const cause = err.cause instanceof ApplicationFailure ? err.cause : err.cause?.cause instanceof ApplicationFailure ? err.cause.cause : null;
+  const issues = (failed?.issues ?? []) as DatasetIssue[];
+  if (cause?.type === FailureType.BadInput && issues.length) {
+    const refused = new PrepareIssuesError(issues.map((i) => ({ file: i.file, record: i.record ?? i.line ?? null, field: i.field, message: i.message })));
+    return issuesResponse(c, refused.message, issues);
+  }
+  throw new ApiError('INTERNAL_ERROR', `the preparation job ${row.jobId} of version ${row.version} of "${row.name}" failed: ${cause?.message ?? err.message}`);
 }
 
 /** 400 in the API's error shape, with each issue as data a client can show one per line. */
