@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { writeMeasured } from '../../../lib/hash.js';
 import type { Context, Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../../deps.js';
@@ -114,7 +114,7 @@ async function awaitPreparation(c: Context<AppEnv>, deps: ApiDeps, row: DatasetR
   return c.json(datasetView(now), done ? 201 : 202);
 }
 
-/** The preparation job failed: 400 with the issues it found in the data, else 500 saying why. */
+/** The preparation job failed: 400 with the issues it found in the data, 409 when it was cancelled, else 500 saying why. */
 async function preparationFailed(c: Context<AppEnv>, deps: ApiDeps, row: DatasetRow, err: unknown): Promise<Response> {
   if (!(err instanceof WorkflowFailedError)) throw err;
   const failed = await getDatasetAnyStatus(deps.db, row.organizationId, row.id);
@@ -124,7 +124,9 @@ async function preparationFailed(c: Context<AppEnv>, deps: ApiDeps, row: Dataset
     const refused = new PrepareIssuesError(issues.map((i) => ({ file: i.file, record: i.record ?? i.line ?? null, field: i.field, message: i.message })));
     return issuesResponse(c, refused.message, issues);
   }
-  throw new ApiError('INTERNAL_ERROR', `the preparation job ${row.jobId} of version ${row.version} of "${row.name}" failed: ${cause?.message ?? err.message}`);
+  const what = `the preparation job ${row.jobId} of version ${row.version} of "${row.name}"`;
+  if (err.cause instanceof CancelledFailure || err.cause?.cause instanceof CancelledFailure) throw new ApiError('INVALID_STATE', `${what} was cancelled`);
+  throw new ApiError('INTERNAL_ERROR', `${what} failed: ${cause?.message ?? err.message}`);
 }
 
 /** 400 in the API's error shape, with each issue as data a client can show one per line. */
