@@ -139,14 +139,18 @@ export async function startTenancyWorld(): Promise<TenancyWorld> {
   const tokensA = await orgWithTokens(catalogue, ORG_A);
   const tokensB = await orgWithTokens(catalogue, ORG_B);
   const bAdmin = tokensB.admin.token;
-  // The probes read ready versions: an upload waits (wait=true) for its preparation job, run by a worker meanwhile.
-  const prepared: Prepared = (fn) => withWorker({ ...loaded, log, catalogue, store, temporalAddress: temporal.address }, fn);
-  const b = await populateOrgB(app, bAdmin, tokensB.viewer.id, prepared);
+  // The probes read ready versions: both datasets are uploaded first, each waiting (wait=true) for its preparation
+  // job, which a worker runs meanwhile; it stops before anything else of B's exists, which so stays queued.
+  const datasets = await withWorker({ ...loaded, log, catalogue, store, temporalAddress: temporal.address }, async () => ({
+    b: created('a dataset', await call(app, 'POST', '/v1/datasets?name=b-secret-ds&format=jsonl&wait=true', bAdmin, [chat('b q1?', 'a1'), chat('b q2?', 'a2'), chat('b q3?', 'a3')].join('\n'))),
+    a: created('A\'s dataset', await call(app, 'POST', '/v1/datasets?name=a-own-ds&format=jsonl&wait=true', tokensA.admin.token, [chat('a q1?', 'a1'), chat('a q2?', 'a2'), chat('a q3?', 'a3')].join('\n'))),
+  }));
+  const b = await populateOrgB(app, bAdmin, tokensB.viewer.id, datasets.b);
   // B's run as a finished train job: its spending is B's (GET /v1/usage).
   await setRunTags(catalogue.db, b.runId, jobTotalTags({ seconds: 60, deviceHours: 0.0123457, costUsd: 7.6543219, tokens: 1000, gpuType: 'cpu', method: 'lora', baseModel: 'b-secret-base' }));
   await requestAdmission(catalogue.db, { name: 'b-secret-job', organizationId: ORG_B, priority: 1, gpus: 1, alreadyRunning: false }, { maxJobs: 0, maxGpus: 1, machineGpus: null }, 60_000);
   // A's own resources come after B's, so A's event stream has events after B's first one.
-  const a = await populateOrgA(app, tokensA.admin.token, prepared);
+  const a = await populateOrgA(app, tokensA.admin.token);
   const secrets = [
     ...Object.entries(b)
       .filter(([k]) => !['version', 'alias'].includes(k))
@@ -190,13 +194,9 @@ function created(what: string, res: { status: number; text: string; json: Json |
   return res.json;
 }
 
-/** Runs an upload waiting for its preparation job while a worker runs that job. */
-type Prepared = <T>(fn: () => Promise<T>) => Promise<T>;
-
-async function populateOrgB(app: TenancyWorld['app'], token: string, viewerTokenId: string, prepared: Prepared): Promise<OrgB> {
+async function populateOrgB(app: TenancyWorld['app'], token: string, viewerTokenId: string, dataset: Json): Promise<OrgB> {
   const req = (method: string, path: string, body?: unknown) => call(app, method, path, token, body);
   const mlflow = (rpc: string, body: unknown) => req('POST', `/api/2.0/mlflow/${rpc}`, body);
-  const dataset = created('a dataset', await prepared(() => req('POST', '/v1/datasets?name=b-secret-ds&format=jsonl&wait=true', [chat('b q1?', 'a1'), chat('b q2?', 'a2'), chat('b q3?', 'a3')].join('\n'))));
   const evalSuite = { name: 'b-secret-suite', version: 1, test: { dataset: 'b-secret-ds@1', split: 'train' }, metrics: [{ task: 'test', metric: 'exact_match', direction: 'higher', max_regression: 0.05 }] };
   created('an eval suite', await req('POST', '/v1/eval-suites', evalSuite));
   const experimentId = created('an experiment', await mlflow('experiments/create', { name: 'b-secret-exp', tags: [{ key: 'b_secret_tag', value: 'b-secret-tag-value' }] })).experiment_id as string;
@@ -268,9 +268,8 @@ async function populateOrgB(app: TenancyWorld['app'], token: string, viewerToken
   };
 }
 
-async function populateOrgA(app: TenancyWorld['app'], token: string, prepared: Prepared): Promise<OrgA> {
+async function populateOrgA(app: TenancyWorld['app'], token: string): Promise<OrgA> {
   const mlflow = (rpc: string, body: unknown) => call(app, 'POST', `/api/2.0/mlflow/${rpc}`, token, body);
-  created('A\'s dataset', await prepared(() => call(app, 'POST', '/v1/datasets?name=a-own-ds&format=jsonl&wait=true', token, [chat('a q1?', 'a1'), chat('a q2?', 'a2'), chat('a q3?', 'a3')].join('\n'))));
   created('A\'s model', await mlflow('registered-models/create', { name: 'a-own-model' }));
   const run = created('A\'s run', await mlflow('runs/create', { experiment_id: '0', run_name: 'a-own-run' })).run as Json;
   const logged = created('A\'s logged model', await mlflow('logged-models', { experiment_id: '0', name: 'a-own-logged' })).model as Json;
