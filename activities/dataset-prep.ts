@@ -13,7 +13,9 @@ import { baseModelInput, fileInput, type JobInput } from '../jobs/inputs.js';
 import { currentAttempt } from '../jobs/attempts.js';
 import { defineJob, type JobDefinition } from '../jobs/definition.js';
 import { FailureType, nonRetryable } from '../contracts/failures.js';
-import { PrepareReportSchema, type DatasetPreparationInput, type DatasetPreparationResult, type PrepareDatasetJobSpec, type PrepareReport } from '../contracts/data-prep.js';
+import { PrepareProgressSchema, PrepareReportSchema, type DatasetPreparationInput, type DatasetPreparationResult, type PrepareDatasetJobSpec, type PrepareProgress, type PrepareReport } from '../contracts/data-prep.js';
+import { JOB_FILES } from '../contracts/job-io.js';
+import type { JobFiles } from '../lib/job-files.js';
 import { SPLITS, type SplitName } from '../contracts/datasets.js';
 import { parentSources, preparationJob, readIssues, storePreparedVersion, transformSummary, PrepareIssuesError, type PrepareIssue } from '../datasets/derive.js';
 import { recordChildJob, setChildJobStatus } from '../db/repo/child-jobs.js';
@@ -77,7 +79,7 @@ async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput
   const wantsParents = input.request.operations.some((o) => 'against_parents' in o && o.against_parents);
   const earlier = wantsParents ? await earlierVersionFiles(deps, input, parent) : [];
   const job = preparationJobDefinition(input, parentSplitSources(splitUris(parent)), earlier, await baseModelInput(deps, input.tokenizer), deps.config.trainer.threads);
-  return runPreparationJob(deps, job);
+  return runPreparationJob(deps, job, undefined, (p) => setChildJobStatus(deps.db, input.job_id, 'running', readingMessage(p)).then(() => undefined));
 }
 
 /**
@@ -85,9 +87,24 @@ async function runPreparation(deps: ActivityDeps, input: DatasetPreparationInput
  * refused the data and wrote why; the job fails with those issues (after `onRefused` hears them), not a log tail.
  * (The runner refusing its envelope exits 2 too, with no issues file: its own message stands.)
  */
-export async function runPreparationJob(deps: ActivityDeps, job: JobDefinition, onRefused: (issues: PrepareIssue[]) => Promise<void> = async () => undefined): Promise<{ report: PrepareReport; output: string }> {
+export async function runPreparationJob(
+  deps: ActivityDeps,
+  job: JobDefinition,
+  onRefused: (issues: PrepareIssue[]) => Promise<void> = async () => undefined,
+  onProgress: (p: PrepareProgress) => Promise<void> = async () => undefined,
+): Promise<{ report: PrepareReport; output: string }> {
+  let told = '';
+  // Each poll (about a second) reads the progress.json the runner copies up; a change is told once.
+  const onPoll = async (files: JobFiles): Promise<Record<string, unknown>> => {
+    const p = await files.readJson(JOB_FILES.progress, PrepareProgressSchema);
+    if (!p) return {};
+    const now = `${p.records_read}/${p.bytes_read}`;
+    if (now !== told) await onProgress(p);
+    told = now;
+    return { records_read: p.records_read };
+  };
   try {
-    const { result, files } = await runJobToCompletion(deps, { job, resultSchema: PrepareReportSchema });
+    const { result, files } = await runJobToCompletion(deps, { job, resultSchema: PrepareReportSchema, onPoll });
     return { report: result, output: files.outputUri('output_dir') };
   } catch (err) {
     if (err instanceof ApplicationFailure && err.type === FailureType.BadJobSpec) {
@@ -99,6 +116,14 @@ export async function runPreparationJob(deps: ActivityDeps, job: JobDefinition, 
     }
     throw err;
   }
+}
+
+/** What a preparation job is doing as its message says it: `reading: 120,000 records, 25% of 200.0 MB`. */
+export function readingMessage(p: PrepareProgress): string {
+  const records = `reading: ${p.records_read.toLocaleString('en-US')} records`;
+  if (p.bytes_read === null || p.bytes_total === 0) return records;
+  const percent = Math.min(100, Math.floor((100 * p.bytes_read) / p.bytes_total));
+  return `${records}, ${percent}% of ${(p.bytes_total / 1e6).toFixed(1)} MB`;
 }
 
 const splitUris = (row: DatasetRow): Record<SplitName, string> =>

@@ -11,7 +11,7 @@ import { prepareIssueView, type UploadFormat } from '../contracts/datasets.js';
 import { completePreparedVersion, preparationJob, rawPreparationInput, versionPrefix } from '../datasets/derive.js';
 import { recordChildJob, setChildJobStatus } from '../db/repo/child-jobs.js';
 import { baseModelInput } from '../jobs/inputs.js';
-import { FILLED_BY_RUNNER, preparationJobDefinition, runPreparationJob, type PreparationSources } from './dataset-prep.js';
+import { FILLED_BY_RUNNER, preparationJobDefinition, readingMessage, runPreparationJob, type PreparationSources } from './dataset-prep.js';
 import { deterministicUuid } from '../lib/ids.js';
 import { copyPrefix, localPathFor } from '../lib/object-store.js';
 import { BaseModelError, resolveBaseModel } from '../lib/base-models.js';
@@ -93,7 +93,7 @@ export function createDatasetActivities(deps: ActivityDeps) {
  * stored beside it and its row filled in by one update. `stage` hears what it is doing.
  */
 async function prepareRawVersion(deps: ActivityDeps, input: DatasetPreparationInput, row: DatasetRow, stage: (message: string) => Promise<void> = async () => undefined): Promise<DatasetRow> {
-  const { report, output } = await runUploadPreparation(deps, input, row);
+  const { report, output } = await runUploadPreparation(deps, input, row, stage);
   await stage(`storing ${report.records_out} records (${report.records_in} read)`);
   return completePreparedVersion(
     deps,
@@ -162,7 +162,7 @@ function formatSuffix(path: string): string {
  * runner fetches the raw file with the job's own credentials. On bad input (the command's exit code 2) the version
  * ends failed with the issues the command wrote, and the job fails with them, not with a log tail.
  */
-async function runUploadPreparation(deps: ActivityDeps, input: DatasetPreparationInput, row: DatasetRow): Promise<{ report: PrepareReport; output: string }> {
+async function runUploadPreparation(deps: ActivityDeps, input: DatasetPreparationInput, row: DatasetRow, stage: (message: string) => Promise<void>): Promise<{ report: PrepareReport; output: string }> {
   const upload = input.upload!;
   const sources: PreparationSources = {
     sources: [{ path: FILLED_BY_RUNNER, format: upload.format, display_name: upload.display_name, text_unit: 'line', text_field: 'text' }],
@@ -170,5 +170,10 @@ async function runUploadPreparation(deps: ActivityDeps, input: DatasetPreparatio
     uris: [upload.raw_uri],
   };
   const job = preparationJobDefinition(input, sources, [], await baseModelInput(deps, input.tokenizer), deps.config.trainer.threads);
-  return runPreparationJob(deps, job, (issues) => failDatasetVersion(deps.db, row.organizationId, row.id, issues.map(prepareIssueView)));
+  return runPreparationJob(
+    deps,
+    job,
+    (issues) => failDatasetVersion(deps.db, row.organizationId, row.id, issues.map(prepareIssueView)),
+    (p) => stage(readingMessage(p)),
+  );
 }

@@ -161,6 +161,16 @@ export const PrepareReportSchema = z.object({
 });
 export type PrepareReport = z.infer<typeof PrepareReportSchema>;
 
+/** prepare-dataset's progress.json while it reads (trainer/hanzo_ml/dataprep/progress.py), copied up by the job runner. */
+export const PrepareProgressSchema = z.object({
+  stage: z.literal('reading'),
+  records_read: z.number().int().nonnegative(),
+  bytes_read: z.number().int().nonnegative().nullable().describe('how far into the input files as stored (compressed bytes of .gz/.zst); null: not known'),
+  bytes_total: z.number().int().nonnegative(),
+  at: z.string(),
+});
+export type PrepareProgress = z.infer<typeof PrepareProgressSchema>;
+
 /** The job's failure on bad input: what the API answers as a 4xx. */
 export const PrepareIssueSchema = z.object({
   file: z.string(),

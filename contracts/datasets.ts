@@ -83,8 +83,9 @@ export const DatasetCreateQuerySchema = z.strictObject({
   tags: z.string().optional().describe('comma-separated'),
   wait: z
     .enum(['true', 'false'])
-    .default('true')
-    .describe('true: prepare in the request and answer the ready version (what older clients expect); false: answer 201 at once with the version preparing and its job_id'),
+    .default('false')
+    .describe("false: answer 201 at once with the version preparing and its job_id; true: wait for that same preparation job (what older clients expect): 201 with the version ready, 400 with the job's issues, or 202 with the version still preparing when wait_seconds ran out"),
+  wait_seconds: z.coerce.number().int().min(1).max(3600).default(240).describe('wait=true: how long the request waits for the preparation job (the default stays under the 300 s many HTTP clients wait for an answer)'),
 });
 
 export const SPLITS = ['train', 'validation', 'test'] as const;

@@ -1,26 +1,19 @@
 // A dataset version made by the trainer's `prepare-dataset` command (contracts/data-prep.ts): the job spec's
 // parts, and the version row recorded from its report once the files are stored. Used by the derive job
-// (activities/dataset-prep.ts), by an upload's preparation job (activities/datasets.ts) and by uploads prepared
-// in the request (api/routes/datasets/upload.ts).
-import { execFile } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
+// (activities/dataset-prep.ts) and by an upload's preparation job (activities/datasets.ts).
+import { readFile } from 'node:fs/promises';
 import {
   datasetPreparationWorkflowId,
-  PrepareReportSchema,
   type DatasetPreparationInput,
   type DeriveRequest,
   type PrepOperation,
   type PrepSource,
-  type PrepareDatasetJobSpec,
   type PrepareReport,
 } from '../contracts/data-prep.js';
 import { SPLITS, type SplitName, type UploadFormat } from '../contracts/datasets.js';
 import { PrepareIssueSchema } from '../contracts/data-prep.js';
 import type { Db } from '../db/client.js';
 import { completeDatasetVersion, insertDatasetVersion, type DatasetRow, type NewDataset } from '../db/repo/datasets.js';
-import { repoRoot, trainerPython, type Bootstrap } from '../lib/config.js';
 import type { ObjectStore, StoredObject } from '../lib/object-store.js';
 import type { Config } from '../contracts/config.js';
 import { jobParent } from '../contracts/job-kinds.js';
@@ -167,26 +160,6 @@ function reportMetadata(r: PrepareReport, tokenizer: string, uriOf: (relative: s
 export function deriveTarget(parent: DatasetRow, req: DeriveRequest): { name: string; tokenizer: string | null } {
   const meta = parent.metadata as { tokenizer?: string; report?: { tokenizer?: string } };
   return { name: req.name ?? parent.name, tokenizer: req.tokenizer ?? meta.report?.tokenizer ?? meta.tokenizer ?? null };
-}
-
-/**
- * Runs prepare-dataset in this process's machine, synchronously (an upload in a format only the trainer reads):
- * the same command and spec as the job, without the job machinery the request does not wait on.
- */
-export async function runPrepareDataset(deps: { bootstrap: Bootstrap; config: Config; home: string }, spec: PrepareDatasetJobSpec, specPath: string): Promise<PrepareReport> {
-  await writeFile(specPath, JSON.stringify(spec));
-  try {
-    await promisify(execFile)(trainerPython(deps), ['-m', 'hanzo_ml', 'prepare-dataset', '--spec', specPath], {
-      // Not this process's environment: the command needs none of the API's secrets.
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? deps.home, PYTHONPATH: join(repoRoot, 'trainer'), HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1' },
-      maxBuffer: 8 << 20,
-    });
-  } catch (err) {
-    const e = err as { code?: number; stderr?: string; message: string };
-    if (e.code === 2) throw new PrepareIssuesError(await readIssues(spec.issues_path));
-    throw new Error(`prepare-dataset failed: ${(e.stderr ?? e.message).trim().split('\n').slice(-3).join(' ')}`);
-  }
-  return PrepareReportSchema.parse(JSON.parse(await readFile(spec.report_path, 'utf8')));
 }
 
 /**

@@ -1,7 +1,7 @@
 // Creating an immutable dataset version: validate + normalise + dedup + split (datasets/ingest), count tokens with
 // the base model's tokenizer (Python, tokenizers only), estimate cost, store the split files in the object
-// store, then record the version and its event in one transaction. Used by POST /v1/datasets and the
-// pipeline's preprocess activity.
+// store, then record the version and its event in one transaction. Used by POST /v1/files (POST /v1/datasets
+// and the pipeline's preprocess stage prepare by a prepare-dataset job: activities/datasets.ts).
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';

@@ -4,7 +4,7 @@ import { readdirSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { openApiPath } from '../api/openapi.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestStack, type TestStack } from './support/stack.js';
+import { startTestStack, withWorker, type TestStack } from './support/stack.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
 import { datasets } from '../db/schema/index.js';
 import { startPostgres, type TestPostgres } from './support/postgres.js';
@@ -12,8 +12,9 @@ import { startPostgres, type TestPostgres } from './support/postgres.js';
 let stack: TestStack;
 const OTHER = { authorization: 'Bearer token-of-another-org' };
 
+/** An upload waited on (wait=true) while a worker beside the API runs its preparation job. */
 async function upload(name: string, content: string | Buffer, format = 'jsonl', headers: Record<string, string> = { authorization: 'Bearer hanzo-ml-dev-token' }) {
-  const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets?name=${name}&format=${format}`, { method: 'POST', headers, body: typeof content === 'string' ? content : new Uint8Array(content) });
+  const res = await withWorker(stack, () => fetch(`${stack.runtime.apiUrl}/v1/datasets?name=${name}&format=${format}&wait=true`, { method: 'POST', headers, body: typeof content === 'string' ? content : new Uint8Array(content) }));
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
@@ -86,10 +87,11 @@ describe.each(['pglite', 'postgres'])('API on %s', (engine) => {
     const lines = Array.from({ length: 40 }, (_, i) => chat(`question ${i}?`, `answer ${i}`));
     const first = await upload('qa', [...lines, lines[0], lines[1]].join('\n') + '\n');
     expect(first.status).toBe(201);
-    expect(first.body).toMatchObject({ name: 'qa', version: 1, num_records: 40, format: 'jsonl' });
-    const meta = first.body.metadata as { duplicates_removed: number; token_counts: Record<string, number>; cost_estimate: { usd_per_epoch: number } };
-    expect(meta.duplicates_removed).toBe(2);
-    expect(meta.token_counts.train).toBeGreaterThan(0);
+    expect(first.body).toMatchObject({ name: 'qa', version: 1, num_records: 40, format: 'jsonl', status: 'ready' });
+    const meta = first.body.metadata as { report: { records_in: number; records_out: number; token_counts: Record<string, number> } };
+    expect(meta.report).toMatchObject({ records_in: 42, records_out: 40 });
+    expect((first.body.lineage as { operations: unknown[] }).operations).toEqual([expect.objectContaining({ op: 'dedup_exact', removed: 2 })]);
+    expect(meta.report.token_counts.train).toBeGreaterThan(0);
     const second = await upload('qa', lines.slice(0, 20).join('\n'));
     expect(second.body.version).toBe(2);
     const got = await stack.api('GET', `/v1/datasets/${String(first.body.id)}`);

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTemporalDevServer, type DevServer } from '../lib/temporal-dev-server.js';
 import { startRuntime, type Runtime } from '../runtime/embedded.js';
 import { auth, testConfig } from './support/config.js';
+import { withWorker } from './support/stack.js';
 import { artifactObjects, auditLog, datasets, experiments, metrics, pipelines, registeredModels, schedules } from '../db/schema/index.js';
 import { auditTrail } from '../api/audit.js';
 import { ApiError, errorResponse } from '../api/errors.js';
@@ -51,7 +52,9 @@ beforeAll(async () => {
       end $$`),
   );
   await db.execute(sql.raw('create constraint trigger test_fail_injected after insert on audit_log deferrable initially deferred for each row execute function test_fail_injected()'));
-  const ds = await call('POST', '/v1/datasets?name=ds-audit&format=jsonl', `${chat}\n${chat}\n`, { 'content-type': 'application/x-ndjson' });
+  // The pipelines below need the version ready: its preparation job runs on a worker that stops once it is.
+  const host = { ...loaded, log: runtime.log, catalogue: runtime.catalogue, store: runtime.store, temporalAddress: temporal.address };
+  const ds = await withWorker(host, () => call('POST', '/v1/datasets?name=ds-audit&format=jsonl&wait=true', `${chat}\n${chat}\n`, { 'content-type': 'application/x-ndjson' }));
   expect(ds.status, JSON.stringify(ds.body)).toBe(201);
 }, 180_000);
 

@@ -9,7 +9,7 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pipelineWorkflowId } from '../contracts/pipeline.js';
 import { auditLog } from '../db/schema/index.js';
-import { startTestStack, type TestStack } from './support/stack.js';
+import { startTestStack, withWorker, type TestStack } from './support/stack.js';
 
 const bin = fileURLToPath(new URL('../bin/hanzo-ml', import.meta.url));
 const exec = promisify(execFile);
@@ -22,11 +22,14 @@ const cli = (...args: string[]) => exec(bin, args, { env: env() }).then((r) => (
 
 beforeAll(async () => {
   stack = await startTestStack({}, { worker: false });
-  const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets?name=cli-ds&format=jsonl`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${stack.loaded.config.auth.dev_token}`, 'content-type': 'application/x-ndjson' },
-    body: `${chat}\n${chat}\n${chat}\n`,
-  });
+  // The version's preparation job runs on a worker that stops once it is ready.
+  const res = await withWorker(stack, () =>
+    fetch(`${stack.runtime.apiUrl}/v1/datasets?name=cli-ds&format=jsonl&wait=true`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${stack.loaded.config.auth.dev_token}`, 'content-type': 'application/x-ndjson' },
+      body: `${chat}\n${chat}\n${chat}\n`,
+    }),
+  );
   expect(res.status).toBe(201);
 }, 180_000);
 afterAll(async () => stack?.stop());

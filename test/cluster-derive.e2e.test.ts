@@ -32,7 +32,7 @@ describe.skipIf(!ready)('dataset derive on Kubernetes (real control plane and Ku
   });
 
   it('runs prepare-dataset as a Kueue-admitted Job whose pod reads the parent from S3; the new version is ready with its lineage', { timeout: 20 * 60_000 }, async () => {
-    const upload = await fetch(`${stack.apiUrl}/v1/datasets?name=k8s-derive&format=jsonl`, { method: 'POST', headers: { authorization: `Bearer ${stack.token}` }, body: RAW.join('\n') });
+    const upload = await fetch(`${stack.apiUrl}/v1/datasets?name=k8s-derive&format=jsonl&wait=true`, { method: 'POST', headers: { authorization: `Bearer ${stack.token}` }, body: RAW.join('\n') });
     const raw = (await upload.json()) as Json;
     expect(upload.status, JSON.stringify(raw)).toBe(201);
     expect(raw.num_records).toBe(34);

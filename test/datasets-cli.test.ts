@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deriveRequest, formatOfFile, parseOp } from '../cli/dataset.js';
-import { startTestStack, type TestStack } from './support/stack.js';
+import { startTestStack, withWorker, type TestStack } from './support/stack.js';
 
 const bin = fileURLToPath(new URL('../bin/hanzo-ml', import.meta.url));
 const exec = promisify(execFile);
@@ -47,11 +47,14 @@ describe('the --op shorthand and --config', () => {
 describe('hanzo-ml dataset', () => {
   beforeAll(async () => {
     stack = await startTestStack({}, { worker: false });
-    const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets?name=cli-ds&format=jsonl&tags=alpha`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${stack.loaded.config.auth.dev_token}` },
-      body: Array.from({ length: 30 }, (_, i) => chat(i)).join('\n'),
-    });
+    // The version's preparation job runs on a worker that stops once it is ready.
+    const res = await withWorker(stack, () =>
+      fetch(`${stack.runtime.apiUrl}/v1/datasets?name=cli-ds&format=jsonl&tags=alpha&wait=true`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${stack.loaded.config.auth.dev_token}` },
+        body: Array.from({ length: 30 }, (_, i) => chat(i)).join('\n'),
+      }),
+    );
     expect(res.status).toBe(201);
     id = ((await res.json()) as { id: string }).id;
   }, 180_000);

@@ -40,7 +40,7 @@ function distinctRecord(i: number): string {
 let stack: TestStack;
 
 async function upload(name: string, lines: string[]): Promise<Json> {
-  const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets?name=${name}&format=jsonl`, { method: 'POST', headers: DEV, body: lines.join('\n') });
+  const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets?name=${name}&format=jsonl&wait=true`, { method: 'POST', headers: DEV, body: lines.join('\n') });
   const body = (await res.json()) as Json;
   expect(res.status, JSON.stringify(body)).toBe(201);
   return body;

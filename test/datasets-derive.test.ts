@@ -75,7 +75,7 @@ describe.skipIf(!HAS_PREPARE_DATASET)('derived versions (needs the trainer\'s pr
 
   beforeAll(async () => {
     stack = await startTestStack();
-    raw = (await uploadBytes('name=derive-raw&format=jsonl', RAW.join('\n'))).body;
+    raw = (await uploadBytes('name=derive-raw&format=jsonl&wait=true', RAW.join('\n'))).body;
   }, 180_000);
 
   afterAll(async () => {
@@ -155,10 +155,10 @@ describe.skipIf(!HAS_PREPARE_DATASET)('derived versions (needs the trainer\'s pr
   });
 
   it('uploads plain text and gzip-compressed JSONL through prepare-dataset', async () => {
-    const text = await uploadBytes('name=derive-text&format=text', 'first line of text\nsecond line of text\nthird line\n');
+    const text = await uploadBytes('name=derive-text&format=text&wait=true', 'first line of text\nsecond line of text\nthird line\n');
     expect(text.status).toBe(201);
     expect(text.body).toMatchObject({ format: 'text', num_records: 3 });
-    const gz = await uploadBytes('name=derive-gz&format=jsonl', gzipSync(RAW.slice(0, 20).join('\n')), 'chats.jsonl.gz');
+    const gz = await uploadBytes('name=derive-gz&format=jsonl&wait=true', gzipSync(RAW.slice(0, 20).join('\n')), 'chats.jsonl.gz');
     expect(gz.status).toBe(201);
     expect(gz.body.num_records).toBe(20);
   });
@@ -167,16 +167,22 @@ describe.skipIf(!HAS_PREPARE_DATASET)('derived versions (needs the trainer\'s pr
     const file = join(stack.home, 'rows.parquet');
     // The test's input made by pyarrow, the library the trainer reads Parquet with.
     await promisify(execFile)(trainerPython(stack.loaded), ['-c', `import pyarrow as pa, pyarrow.parquet as pq; pq.write_table(pa.table({"text": [f"row {i} of text" for i in range(12)]}), ${JSON.stringify(file)})`]);
-    const res = await uploadBytes('name=derive-parquet&format=parquet', readFileSync(file), 'rows.parquet');
+    const res = await uploadBytes('name=derive-parquet&format=parquet&wait=true', readFileSync(file), 'rows.parquet');
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({ format: 'parquet', num_records: 12 });
     expect(res.body.splits.train.num_records + res.body.splits.validation.num_records + res.body.splits.test.num_records).toBe(12);
   });
 
-  it('answers a bad compressed upload with 400 naming the file, record and field', async () => {
+  it('answers a bad gzip-compressed upload with 400 naming the file, line and field, checked in the request as it is decompressed', async () => {
     const bad = gzipSync([chat('q', 'a'), '{"messages": "not a list"}'].join('\n'));
     const res = await uploadBytes('name=derive-bad&format=jsonl&compression=gzip', bad, 'bad.jsonl.gz');
     expect(res.status).toBe(400);
-    expect(res.body.message).toMatch(/bad\.jsonl\.gz record 2 field messages/);
+    expect(res.body.issues).toEqual([expect.objectContaining({ file: 'bad.jsonl.gz', line: 2, field: 'messages' })]);
+    // Cut short: refused where the stream breaks, not stored.
+    const cut = gzipSync(RAW.slice(0, 20).join('\n'));
+    const truncated = await uploadBytes('name=derive-bad&format=jsonl', cut.subarray(0, cut.length - 12), 'cut.jsonl.gz');
+    expect(truncated.status).toBe(400);
+    expect(truncated.body.issues[0]).toMatchObject({ file: 'cut.jsonl.gz', field: null, message: expect.stringMatching(/cannot decompress/) });
+    expect((await stack.api<Json>('GET', '/v1/datasets?name=derive-bad')).body.datasets).toEqual([]);
   });
 });

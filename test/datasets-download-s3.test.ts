@@ -32,7 +32,7 @@ describe('dataset downloads from S3', () => {
   });
 
   it("answers a pre-signed URL on storage.public_endpoint that downloads the split's bytes, with its expiry", async () => {
-    const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets?name=s3-download&format=jsonl`, { method: 'POST', headers: { authorization: `Bearer ${DEV_TOKEN}` }, body: Array.from({ length: 50 }, (_, i) => chat(i)).join('\n') });
+    const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets?name=s3-download&format=jsonl&wait=true`, { method: 'POST', headers: { authorization: `Bearer ${DEV_TOKEN}` }, body: Array.from({ length: 50 }, (_, i) => chat(i)).join('\n') });
     const version = (await res.json()) as Json;
     expect(res.status, JSON.stringify(version)).toBe(201);
     expect(version.splits.train.path).toMatch(/^s3:\/\//);

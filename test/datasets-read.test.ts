@@ -1,8 +1,9 @@
-// Reading dataset versions back on a real stack (file store, no worker: no job runs here): a split's first
+// Reading dataset versions back on a real stack (file store, no worker: no job runs here but an upload's
+// preparation, for which a worker runs beside the API while the upload waits for it): a split's first
 // records, a signed download URL served by the API and refused once changed or expired, the list's name and tag
 // filters, the derive request's validation and its queued job, and another organization's version as "not found".
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestStack, type TestStack } from './support/stack.js';
+import { startTestStack, withWorker, type TestStack } from './support/stack.js';
 import { listAudit, seedDevOrganization } from '../db/repo/auth.js';
 
 let stack: TestStack;
@@ -12,7 +13,7 @@ const chat = (q: string, a: string) => JSON.stringify({ messages: [{ role: 'user
 const LINES = Array.from({ length: 40 }, (_, i) => chat(`question ${i}?`, `answer ${i}.`));
 
 async function upload(name: string, lines: string[], tags = '', headers: Record<string, string> = DEV): Promise<Record<string, any>> { // eslint-disable-line @typescript-eslint/no-explicit-any
-  const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets?name=${name}&format=jsonl${tags ? `&tags=${tags}` : ''}`, { method: 'POST', headers, body: lines.join('\n') });
+  const res = await withWorker(stack, () => fetch(`${stack.runtime.apiUrl}/v1/datasets?name=${name}&format=jsonl&wait=true${tags ? `&tags=${tags}` : ''}`, { method: 'POST', headers, body: lines.join('\n') }));
   expect(res.status).toBe(201);
   return (await res.json()) as Record<string, unknown>;
 }

@@ -1,6 +1,7 @@
-// Uploads as a raw version plus a preparation job (POST /v1/datasets?wait=false) on a real stack (worker, local
-// executor, file store, the trainer's prepare-dataset): 201 at once with the version preparing, then ready with
-// its counts; a malformed JSONL line refused in the request with structured issues; a Parquet file with a bad
+// Uploads as a raw version plus a preparation job (POST /v1/datasets, wait=false by default) on a real stack
+// (worker, local executor, file store, the trainer's prepare-dataset): 201 at once with the version preparing,
+// then ready with its counts; wait=true waiting for that same job (ready, 400 with its issues, or 202 when the
+// wait runs out); a malformed JSONL line refused in the request with structured issues; a Parquet file with a bad
 // row ending the version failed with issues naming the row and the field; and the newest *ready* version being
 // what a pipeline's `latest` resolves to. Without prepare-dataset in this checkout they are skipped (by name).
 import { execFile } from 'node:child_process';
@@ -83,13 +84,45 @@ describe.skipIf(!HAS_PREPARE_DATASET)("uploads prepared by a job (needs the trai
     expect(preview.body.records).toHaveLength(2);
   }, 180_000);
 
-  it('gives the same sha256 as the same upload prepared in the request', async () => {
-    const inline = await upload('name=async-chat-inline&format=jsonl', RECORDS.join('\n'), 'chat.jsonl');
-    expect(inline.status).toBe(201);
-    const queued = await upload('name=async-chat-queued&format=jsonl&wait=false', RECORDS.join('\n'), 'chat.jsonl');
+  it('is asynchronous by default, and wait=true waits for the same job: ready, with the sha256 of the same bytes uploaded without waiting', async () => {
+    const waited = await upload('name=async-chat-inline&format=jsonl&wait=true', RECORDS.join('\n'), 'chat.jsonl');
+    expect(waited.status).toBe(201);
+    expect(waited.body).toMatchObject({ status: 'ready', num_records: 12, job_id: expect.any(String) });
+    expect(await jobEnded(waited.body.job_id as string)).toMatchObject({ status: 'succeeded', type: 'data_preparation' });
+    const queued = await upload('name=async-chat-queued&format=jsonl', RECORDS.join('\n'), 'chat.jsonl');
+    expect(queued).toMatchObject({ status: 201, body: { status: 'preparing' } });
     const ready = await settled(queued.body.id as string);
-    expect(ready.sha256).toBe(inline.body.sha256);
+    expect(ready.sha256).toBe(waited.body.sha256);
   }, 180_000);
+
+  it('wait=true answers 202 with the version still preparing when wait_seconds runs out, and its job goes on', async () => {
+    const res = await upload('name=async-short-wait&format=jsonl&wait=true&wait_seconds=1', RECORDS.join('\n'), 'chat.jsonl');
+    expect(res.status).toBe(202);
+    expect(res.body).toMatchObject({ status: 'preparing', job_id: expect.any(String) });
+    expect(await settled(res.body.id as string)).toMatchObject({ status: 'ready', num_records: 12 });
+    const bad = await upload('name=async-short-wait&format=jsonl&wait=true&wait_seconds=0', RECORDS.join('\n'), 'chat.jsonl');
+    expect(bad.status).toBe(400);
+    expect(bad.body.message).toMatch(/wait_seconds/);
+  }, 180_000);
+
+  it("tells its reading progress in the job's message (records read, share of the input's bytes) before the job ends", async () => {
+    const many = Array.from({ length: 60_000 }, (_, i) => chat(`question ${i} about item ${i % 113}`, `answer ${i}`));
+    const res = await upload('name=async-progress&format=jsonl', many.join('\n'), 'many.jsonl');
+    expect(res.body.status).toBe('preparing');
+    const seen: string[] = [];
+    let job: Json;
+    do {
+      job = (await stack.api<Json>('GET', `/v1/jobs/${res.body.job_id}`)).body;
+      if (job.status === 'running' && /^reading: /.test(job.message ?? '')) seen.push(job.message as string);
+      await new Promise((r) => setTimeout(r, 100));
+    } while (!['succeeded', 'failed', 'cancelled'].includes(job.status as string));
+    expect(job.status).toBe('succeeded');
+    expect(seen.length).toBeGreaterThan(0);
+    // Before the first offset is known (the file not yet open) it tells the records only.
+    for (const m of seen) expect(m).toMatch(/^reading: [\d,]+ records(, \d{1,3}% of \d+\.\d MB)?$/);
+    const size = (Buffer.byteLength(many.join('\n')) / 1e6).toFixed(1);
+    expect(seen.filter((m) => m.endsWith(`% of ${size} MB`)).length).toBeGreaterThan(0);
+  }, 300_000);
 
   it('refuses a malformed JSONL line in the request with 400 and issues naming file, line, field and what was expected', async () => {
     const res = await upload('name=async-bad&format=jsonl&wait=false', [chat('q', 'a'), JSON.stringify({ messages: [{ role: 'bot', content: 'x' }] })].join('\n'), 'bad.jsonl');
@@ -120,6 +153,16 @@ describe.skipIf(!HAS_PREPARE_DATASET)("uploads prepared by a job (needs the trai
     const job = await jobEnded(res.body.job_id as string);
     expect(job.status).toBe('failed');
     expect(job.message).toMatch(/bad-role\.parquet record 3 field messages\[1\]\.role/);
+  }, 180_000);
+
+  it('wait=true answers a Parquet upload with a bad row 400, with the issues its job found, and leaves the version failed', async () => {
+    const res = await upload('name=async-refused&format=parquet&wait=true', readFileSync(join(stack.home, 'bad-role.parquet')), 'bad-role.parquet');
+    expect(res.status).toBe(400);
+    expect(res.body.error_code).toBe('INVALID_PARAMETER_VALUE');
+    expect(res.body.message).toMatch(/bad-role\.parquet record 3 field messages\[1\]\.role/);
+    expect(res.body.issues).toEqual([expect.objectContaining({ file: 'bad-role.parquet', record: 3, field: 'messages[1].role', expected: 'one of system, user, assistant' })]);
+    const listed = (await stack.api<Json>('GET', '/v1/datasets?name=async-refused')).body.datasets as Json[];
+    expect(listed.map((d) => d.status)).toEqual(['failed']);
   }, 180_000);
 
   it('`hanzo-ml dataset upload` follows the job to the ready version, --no-wait returns it preparing, and a refused one exits 1 with its issues one per line', async () => {

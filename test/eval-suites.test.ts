@@ -36,7 +36,7 @@ async function send(method: string, path: string, body?: string | object, header
 /** The bundled safety set uploaded as the organization's own dataset: every record is a refusal it expects. */
 async function uploadRefusals(name: string, headers: Record<string, string> = auth): Promise<Json> {
   const text = readFileSync(join(repoRoot, 'examples', 'heldout', 'safety.jsonl'), 'utf8');
-  const res = await send('POST', `/v1/datasets?name=${name}&format=jsonl&train=0.5&validation=0&test=0.5`, text, headers, 'application/octet-stream');
+  const res = await send('POST', `/v1/datasets?name=${name}&format=jsonl&train=0.5&validation=0&test=0.5&wait=true`, text, headers, 'application/octet-stream');
   expect(res.status).toBe(201);
   return res.body;
 }

@@ -54,7 +54,7 @@ describe('eval and conversion jobs: POST /v1/jobs end to end (embedded stack, lo
       return (await createApiToken(tx, { organizationId: 'other-org', subject: 'other-admin', role: 'admin', expiresAt: null })).token;
     });
     const rows = Array.from({ length: 24 }, (_, i) => chat(`what is ${i} plus one?`, `${i + 1}`)).join('\n');
-    const ds = await call('POST', '/v1/datasets?name=kinds-ds&format=jsonl', rows, DEV_TOKEN, { 'content-type': 'application/octet-stream' });
+    const ds = await call('POST', '/v1/datasets?name=kinds-ds&format=jsonl&wait=true', rows, DEV_TOKEN, { 'content-type': 'application/octet-stream' });
     expect(ds.status, JSON.stringify(ds.body)).toBeLessThan(300);
     // The models the eval and conversion jobs start from: a LoRA adapter and a full fine-tune of the tiny model.
     const train = (method: 'lora' | 'full') => run({ name: `kinds-${method}`, type: 'training', recipe: { base_model: DEFAULT_BASE_MODEL, method, dataset: { name: 'kinds-ds' }, hyperparameters: TINY } });

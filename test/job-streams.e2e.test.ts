@@ -88,7 +88,7 @@ describe('job events and logs across a worker restart and an API restart', () =>
   it('delivers every event and every byte of the log exactly once to followers that reconnect, and the CLI exits with the outcome', { timeout: 12 * 60_000 }, async () => {
     const client = createApiClient(api.apiUrl, DEV_TOKEN);
     const rows = Array.from({ length: 24 }, (_, i) => chat(`what is ${i} plus one?`, `${i + 1}`)).join('\n');
-    await client.post('/v1/datasets?name=streams-ds&format=jsonl', undefined, { raw: rows, headers: { 'content-type': 'application/octet-stream' } });
+    await client.post('/v1/datasets?name=streams-ds&format=jsonl&wait=true', undefined, { raw: rows, headers: { 'content-type': 'application/octet-stream' } });
     const submittedAt = Date.now();
     const job = await client.post<{ id: string; status: string }>('/v1/jobs', {
       name: 'followed',

@@ -91,7 +91,7 @@ describe('jobs: lifecycle, pause and resume, detail, dry run and budget (embedde
     queueOrgAdmin = await token('queue-org', 'queue-admin', 'admin');
     const rows = Array.from({ length: 32 }, (_, i) => chat(`what is ${i} plus one? answer with the number only`, `${i + 1}`)).join('\n');
     for (const t of [DEV_TOKEN, tightOrgAdmin]) {
-      const ds = await call('POST', '/v1/datasets?name=life-ds&format=jsonl', t, rows, { 'content-type': 'application/octet-stream' });
+      const ds = await call('POST', '/v1/datasets?name=life-ds&format=jsonl&wait=true', t, rows, { 'content-type': 'application/octet-stream' });
       expect(ds.status, JSON.stringify(ds.body)).toBeLessThan(300);
     }
   }, 180_000);

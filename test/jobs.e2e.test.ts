@@ -164,7 +164,7 @@ describe('jobs: POST /v1/jobs end to end (embedded stack, local executor)', () =
 
   it('trains a recipe job with method full on the tiny base model to succeeded, and its weights register as a model version', async () => {
     const rows = Array.from({ length: 24 }, (_, i) => chat(`what is ${i} plus one?`, `${i + 1}`)).join('\n');
-    const ds = await call('POST', '/v1/datasets?name=jobs-ds&format=jsonl', DEV_TOKEN, rows, { 'content-type': 'application/octet-stream' });
+    const ds = await call('POST', '/v1/datasets?name=jobs-ds&format=jsonl&wait=true', DEV_TOKEN, rows, { 'content-type': 'application/octet-stream' });
     expect(ds.status, JSON.stringify(ds.body)).toBeLessThan(300);
     const { status, body } = await submit({
       name: 'full-finetune',

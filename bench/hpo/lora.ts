@@ -30,7 +30,7 @@ async function main(): Promise<void> {
   const auth = { authorization: `Bearer ${config.auth.dev_token}` };
   try {
     const data = readFileSync(fileURLToPath(new URL('../../examples/data/demo-task.jsonl', import.meta.url)));
-    const up = await fetch(`${runtime.apiUrl}/v1/datasets?name=demo-task&format=jsonl`, { method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: data });
+    const up = await fetch(`${runtime.apiUrl}/v1/datasets?name=demo-task&format=jsonl&wait=true`, { method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: data });
     if (!up.ok) throw new Error(`dataset upload: ${up.status} ${await up.text()}`);
     const body: SweepRequest = {
       experiment: 'tiny-llama-lora-hpo',

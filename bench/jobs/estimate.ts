@@ -44,7 +44,7 @@ function datasets(): { sft: string; preference: string } {
 }
 
 async function upload(name: string, rows: string): Promise<void> {
-  await api.post(`/v1/datasets?name=${name}&format=jsonl`, undefined, { raw: rows, headers: { 'content-type': 'application/octet-stream' } });
+  await api.post(`/v1/datasets?name=${name}&format=jsonl&wait=true`, undefined, { raw: rows, headers: { 'content-type': 'application/octet-stream' } });
 }
 
 /** The tokens the finished job trained on, from its run's usage tags (activities/training.ts recordJobTotals). */

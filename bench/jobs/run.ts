@@ -68,7 +68,7 @@ async function submitToRunning() {
 
 async function stepToClient() {
   const rows = Array.from({ length: 32 }, (_, i) => JSON.stringify({ messages: [{ role: 'user', content: `what is ${i} plus one?` }, { role: 'assistant', content: `${i + 1}` }] })).join('\n');
-  await api.post('/v1/datasets?name=bench-jobs&format=jsonl', undefined, { raw: rows, headers: { 'content-type': 'application/octet-stream' } });
+  await api.post('/v1/datasets?name=bench-jobs&format=jsonl&wait=true', undefined, { raw: rows, headers: { 'content-type': 'application/octet-stream' } });
   const job = await api.post<{ id: string }>('/v1/jobs', {
     type: 'training',
     recipe: { base_model: DEFAULT_BASE_MODEL, method: 'lora', dataset: { name: 'bench-jobs' }, hyperparameters: { learning_rate: 1e-3, max_steps: STEPS, batch_size: 2, max_seq_length: 64 } },

@@ -6,6 +6,8 @@
 // removed and outDir is never created.
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
+import type { Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
 import { lstat, mkdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { DatasetVersionExistsError, IssueLog } from './issues.js';
@@ -151,6 +153,8 @@ export interface ValidateOptions {
   format: DatasetFormat;
   maxLineBytes?: number;
   maxErrors?: number;
+  /** the file is gzip data: its lines are checked as they are decompressed (a stream, never the whole file) */
+  gzip?: boolean;
 }
 
 /**
@@ -162,7 +166,7 @@ export async function validateDataset(opts: ValidateOptions): Promise<{ records:
   const maxErrors = opts.maxErrors ?? DEFAULT_MAX_ERRORS;
   requirePositiveInteger('maxLineBytes', maxLineBytes);
   requirePositiveInteger('maxErrors', maxErrors);
-  const options = { sourcePath: opts.sourcePath, maxLineBytes };
+  const options = { sourcePath: opts.sourcePath, maxLineBytes, gzip: opts.gzip ?? false };
   const log = new IssueLog(opts.displayName ?? basename(opts.sourcePath), maxErrors);
   let records = 0;
   const ctx = { log, decoder: new LineDecoder(maxLineBytes), emit: () => void records++ };
@@ -175,7 +179,7 @@ export async function validateDataset(opts: ValidateOptions): Promise<{ records:
 
 /** Streams the file through the line splitter and the reader, hashing the raw bytes on the way. */
 async function readSource(
-  options: Pick<Resolved, 'sourcePath' | 'maxLineBytes'>,
+  options: Pick<Resolved, 'sourcePath' | 'maxLineBytes'> & { gzip?: boolean },
   reader: RecordReader,
   sink: SplitSink | null,
   log: IssueLog,
@@ -184,16 +188,22 @@ async function readSource(
   const splitter = new LineSplitter(options.maxLineBytes);
   let size = 0;
   let lines = 0;
-  for await (const chunk of createReadStream(options.sourcePath, { highWaterMark: READ_CHUNK_BYTES })) {
-    const buf = chunk as Buffer;
-    hash.update(buf);
-    size += buf.length;
-    for (const line of splitter.push(buf)) {
-      lines = line.number;
-      reader.line(line);
-      if (log.stopped) return { sha256: '', size_bytes: size, lines }; // the caller throws; the rest is unread
+  try {
+    for await (const chunk of sourceBytes(options)) {
+      const buf = chunk as Buffer;
+      hash.update(buf);
+      size += buf.length;
+      for (const line of splitter.push(buf)) {
+        lines = line.number;
+        reader.line(line);
+        if (log.stopped) return { sha256: '', size_bytes: size, lines }; // the caller throws; the rest is unread
+      }
+      await sink?.flushIfFull();
     }
-    await sink?.flushIfFull();
+  } catch (err) {
+    if (!options.gzip || !isZlibError(err)) throw err;
+    log.add(0, null, `cannot decompress after ${size} bytes (line ${lines + 1}): ${(err as Error).message}; expected gzip data (starting 1f 8b)`);
+    return { sha256: '', size_bytes: size, lines };
   }
   for (const line of splitter.end()) {
     lines = line.number;
@@ -202,6 +212,18 @@ async function readSource(
   reader.end();
   return { sha256: hash.digest('hex'), size_bytes: size, lines };
 }
+
+/** The file's bytes, decompressed on the way when it is gzip data. */
+function sourceBytes(options: { sourcePath: string; gzip?: boolean }): Readable {
+  const raw = createReadStream(options.sourcePath, { highWaterMark: READ_CHUNK_BYTES });
+  if (!options.gzip) return raw;
+  const gunzip = createGunzip({ chunkSize: READ_CHUNK_BYTES });
+  raw.on('error', (err) => gunzip.destroy(err));
+  return raw.pipe(gunzip);
+}
+
+/** zlib's own errors (a corrupt or truncated stream: Z_DATA_ERROR, Z_BUF_ERROR), not the file system's. */
+const isZlibError = (err: unknown): boolean => typeof (err as { code?: unknown }).code === 'string' && /^Z_/.test((err as { code: string }).code);
 
 function summarize(
   source: PreprocessResult['source'],

@@ -3,11 +3,13 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   DatasetValidationError,
   DatasetVersionExistsError,
   preprocessDataset,
+  validateDataset,
   type PreprocessOptions,
   type PreprocessResult,
 } from '../../datasets/ingest/preprocess.js';
@@ -384,5 +386,29 @@ describe('preprocessDataset: rejected input', () => {
     expect(err).toBeInstanceOf(DatasetVersionExistsError);
     expect(await readFile(join(outDir(), 'train.jsonl'), 'utf8')).toBe('original');
     expect((await readdir(dirname(outDir()))).filter((n) => n.includes('.tmp-'))).toEqual([]);
+  });
+});
+
+describe('validateDataset: a gzip-compressed upload, checked as it is decompressed', () => {
+  it('counts the records of a good file', async () => {
+    const sourcePath = await writeSource('a.jsonl.gz', gzipSync(jsonl(manyChats(300))));
+    expect((await validateDataset({ sourcePath, displayName: 'a.jsonl.gz', format: 'jsonl', gzip: true })).records).toBe(300);
+  });
+
+  it('names the line and field of a bad record inside it', async () => {
+    const sourcePath = await writeSource('b.jsonl.gz', gzipSync(jsonl([chat('q', 'a'), { messages: 'not a list' }])));
+    const err = await validateDataset({ sourcePath, displayName: 'b.jsonl.gz', format: 'jsonl', gzip: true }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DatasetValidationError);
+    expect((err as DatasetValidationError).issues).toEqual([expect.objectContaining({ file: 'b.jsonl.gz', line: 2, field: 'messages' })]);
+  });
+
+  it('refuses a truncated or non-gzip file saying where the stream broke', async () => {
+    const whole = gzipSync(jsonl(manyChats(50)));
+    for (const [name, bytes] of [['cut.jsonl.gz', whole.subarray(0, whole.length - 10)], ['plain.jsonl.gz', Buffer.from(jsonl(manyChats(2)))]] as const) {
+      const sourcePath = await writeSource(name, bytes);
+      const err = await validateDataset({ sourcePath, displayName: name, format: 'jsonl', gzip: true }).catch((e: unknown) => e);
+      expect(err, name).toBeInstanceOf(DatasetValidationError);
+      expect((err as DatasetValidationError).issues[0], name).toMatchObject({ file: name, line: 0, field: null, message: expect.stringMatching(/^cannot decompress after \d+ bytes .*expected gzip data/) });
+    }
   });
 });

@@ -4,6 +4,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
 import { startRuntime, type Runtime } from '../../runtime/embedded.js';
+import { startWorkerPart, type Core } from '../../runtime/parts.js';
 import { bundleWorkflows } from '../../workers/worker.js';
 import { testConfig, auth } from './config.js';
 import { freePort } from './ports.js';
@@ -55,4 +56,26 @@ export async function startTestStack(env: Record<string, string> = {}, opts: { w
       await temporal.stop();
     },
   };
+}
+
+/** What a worker beside a worker-less API is built on: its configuration, catalogue, store and Temporal server. */
+export interface WorkerHost extends Core {
+  temporalAddress: string;
+}
+
+/** A test stack's parts as a worker host. */
+const hostOf = (s: TestStack): WorkerHost => ({ ...s.loaded, log: s.runtime.log, catalogue: s.runtime.catalogue, store: s.runtime.store, temporalAddress: s.temporal.address });
+
+/**
+ * A worker beside a worker-less API while `fn` runs, then stopped: what `fn` starts and waits for (an upload with
+ * wait=true, whose preparation job runs as in production) ends ready, and the stack is worker-less again after.
+ */
+export async function withWorker<T>(on: TestStack | WorkerHost, fn: () => Promise<T>): Promise<T> {
+  bundle ??= await bundleWorkflows();
+  const part = await startWorkerPart('runtime' in on ? hostOf(on) : on, { temporalAddress: 'runtime' in on ? on.temporal.address : on.temporalAddress, workflowBundle: bundle });
+  try {
+    return await fn();
+  } finally {
+    await part.stop();
+  }
 }

@@ -1,5 +1,6 @@
 // The world the tenancy probes run in: one API (createApp over a PGlite catalogue, file objects, a real Temporal
-// dev server; no worker runs, as under `hanzo-ml serve`), two organizations, and every kind of resource of org B
+// dev server; no worker runs, as under `hanzo-ml serve`, but while an upload waits for its preparation job), two
+// organizations, and every kind of resource of org B
 // created through the API by B's own admin. Org A gets a viewer, a researcher and an admin token and a few
 // resources of its own (the targets of cross-organization references in create requests).
 //
@@ -21,6 +22,7 @@ import { createLogger } from '../../lib/log.js';
 import { createObjectStore } from '../../lib/object-store.js';
 import { startTemporalDevServer, type DevServer } from '../../lib/temporal-dev-server.js';
 import { testConfig } from './config.js';
+import { withWorker } from './stack.js';
 
 export const ORG_A = 'tenant-a';
 export const ORG_B = 'tenant-b';
@@ -137,7 +139,13 @@ export async function startTenancyWorld(): Promise<TenancyWorld> {
   const tokensA = await orgWithTokens(catalogue, ORG_A);
   const tokensB = await orgWithTokens(catalogue, ORG_B);
   const bAdmin = tokensB.admin.token;
-  const b = await populateOrgB(app, bAdmin, tokensB.viewer.id);
+  // The probes read ready versions: both datasets are uploaded first, each waiting (wait=true) for its preparation
+  // job, which a worker runs meanwhile; it stops before anything else of B's exists, which so stays queued.
+  const datasets = await withWorker({ ...loaded, log, catalogue, store, temporalAddress: temporal.address }, async () => ({
+    b: created('a dataset', await call(app, 'POST', '/v1/datasets?name=b-secret-ds&format=jsonl&wait=true', bAdmin, [chat('b q1?', 'a1'), chat('b q2?', 'a2'), chat('b q3?', 'a3')].join('\n'))),
+    a: created('A\'s dataset', await call(app, 'POST', '/v1/datasets?name=a-own-ds&format=jsonl&wait=true', tokensA.admin.token, [chat('a q1?', 'a1'), chat('a q2?', 'a2'), chat('a q3?', 'a3')].join('\n'))),
+  }));
+  const b = await populateOrgB(app, bAdmin, tokensB.viewer.id, datasets.b);
   // B's run as a finished train job: its spending is B's (GET /v1/usage).
   await setRunTags(catalogue.db, b.runId, jobTotalTags({ seconds: 60, deviceHours: 0.0123457, costUsd: 7.6543219, tokens: 1000, gpuType: 'cpu', method: 'lora', baseModel: 'b-secret-base' }));
   await requestAdmission(catalogue.db, { name: 'b-secret-job', organizationId: ORG_B, priority: 1, gpus: 1, alreadyRunning: false }, { maxJobs: 0, maxGpus: 1, machineGpus: null }, 60_000);
@@ -186,10 +194,9 @@ function created(what: string, res: { status: number; text: string; json: Json |
   return res.json;
 }
 
-async function populateOrgB(app: TenancyWorld['app'], token: string, viewerTokenId: string): Promise<OrgB> {
+async function populateOrgB(app: TenancyWorld['app'], token: string, viewerTokenId: string, dataset: Json): Promise<OrgB> {
   const req = (method: string, path: string, body?: unknown) => call(app, method, path, token, body);
   const mlflow = (rpc: string, body: unknown) => req('POST', `/api/2.0/mlflow/${rpc}`, body);
-  const dataset = created('a dataset', await req('POST', '/v1/datasets?name=b-secret-ds&format=jsonl', [chat('b q1?', 'a1'), chat('b q2?', 'a2'), chat('b q3?', 'a3')].join('\n')));
   const evalSuite = { name: 'b-secret-suite', version: 1, test: { dataset: 'b-secret-ds@1', split: 'train' }, metrics: [{ task: 'test', metric: 'exact_match', direction: 'higher', max_regression: 0.05 }] };
   created('an eval suite', await req('POST', '/v1/eval-suites', evalSuite));
   const experimentId = created('an experiment', await mlflow('experiments/create', { name: 'b-secret-exp', tags: [{ key: 'b_secret_tag', value: 'b-secret-tag-value' }] })).experiment_id as string;
@@ -263,7 +270,6 @@ async function populateOrgB(app: TenancyWorld['app'], token: string, viewerToken
 
 async function populateOrgA(app: TenancyWorld['app'], token: string): Promise<OrgA> {
   const mlflow = (rpc: string, body: unknown) => call(app, 'POST', `/api/2.0/mlflow/${rpc}`, token, body);
-  created('A\'s dataset', await call(app, 'POST', '/v1/datasets?name=a-own-ds&format=jsonl', token, [chat('a q1?', 'a1'), chat('a q2?', 'a2'), chat('a q3?', 'a3')].join('\n')));
   created('A\'s model', await mlflow('registered-models/create', { name: 'a-own-model' }));
   const run = created('A\'s run', await mlflow('runs/create', { experiment_id: '0', run_name: 'a-own-run' })).run as Json;
   const logged = created('A\'s logged model', await mlflow('logged-models', { experiment_id: '0', name: 'a-own-logged' })).model as Json;

@@ -1,30 +1,34 @@
 // POST /v1/datasets: upload a file (streamed to disk, never buffered whole) and get back an immutable version.
-// wait=false: the structural checks that can run on the bytes (every JSONL / CSV line through the request's
-// validators; the magic bytes of Parquet, Arrow, gzip and zstd), the raw file stored, and 201 with the version
-// preparing and its job: counting, exact dedup and splitting run as a prepare-dataset job (datasetPreparationWorkflow,
-// the path a derive takes), which makes the version ready or failed with its issues.
-// wait=true (the default, what older clients read): prepared in the request, answered ready. JSONL and CSV are
-// checked, normalised and split by datasets/ingest; the other formats by the trainer's prepare-dataset.
+// The request runs the structural checks that can run on the bytes (every JSONL / CSV line through the request's
+// validators, a gzip-compressed one's as it is decompressed; the magic bytes of Parquet, Arrow and zstd), stores
+// the raw file and records the version preparing with its job: counting, exact dedup and splitting run as a
+// prepare-dataset job (datasetPreparationWorkflow, the path a derive takes), which makes the version ready or
+// failed with its issues.
+// wait=false (the default): 201 at once with the version preparing and its job_id.
+// wait=true (what older clients read counts from): the same job, waited on for at most wait_seconds: 201 with the
+// ready version, 400 with the job's issues, or 202 with the version still preparing (its job goes on).
 // Bad input answers 400 with `issues`: file, line or record, field, what was expected.
 import { mkdir, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
+import { WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { writeMeasured } from '../../../lib/hash.js';
 import type { Context, Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../../deps.js';
-import { DatasetCreateQuerySchema, SplitRatiosSchema, expectedOf, prepareIssueView, type DatasetIssue, type SplitRatios, type UploadFormat } from '../../../contracts/datasets.js';
-import { datasetPreparationWorkflowId, type PrepareDatasetJobSpec } from '../../../contracts/data-prep.js';
+import { DatasetCreateQuerySchema, SplitRatiosSchema, expectedOf, type DatasetIssue, type SplitRatios, type UploadFormat } from '../../../contracts/datasets.js';
+import { datasetPreparationWorkflowId } from '../../../contracts/data-prep.js';
 import { PIPELINE_TASK_QUEUE } from '../../../contracts/pipeline.js';
-import { createDatasetVersion } from '../../../datasets/versions.js';
-import { PrepareIssuesError, preparationJob, rawPreparationInput, runPrepareDataset, storePreparedVersion, versionPrefix } from '../../../datasets/derive.js';
+import { FailureType } from '../../../contracts/failures.js';
+import { PrepareIssuesError, preparationJob, rawPreparationInput, versionPrefix } from '../../../datasets/derive.js';
 import { DatasetValidationError, validateDataset } from '../../../datasets/ingest/preprocess.js';
-import { datasetView, insertDatasetVersion, type DatasetRow } from '../../../db/repo/datasets.js';
+import { datasetView, getDatasetAnyStatus, insertDatasetVersion, type DatasetRow } from '../../../db/repo/datasets.js';
 import { recordChildJob } from '../../../db/repo/child-jobs.js';
 import type { datasetPreparationWorkflow } from '../../../workflows/dataset-prep.js';
 import type { Db } from '../../../db/client.js';
 import { BaseModelError, DEFAULT_BASE_MODEL, resolveBaseModel } from '../../../lib/base-models.js';
-import { invalid } from '../../errors.js';
+import { ApiError, invalid } from '../../errors.js';
 import { queryParams } from '../../validate.js';
 import { requireRole } from '../../auth.js';
 import { auditRow } from '../../audit.js';
@@ -49,9 +53,9 @@ export function uploadRoute(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (!splits.success) throw invalid(`query parameters train, validation, test: ${splits.error.issues[0]!.message}`);
     if (q.tokenizer !== undefined) checkBaseModel(deps.config, principal, 'tokenizer', q.tokenizer);
     const tokenizer = q.tokenizer ?? DEFAULT_BASE_MODEL;
-    let tokenizerDir: string;
     try {
-      tokenizerDir = resolveBaseModel(tokenizer, deps.config, deps.bootstrap);
+      // Refused here rather than by the job: the job fetches the same base model's tokenizer.
+      resolveBaseModel(tokenizer, deps.config, deps.bootstrap);
     } catch (err) {
       if (err instanceof BaseModelError) throw invalid(`tokenizer: ${err.message}`);
       throw err;
@@ -67,41 +71,62 @@ export function uploadRoute(app: Hono<AppEnv>, deps: ApiDeps): void {
     const upload = join(uploadDir, `${randomUUID()}${suffix}`);
     const tags = q.tags ? q.tags.split(',').map((t) => t.trim()).filter(Boolean) : [];
     const displayName = filename ?? `${q.name}.${EXTENSION[q.format]}`;
-    // The audit row commits with the version's row, after the slow part (preprocessing, token counts, upload).
+    // The audit row commits with the version's row.
     const audited = (tx: Db, row: DatasetRow) => auditRow(c, 'dataset.create', row.id)(tx, { name: row.name, version: row.version, sha256: row.sha256 });
+    let row: DatasetRow;
     try {
       const raw = await writeMeasured(Readable.fromWeb(body as import('node:stream/web').ReadableStream), upload);
-      if (q.wait === 'false') {
-        const row = await acceptUpload(c, deps, { name: q.name, format: q.format, compression, upload, suffix, raw, displayName, seed: q.seed, splits: splits.data, tokenizer, tags, audited });
-        return c.json(datasetView(row), 201);
-      }
-      const viaTrainer = compression !== 'none' || (q.format !== 'jsonl' && q.format !== 'csv');
-      const row = viaTrainer
-        ? await prepareUpload(c, deps, { name: q.name, format: q.format, upload, displayName, seed: q.seed, splits: splits.data, tokenizer, tokenizerDir, tags, audited })
-        : await createDatasetVersion(deps, {
-            organizationId: principal.organizationId,
-            createdBy: principal.subject,
-            name: q.name,
-            format: q.format as 'jsonl' | 'csv',
-            sourcePath: upload,
-            displayName,
-            seed: q.seed,
-            splits: splits.data,
-            tokenizer,
-            tokenizerDir,
-            tags,
-            transform: `upload: validate, normalise to chat messages, dedup exact, split seed=${q.seed}`,
-            audited,
-          });
-      return c.json(datasetView(row), 201);
+      row = await acceptUpload(c, deps, { name: q.name, format: q.format, compression, upload, suffix, raw, displayName, seed: q.seed, splits: splits.data, tokenizer, tags, audited });
     } catch (err) {
       if (err instanceof DatasetValidationError) return issuesResponse(c, err.message, err.issues.map((i) => ({ file: i.file, line: i.line, field: i.field, expected: expectedOf(i.message), message: i.message })));
-      if (err instanceof PrepareIssuesError) return issuesResponse(c, err.message, err.issues.map(prepareIssueView));
       throw err;
     } finally {
       await rm(upload, { force: true });
     }
+    if (q.wait === 'false') return c.json(datasetView(row), 201);
+    return awaitPreparation(c, deps, row, q.wait_seconds * 1000);
   });
+}
+
+/**
+ * wait=true: the version's preparation job waited on, for at most `timeoutMs` (or until the client goes): 201 with
+ * the ready version; 400 with the issues when the job refused the data; 202 with the version still preparing when
+ * the wait ran out (the job goes on: GET /v1/datasets/{id} or /v1/jobs/{job_id} follows it).
+ */
+async function awaitPreparation(c: Context<AppEnv>, deps: ApiDeps, row: DatasetRow, timeoutMs: number): Promise<Response> {
+  const handle = deps.temporal.workflow.getHandle<typeof datasetPreparationWorkflow>(datasetPreparationWorkflowId(row.id));
+  // Stops the long poll too (no call left waiting on a job nobody waits for).
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), timeoutMs);
+  const gone = () => stop.abort();
+  c.req.raw.signal.addEventListener('abort', gone, { once: true });
+  let done = false;
+  try {
+    await deps.temporal.withAbortSignal(stop.signal, () => handle.result());
+    done = true;
+  } catch (err) {
+    if (!stop.signal.aborted) return preparationFailed(c, deps, row, err);
+  } finally {
+    clearTimeout(timer);
+    c.req.raw.signal.removeEventListener('abort', gone);
+  }
+  const now = (await getDatasetAnyStatus(deps.db, row.organizationId, row.id)) ?? row;
+  return c.json(datasetView(now), done ? 201 : 202);
+}
+
+/** The preparation job failed: 400 with the issues it found in the data, 409 when it was cancelled, else 500 saying why. */
+async function preparationFailed(c: Context<AppEnv>, deps: ApiDeps, row: DatasetRow, err: unknown): Promise<Response> {
+  if (!(err instanceof WorkflowFailedError)) throw err;
+  const failed = await getDatasetAnyStatus(deps.db, row.organizationId, row.id);
+  const cause = err.cause instanceof ApplicationFailure ? err.cause : err.cause?.cause instanceof ApplicationFailure ? err.cause.cause : null;
+  const issues = (failed?.issues ?? []) as DatasetIssue[];
+  if (cause?.type === FailureType.BadInput && issues.length) {
+    const refused = new PrepareIssuesError(issues.map((i) => ({ file: i.file, record: i.record ?? i.line ?? null, field: i.field, message: i.message })));
+    return issuesResponse(c, refused.message, issues);
+  }
+  const what = `the preparation job ${row.jobId} of version ${row.version} of "${row.name}"`;
+  if (err.cause instanceof CancelledFailure || err.cause?.cause instanceof CancelledFailure) throw new ApiError('INVALID_STATE', `${what} was cancelled`);
+  throw new ApiError('INTERNAL_ERROR', `${what} failed: ${cause?.message ?? err.message}`);
 }
 
 /** 400 in the API's error shape, with each issue as data a client can show one per line. */
@@ -156,8 +181,9 @@ interface AcceptUpload {
  */
 async function acceptUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload): Promise<DatasetRow> {
   const principal = c.get('principal');
-  const lineChecked = u.compression === 'none' && (u.format === 'jsonl' || u.format === 'csv');
-  const checked = lineChecked ? await validateDataset({ sourcePath: u.upload, displayName: u.displayName, format: u.format as 'jsonl' | 'csv' }) : null;
+  // zstd is left to the job (no zstd decoder in this runtime's zlib): its magic bytes only.
+  const lineChecked = u.compression !== 'zstd' && (u.format === 'jsonl' || u.format === 'csv');
+  const checked = lineChecked ? await validateDataset({ sourcePath: u.upload, displayName: u.displayName, format: u.format as 'jsonl' | 'csv', gzip: u.compression === 'gzip' }) : null;
   if (!lineChecked) await checkMagic(u.upload, u.compression === 'none' ? u.format : u.compression, u.displayName);
   const id = randomUUID();
   const prefix = versionPrefix({ organizationId: principal.organizationId, name: u.name, id });
@@ -206,67 +232,5 @@ async function acceptUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload):
   } catch (err) {
     await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);
     throw err;
-  }
-}
-
-interface PrepareUpload {
-  name: string;
-  format: UploadFormat;
-  upload: string;
-  displayName: string;
-  seed: number;
-  splits: SplitRatios;
-  tokenizer: string;
-  tokenizerDir: string;
-  tags: string[];
-  audited: (tx: Db, row: DatasetRow) => Promise<void>;
-}
-
-/** An upload the trainer reads: prepare-dataset with no operations and the requested split, in the request. */
-async function prepareUpload(c: Context<AppEnv>, deps: ApiDeps, u: PrepareUpload): Promise<DatasetRow> {
-  const principal = c.get('principal');
-  const id = randomUUID();
-  const staging = join(deps.home, 'tmp', `dataset-${id}`);
-  await mkdir(join(staging, 'work'), { recursive: true });
-  const outputDir = join(staging, 'out');
-  try {
-    const spec: PrepareDatasetJobSpec = {
-      kind: 'prepare-dataset',
-      job_name: `upload-${id}`,
-      sources: [{ path: u.upload, format: u.format, display_name: u.displayName, text_unit: 'line', text_field: 'text' }],
-      split_of: {},
-      parents: [],
-      operations: [],
-      split: { seed: u.seed, ...u.splits },
-      tokenizer_path: u.tokenizerDir,
-      output_dir: outputDir,
-      report_path: join(staging, 'report.json'),
-      issues_path: join(staging, 'issues.json'),
-      work_dir: join(staging, 'work'),
-      memory_budget_mb: 1024,
-      max_errors: 20,
-      threads: deps.config.trainer.threads,
-    };
-    const report = await runPrepareDataset(deps, spec, join(staging, 'spec.json'));
-    return await storePreparedVersion(
-      deps,
-      {
-        id,
-        organizationId: principal.organizationId,
-        createdBy: principal.subject,
-        name: u.name,
-        format: u.format,
-        tags: u.tags,
-        transform: `upload (${u.format}): prepare-dataset, normalise to chat messages, split seed=${u.seed}`,
-        parentDatasets: [],
-        report,
-        tokenizer: u.tokenizer,
-        extraMetadata: { source: { name: u.displayName, format: u.format }, seed: u.seed, split_ratios: u.splits },
-        audited: u.audited,
-      },
-      (bucket, prefix) => deps.store.putDirectory(bucket, prefix, outputDir),
-    );
-  } finally {
-    await rm(staging, { recursive: true, force: true });
   }
 }

@@ -26,6 +26,7 @@ from typing import Iterator
 from hanzo_ml.dataprep.issues import IssueLog, PrepareInputError, single_issue
 from hanzo_ml.dataprep.ops import Stage, build_stage, chunked
 from hanzo_ml.dataprep.parallel import ordered_map
+from hanzo_ml.dataprep.progress import reading_progress
 from hanzo_ml.dataprep.records import Record
 from hanzo_ml.dataprep.sources import SourceReader
 from hanzo_ml.dataprep.split import SPLIT_NAMES, SplitSink
@@ -171,7 +172,7 @@ def build(spec, directory: Path) -> dict:
     try:
         context.tokenizer()  # load before the workers fork, so each inherits it
         stack.enter_context(fewer_collections())
-        stream: Iterator[Record] = valid_only(reader, issues)
+        stream: Iterator[Record] = valid_only(reading_progress(reader, spec), issues)
         for op in operations:
             if op["op"] != "tokenize":
                 stages.append(build_stage(op, context))

@@ -37,7 +37,8 @@ from hanzo_ml.jobio.devices import write_devices
 from hanzo_ml.jobio.envelope import Envelope, load_envelope
 from hanzo_ml.jobio.launch import Node, candle_command, child_env, node_of, trainer_command
 from hanzo_ml.jobio.mirror import FileMirror, Periodic
-from hanzo_ml.jobio.scratch import Scratch, build_spec, open_scratch, upload_outputs, write_result
+from hanzo_ml.jobio.scratch import (Scratch, build_spec, command_files, command_work_dir, open_scratch, upload_outputs,
+                                    write_result)
 from hanzo_ml.jobio.store import ObjectStore, join
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,13 @@ def run(envelope_uri: str, scratch_dir: Path | None = None, env: Mapping[str, st
             shutil.rmtree(scratch.root, ignore_errors=True)
 
 
+def progress_file(envelope: Envelope, scratch: Scratch) -> Path:
+    """Where the tool writes progress.json: train in its workdir, prepare-dataset in the work_dir given to it."""
+    if command_files(envelope).scratch_field is not None:
+        return command_work_dir(envelope, scratch) / "progress.json"
+    return scratch.work / "progress.json"
+
+
 def as_uri(value: str) -> str:
     return value if "://" in value else Path(value).resolve().as_uri()
 
@@ -77,7 +85,7 @@ class Job:
         self.spec: dict[str, Any] = {}
         log_name = "job.log" if node.leader else f"job-{node.rank}.log"
         self.log_mirror = FileMirror(store, scratch.log, join(envelope.job_uri, log_name))
-        self.progress_mirror = FileMirror(store, scratch.work / "progress.json",
+        self.progress_mirror = FileMirror(store, progress_file(envelope, scratch),
                                           join(envelope.job_uri, "progress.json"))
         self.checkpoint_mirror = (CheckpointMirror(store, envelope.checkpoints.uri, scratch.checkpoints)
                                   if envelope.checkpoints and node.leader else None)
@@ -86,6 +94,10 @@ class Job:
     @property
     def train(self) -> bool:
         return self.envelope.kind == "train"
+
+    @property
+    def reports_progress(self) -> bool:
+        return self.train or command_files(self.envelope).scratch_field is not None
 
     def run(self, signals: SignalForwarder) -> int:
         self.continue_log()
@@ -145,7 +157,7 @@ class Job:
 
     def supervise(self, command: list[str], signals: SignalForwarder) -> tuple[int, bytes]:
         mirrors = [Periodic("job.log", LOG_INTERVAL_S, self.log_mirror.sync)]
-        if self.node.leader and self.train:
+        if self.node.leader and self.reports_progress:
             mirrors.append(Periodic("progress.json", PROGRESS_INTERVAL_S, self.progress_mirror.sync))
         if self.checkpoint_mirror is not None:
             self.checkpoint_mirror.adopt()
@@ -168,7 +180,7 @@ class Job:
             return code
         if self.checkpoint_mirror is not None:
             retried(self.checkpoint_mirror.sync)  # the last checkpoint: after SIGTERM, the emergency one
-        if self.train:
+        if self.reports_progress:
             retried(self.progress_mirror.sync)
         failure = self.scratch.work / "failure.json"
         if failure.is_file():

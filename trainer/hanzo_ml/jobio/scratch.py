@@ -50,6 +50,11 @@ def command_files(envelope: Envelope) -> CommandFiles:
     return COMMAND_FILES.get(envelope.kind or "", CommandFiles())
 
 
+def command_work_dir(envelope: Envelope, scratch: "Scratch") -> Path:
+    """The directory a command's scratch field points at (prepare-dataset's work_dir, where it writes progress.json)."""
+    return scratch.work / (envelope.kind or "tool")
+
+
 @dataclass(frozen=True)
 class Scratch:
     root: Path
@@ -108,7 +113,7 @@ def build_spec(store: ObjectStore, envelope: Envelope, scratch: Scratch) -> dict
         spec[envelope.checkpoints.field] = str(scratch.checkpoints)
     scratch_field = command_files(envelope).scratch_field
     if scratch_field is not None:
-        spec[scratch_field] = str(scratch.work / (envelope.kind or "tool"))
+        spec[scratch_field] = str(command_work_dir(envelope, scratch))
     atomic_write_json(scratch.spec, spec)
     return spec
 
