@@ -225,6 +225,29 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
       }
     });
 
+    it('answers the page at an offset of the order and filter: the same runs as walking the cursor to it', async () => {
+      const filter = `filter=${encodeURIComponent("params.method = 'lora'")}&`;
+      for (const order of ['', 'order_by=metrics.loss%20ASC&', `${filter}order_by=params.lr%20DESC&`]) {
+        const walked: string[] = [];
+        let cursor: string | null = null;
+        do {
+          const res: { body: Page } = await page(`${order}limit=4&columns=metrics.loss${cursor ? `&cursor=${cursor}` : ''}`);
+          walked.push(...res.body.runs.map((r) => r.id));
+          cursor = res.body.next_cursor;
+        } while (cursor);
+        for (const [offset, limit] of [[0, 5], [5, 5], [9, 3], [walked.length - 2, 5], [walked.length + 10, 5]] as const) {
+          const res = await page(`${order}offset=${offset}&limit=${limit}&columns=metrics.loss`);
+          expect(res.status, `${order} offset ${offset}`).toBe(200);
+          expect(res.body.runs.map((r) => r.id), `${order} offset ${offset}`).toEqual(walked.slice(offset, offset + limit));
+          expect(res.body.total).toBe(walked.length);
+        }
+        // A jump's page also answers the cursor after it: reading on from there goes by keyset.
+        const jumped = await page(`${order}offset=3&limit=3&columns=`);
+        const after = await page(`${order}limit=3&columns=&cursor=${jumped.body.next_cursor!}`);
+        expect(after.body.runs.map((r) => r.id)).toEqual(walked.slice(6, 9));
+      }
+    });
+
     it("answers 404 for another organization's experiment and 400 naming a bad order_by, filter, columns or cursor", async () => {
       expect((await page('limit=5', OTHER)).status).toBe(404);
       const cursor = (await page('limit=2')).body.next_cursor!;
@@ -235,6 +258,9 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
         ['cursor=not-a-cursor', /cursor/],
         [`cursor=${cursor}&order_by=metrics.loss`, /cursor: it was made for another order_by/],
         [`cursor=${cursor}&offset=5`, /offset/],
+        ['offset=-1', /offset/],
+        ['offset=ten', /offset/],
+        ['offset=2.5', /offset/],
         ['limit=0', /limit/],
       ];
       for (const [q, message] of cases) {
