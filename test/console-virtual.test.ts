@@ -55,6 +55,9 @@ describe('rows fetched by their position (PagedRows)', () => {
       pager.show(0, 40);
       await vi.advanceTimersByTimeAsync(SETTLE_MS);
       expect(s.calls).toHaveLength(2);
+      // Reading on by less than a screen (a wheel): the next page is asked at once.
+      for (let row = 40; row <= 80; row += 20) pager.show(row, row + 40);
+      expect(s.calls.map((c) => c.offset)).toEqual([0, 9000, 100]);
     } finally {
       vi.useRealTimers();
     }

@@ -104,9 +104,11 @@ export class PagedRows<T> {
 
   /**
    * The rows [start, end) are in view: fetches of pages out of it are aborted, and the pages it lacks are fetched
-   * once the view has stayed for settleMs (at once with `now`: the first page, a refresh).
+   * once the view has stayed for settleMs. At once with `now` (the first page, a refresh), and when the view moved
+   * by less than its own height: a wheel or keyboard reading on, not a drag of the scroll bar.
    */
   show(start: number, end: number, now = false): void {
+    const readingOn = Math.abs(start - this.want[0]) <= end - start;
     this.want = [start, end];
     const needed = this.pagesOf(start, end);
     for (const [p, c] of this.inflight)
@@ -117,7 +119,7 @@ export class PagedRows<T> {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     if (!needed.some((p) => !this.pages.has(p) && !this.inflight.has(p))) return;
-    if (now) this.fetchMissing();
+    if (now || readingOn) this.fetchMissing();
     else this.timer = setTimeout(() => this.fetchMissing(), this.settleMs);
   }
 
