@@ -189,7 +189,7 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
       }
     });
 
-    type Page = { runs: { id: string; name: string; params: Record<string, string>; metrics: Record<string, number> }[]; total: number; next_cursor: string | null };
+    type Page = { runs: { id: string; name: string; params: Record<string, string>; metrics: Record<string, number>; tags: Record<string, string> }[]; total: number; next_cursor: string | null };
     const page = (q: string, token = DEV_TOKEN) => call<Page>('GET', `/v1/experiments/${exp}/runs?${q}`, undefined, token);
 
     it('sorts by a metric on the server and answers the total and only the columns asked for', async () => {
@@ -200,6 +200,9 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
       expect(first.body.runs[0]).toMatchObject({ params: { lr: '0.24' }, metrics: { loss: 24 } });
       expect(Object.keys(first.body.runs[0]!.metrics)).toEqual(['loss']);
       expect(Object.keys(first.body.runs[0]!.params)).toEqual(['lr']);
+      // Params or tags alone, without a metric column, land in their own kind.
+      const paramsOnly = await page('order_by=metrics.loss%20DESC&limit=2&columns=params.lr');
+      expect(paramsOnly.body.runs[0]).toMatchObject({ params: { lr: '0.24' }, metrics: {}, tags: {} });
       const filtered = await page(`filter=${encodeURIComponent("params.method = 'lora'")}&order_by=params.lr&limit=3&columns=`);
       expect(filtered.body.total).toBe(12);
       expect(filtered.body.runs[0]).toMatchObject({ params: {}, metrics: {} });
