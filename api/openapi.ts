@@ -27,7 +27,7 @@ import {
   SearchLoggedModelsSchema,
 } from '../contracts/mlflow-artifacts.js';
 import { DryRunQuerySchema, UsageQuerySchema, UsageReportSchema } from '../contracts/cost.js';
-import { HpoStartResponseSchema, SweepConfigSchema, TrialsQuerySchema } from '../contracts/hpo.js';
+import { HpoStartResponseSchema, SweepConfigSchema, TrialPointsSchema, TrialsQuerySchema } from '../contracts/hpo.js';
 import { CursorListQuerySchema, FileListQuerySchema, FineTuningJobCreateSchema, FineTuningListQuerySchema, WebhookEndpointCreateSchema } from '../contracts/openai.js';
 import { JobDetailSchema, JobDryRunSchema, JobListItemSchema, JobListQuerySchema, JobSubmissionSchema, JobViewSchema, ResumeRequestSchema } from '../contracts/jobs.js';
 import { JobEventsQuerySchema, JobLogsQuerySchema } from './routes/job-streams.js';
@@ -200,7 +200,8 @@ const OPERATIONS: Operation[] = [
   { method: 'post', path: '/v1/hpo', summary: 'Start a hyperparameter optimization sweep', body: SweepConfigSchema, response: HpoStartResponseSchema },
   { method: 'get', path: '/v1/hpo', summary: 'List sweeps' },
   { method: 'get', path: '/v1/hpo/{id}', summary: 'Sweep status, best trial (or Pareto front), trial counts, GPU hours and trial-steps saved' },
-  { method: 'get', path: '/v1/hpo/{id}/trials', summary: 'Trials of a sweep, best first', query: TrialsQuerySchema },
+  { method: 'get', path: '/v1/hpo/{id}/trials', summary: 'Trials of a sweep, best first (or by number): all, or a page at offset with the total', query: TrialsQuerySchema },
+  { method: 'get', path: '/v1/hpo/{id}/trial-points', summary: "What a sweep's charts draw of every trial: number, status, parameters, objectives, end", response: TrialPointsSchema },
   { method: 'get', path: '/v1/hpo/{id}/lineage', summary: 'Population-based training: each member\'s rounds, exploit sources and hyperparameters' },
   { method: 'post', path: '/v1/hpo/{id}/cancel', summary: 'Cancel a sweep: its running trials and their jobs stop' },
   { method: 'post', path: '/api/2.0/mlflow/runs/log-batch', summary: 'MLflow: log a batch of metrics, params and tags' },

@@ -88,11 +88,12 @@ export type SeriesBatch = z.infer<typeof SeriesBatchSchema>;
 
 /**
  * GET /v1/experiments/{id}/runs. Without cursor/order_by/filter/columns it answers as it always has (every param
- * and latest metric of each run, next_offset); the table's calls page by cursor.
+ * and latest metric of each run, next_offset). API clients read on by cursor (keyset); the console's table fetches
+ * the page at the offset its scrolled view sits at (each page also answers the cursor after it).
  */
 export const RunsPageQuerySchema = z.strictObject({
   limit: z.coerce.number().int().min(1).max(1000).default(100),
-  offset: z.coerce.number().int().min(0).default(0).describe('the older paging; with cursor it must stay 0'),
+  offset: z.coerce.number().int().min(0).default(0).describe('the page at this position of the order and filter (a jump); with cursor it must stay 0'),
   cursor: z.string().min(1).optional().describe('next_cursor of the previous page: the page after it, stable while runs are added'),
   order_by: z
     .string()

@@ -368,4 +368,23 @@ export const HpoStartResponseSchema = z.object({ id: z.string(), workflow_id: z.
 export const TrialsQuerySchema = z.strictObject({
   top: z.coerce.number().int().positive().max(100_000).optional().describe('only the best N completed trials, best first'),
   state: z.enum(TRIAL_STATES).optional(),
+  order: z.enum(['best', 'number']).default('best').describe('best: completed trials best first on the first objective, the others after them by number; number: by trial number'),
+  limit: z.coerce.number().int().min(1).max(1000).optional().describe('a page of this many trials, at offset (total and next_offset say how many there are); absent: every trial'),
+  offset: z.coerce.number().int().min(0).default(0).describe('the page at this position of the order'),
 });
+export type TrialsQuery = z.infer<typeof TrialsQuerySchema>;
+
+/** GET /v1/hpo/{id}/trial-points: what the sweep's charts draw of every trial, without its metrics or curves. */
+export const TrialPointsSchema = z.object({
+  sweep_id: z.string(),
+  points: z.array(
+    z.object({
+      number: z.number().int(),
+      status: z.enum(TRIAL_STATES),
+      params: z.record(z.string(), z.union([z.number(), z.string(), z.boolean(), z.null()])),
+      objective_values: z.array(z.number()).nullable(),
+      ended_at: z.string().nullable(),
+    }),
+  ),
+});
+export type TrialPoints = z.infer<typeof TrialPointsSchema>;

@@ -189,7 +189,7 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
       }
     });
 
-    type Page = { runs: { id: string; name: string; params: Record<string, string>; metrics: Record<string, number> }[]; total: number; next_cursor: string | null };
+    type Page = { runs: { id: string; name: string; params: Record<string, string>; metrics: Record<string, number>; tags: Record<string, string> }[]; total: number; next_cursor: string | null };
     const page = (q: string, token = DEV_TOKEN) => call<Page>('GET', `/v1/experiments/${exp}/runs?${q}`, undefined, token);
 
     it('sorts by a metric on the server and answers the total and only the columns asked for', async () => {
@@ -200,6 +200,9 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
       expect(first.body.runs[0]).toMatchObject({ params: { lr: '0.24' }, metrics: { loss: 24 } });
       expect(Object.keys(first.body.runs[0]!.metrics)).toEqual(['loss']);
       expect(Object.keys(first.body.runs[0]!.params)).toEqual(['lr']);
+      // Params or tags alone, without a metric column, land in their own kind.
+      const paramsOnly = await page('order_by=metrics.loss%20DESC&limit=2&columns=params.lr');
+      expect(paramsOnly.body.runs[0]).toMatchObject({ params: { lr: '0.24' }, metrics: {}, tags: {} });
       const filtered = await page(`filter=${encodeURIComponent("params.method = 'lora'")}&order_by=params.lr&limit=3&columns=`);
       expect(filtered.body.total).toBe(12);
       expect(filtered.body.runs[0]).toMatchObject({ params: {}, metrics: {} });
@@ -225,6 +228,29 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
       }
     });
 
+    it('answers the page at an offset of the order and filter: the same runs as walking the cursor to it', async () => {
+      const filter = `filter=${encodeURIComponent("params.method = 'lora'")}&`;
+      for (const order of ['', 'order_by=metrics.loss%20ASC&', `${filter}order_by=params.lr%20DESC&`]) {
+        const walked: string[] = [];
+        let cursor: string | null = null;
+        do {
+          const res: { body: Page } = await page(`${order}limit=4&columns=metrics.loss${cursor ? `&cursor=${cursor}` : ''}`);
+          walked.push(...res.body.runs.map((r) => r.id));
+          cursor = res.body.next_cursor;
+        } while (cursor);
+        for (const [offset, limit] of [[0, 5], [5, 5], [9, 3], [walked.length - 2, 5], [walked.length + 10, 5]] as const) {
+          const res = await page(`${order}offset=${offset}&limit=${limit}&columns=metrics.loss`);
+          expect(res.status, `${order} offset ${offset}`).toBe(200);
+          expect(res.body.runs.map((r) => r.id), `${order} offset ${offset}`).toEqual(walked.slice(offset, offset + limit));
+          expect(res.body.total).toBe(walked.length);
+        }
+        // A jump's page also answers the cursor after it: reading on from there goes by keyset.
+        const jumped = await page(`${order}offset=3&limit=3&columns=`);
+        const after = await page(`${order}limit=3&columns=&cursor=${jumped.body.next_cursor!}`);
+        expect(after.body.runs.map((r) => r.id)).toEqual(walked.slice(6, 9));
+      }
+    });
+
     it("answers 404 for another organization's experiment and 400 naming a bad order_by, filter, columns or cursor", async () => {
       expect((await page('limit=5', OTHER)).status).toBe(404);
       const cursor = (await page('limit=2')).body.next_cursor!;
@@ -235,6 +261,9 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
         ['cursor=not-a-cursor', /cursor/],
         [`cursor=${cursor}&order_by=metrics.loss`, /cursor: it was made for another order_by/],
         [`cursor=${cursor}&offset=5`, /offset/],
+        ['offset=-1', /offset/],
+        ['offset=ten', /offset/],
+        ['offset=2.5', /offset/],
         ['limit=0', /limit/],
       ];
       for (const [q, message] of cases) {

@@ -18,7 +18,7 @@ import { ensureDefaultExperiment, defaultExperimentId } from '../db/repo/experim
 import { insertJob, setJobQueue, setJobStatus } from '../db/repo/jobs.js';
 import { setRunTags } from '../db/repo/params-tags.js';
 import { createRun } from '../db/repo/runs.js';
-import { jobTotalTags } from '../db/repo/usage.js';
+import { jobTotalTags, monthlyUsage } from '../db/repo/usage.js';
 import type { OrganizationQueue } from '../jobs/queue/queue-status.js';
 
 let cat: Catalogue;
@@ -160,6 +160,75 @@ describe('GET /v1/usage?months= for the console', () => {
     const bad = await get<{ message: string }>('acmeAdmin', '/v1/usage?months=99');
     expect(bad.status).toBe(400);
     expect(bad.body.message).toMatch(/months/);
+  });
+
+  describe('over months of several organizations, in one grouped query', () => {
+    // The months 2025-01..2025-04, far from today's: the tests above see none of these jobs. Quarters, halves and
+    // whole numbers add exactly in any order, so sums grouped differently compare equal.
+    const budgets = { acme: 100, quiet: 40 };
+    let budgeted: Hono<AppEnv>;
+    beforeAll(async () => {
+      await ensureOrganization(cat.db, 'zeta');
+      await ensureDefaultExperiment(cat.db, 'zeta', 'file:///tmp/a');
+      for (const [org, hours, at] of [
+        ['acme', 1.5, '2025-01-15T10:00:00.000Z'],
+        ['acme', 0.25, '2025-01-31T23:59:59.999Z'],
+        ['acme', 0.5, '2025-02-01T00:00:00.000Z'],
+        ['acme', 2, '2025-04-10T08:00:00.000Z'],
+        ['labs', 4, '2025-02-20T12:00:00.000Z'],
+        ['labs', 1, '2025-03-01T00:00:00.000Z'],
+        ['zeta', 0.75, '2025-03-15T00:00:00.000Z'],
+        ['zeta', 8, '2024-12-31T23:59:59.999Z'],
+        ['zeta', 3, '2025-05-01T00:00:00.000Z'],
+      ] as const)
+        await finished(org, hours, hours * 4, new Date(at));
+      budgeted = new Hono<AppEnv>();
+      budgeted.onError((err, c) => c.json({ error_code: err instanceof ApiError ? err.code : 'INTERNAL_ERROR', message: err.message }, err instanceof ApiError ? ERROR_STATUS[err.code] : 500));
+      budgeted.use('*', authenticate(cat.db));
+      budgeted.route('/v1/usage', usageRoutes({ db: cat.db, config: { ...config, scheduler: { ...config.scheduler, monthly_budgets_usd: budgets } } } as unknown as ApiDeps));
+    });
+
+    /** What the route answered for a month before it grouped: one monthlyUsage query, the budgeted (or asked) organizations listed. */
+    async function perMonth(month: string, scope: string | undefined, withBudgets: Record<string, number>): Promise<UsageReport['organizations']> {
+      const rows = await monthlyUsage(cat.db, month, scope);
+      const listed = [...new Set([...rows.map((r) => r.organization_id), ...(scope ? [scope] : Object.keys(withBudgets))])].sort();
+      return listed.map((org) => {
+        const r = rows.find((x) => x.organization_id === org);
+        return { organization_id: org, gpu_hours: r?.gpu_hours ?? 0, cost_usd: r?.cost_usd ?? 0, jobs: r?.jobs ?? 0, monthly_budget_usd: withBudgets[org as keyof typeof withBudgets] ?? null };
+      });
+    }
+
+    const months = ['2025-01', '2025-02', '2025-03', '2025-04'];
+    for (const [who, label, query, scope] of [
+      ['operator', "the operator's admin: every organization", '', undefined],
+      ['operator', "the operator's admin asking for one organization", '&organization=labs', 'labs'],
+      ['acmeAdmin', "an organization's admin: its own", '', 'acme'],
+    ] as const)
+      it(`answers what one query per month answered, for ${label}`, async () => {
+        // Without budgets, and with budgets that list the budgeted organizations in every month.
+        for (const [target, withBudgets] of [
+          [app, {}],
+          [budgeted, budgets],
+        ] as const) {
+          const res = await target.request(`/v1/usage?month=2025-04&months=4${query}`, { headers: { authorization: `Bearer ${tokens[who]!}` } });
+          expect(res.status).toBe(200);
+          const body = (await res.json()) as UsageReport;
+          const expected = await Promise.all(months.map(async (m) => ({ month: m, organizations: await perMonth(m, scope, withBudgets) })));
+          expect(body.history).toEqual(expected);
+          expect(body.organizations).toEqual(expected.at(-1)!.organizations);
+        }
+      });
+
+    it('puts a job in the month its finish falls in, to the millisecond, and nowhere else', async () => {
+      const { body } = await get<UsageReport>('operator', '/v1/usage?month=2025-04&months=4');
+      const at = (m: string, org: string) => body.history!.find((h) => h.month === m)!.organizations.find((o) => o.organization_id === org);
+      expect(at('2025-01', 'acme')).toMatchObject({ gpu_hours: 1.75, cost_usd: 7, jobs: 2 });
+      expect(at('2025-02', 'acme')).toMatchObject({ gpu_hours: 0.5, jobs: 1 });
+      expect(at('2025-02', 'labs')).toMatchObject({ gpu_hours: 4, jobs: 1 });
+      expect(at('2025-03', 'zeta')).toMatchObject({ gpu_hours: 0.75, jobs: 1 });
+      expect(at('2025-01', 'zeta')).toBeUndefined(); // its December and May jobs lie outside the months asked
+      expect(body.history!.find((h) => h.month === '2025-04')!.organizations.map((o) => o.organization_id)).toEqual(['acme']);
+    });
   });
 
   it('counts the months back across a year boundary', () => {

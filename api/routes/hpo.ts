@@ -9,6 +9,7 @@ import {
   SweepConfigSchema,
   TrialsQuerySchema,
   hpoWorkflowId,
+  type TrialPoints,
   objectivesOf,
   type SweepConfig,
   type SweepProgress,
@@ -18,7 +19,7 @@ import { ORGANIZATION_KEY } from '../../contracts/search-attributes.js';
 import type { hpoSweepWorkflow } from '../../workflows/hpo.js';
 import { sweepProgressQuery } from '../../contracts/hpo-messages.js';
 import { findDatasetVersion } from '../../db/repo/datasets.js';
-import { createSweep, getSweep, lineageOf, listSweeps, sweepTotals, trialsOf, type TrialRow } from '../../db/repo/hpo.js';
+import { createSweep, getSweep, lineageOf, listSweeps, sweepTotals, trialCounts, trialPoints, trialsPage, type TrialRow } from '../../db/repo/hpo.js';
 import { artifactRootUri } from '../../lib/object-store.js';
 import { auditedChange } from '../audit.js';
 import { BaseModelError, resolveBaseModel } from '../../lib/base-models.js';
@@ -61,19 +62,6 @@ const trialView = (t: TrialRow) => ({
   started_at: t.startedAt.toISOString(),
   ended_at: t.endedAt?.toISOString() ?? null,
 });
-
-/** Completed trials best first on the first objective (ties by number); the others after them by number. */
-export function rankTrials(rows: TrialRow[], direction: 'minimize' | 'maximize'): TrialRow[] {
-  const value = (t: TrialRow) => (t.status === 'completed' ? ((t.objectiveValues as number[] | null)?.[0] ?? null) : null);
-  return [...rows].sort((a, b) => {
-    const va = value(a);
-    const vb = value(b);
-    if (va !== null && vb !== null) return (direction === 'minimize' ? va - vb : vb - va) || a.number - b.number;
-    if (va !== null) return -1;
-    if (vb !== null) return 1;
-    return a.number - b.number;
-  });
-}
 
 export function hpoRoutes(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
@@ -138,11 +126,14 @@ export function hpoRoutes(deps: ApiDeps) {
     requireRole(c, 'viewer');
     const row = await owned(c, c.req.param('id'));
     const config = row.config as SweepConfig;
-    const trials = await trialsOf(deps.db, row.id);
     const objectives = objectivesOf(config);
-    const ranked = rankTrials(trials, objectives[0]!.direction);
-    const best = ranked[0]?.status === 'completed' ? ranked[0] : null;
-    const totals = await sweepTotals(deps.db, row.id);
+    // The best trial and the counts by status are read in the catalogue: a sweep of thousands of trials is not loaded.
+    const [top, byStatus, totals] = await Promise.all([
+      trialsPage(deps.db, row.id, { order: 'best', direction: objectives[0]!.direction, limit: 1, offset: 0 }),
+      trialCounts(deps.db, row.id),
+      sweepTotals(deps.db, row.id),
+    ]);
+    const best = top.rows[0]?.status === 'completed' ? top.rows[0] : null;
     const { status, progress } = await liveProgress(deps.temporal.workflow.getHandle(hpoWorkflowId(row.id)));
     return c.json({
       id: row.id,
@@ -154,7 +145,7 @@ export function hpoRoutes(deps: ApiDeps) {
       objectives,
       best_trial: best ? trialView(best) : null,
       pareto_front: progress?.pareto_front ?? [],
-      trials: { total: totals.trials, by_status: Object.fromEntries(['running', 'completed', 'pruned', 'failed', 'cancelled'].map((s) => [s, trials.filter((t) => t.status === s).length])) },
+      trials: { total: totals.trials, by_status: byStatus },
       trial_steps: totals.steps,
       trial_steps_saved: progress?.trial_steps_saved ?? null,
       gpu_hours: totals.gpuSeconds / 3600,
@@ -164,14 +155,46 @@ export function hpoRoutes(deps: ApiDeps) {
     });
   });
 
+  /**
+   * A sweep's trials in an order (best first by default), all of them or a page at `offset` with the total: the
+   * console's trials table fetches the page its scrolled view sits at. `top` keeps the best N completed trials.
+   */
   app.get('/:id/trials', async (c) => {
     requireRole(c, 'viewer');
     const row = await owned(c, c.req.param('id'));
     const q = queryParams(c, TrialsQuerySchema);
+    if (q.top !== undefined && q.order !== 'best') throw invalid('order: top lists the best trials best first; leave order out, or top');
+    if (q.top !== undefined && q.state !== undefined && q.state !== 'completed') throw invalid(`state: top lists completed trials, not ${q.state} ones`);
     const config = row.config as SweepConfig;
-    let rows = rankTrials(await trialsOf(deps.db, row.id, q.state), objectivesOf(config)[0]!.direction);
-    if (q.top !== undefined) rows = rows.filter((t) => t.status === 'completed').slice(0, q.top);
-    return c.json({ sweep_id: row.id, objectives: objectivesOf(config), trials: rows.map(trialView) });
+    const page = await trialsPage(deps.db, row.id, {
+      order: q.order,
+      direction: objectivesOf(config)[0]!.direction,
+      state: q.top !== undefined ? 'completed' : q.state,
+      // top: the first N of the completed trials, paged within them
+      limit: q.top === undefined ? q.limit : Math.max(0, Math.min(q.limit ?? q.top, q.top - q.offset)),
+      offset: q.offset,
+    });
+    const total = q.top === undefined ? page.total : Math.min(page.total, q.top);
+    const end = q.offset + page.rows.length;
+    return c.json({ sweep_id: row.id, objectives: objectivesOf(config), trials: page.rows.map(trialView), total, next_offset: q.limit !== undefined && end < total ? end : null });
+  });
+
+  /** What the sweep's charts draw, for every trial: its number, status, parameters, objectives and end; no metrics or curves. */
+  app.get('/:id/trial-points', async (c) => {
+    requireRole(c, 'viewer');
+    const row = await owned(c, c.req.param('id'));
+    const points = await trialPoints(deps.db, row.id);
+    const body: TrialPoints = {
+      sweep_id: row.id,
+      points: points.map((t) => ({
+        number: t.number,
+        status: t.status,
+        params: t.params as TrialPoints['points'][number]['params'],
+        objective_values: (t.objectiveValues as number[] | null) ?? null,
+        ended_at: t.endedAt?.toISOString() ?? null,
+      })),
+    };
+    return c.json(body);
   });
 
   /** Population-based training: what every member did in every round, and whose checkpoint it started from. */

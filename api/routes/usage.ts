@@ -5,7 +5,7 @@
 import { Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { requireRole } from '../auth.js';
-import { monthlyUsage } from '../../db/repo/usage.js';
+import { usageByMonth, type MonthUsageRow } from '../../db/repo/usage.js';
 import { notFound } from '../errors.js';
 import { queryParams } from '../validate.js';
 import { UsageQuerySchema, type MonthUsage, type UsageReport } from '../../contracts/cost.js';
@@ -24,17 +24,19 @@ export function usageRoutes(deps: ApiDeps) {
     if (asked !== undefined && asked !== principal.organizationId && !operator) throw notFound(`usage of organization ${asked}`);
     if (query.months !== undefined) requireRole(c, 'admin');
     const scope = asked ?? (operator ? undefined : principal.organizationId);
-    const organizations = await usageOfMonth(deps, month, scope);
+    // Every month asked in one grouped query (by month and organization), not one query per month.
+    const months = query.months === undefined ? [month] : [...monthsBefore(month, query.months - 1), month];
+    const rows = await usageByMonth(deps.db, months, scope);
+    const history = months.map((m) => ({ month: m, organizations: listedUsage(deps, rows.filter((r) => r.month === m), scope) }));
+    const organizations = history.at(-1)!.organizations;
     if (query.months === undefined) return c.json({ month, organizations } satisfies UsageReport);
-    const earlier = await Promise.all(monthsBefore(month, query.months - 1).map(async (m) => ({ month: m, organizations: await usageOfMonth(deps, m, scope) })));
-    return c.json({ month, organizations, history: [...earlier, { month, organizations }] } satisfies UsageReport);
+    return c.json({ month, organizations, history } satisfies UsageReport);
   });
   return app;
 }
 
 /** One month's totals; an organization with a budget (or the one asked) is listed even in a month it spent nothing. */
-async function usageOfMonth(deps: ApiDeps, month: string, scope: string | undefined): Promise<MonthUsage[]> {
-  const rows = await monthlyUsage(deps.db, month, scope);
+function listedUsage(deps: ApiDeps, rows: MonthUsageRow[], scope: string | undefined): MonthUsage[] {
   const listed = new Set([...rows.map((r) => r.organization_id), ...(scope ? [scope] : Object.keys(deps.config.scheduler.monthly_budgets_usd))]);
   return [...listed].sort().map((org) => {
     const r = rows.find((x) => x.organization_id === org);

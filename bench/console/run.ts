@@ -373,6 +373,8 @@ async function main(): Promise<void> {
     const calls = ONLY === 'browser' ? [] : [
       await timed('runs table, first page by start time', get(`/v1/experiments/bench/runs?limit=100&${columns}`)),
       await timed('runs table, first page by metrics.loss', get(`/v1/experiments/bench/runs?limit=100&order_by=${encodeURIComponent('metrics.loss ASC')}&${columns}`)),
+      await timed('runs table, the page at offset 9,000 by start time (a jump)', get(`/v1/experiments/bench/runs?limit=100&offset=9000&${columns}`)),
+      await timed('runs table, the page at offset 9,000 by metrics.loss (a jump)', get(`/v1/experiments/bench/runs?limit=100&offset=9000&order_by=${encodeURIComponent('metrics.loss ASC')}&${columns}`)),
       await timed('runs table, first page filtered (params.method = lora) by metrics.loss', get(`/v1/experiments/bench/runs?limit=100&filter=${encodeURIComponent("params.method = 'lora'")}&order_by=${encodeURIComponent('metrics.loss ASC')}&${columns}`)),
       await timed('widest run: 100 of its 5,000 latest metrics as columns', get(`/v1/experiments/bench/runs?limit=100&columns=${Array.from({ length: 100 }, (_, k) => `metrics.layer/${k}/grad_norm`).join(',')}`)),
       await timed(`compare: 100 runs x 10 keys x ${STEPS} steps, 500 points each`, post('/v1/runs/series', compareBody)),

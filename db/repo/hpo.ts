@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, ne, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, ne, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { hpoSweeps, hpoTrials, pbtLineage } from '../schema/index.js';
 import { emitEvent } from './outbox.js';
@@ -103,6 +103,54 @@ export async function getTrial(db: Db, sweepId: string, n: number): Promise<Tria
 export async function trialsOf(db: Db, sweepId: string, state?: TrialRow['status']): Promise<TrialRow[]> {
   const where = state ? and(eq(hpoTrials.sweepId, sweepId), eq(hpoTrials.status, state)) : eq(hpoTrials.sweepId, sweepId);
   return db.select().from(hpoTrials).where(where).orderBy(asc(hpoTrials.number));
+}
+
+/** How a sweep's trials are listed: best first on the first objective (as the API ranks them), or by number. */
+export type TrialOrder = 'best' | 'number';
+
+/**
+ * A completed trial with a first objective value ranks by that value (ties by number); every other trial comes
+ * after, by number: the order of api/routes/hpo.ts rankTrials, in SQL so a page is read without the rest.
+ */
+function trialOrderBy(order: TrialOrder, direction: 'minimize' | 'maximize'): SQL[] {
+  if (order === 'number') return [asc(hpoTrials.number)];
+  const valued = sql`(${hpoTrials.status} = 'completed' and jsonb_typeof(${hpoTrials.objectiveValues} -> 0) = 'number')`;
+  const value = sql`(case when ${valued} then (${hpoTrials.objectiveValues} ->> 0)::float8 end)`;
+  return [sql`(case when ${valued} then 0 else 1 end)`, direction === 'minimize' ? asc(value) : desc(value), asc(hpoTrials.number)];
+}
+
+/**
+ * One page of a sweep's trials in `order`, and how many the listing has in all. `completedOnly` lists the
+ * completed ones (the API's `top`); `state` one status. Without `limit`, every trial from `offset` on.
+ */
+export async function trialsPage(
+  db: Db,
+  sweepId: string,
+  q: { order: TrialOrder; direction: 'minimize' | 'maximize'; state?: TrialRow['status']; limit?: number; offset: number },
+): Promise<{ rows: TrialRow[]; total: number }> {
+  const where = and(eq(hpoTrials.sweepId, sweepId), q.state ? eq(hpoTrials.status, q.state) : undefined);
+  const query = db.select().from(hpoTrials).where(where).orderBy(...trialOrderBy(q.order, q.direction)).offset(q.offset).$dynamic();
+  const [rows, [count]] = await Promise.all([q.limit === undefined ? query : query.limit(q.limit), db.select({ n: sql<number>`count(*)::int` }).from(hpoTrials).where(where)]);
+  return { rows, total: count!.n };
+}
+
+/** What a sweep's charts draw of every trial (best so far, parallel coordinates, Pareto front): no metrics or curves. */
+export type TrialPoint = Pick<TrialRow, 'number' | 'status' | 'params' | 'objectiveValues' | 'endedAt'>;
+
+export async function trialPoints(db: Db, sweepId: string): Promise<TrialPoint[]> {
+  return db
+    .select({ number: hpoTrials.number, status: hpoTrials.status, params: hpoTrials.params, objectiveValues: hpoTrials.objectiveValues, endedAt: hpoTrials.endedAt })
+    .from(hpoTrials)
+    .where(eq(hpoTrials.sweepId, sweepId))
+    .orderBy(asc(hpoTrials.number));
+}
+
+/** A sweep's trials by status, counted in the catalogue. */
+export async function trialCounts(db: Db, sweepId: string): Promise<Record<TrialRow['status'], number>> {
+  const rows = await db.select({ status: hpoTrials.status, n: sql<number>`count(*)::int` }).from(hpoTrials).where(eq(hpoTrials.sweepId, sweepId)).groupBy(hpoTrials.status);
+  const out = { running: 0, completed: 0, pruned: 0, failed: 0, cancelled: 0 };
+  for (const r of rows) out[r.status] = r.n;
+  return out;
 }
 
 export async function sweepTotals(db: Db, sweepId: string): Promise<{ trials: number; steps: number; gpuSeconds: number }> {

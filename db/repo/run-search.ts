@@ -95,7 +95,11 @@ export type RunCursor = (string | null)[];
 /**
  * One page of a run search. Pages continue from a cursor (the last row's sort keys, then start time and id,
  * which make the order total), so a deep page is found through the same ordered scan as the first instead of
- * counting past every earlier row. `offset` is still taken for the /v1 listing.
+ * counting past every earlier row. `offset` answers the page at a position instead (the console's table jumping
+ * to where its scroll bar was dropped): the same ordered scan, read past `offset` rows. A position has no index of
+ * its own in Postgres (no order statistics), so a seek key for row N would cost the same walk of N index entries
+ * to find; the offset is that walk without a second round trip, and at 10,000 runs it reads index entries for a
+ * few milliseconds. Each offset page also answers the cursor after it, so reading on from a jump goes by keyset.
  */
 export async function searchRuns(
   db: Db,
@@ -173,8 +177,9 @@ export async function runColumnsOf(db: Db, runIds: string[], columns: RunColumns
   const ids = sql`any(${sql.param(runIds)}::text[])`;
   const keys = (k: string[]) => sql`any(${sql.param(k)}::text[])`;
   if (columns.metrics.length) parts.push(sql`select 'm' as kind, run_id, key, case when is_nan then 'NaN' else value::text end as value from latest_metrics where run_id = ${ids} and key = ${keys(columns.metrics)}`);
-  if (columns.params.length) parts.push(sql`select 'p', run_id, key, value from run_params where run_id = ${ids} and key = ${keys(columns.params)}`);
-  if (columns.tags.length) parts.push(sql`select 't', run_id, key, value from run_tags where run_id = ${ids} and key = ${keys(columns.tags)}`);
+  // Every part names its kind column: the first part of a UNION names the result's columns, and it may be any of them.
+  if (columns.params.length) parts.push(sql`select 'p' as kind, run_id, key, value from run_params where run_id = ${ids} and key = ${keys(columns.params)}`);
+  if (columns.tags.length) parts.push(sql`select 't' as kind, run_id, key, value from run_tags where run_id = ${ids} and key = ${keys(columns.tags)}`);
   if (runIds.length === 0 || parts.length === 0) return out;
   const result = await db.execute(sql`${sql.join(parts, sql` union all `)} order by 1, 3`);
   for (const r of (result as unknown as { rows: { kind: string; run_id: string; key: string; value: string }[] }).rows) {

@@ -88,6 +88,33 @@ export async function monthlyUsage(db: Db, month: string, organizationId?: strin
   );
 }
 
+export interface MonthUsageRow extends MonthlyUsage {
+  /** "YYYY-MM" */
+  month: string;
+}
+
+/**
+ * monthlyUsage of several months in one statement: each finished_at is matched to the month whose bounds hold it
+ * (the same text comparison as monthlyUsage's), then totalled per month and organization. Months without a job
+ * have no rows.
+ */
+export async function usageByMonth(db: Db, months: string[], organizationId?: string): Promise<MonthUsageRow[]> {
+  if (months.length === 0) return [];
+  const bounds = months.map(monthBounds);
+  const org = organizationId === undefined ? sql`true` : sql`r.organization_id = ${organizationId}`;
+  const list = (values: string[]) => sql`${sql.param(values)}::text[]`;
+  return rows<MonthUsageRow>(
+    db,
+    sql`select m.month, r.organization_id, coalesce(sum(${tagOf('device_hours')}::float8), 0)::float8 as gpu_hours,
+               coalesce(sum(${tagOf('cost_usd')}::float8), 0)::float8 as cost_usd, count(*)::int as jobs
+        from unnest(${list(months)}, ${list(bounds.map((b) => b.from.toISOString()))}, ${list(bounds.map((b) => b.to.toISOString()))}) as m(month, lo, hi)
+        join run_tags f on f.key = ${TAG + 'finished_at'} and f.value >= m.lo and f.value < m.hi
+        join runs r on r.id = f.run_id
+        where ${org}
+        group by m.month, r.organization_id order by m.month, r.organization_id`,
+  );
+}
+
 /** A model version trained by a finished job carries that job's device-hours, cost and tokens as version tags. */
 export async function copyJobTotalsToVersion(db: Db, versionId: string, runId: string): Promise<void> {
   const keys = ['device_hours', 'cost_usd', 'tokens', 'gpu_type'].map((k) => TAG + k);

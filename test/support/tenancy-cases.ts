@@ -245,6 +245,7 @@ const V1: TenancyCase[] = [
   list('GET /v1/hpo', 'viewer', () => ({ path: '/v1/hpo' })),
   refused('GET /v1/hpo/:id', 'viewer', (t) => ({ path: `/v1/hpo/${t.b.sweepId}` }), { control: NEEDS_WORKER }),
   refused('GET /v1/hpo/:id/trials', 'viewer', (t) => ({ path: `/v1/hpo/${t.b.sweepId}/trials` })),
+  refused('GET /v1/hpo/:id/trial-points', 'viewer', (t) => ({ path: `/v1/hpo/${t.b.sweepId}/trial-points` })),
   refused('GET /v1/hpo/:id/lineage', 'viewer', (t) => ({ path: `/v1/hpo/${t.b.sweepId}/lineage` })),
   refused('POST /v1/hpo/:id/cancel', 'researcher', (t) => ({ path: `/v1/hpo/${t.b.sweepId}/cancel`, body: {} }), { teardown: 1 }),
   // queues

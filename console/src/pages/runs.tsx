@@ -1,18 +1,18 @@
-// An experiment's runs as one long table that stays fast at 10,000 runs: pages of 100 from the server (keyset
-// cursor), fetched as the user scrolls; only the rows in view are in the DOM (virtual.ts); a click on a column
-// header sorts on the server (order_by), the filter box filters there (MLflow's grammar). The metric and param
-// columns are chosen by the user (by default a few of the newest run's). Selected runs open the compare page.
+// An experiment's runs as one long table that stays fast at 10,000 runs: the scroll area is sized for every run
+// (the server's total) and the rows in view are fetched by position, a page of 100 at the offset they sit at in the
+// current order and filter, once the scroll has settled (virtual.ts: PagedRows); so a drag of the scroll bar to row
+// 9,000 asks for the page there alone. Only the rows in view are in the DOM; a click on a column header sorts on the
+// server (order_by), the filter box filters there (MLflow's grammar). The metric and param columns are chosen by the
+// user (by default a few of the newest run's). Selected runs open the compare page.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { RunsPage, RunsTableRow, WireDouble } from '../../../contracts/console.js';
 import { api } from '../api.js';
 import { num, time } from '../format.js';
 import { linkHandler, navigate } from '../router.js';
-import { useVirtualRows } from '../virtual.js';
+import { usePagedRows, type PageAnswer } from '../virtual.js';
 
 const PAGE = 100;
 const ROW_HEIGHT = 33;
-/** a page is fetched once the rendered rows come this close to the end of those loaded */
-const PREFETCH_ROWS = 40;
 /** runs a compare page draws at most (the batch series call's limit) */
 export const MAX_COMPARE = 100;
 /** columns proposed from the newest run when the URL names none */
@@ -43,13 +43,21 @@ function columnOf(id: string): Column {
   return { id, label: key, sort: `params.${quoted(key)}`, cell: (r) => r.params[key] ?? '—' };
 }
 
-/** The query of one page (the cursor of the previous page, or none for the first). */
-function pageQuery(columns: string[], orderBy: string | null, filter: string, cursor: string | null): string {
-  const q = new URLSearchParams({ limit: String(PAGE), columns: columns.join(',') });
+/** The query of the table's list (its order, filter and columns), without the page's place. */
+function listQuery(columns: string[], orderBy: string | null, filter: string): URLSearchParams {
+  const q = new URLSearchParams({ columns: columns.join(',') });
   if (orderBy) q.set('order_by', orderBy);
   if (filter) q.set('filter', filter);
-  if (cursor) q.set('cursor', cursor);
-  return q.toString();
+  return q;
+}
+
+/** The page of `limit` runs at `offset` of the list `query` names. */
+async function runsAt(experimentId: string, query: URLSearchParams, offset: number, limit: number, signal: AbortSignal): Promise<PageAnswer<RunsTableRow>> {
+  const q = new URLSearchParams(query);
+  q.set('offset', String(offset));
+  q.set('limit', String(limit));
+  const page = await api<RunsPage>('GET', `/v1/experiments/${encodeURIComponent(experimentId)}/runs?${q}`, undefined, signal);
+  return { rows: page.runs, total: page.total };
 }
 
 /** The metric and param columns of the newest run, a few of each: the table's columns when the URL names none. */
@@ -65,56 +73,36 @@ export function RunsTable({ experimentId }: { experimentId: string }) {
   const [columns, setColumns] = useState<string[] | null>(search.has('columns') ? search.get('columns')!.split(',').filter(Boolean) : null);
   const [orderBy, setOrderBy] = useState<string | null>(search.get('order_by'));
   const [filter, setFilter] = useState(search.get('filter') ?? '');
-  const [rows, setRows] = useState<RunsTableRow[]>([]);
-  const [next, setNext] = useState<string | null>(null);
-  const [total, setTotal] = useState<number | null>(null);
-  const [loading, setLoading] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [selected, setSelected] = useState<string[]>([]);
-  const generation = useRef(0);
   const marked = useRef(false);
+  const complete = useRef(true);
   const box = useRef<HTMLDivElement>(null);
-  const view = useVirtualRows(box, rows.length + (next ? 1 : 0), ROW_HEIGHT);
+  const query = columns === null ? null : listQuery(columns, orderBy, filter);
+  const { pager, view } = usePagedRows<RunsTableRow>(box, ROW_HEIGHT, PAGE, query && `${experimentId}?${query}`, (offset, limit, signal) => runsAt(experimentId, query!, offset, limit, signal));
+  const total = pager?.total ?? null;
 
   useEffect(() => {
     if (columns === null) proposedColumns(experimentId).then(setColumns, (e: Error) => setError(e.message));
   }, [experimentId, columns === null]);
 
-  /** Fetches a page: the first of the current order and filter (replacing the rows), or the one after `cursor`. */
-  const load = (cursor: string | null) => {
-    if (columns === null) return;
-    const gen = cursor ? generation.current : ++generation.current;
-    setLoading(true);
-    api<RunsPage>('GET', `/v1/experiments/${encodeURIComponent(experimentId)}/runs?${pageQuery(columns, orderBy, filter, cursor)}`)
-      .then((p) => {
-        if (gen !== generation.current) return; // the order or filter changed meanwhile
-        setRows((old) => (cursor ? [...old, ...p.runs] : p.runs));
-        setNext(p.next_cursor);
-        setTotal(p.total);
-        setError(null);
-      })
-      .catch((e: Error) => gen === generation.current && setError(e.message))
-      .finally(() => gen === generation.current && setLoading(false));
-  };
-
+  // A new order or filter starts at the top; the URL keeps it (a reload or a shared link shows the same table).
   useEffect(() => {
     if (box.current) box.current.scrollTop = 0;
-    load(null);
     history.replaceState(null, '', `${location.pathname}?${new URLSearchParams({ ...(columns ? { columns: columns.join(',') } : {}), ...(orderBy ? { order_by: orderBy } : {}), ...(filter ? { filter } : {}) })}`);
   }, [experimentId, columns?.join(','), orderBy, filter]);
 
-  // The next page once the rendered rows near the end of those loaded.
+  // The marks the console's bench times the table by: its first rows on screen, and every row in view drawn
+  // once they were missing (after a jump).
+  const inView = pager !== null && pager.holds(view.start, view.end);
   useEffect(() => {
-    if (next && !loading && !error && view.end >= rows.length - PREFETCH_ROWS) load(next);
-  }, [view.end, next, loading, error, rows.length]);
-
-  // The first rows on screen: the mark the console's bench times the table's first paint by.
-  useEffect(() => {
-    if (rows.length > 0 && !marked.current) {
+    if (total !== null && total > 0 && inView && !marked.current) {
       marked.current = true;
       performance.mark('runs-table:first-row');
     }
-  }, [rows.length]);
+    if (inView && !complete.current) performance.mark('runs-table:in-view');
+    complete.current = inView;
+  }, [inView, total]);
 
   const shown = [...ATTRIBUTES, ...(columns ?? []).map(columnOf)];
   const sortBy = (c: Column) => setOrderBy(orderBy === `${c.sort} ASC` ? `${c.sort} DESC` : `${c.sort} ASC`);
@@ -146,11 +134,11 @@ export function RunsTable({ experimentId }: { experimentId: string }) {
         </button>
         <span class="muted" data-testid="runs-total">
           {total === null ? '' : `${total.toLocaleString()} runs`}
-          {loading ? ' · loading…' : ''}
+          {pager?.loading ? ' · loading…' : ''}
         </span>
       </form>
-      {error && <p class="error">{error}</p>}
-      <div ref={box} class="runs-scroll" data-loaded={rows.length}>
+      {(error ?? pager?.error) && <p class="error">{error ?? pager?.error}</p>}
+      <div ref={box} class="runs-scroll" data-loaded={pager?.held ?? 0}>
         <table class="runs">
           <thead>
             <tr>
@@ -167,28 +155,33 @@ export function RunsTable({ experimentId }: { experimentId: string }) {
           </thead>
           <tbody>
             {view.before > 0 && <tr style={{ height: `${view.before}px` }} />}
-            {rows.slice(view.start, Math.min(view.end, rows.length)).map((r) => (
-              <tr key={r.id} data-run={r.id} style={{ height: `${ROW_HEIGHT}px` }}>
-                <td>
-                  <input type="checkbox" aria-label={`select ${r.name}`} checked={selected.includes(r.id)} onChange={() => toggle(r.id)} />
-                </td>
-                {shown.map((c) => (
-                  <td key={c.id}>{c.cell(r)}</td>
-                ))}
-              </tr>
-            ))}
-            {view.end > rows.length && (
-              <tr>
-                <td colSpan={shown.length + 1} class="muted">
-                  loading…
-                </td>
-              </tr>
-            )}
+            {Array.from({ length: view.end - view.start }, (_, k) => {
+              const i = view.start + k;
+              const r = pager?.rowAt(i);
+              if (!r)
+                return (
+                  <tr key={i} data-index={i} class="pending" style={{ height: `${ROW_HEIGHT}px` }}>
+                    <td colSpan={shown.length + 1} class="muted">
+                      …
+                    </td>
+                  </tr>
+                );
+              return (
+                <tr key={i} data-index={i} data-run={r.id} style={{ height: `${ROW_HEIGHT}px` }}>
+                  <td>
+                    <input type="checkbox" aria-label={`select ${r.name}`} checked={selected.includes(r.id)} onChange={() => toggle(r.id)} />
+                  </td>
+                  {shown.map((c) => (
+                    <td key={c.id}>{c.cell(r)}</td>
+                  ))}
+                </tr>
+              );
+            })}
             {view.after > 0 && <tr style={{ height: `${view.after}px` }} />}
           </tbody>
         </table>
       </div>
-      {rows.length === 0 && total === 0 && <p class="muted">No runs{filter ? ' match the filter' : ''}.</p>}
+      {total === 0 && <p class="muted">No runs{filter ? ' match the filter' : ''}.</p>}
       <p class="small muted">
         <a href="/experiments" onClick={linkHandler('/experiments')}>
           all experiments

@@ -1,23 +1,25 @@
 // One sweep: its trials (status, parameters, objectives, duration; best first on the first objective, as the API
-// ranks them, a page at a time), the best objective so far by completion, parallel coordinates of every trial
-// (one axis per parameter and objective, a line per trial colored by the first objective) and, for a
-// multi-objective sweep, the Pareto front of the first two objectives, computed here from the finished trials.
-import { useEffect, useState } from 'preact/hooks';
-import type { Objective, SearchSpace } from '../../../contracts/hpo.js';
+// ranks them) as a long table fetched by position a page at a time like the runs table (virtual.ts), the best
+// objective so far by completion, parallel coordinates of every trial (one axis per parameter and objective, a line
+// per trial colored by the first objective) and, for a multi-objective sweep, the Pareto front of the first two
+// objectives, computed here from the finished trials. The charts read every trial's points (trial-points: number,
+// status, parameters, objectives, end), never the trials' metrics or curves; the table reads the full rows of the
+// page in view.
+import { useEffect, useRef, useState } from 'preact/hooks';
+import type { Objective, SearchSpace, TrialPoints } from '../../../contracts/hpo.js';
 import { api } from '../api.js';
 import { duration, num, time } from '../format.js';
 import { axisFor, axisTicks, bestSoFar, paretoFront, positionOn, rampColor, type Axis, type AxisValue, type Direction } from '../plot-math.js';
 import { linkHandler } from '../router.js';
+import { usePagedRows, type PageAnswer } from '../virtual.js';
 
-interface Trial {
-  number: number;
-  status: string;
+/** What the charts draw of a trial. */
+type Point = TrialPoints['points'][number];
+/** A row of the trials table. */
+interface Trial extends Point {
   run_id: string;
-  params: Record<string, AxisValue>;
-  objective_values: number[] | null;
   steps: number;
   started_at: string;
-  ended_at: string | null;
   reason: string | null;
 }
 interface SweepView {
@@ -32,30 +34,42 @@ interface SweepView {
   temporal_ui_url: string | null;
 }
 
-const PAGE = 50;
+const PAGE = 100;
+const ROW_HEIGHT = 37;
 const REFRESH_MS = 5000;
 const PLOT_H = 260;
 
-const valuesOf = (t: Trial): number[] | null => (t.status === 'completed' && t.objective_values ? t.objective_values : null);
+const valuesOf = (t: Point): number[] | null => (t.status === 'completed' && t.objective_values ? t.objective_values : null);
 const objectiveLabel = (o: Objective) => `${o.metric} (${o.direction === 'minimize' ? 'min' : 'max'})`;
+
+/** The page of `limit` trials at `offset`, best first. */
+async function trialsAt(id: string, offset: number, limit: number, signal: AbortSignal): Promise<PageAnswer<Trial>> {
+  const page = await api<{ trials: Trial[]; total: number }>('GET', `/v1/hpo/${encodeURIComponent(id)}/trials?offset=${offset}&limit=${limit}`, undefined, signal);
+  return { rows: page.trials, total: page.total };
+}
 
 export function SweepPage({ id }: { id: string }) {
   const [sweep, setSweep] = useState<SweepView | null>(null);
-  const [trials, setTrials] = useState<Trial[]>([]);
-  const [page, setPage] = useState(0);
+  const [points, setPoints] = useState<Point[]>([]);
   const [error, setError] = useState<string | null>(null);
+  const box = useRef<HTMLDivElement>(null);
+  const { pager, view } = usePagedRows<Trial>(box, ROW_HEIGHT, PAGE, id, (offset, limit, signal) => trialsAt(id, offset, limit, signal));
 
   useEffect(() => {
     let live = true;
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let first = true;
     const load = async () => {
       try {
         const path = `/v1/hpo/${encodeURIComponent(id)}`;
-        const [s, t] = await Promise.all([api<SweepView>('GET', path), api<{ trials: Trial[] }>('GET', `${path}/trials`)]);
+        const [s, p] = await Promise.all([api<SweepView>('GET', path), api<TrialPoints>('GET', `${path}/trial-points`)]);
         if (!live) return;
         setSweep(s);
-        setTrials(t.trials);
+        setPoints(p.points);
         setError(null);
+        // The table's rows in view again, as the charts' points: a running sweep's trials change.
+        if (!first) pager?.refresh();
+        first = false;
         if (s.status === 'running') timer = setTimeout(() => void load(), REFRESH_MS);
       } catch (err) {
         if (live) setError((err as Error).message);
@@ -66,10 +80,10 @@ export function SweepPage({ id }: { id: string }) {
       live = false;
       clearTimeout(timer);
     };
-  }, [id]);
+  }, [id, pager]);
 
   const params = sweep ? Object.keys(sweep.config.search_space) : [];
-  const shown = trials.slice(page * PAGE, (page + 1) * PAGE);
+  const total = pager?.total ?? null;
   return (
     <main>
       <h1>
@@ -78,7 +92,7 @@ export function SweepPage({ id }: { id: string }) {
         </a>{' '}
         / {sweep?.config.experiment ?? id} {sweep && <span class={`status status-${sweep.status === 'completed' ? 'succeeded' : sweep.status}`}>{sweep.status}</span>}
       </h1>
-      {error && <p class="error">{error}</p>}
+      {(error ?? pager?.error) && <p class="error">{error ?? pager?.error}</p>}
       {sweep && (
         <>
           <p class="muted">
@@ -96,14 +110,14 @@ export function SweepPage({ id }: { id: string }) {
               <header>
                 <h3>Best {sweep.objectives[0]!.metric} so far</h3>
               </header>
-              <BestSoFar trials={trials} objective={sweep.objectives[0]!} />
+              <BestSoFar trials={points} objective={sweep.objectives[0]!} />
             </section>
             {sweep.objectives.length >= 2 && (
               <section class="chart" data-chart="pareto">
                 <header>
                   <h3>Pareto front</h3>
                 </header>
-                <ParetoPlot trials={trials} objectives={sweep.objectives} />
+                <ParetoPlot trials={points} objectives={sweep.objectives} />
               </section>
             )}
           </div>
@@ -112,9 +126,15 @@ export function SweepPage({ id }: { id: string }) {
               <h3>Parallel coordinates</h3>
               <span class="muted small">one line per trial, colored by {sweep.objectives[0]!.metric}: green best, red worst; grey unfinished</span>
             </header>
-            <ParallelCoordinates trials={trials} space={sweep.config.search_space} objectives={sweep.objectives} />
+            <ParallelCoordinates trials={points} space={sweep.config.search_space} objectives={sweep.objectives} />
           </section>
-          <h2>Trials</h2>
+          <h2>
+            Trials <span class="muted small">{total === null ? '' : `${total.toLocaleString()}, best first`}</span>
+          </h2>
+        </>
+      )}
+      <div ref={box} class="trials-scroll" data-loaded={pager?.held ?? 0}>
+        {sweep && (
           <table class="trials">
             <thead>
               <tr>
@@ -132,46 +152,51 @@ export function SweepPage({ id }: { id: string }) {
               </tr>
             </thead>
             <tbody>
-              {shown.map((t) => (
-                <tr data-trial={t.number}>
-                  <td>{t.number}</td>
-                  <td>
-                    <span class={`status status-${t.status === 'completed' ? 'succeeded' : t.status}`}>{t.status}</span>
-                    {t.reason && <div class="muted small">{t.reason}</div>}
-                  </td>
-                  {params.map((p) => (
-                    <td>{typeof t.params[p] === 'number' ? num(t.params[p]) : String(t.params[p] ?? '—')}</td>
-                  ))}
-                  {sweep.objectives.map((_, i) => (
-                    <td class="objective">{num(t.objective_values?.[i])}</td>
-                  ))}
-                  <td>{t.steps}</td>
-                  <td>{duration(t.ended_at ? (Date.parse(t.ended_at) - Date.parse(t.started_at)) / 1000 : null)}</td>
-                  <td class="small">
-                    <a href={`/mlflow/#/experiments/${sweep.experiment_id}/runs/${t.run_id}`} title={time(t.started_at)}>
-                      {t.run_id.slice(0, 8)}
-                    </a>
-                  </td>
-                </tr>
-              ))}
+              {view.before > 0 && <tr style={{ height: `${view.before}px` }} />}
+              {Array.from({ length: view.end - view.start }, (_, k) => {
+                const i = view.start + k;
+                const t = pager?.rowAt(i);
+                return t ? (
+                  <TrialRow key={i} t={t} sweep={sweep} params={params} />
+                ) : (
+                  <tr key={i} class="pending" style={{ height: `${ROW_HEIGHT}px` }}>
+                    <td colSpan={params.length + sweep.objectives.length + 5} class="muted">
+                      …
+                    </td>
+                  </tr>
+                );
+              })}
+              {view.after > 0 && <tr style={{ height: `${view.after}px` }} />}
             </tbody>
           </table>
-          {trials.length > PAGE && (
-            <nav class="pager">
-              <button type="button" disabled={page === 0} onClick={() => setPage(page - 1)}>
-                Better
-              </button>
-              <span class="muted small">
-                {page * PAGE + 1}–{Math.min(trials.length, (page + 1) * PAGE)} of {trials.length}
-              </span>
-              <button type="button" disabled={(page + 1) * PAGE >= trials.length} onClick={() => setPage(page + 1)}>
-                Worse
-              </button>
-            </nav>
-          )}
-        </>
-      )}
+        )}
+      </div>
     </main>
+  );
+}
+
+function TrialRow({ t, sweep, params }: { t: Trial; sweep: SweepView; params: string[] }) {
+  return (
+    <tr data-trial={t.number} style={{ height: `${ROW_HEIGHT}px` }}>
+      <td>{t.number}</td>
+      <td>
+        <span class={`status status-${t.status === 'completed' ? 'succeeded' : t.status}`}>{t.status}</span>
+        {t.reason && <span class="muted small"> {t.reason}</span>}
+      </td>
+      {params.map((p) => (
+        <td>{typeof t.params[p] === 'number' ? num(t.params[p]) : String(t.params[p] ?? '—')}</td>
+      ))}
+      {sweep.objectives.map((_, i) => (
+        <td class="objective">{num(t.objective_values?.[i])}</td>
+      ))}
+      <td>{t.steps}</td>
+      <td>{duration(t.ended_at ? (Date.parse(t.ended_at) - Date.parse(t.started_at)) / 1000 : null)}</td>
+      <td class="small">
+        <a href={`/mlflow/#/experiments/${sweep.experiment_id}/runs/${t.run_id}`} title={time(t.started_at)}>
+          {t.run_id.slice(0, 8)}
+        </a>
+      </td>
+    </tr>
   );
 }
 
@@ -212,7 +237,7 @@ function AxisLines({ x, y, xLabel, yLabel, xInteger = false }: { x: Axis; y: Axi
   );
 }
 
-function BestSoFar({ trials, objective }: { trials: Trial[]; objective: Objective }) {
+function BestSoFar({ trials, objective }: { trials: Point[]; objective: Objective }) {
   const steps = bestSoFar(
     trials.flatMap((t) => (valuesOf(t) && t.ended_at ? [{ endedAt: t.ended_at, value: valuesOf(t)![0]! }] : [])),
     objective.direction,
@@ -238,14 +263,14 @@ function BestSoFar({ trials, objective }: { trials: Trial[]; objective: Objectiv
   );
 }
 
-function ParetoPlot({ trials, objectives }: { trials: Trial[]; objectives: Objective[] }) {
+function ParetoPlot({ trials, objectives }: { trials: Point[]; objectives: Objective[] }) {
   const done = trials.filter((t) => valuesOf(t));
   if (done.length === 0) return <p class="muted">No finished trial yet.</p>;
   const directions = objectives.slice(0, 2).map((o) => o.direction as Direction);
   const front = paretoFront(done, valuesOf, directions);
   const x = axisFor(done.map((t) => t.objective_values![0]));
   const y = axisFor(done.map((t) => t.objective_values![1]));
-  const at = (t: Trial) => [px(FRAME, positionOn(x, t.objective_values![0])!), py(FRAME, positionOn(y, t.objective_values![1])!)] as const;
+  const at = (t: Point) => [px(FRAME, positionOn(x, t.objective_values![0])!), py(FRAME, positionOn(y, t.objective_values![1])!)] as const;
   return (
     <svg class="plot" width={FRAME.left + FRAME.w + 30} height={PLOT_H} data-testid="pareto">
       <AxisLines x={x} y={y} xLabel={objectiveLabel(objectives[0]!)} yLabel={objectiveLabel(objectives[1]!)} />
@@ -267,11 +292,11 @@ function ParetoPlot({ trials, objectives }: { trials: Trial[]; objectives: Objec
 
 const isLog = (p: SearchSpace[string] | undefined) => p?.type === 'log_uniform' || (p?.type === 'int' && p.log);
 
-function ParallelCoordinates({ trials, space, objectives }: { trials: Trial[]; space: SearchSpace; objectives: Objective[] }) {
+function ParallelCoordinates({ trials, space, objectives }: { trials: Point[]; space: SearchSpace; objectives: Objective[] }) {
   if (trials.length === 0) return <p class="muted">No trial yet.</p>;
   const axes = [
-    ...Object.keys(space).map((k) => ({ label: k, value: (t: Trial) => t.params[k], axis: axisFor(trials.map((t) => t.params[k]), { log: isLog(space[k]) }) })),
-    ...objectives.map((o, i) => ({ label: o.metric, value: (t: Trial): AxisValue => valuesOf(t)?.[i] ?? null, axis: axisFor(trials.map((t) => valuesOf(t)?.[i] ?? null)) })),
+    ...Object.keys(space).map((k) => ({ label: k, value: (t: Point): AxisValue => t.params[k], axis: axisFor(trials.map((t) => t.params[k]), { log: isLog(space[k]) }) })),
+    ...objectives.map((o, i) => ({ label: o.metric, value: (t: Point): AxisValue => valuesOf(t)?.[i] ?? null, axis: axisFor(trials.map((t) => valuesOf(t)?.[i] ?? null)) })),
   ];
   const width = Math.max(900, axes.length * 150);
   const gap = (width - 120) / Math.max(1, axes.length - 1);
@@ -280,7 +305,7 @@ function ParallelCoordinates({ trials, space, objectives }: { trials: Trial[]; s
   const h = PLOT_H - 60;
   const first = axes[Object.keys(space).length]!;
   // Good is green whichever way the first objective runs.
-  const shade = (t: Trial) => {
+  const shade = (t: Point) => {
     const p = positionOn(first.axis, first.value(t));
     if (p === null) return null;
     return rampColor(objectives[0]!.direction === 'minimize' ? p : 1 - p);
