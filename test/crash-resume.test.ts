@@ -1,7 +1,7 @@
 // Durability: kill the whole `hanzo-ml dev` process AND the trainer (as a machine crash would) in the middle
 // of training, start dev again on the same HANZO_ML_HOME, and the pipeline completes: the trainer resumes
 // from its last checkpoint, and no step is trained twice beyond the checkpoint interval.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, existsSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,10 +10,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { demoPipelineRequest } from '../cli/demo.js';
 import { DEV_TOKEN } from './support/config.js';
 import { freePort } from './support/ports.js';
+import { pids, until as untilLogged } from './support/processes.js';
 import type { PipelineProgress, PipelineResult } from '../contracts/pipeline.js';
 
 const bin = fileURLToPath(new URL('../bin/hanzo-ml', import.meta.url));
 const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-crash-'));
+const until = <T>(fn: () => Promise<T | null>, timeoutMs: number, what: string) => untilLogged(fn, timeoutMs, what, join(home, 'dev-test.log'));
 let env: Record<string, string>;
 let dev: ChildProcess | null = null;
 
@@ -33,24 +35,7 @@ async function api<T>(method: string, path: string, body?: unknown): Promise<T> 
   return (await res.json()) as T;
 }
 
-async function until<T>(fn: () => Promise<T | null>, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => null);
-    if (v !== null && v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; see ${home}/dev-test.log`);
-    await new Promise((r) => setTimeout(r, 1000));
-  }
-}
 
-/** Live processes whose command line matches (pgrep exits 1 when there is none). */
-function pids(pattern: string): number[] {
-  try {
-    return execFileSync('pgrep', ['-f', pattern]).toString().trim().split('\n').filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-}
 
 type Status = { status: string; progress: PipelineProgress; result: PipelineResult | null };
 

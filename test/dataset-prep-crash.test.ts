@@ -2,7 +2,7 @@
 // machine crash would) while the job reports that it is reading, start dev again on the same HANZO_ML_HOME, and the
 // version ends ready with the content hash of the same bytes uploaded without a crash; the name has that one
 // version, and its prefix in the datasets bucket holds the same files as the uncrashed one's, nothing half made.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -10,11 +10,13 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DEV_TOKEN } from './support/config.js';
 import { freePort } from './support/ports.js';
+import { pids, until as untilLogged } from './support/processes.js';
 import type { Dataset } from '../contracts/datasets.js';
 import type { JobView } from '../contracts/jobs.js';
 
 const bin = fileURLToPath(new URL('../bin/hanzo-ml', import.meta.url));
 const home = mkdtempSync(join(tmpdir(), 'hanzo-ml-prep-crash-'));
+const until = <T>(fn: () => Promise<T | null>, timeoutMs: number, what: string) => untilLogged(fn, timeoutMs, what, join(home, 'dev-test.log'), 250);
 let env: Record<string, string>;
 let dev: ChildProcess | null = null;
 
@@ -34,24 +36,7 @@ async function api<T>(method: string, path: string, payload?: Buffer): Promise<T
   return (await res.json()) as T;
 }
 
-async function until<T>(fn: () => Promise<T | null>, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => null);
-    if (v !== null && v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; see ${home}/dev-test.log`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
 
-/** Live processes whose command line matches (pgrep exits 1 when there is none). */
-function pids(pattern: string): number[] {
-  try {
-    return execFileSync('pgrep', ['-f', pattern]).toString().trim().split('\n').filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-}
 
 /** Every file under a version's prefix in the file store, relative to it. */
 function filesOf(version: Dataset): string[] {
