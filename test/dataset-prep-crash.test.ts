@@ -61,6 +61,8 @@ describe('crash and restart of the whole dev process while an upload is prepared
       HANZO_ML_SERVER_PORT: String(await freePort()),
       HANZO_ML_TEMPORAL_PORT: String(await freePort()),
       HANZO_ML_TEMPORAL_UI_PORT: '0',
+      // Not the default 9090: other tests run `dev` beside this one.
+      HANZO_ML_METRICS_PORT: '0',
       HANZO_ML_TEMPORAL_HEARTBEAT_TIMEOUT: '10s',
       HANZO_ML_LOGGING_LEVEL: 'warn',
     };
