@@ -14,7 +14,8 @@ for (const file of report.testResults ?? []) {
   const name = file.name.replace(`${process.cwd()}/`, '');
   for (const test of file.assertionResults ?? [])
     if (test.status === 'failed') console.log(`FAILED ${name} > ${test.fullName}\n    ${firstLines(test.failureMessages?.[0] ?? '')}`);
-  if (file.status === 'failed' && file.message) console.log(`FAILED ${name}\n    ${firstLines(file.message)}`);
+  if (file.status === 'failed' && !(file.assertionResults ?? []).some((t) => t.status === 'failed'))
+    console.log(`FAILED ${name}\n    ${firstLines(file.message || 'outside any test (a hook, a timeout or an unhandled error): see the file\'s lines above')}`);
 }
 // A file that failed outside any test (an import or hook error) counts once; a describe block holding failed tests
 // is not a failure of its own.

@@ -68,16 +68,19 @@ def test_it_writes_at_most_once_per_interval_and_bytes_never_go_back(tmp_path):
     (tmp_path / "work").mkdir()
     src = tmp_path / "a.jsonl"
     src.write_text("x" * 100)
-    offsets = iter([60, 20, 90])
+    offsets = iter([None, 50, 60, 20, 90])
     target = str(src.resolve())
     progress = ProgressFile(tmp_path / "work" / "progress.json", InputFiles([src]), every_s=3600,
-                            offset_of=lambda paths: (target, next(offsets)))
-    progress.write()
+                            offset_of=lambda paths: None if (o := next(offsets)) is None else (target, o))
+    progress.write()  # before the file is open: no offset yet
+    progress.tick(3)  # the first look is written at once, whatever the interval
+    assert (read(tmp_path)["records_read"], read(tmp_path)["bytes_read"]) == (3, 50)
     progress.tick(5)  # within the interval: not written
-    assert read(tmp_path)["records_read"] == 0
+    assert read(tmp_path)["records_read"] == 3
     progress.every_s = 0
     progress.tick(7)
-    assert (read(tmp_path)["records_read"], read(tmp_path)["bytes_read"]) == (7, 60)  # 20 < 60: kept at 60
+    progress.tick(8)
+    assert (read(tmp_path)["records_read"], read(tmp_path)["bytes_read"]) == (8, 60)  # 20 < 60: kept at 60
     progress.tick(9)
     assert read(tmp_path)["bytes_read"] == 90
     assert not list((tmp_path / "work").glob("*.tmp*"))  # replaced whole, no partial file left

@@ -89,11 +89,14 @@ class ProgressFile:
         self.every_s = EVERY_S if every_s is None else every_s
         self.records = 0
         self.bytes: int | None = None
+        self.looked = False
         self.written_at = float("-inf")
 
     def tick(self, records: int) -> None:
         self.records = records
-        if time.monotonic() - self.written_at >= self.every_s:
+        # The first look, with the file open, tells the share read at once; after it, at most every every_s.
+        if not self.looked or time.monotonic() - self.written_at >= self.every_s:
+            self.looked = True
             self.write()
 
     def write(self, done: bool = False) -> None:
