@@ -4,13 +4,12 @@
 // best N; GET /v1/hpo/{id}/trial-points with what the charts draw of every trial and no metrics or curves; bad
 // paging refused with 400 naming the parameter; another organization's sweep 404.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SweepConfigSchema, type SweepWorkflowInput, type TrialPoints } from '../contracts/hpo.js';
+import type { TrialPoints } from '../contracts/hpo.js';
 import { openCatalogue, type Catalogue } from '../db/client.js';
 import { seedDevOrganization } from '../db/repo/auth.js';
-import { createSweep, finishTrial, insertTrial } from '../db/repo/hpo.js';
-import { createRun } from '../db/repo/runs.js';
 import { appWithoutTemporal } from './support/api-app.js';
 import { DEV_TOKEN, testConfig } from './support/config.js';
+import { planned, ranked as rankedOf, seedSweep, type Direction } from './support/sweep-seed.js';
 
 const OTHER = 'token-of-another-org';
 const TRIALS = 230;
@@ -27,23 +26,7 @@ interface TrialsPage {
   next_offset: number | null;
 }
 
-/** Trial n's status and first objective: a spread of statuses, ties in value, and completed trials without one. */
-function planned(n: number): { status: 'running' | 'completed' | 'pruned' | 'failed'; value: number | null } {
-  if (n % 11 === 0) return { status: 'running', value: null };
-  if (n % 7 === 0) return { status: 'pruned', value: null };
-  if (n % 13 === 0) return { status: 'failed', value: null };
-  if (n % 17 === 0) return { status: 'completed', value: null }; // finished without reporting the objective
-  return { status: 'completed', value: (n * 37) % 50 }; // values repeat: ties go by number
-}
-
-/** The order the API documents, written out here on its own: valued completed trials by value, then the rest by number. */
-function ranked(direction: 'minimize' | 'maximize'): number[] {
-  const all = Array.from({ length: TRIALS }, (_, n) => ({ n, ...planned(n) }));
-  const valued = all.filter((t) => t.status === 'completed' && t.value !== null);
-  const sign = direction === 'minimize' ? 1 : -1;
-  valued.sort((a, b) => sign * (a.value! - b.value!) || a.n - b.n);
-  return [...valued.map((t) => t.n), ...all.filter((t) => !valued.includes(t)).map((t) => t.n)];
-}
+const ranked = (direction: Direction): number[] => rankedOf(direction, TRIALS);
 
 describe('the trials of a sweep, paged', () => {
   let catalogue: Catalogue;
@@ -55,42 +38,13 @@ describe('the trials of a sweep, paged', () => {
     return { status: res.status, body: (await res.json()) as T };
   };
 
-  async function sweep(id: string, direction: 'minimize' | 'maximize'): Promise<void> {
-    const config = SweepConfigSchema.parse({
-      experiment: `paged-${direction}`,
-      base_config: { method: 'synthetic', function: 'learning-curve', max_steps: 20, eval_steps: 10 },
-      search_space: { learning_rate: { type: 'log_uniform', min: 1e-4, max: 0.1 }, width: { type: 'int', min: 16, max: 1024 } },
-      strategy: 'random',
-      objective: { metric: 'eval/loss', direction },
-      max_trials: TRIALS,
-    });
-    const input = { sweep_id: id, config, organization_id: 'dev', requested_by: 'dev', runtime: { heartbeat_timeout: '30s', continue_as_new_after_events: 8000 } } as SweepWorkflowInput;
-    const { experimentId } = await createSweep(catalogue.db, input, 'file:///tmp/hpo');
-    for (let n = 0; n < TRIALS; n++) {
-      const runId = `${id}-${n}`;
-      await createRun(catalogue.db, { id: runId, organizationId: 'dev', experimentId, name: runId, userId: 'dev', artifactUri: `file:///tmp/${runId}` });
-      await insertTrial(catalogue.db, { sweepId: id, number: n, runId, params: { learning_rate: 0.001 * (n + 1) } });
-      const p = planned(n);
-      if (p.status !== 'running')
-        await finishTrial(catalogue.db, id, n, {
-          status: p.status,
-          objectiveValues: p.value === null ? null : [p.value],
-          metrics: { 'eval/loss': p.value ?? 0, 'train/loss': 1 },
-          intermediate: [[10, 2], [20, 1]],
-          steps: 20,
-          gpuSeconds: 1,
-          reason: p.status === 'pruned' ? 'pruned at step 10' : null,
-        });
-    }
-  }
-
   beforeAll(async () => {
     catalogue = await openCatalogue({});
     await seedDevOrganization(catalogue.db, 'dev', DEV_TOKEN);
     await seedDevOrganization(catalogue.db, 'other-org', OTHER);
     app = appWithoutTemporal(catalogue.db, testConfig());
-    await sweep(sweeps.minimize, 'minimize');
-    await sweep(sweeps.maximize, 'maximize');
+    await seedSweep(catalogue.db, sweeps.minimize, 'minimize', TRIALS);
+    await seedSweep(catalogue.db, sweeps.maximize, 'maximize', TRIALS);
   }, 120_000);
   afterAll(async () => {
     await catalogue?.close();
