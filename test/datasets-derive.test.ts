@@ -185,4 +185,14 @@ describe.skipIf(!HAS_PREPARE_DATASET)('derived versions (needs the trainer\'s pr
     expect(truncated.body.issues[0]).toMatchObject({ file: 'cut.jsonl.gz', field: null, message: expect.stringMatching(/cannot decompress/) });
     expect((await stack.api<Json>('GET', '/v1/datasets?name=derive-bad')).body.datasets).toEqual([]);
   });
+
+  it('checks a zstd-compressed upload in the request as it is decompressed (400 naming line and field), and prepares a good one', async () => {
+    const fixture = (name: string) => readFileSync(join(repoRoot, 'test/fixtures', name));
+    const bad = await uploadBytes('name=derive-zst&format=jsonl', fixture('bad-line-2.jsonl.zst'), 'bad.jsonl.zst');
+    expect(bad.status).toBe(400);
+    expect(bad.body.issues).toEqual([expect.objectContaining({ file: 'bad.jsonl.zst', line: 2, field: 'messages' })]);
+    const good = await uploadBytes('name=derive-zst&format=jsonl&wait=true', fixture('chats-300.jsonl.zst'), 'chats.jsonl.zst');
+    expect(good.status, JSON.stringify(good.body)).toBe(201);
+    expect(good.body).toMatchObject({ name: 'derive-zst', version: 1, num_records: 300 });
+  });
 });

@@ -6,8 +6,9 @@
 // removed and outDir is never created.
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import type { Readable } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
+import { Decompress } from 'fzstd';
 import { lstat, mkdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { DatasetVersionExistsError, IssueLog } from './issues.js';
@@ -153,9 +154,11 @@ export interface ValidateOptions {
   format: DatasetFormat;
   maxLineBytes?: number;
   maxErrors?: number;
-  /** the file is gzip data: its lines are checked as they are decompressed (a stream, never the whole file) */
-  gzip?: boolean;
+  /** the file's compression: its lines are checked as they are decompressed (a stream, never the whole file) */
+  compression?: Compression;
 }
+
+export type Compression = 'none' | 'gzip' | 'zstd';
 
 /**
  * The structural checks of an upload, before its preparation job: every line read and validated as
@@ -166,7 +169,7 @@ export async function validateDataset(opts: ValidateOptions): Promise<{ records:
   const maxErrors = opts.maxErrors ?? DEFAULT_MAX_ERRORS;
   requirePositiveInteger('maxLineBytes', maxLineBytes);
   requirePositiveInteger('maxErrors', maxErrors);
-  const options = { sourcePath: opts.sourcePath, maxLineBytes, gzip: opts.gzip ?? false };
+  const options = { sourcePath: opts.sourcePath, maxLineBytes, compression: opts.compression ?? 'none' };
   const log = new IssueLog(opts.displayName ?? basename(opts.sourcePath), maxErrors);
   let records = 0;
   const ctx = { log, decoder: new LineDecoder(maxLineBytes), emit: () => void records++ };
@@ -179,7 +182,7 @@ export async function validateDataset(opts: ValidateOptions): Promise<{ records:
 
 /** Streams the file through the line splitter and the reader, hashing the raw bytes on the way. */
 async function readSource(
-  options: Pick<Resolved, 'sourcePath' | 'maxLineBytes'> & { gzip?: boolean },
+  options: Pick<Resolved, 'sourcePath' | 'maxLineBytes'> & { compression?: Compression },
   reader: RecordReader,
   sink: SplitSink | null,
   log: IssueLog,
@@ -201,8 +204,9 @@ async function readSource(
       await sink?.flushIfFull();
     }
   } catch (err) {
-    if (!options.gzip || !isZlibError(err)) throw err;
-    log.add(0, null, `cannot decompress after ${size} bytes (line ${lines + 1}): ${(err as Error).message}; expected gzip data (starting 1f 8b)`);
+    const compression = options.compression ?? 'none';
+    if (compression === 'none' || !isDecompressionError(err)) throw err;
+    log.add(0, null, `cannot decompress after ${size} bytes (line ${lines + 1}): ${(err as Error).message}; expected ${COMPRESSED_DATA[compression]}`);
     return { sha256: '', size_bytes: size, lines };
   }
   for (const line of splitter.end()) {
@@ -213,17 +217,51 @@ async function readSource(
   return { sha256: hash.digest('hex'), size_bytes: size, lines };
 }
 
-/** The file's bytes, decompressed on the way when it is gzip data. */
-function sourceBytes(options: { sourcePath: string; gzip?: boolean }): Readable {
+/** The file's bytes, decompressed on the way when it is compressed. */
+function sourceBytes(options: { sourcePath: string; compression?: Compression }): Readable {
   const raw = createReadStream(options.sourcePath, { highWaterMark: READ_CHUNK_BYTES });
-  if (!options.gzip) return raw;
-  const gunzip = createGunzip({ chunkSize: READ_CHUNK_BYTES });
-  raw.on('error', (err) => gunzip.destroy(err));
-  return raw.pipe(gunzip);
+  if ((options.compression ?? 'none') === 'none') return raw;
+  const decompress = options.compression === 'gzip' ? createGunzip({ chunkSize: READ_CHUNK_BYTES }) : zstdDecompressor();
+  raw.on('error', (err) => decompress.destroy(err));
+  return raw.pipe(decompress);
 }
 
-/** zlib's own errors (a corrupt or truncated stream: Z_DATA_ERROR, Z_BUF_ERROR), not the file system's. */
+const COMPRESSED_DATA: Record<Exclude<Compression, 'none'>, string> = { gzip: 'gzip data (starting 1f 8b)', zstd: 'zstd data (starting 28 b5 2f fd)' };
+
+/** A corrupt or truncated stream, not the file system's error. */
+const isDecompressionError = (err: unknown): boolean => err instanceof ZstdError || isZlibError(err);
+
+/** zlib's own errors (a corrupt or truncated stream: Z_DATA_ERROR, Z_BUF_ERROR). */
 const isZlibError = (err: unknown): boolean => typeof (err as { code?: unknown }).code === 'string' && /^Z_/.test((err as { code: string }).code);
+
+class ZstdError extends Error {}
+
+/**
+ * zstd frames decompressed as a stream. Node 20's zlib has no zstd; fzstd is a small pure-JS streaming decoder (no
+ * native build, nothing downloaded at install). A frame cut short fails at the end of the input.
+ */
+function zstdDecompressor(): Transform {
+  let push: (chunk: Uint8Array) => void = () => undefined;
+  const decoder = new Decompress((chunk) => push(chunk));
+  const step = (fn: () => void, done: (err?: Error | null) => void) => {
+    try {
+      fn();
+      done();
+    } catch (err) {
+      done(new ZstdError(`zstd: ${(err as Error).message}`));
+    }
+  };
+  const transform = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      step(() => decoder.push(chunk), done);
+    },
+    flush(done) {
+      step(() => decoder.push(new Uint8Array(0), true), done);
+    },
+  });
+  push = (chunk) => transform.push(Buffer.from(chunk)); // a copy: the decoder reuses its window
+  return transform;
+}
 
 function summarize(
   source: PreprocessResult['source'],

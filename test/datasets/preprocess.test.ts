@@ -1,9 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { repoRoot } from '../../lib/config.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   DatasetValidationError,
@@ -392,12 +393,12 @@ describe('preprocessDataset: rejected input', () => {
 describe('validateDataset: a gzip-compressed upload, checked as it is decompressed', () => {
   it('counts the records of a good file', async () => {
     const sourcePath = await writeSource('a.jsonl.gz', gzipSync(jsonl(manyChats(300))));
-    expect((await validateDataset({ sourcePath, displayName: 'a.jsonl.gz', format: 'jsonl', gzip: true })).records).toBe(300);
+    expect((await validateDataset({ sourcePath, displayName: 'a.jsonl.gz', format: 'jsonl', compression: 'gzip' })).records).toBe(300);
   });
 
   it('names the line and field of a bad record inside it', async () => {
     const sourcePath = await writeSource('b.jsonl.gz', gzipSync(jsonl([chat('q', 'a'), { messages: 'not a list' }])));
-    const err = await validateDataset({ sourcePath, displayName: 'b.jsonl.gz', format: 'jsonl', gzip: true }).catch((e: unknown) => e);
+    const err = await validateDataset({ sourcePath, displayName: 'b.jsonl.gz', format: 'jsonl', compression: 'gzip' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DatasetValidationError);
     expect((err as DatasetValidationError).issues).toEqual([expect.objectContaining({ file: 'b.jsonl.gz', line: 2, field: 'messages' })]);
   });
@@ -406,9 +407,36 @@ describe('validateDataset: a gzip-compressed upload, checked as it is decompress
     const whole = gzipSync(jsonl(manyChats(50)));
     for (const [name, bytes] of [['cut.jsonl.gz', whole.subarray(0, whole.length - 10)], ['plain.jsonl.gz', Buffer.from(jsonl(manyChats(2)))]] as const) {
       const sourcePath = await writeSource(name, bytes);
-      const err = await validateDataset({ sourcePath, displayName: name, format: 'jsonl', gzip: true }).catch((e: unknown) => e);
+      const err = await validateDataset({ sourcePath, displayName: name, format: 'jsonl', compression: 'gzip' }).catch((e: unknown) => e);
       expect(err, name).toBeInstanceOf(DatasetValidationError);
       expect((err as DatasetValidationError).issues[0], name).toMatchObject({ file: name, line: 0, field: null, message: expect.stringMatching(/^cannot decompress after \d+ bytes .*expected gzip data/) });
+    }
+  });
+});
+
+describe('validateDataset: a zstd-compressed upload, checked as it is decompressed', () => {
+  // Made by python-zstandard (level 19): 300 chats in two frames, and two records whose second is bad.
+  const fixture = (name: string) => readFileSync(join(repoRoot, 'test/fixtures', name));
+
+  it('counts the records of a good file of two frames', async () => {
+    const sourcePath = await writeSource('a.jsonl.zst', fixture('chats-300.jsonl.zst'));
+    expect((await validateDataset({ sourcePath, displayName: 'a.jsonl.zst', format: 'jsonl', compression: 'zstd' })).records).toBe(300);
+  });
+
+  it('names the line and field of a bad record inside it', async () => {
+    const sourcePath = await writeSource('b.jsonl.zst', fixture('bad-line-2.jsonl.zst'));
+    const err = await validateDataset({ sourcePath, displayName: 'b.jsonl.zst', format: 'jsonl', compression: 'zstd' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DatasetValidationError);
+    expect((err as DatasetValidationError).issues).toEqual([expect.objectContaining({ file: 'b.jsonl.zst', line: 2, field: 'messages' })]);
+  });
+
+  it('refuses a truncated or non-zstd file saying where the stream broke', async () => {
+    const whole = fixture('chats-300.jsonl.zst');
+    for (const [name, bytes] of [['cut.jsonl.zst', whole.subarray(0, whole.length - 10)], ['plain.jsonl.zst', Buffer.from(jsonl(manyChats(2)))]] as const) {
+      const sourcePath = await writeSource(name, bytes);
+      const err = await validateDataset({ sourcePath, displayName: name, format: 'jsonl', compression: 'zstd' }).catch((e: unknown) => e);
+      expect(err, name).toBeInstanceOf(DatasetValidationError);
+      expect((err as DatasetValidationError).issues[0], name).toMatchObject({ file: name, line: 0, field: null, message: expect.stringMatching(/^cannot decompress after \d+ bytes .*expected zstd data/) });
     }
   });
 });

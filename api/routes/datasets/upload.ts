@@ -1,6 +1,6 @@
 // POST /v1/datasets: upload a file (streamed to disk, never buffered whole) and get back an immutable version.
 // The request runs the structural checks that can run on the bytes (every JSONL / CSV line through the request's
-// validators, a gzip-compressed one's as it is decompressed; the magic bytes of Parquet, Arrow and zstd), stores
+// validators, a gzip- or zstd-compressed one's as it is decompressed; the magic bytes of Parquet and Arrow), stores
 // the raw file and records the version preparing with its job: counting, exact dedup and splitting run as a
 // prepare-dataset job (datasetPreparationWorkflow, the path a derive takes), which makes the version ready or
 // failed with its issues.
@@ -181,9 +181,8 @@ interface AcceptUpload {
  */
 async function acceptUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload): Promise<DatasetRow> {
   const principal = c.get('principal');
-  // zstd is left to the job (no zstd decoder in this runtime's zlib): its magic bytes only.
-  const lineChecked = u.compression !== 'zstd' && (u.format === 'jsonl' || u.format === 'csv');
-  const checked = lineChecked ? await validateDataset({ sourcePath: u.upload, displayName: u.displayName, format: u.format as 'jsonl' | 'csv', gzip: u.compression === 'gzip' }) : null;
+  const lineChecked = u.format === 'jsonl' || u.format === 'csv';
+  const checked = lineChecked ? await validateDataset({ sourcePath: u.upload, displayName: u.displayName, format: u.format as 'jsonl' | 'csv', compression: u.compression }) : null;
   if (!lineChecked) await checkMagic(u.upload, u.compression === 'none' ? u.format : u.compression, u.displayName);
   const id = randomUUID();
   const prefix = versionPrefix({ organizationId: principal.organizationId, name: u.name, id });
