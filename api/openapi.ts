@@ -98,7 +98,7 @@ const OPERATIONS: Operation[] = [
   { method: 'post', path: '/v1/jobs/{id}/cancel', summary: 'Cancel a job (an ml-researcher: only their own); it ends cancelled' },
   { method: 'post', path: '/v1/jobs/{id}/pause', summary: 'Pause a validating, queued or running job (an ml-researcher: only their own): it checkpoints, stops and frees its GPUs; 409 in any other state' },
   { method: 'post', path: '/v1/jobs/{id}/resume', summary: 'Resume a paused job from its newest checkpoint or from_checkpoint (a step or URI of its checkpoints; another is a 400)', body: ResumeRequestSchema },
-  { method: 'post', path: '/v1/files', summary: 'OpenAI Files API: upload a JSONL training file (multipart: file, purpose "fine-tune") as a dataset version; its id is the file id', rawBody: 'multipart/form-data' },
+  { method: 'post', path: '/v1/files', summary: 'OpenAI Files API: upload a JSONL training file (multipart: file, purpose "fine-tune") as a dataset version, prepared by a job the request waits for (up to 240 s: processed, else uploaded); its id is the file id', rawBody: 'multipart/form-data' },
   { method: 'get', path: '/v1/files', summary: "OpenAI Files API: the organization's dataset versions as files (after, limit, order)", query: FileListQuerySchema },
   { method: 'get', path: '/v1/files/{id}', summary: 'OpenAI Files API: a file (a dataset version)' },
   { method: 'delete', path: '/v1/files/{id}', summary: 'Always 409: dataset versions are immutable lineage' },

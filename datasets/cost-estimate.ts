@@ -13,11 +13,12 @@ import type { CostEstimate } from '../contracts/cost.js';
 import type { SplitRatios } from '../contracts/datasets.js';
 import { CheckpointPolicySchema, RecoveryPolicySchema, type TrainJobSpec } from '../contracts/trainer-job.js';
 import { measuredThroughput } from '../db/repo/usage.js';
-import { repoRoot, trainerPython } from '../lib/config.js';
+import { repoRoot, trainerPython, type Bootstrap } from '../lib/config.js';
 import { preprocessDataset } from './ingest/preprocess.js';
-import { localPathFor } from '../lib/object-store.js';
+import { localPathFor, type ObjectStore } from '../lib/object-store.js';
+import type { Config } from '../contracts/config.js';
+import type { Db } from '../db/client.js';
 import { accountedGpuType, devicePriceUsd } from '../lib/prices.js';
-import type { DatasetDeps } from './versions.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -28,6 +29,15 @@ export type TrainingPlan = Pick<TrainJobSpec, 'method' | 'hyperparameters' | 'qu
 export type EstimateData =
   | { splits: { train: string; validation: string } }
   | { source: { path: string; format?: 'jsonl' | 'csv'; seed: number; splits: SplitRatios } };
+
+/** What an estimate reads: the catalogue (measured throughput), the store (the dataset's splits), the base models. */
+export interface DatasetDeps {
+  db: Db;
+  store: ObjectStore;
+  config: Config;
+  home: string;
+  bootstrap: Bootstrap;
+}
 
 export interface EstimateRequest {
   /** the base model's name (the throughput key) and its local directory (the tokenizer) */

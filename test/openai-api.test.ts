@@ -1,12 +1,12 @@
 // The OpenAI-compatible routes on one embedded stack with no worker (jobs stay queued): /v1/files ingests a
-// training file as a dataset version, /v1/fine_tuning/jobs maps onto recipe jobs, bad input is a 400 naming the
+// training file as a dataset version (a worker runs only while a file is uploaded, for its preparation job), /v1/fine_tuning/jobs maps onto recipe jobs, bad input is a 400 naming the
 // field; webhooks are signed (Standard Webhooks), retried with the same webhook-id until a 2xx, never sent to a
 // private address unless webhooks.allow_private_targets, and never redirected. Jobs end through setJobStatus, the
 // function the job workflow's status activity calls (no worker runs here).
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestStack, type TestStack } from './support/stack.js';
+import { startTestStack, withWorker, type TestStack } from './support/stack.js';
 import { DEV_TOKEN, testConfig } from './support/config.js';
 import { createApiToken } from '../db/repo/auth.js';
 import { setJobStatus } from '../db/repo/jobs.js';
@@ -64,7 +64,7 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
     const form = new FormData();
     if (purpose !== null) form.set('purpose', purpose);
     form.set('file', new Blob([content], { type: 'application/jsonl' }), filename);
-    return call('POST', '/v1/files', form);
+    return withWorker(stack, () => call('POST', '/v1/files', form));
   };
 
   beforeAll(async () => {
@@ -113,6 +113,17 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
         expect(status, JSON.stringify(body)).toBe(400);
         expect(body.message).toMatch(message);
       }
+    });
+
+    it('tells a file still being prepared as uploaded, and refuses a fine-tuning job on it until it is processed', async () => {
+      // Uploaded as a dataset without waiting, with no worker to prepare it: it stays preparing.
+      const res = await fetch(`${stack.runtime.apiUrl}/v1/datasets?name=still-preparing&format=jsonl`, { method: 'POST', headers: { authorization: `Bearer ${DEV_TOKEN}` }, body: TRAINING });
+      const { id } = (await res.json()) as { id: string };
+      expect((await call('GET', `/v1/files/${id}`)).body).toMatchObject({ id, status: 'uploaded', status_details: null });
+      expect((await call('GET', '/v1/files?limit=100')).body.data.map((f: { id: string }) => f.id)).toContain(id);
+      const job = await call('POST', '/v1/fine_tuning/jobs', { model: 'hanzo-tiny-llama', training_file: id });
+      expect(job.status).toBe(400);
+      expect(job.body.message).toMatch(new RegExp(`^training_file: file "${id}" is still being processed`));
     });
 
     it('refuses to delete a file: dataset versions are immutable', async () => {

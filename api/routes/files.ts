@@ -1,15 +1,20 @@
 // /v1/files: OpenAI's Files API for training files (purpose "fine-tune"). An upload becomes a dataset version of the
-// caller's organization through the same ingestion as POST /v1/datasets (validation, normalisation, splits, token
-// counts), so its errors name the same lines and fields; a file id is the dataset version's id.
+// caller's organization through the same ingestion as POST /v1/datasets (every line checked in the request, then a
+// preparation job: normalisation, exact dedup, splits, token counts), so its errors name the same lines and fields;
+// a file id is the dataset version's id. The request waits for the job (OpenAI's clients create the fine-tuning job
+// right after the upload): `processed` once it has ended, `uploaded` while it still runs after FILE_WAIT_MS (GET
+// /v1/files/{id} follows it), `error` with the reason if it failed later.
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { Hono, type Context } from 'hono';
 import type { ApiDeps, AppEnv } from '../deps.js';
 import { FILE_PURPOSE, FileListQuerySchema } from '../../contracts/openai.js';
-import { createDatasetVersion } from '../../datasets/versions.js';
-import { getDataset, listDatasetVersionsAfter, type DatasetRow } from '../../db/repo/datasets.js';
-import { DEFAULT_BASE_MODEL, resolveBaseModel } from '../../lib/base-models.js';
+import { getDatasetAnyStatus, listDatasetVersionsAfter, type DatasetRow } from '../../db/repo/datasets.js';
+import { DEFAULT_BASE_MODEL } from '../../lib/base-models.js';
+import { sha256File } from '../../lib/hash.js';
+import type { DatasetIssue } from '../../contracts/datasets.js';
+import { acceptUpload, UploadRefusedError, waitForPreparation } from './datasets/upload.js';
 import { DatasetValidationError } from '../../datasets/ingest/preprocess.js';
 import { auditRow } from '../audit.js';
 import { requireRole } from '../auth.js';
@@ -19,9 +24,16 @@ import { boundaryOf, receiveMultipart, type MultipartUpload } from '../multipart
 
 const seconds = (d: Date): number => Math.floor(d.getTime() / 1000);
 
+/** How long an upload waits for its preparation job: under the 300 s many HTTP clients wait for an answer. */
+const FILE_WAIT_MS = 240_000;
+
+/** A version's status as an OpenAI file's. */
+const FILE_STATUS = { ready: 'processed', preparing: 'uploaded', failed: 'error' } as const;
+
 /** A dataset version as OpenAI's file object (with the dataset it is, our addition). */
 export function fileView(row: DatasetRow) {
   const source = (row.metadata as { source?: { name?: string } }).source;
+  const issues = (row.issues ?? []) as DatasetIssue[];
   return {
     id: row.id,
     object: 'file' as const,
@@ -29,12 +41,14 @@ export function fileView(row: DatasetRow) {
     created_at: seconds(row.createdAt),
     filename: source?.name ?? `${row.name}.${row.format}`,
     purpose: FILE_PURPOSE,
-    status: 'processed' as const,
-    status_details: null,
+    status: FILE_STATUS[row.status],
+    status_details: row.status === 'failed' ? issues.map(issueText).join('; ') || 'the preparation job failed' : null,
     expires_at: null,
     dataset: { name: row.name, version: row.version, num_records: row.numRecords },
   };
 }
+
+const issueText = (i: DatasetIssue): string => [i.file, i.line ?? i.record, i.field].filter((x) => x !== null && x !== undefined).join(': ') + ` ${i.message}`;
 
 /** The dataset a file is filed under: its name without the extension, in the characters dataset names allow. */
 export function datasetNameOf(filename: string): string {
@@ -58,13 +72,13 @@ export function fileRoutes(deps: ApiDeps) {
   const app = new Hono<AppEnv>();
 
   async function owned(c: Context<AppEnv>, id: string): Promise<DatasetRow> {
-    const row = await getDataset(deps.db, c.get('principal').organizationId, id);
+    const row = await getDatasetAnyStatus(deps.db, c.get('principal').organizationId, id);
     if (!row) throw notFound(`file ${id}`);
     return row;
   }
 
   app.post('/', async (c) => {
-    const principal = requireRole(c, 'developer');
+    requireRole(c, 'developer');
     const contentType = c.req.header('content-type') ?? '';
     const body = c.req.raw.body;
     if (!boundaryOf(contentType) || !body) throw invalid('request body: expected multipart/form-data with the fields "file" and "purpose"');
@@ -72,24 +86,25 @@ export function fileRoutes(deps: ApiDeps) {
     await mkdir(uploadDir, { recursive: true });
     const upload = join(uploadDir, `${randomUUID()}.jsonl`);
     try {
-      const { filename } = checkForm(await receiveMultipart(body, contentType, { fileField: 'file', filePath: upload, maxFieldBytes: 1024 }));
-      const row = await createDatasetVersion(deps, {
-        organizationId: principal.organizationId,
-        createdBy: principal.subject,
+      const form = await receiveMultipart(body, contentType, { fileField: 'file', filePath: upload, maxFieldBytes: 1024 });
+      const { filename } = checkForm(form);
+      const row = await acceptUpload(c, deps, {
         name: datasetNameOf(filename),
         format: 'jsonl',
-        sourcePath: upload,
+        compression: 'none',
+        upload,
+        suffix: '.jsonl',
+        raw: { sha256: await sha256File(upload), size_bytes: form.file!.bytes },
         displayName: filename,
         seed: 42,
         splits: { train: 0.8, validation: 0.1, test: 0.1 },
-        tokenizerDir: resolveBaseModel(DEFAULT_BASE_MODEL, deps.config, deps.bootstrap),
+        tokenizer: DEFAULT_BASE_MODEL,
         tags: ['openai-file'],
-        transform: 'upload (/v1/files, purpose fine-tune): validate, normalise to chat messages, dedup exact, split seed=42',
         audited: (tx, r) => auditRow(c, 'dataset.create', r.id)(tx, { name: r.name, version: r.version, sha256: r.sha256, via: 'files' }),
       });
-      return c.json(fileView(row), 200);
+      return c.json(fileView((await waitForPreparation(c, deps, row, FILE_WAIT_MS)).row), 200);
     } catch (err) {
-      if (err instanceof DatasetValidationError) throw invalid(`file: ${err.message}`);
+      if (err instanceof DatasetValidationError || err instanceof UploadRefusedError) throw invalid(`file: ${err.message}`);
       throw err;
     } finally {
       await rm(upload, { force: true });

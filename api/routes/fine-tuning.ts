@@ -17,7 +17,8 @@ import {
   type OpenAiHyperparameters,
 } from '../../contracts/openai.js';
 import type { Principal } from '../../db/repo/auth.js';
-import { getDataset } from '../../db/repo/datasets.js';
+import { getDatasetAnyStatus } from '../../db/repo/datasets.js';
+import { fileView } from './files.js';
 import { insertFineTuningJob, getFineTuningJob, listFineTuningJobs, type FineTuningJobRows } from '../../db/repo/fine-tuning.js';
 import { listJobEvents, type JobEventRow } from '../../db/repo/job-events.js';
 import { getJob } from '../../db/repo/jobs.js';
@@ -94,8 +95,10 @@ function resolveHyperparameters(hp: OpenAiHyperparameters): ResolvedHyperparamet
 
 /** The recipe job a create request asks for, with the fields kept beside it. */
 async function recipeOf(deps: ApiDeps, principal: Principal, body: FineTuningJobCreate) {
-  const file = await getDataset(deps.db, principal.organizationId, body.training_file);
+  const file = await getDatasetAnyStatus(deps.db, principal.organizationId, body.training_file);
   if (!file) throw invalid(`training_file: file "${body.training_file}" does not exist (upload it with POST /v1/files, purpose "fine-tune")`);
+  if (file.status === 'preparing') throw invalid(`training_file: file "${file.id}" is still being processed (status uploaded); create the job once GET /v1/files/${file.id} says processed`);
+  if (file.status === 'failed') throw invalid(`training_file: file "${file.id}" failed processing (status error): ${fileView(file).status_details}`);
   if (body.validation_file && body.validation_file !== body.training_file)
     throw invalid('validation_file: a separate validation file is not supported; the training file\'s dataset version carries its own validation split (10% of its examples)');
   const type = body.method?.type === 'dpo' ? 'dpo' : 'supervised';

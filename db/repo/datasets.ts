@@ -119,11 +119,11 @@ export function datasetView(row: DatasetRow): Dataset {
   };
 }
 
-/** Dataset versions of the organization in creation order, after the version `afterId` (the Files API's cursor). */
+/** Dataset versions of the organization, whatever their status, in creation order, after the version `afterId` (the Files API's cursor). */
 export async function listDatasetVersionsAfter(db: Db, organizationId: string, o: { afterId?: string; order: 'asc' | 'desc'; limit: number }): Promise<DatasetRow[]> {
-  const where = [eq(datasets.organizationId, organizationId), ready];
+  const where = [eq(datasets.organizationId, organizationId)];
   if (o.afterId !== undefined) {
-    const after = await getDataset(db, organizationId, o.afterId);
+    const after = await getDatasetAnyStatus(db, organizationId, o.afterId);
     if (!after) return [];
     const at = after.createdAt.toISOString();
     where.push(

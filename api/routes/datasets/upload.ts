@@ -94,6 +94,31 @@ export function uploadRoute(app: Hono<AppEnv>, deps: ApiDeps): void {
  * the wait ran out (the job goes on: GET /v1/datasets/{id} or /v1/jobs/{job_id} follows it).
  */
 async function awaitPreparation(c: Context<AppEnv>, deps: ApiDeps, row: DatasetRow, timeoutMs: number): Promise<Response> {
+  try {
+    const { row: now, done } = await waitForPreparation(c, deps, row, timeoutMs);
+    return c.json(datasetView(now), done ? 201 : 202);
+  } catch (err) {
+    if (err instanceof UploadRefusedError) return issuesResponse(c, err.message, err.issues);
+    throw err;
+  }
+}
+
+/** The preparation job refused the data: its issues, one per file, line or record and field. */
+export class UploadRefusedError extends Error {
+  constructor(
+    message: string,
+    readonly issues: DatasetIssue[],
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The version's preparation job waited on for at most `timeoutMs` (or until the client goes): the version as it
+ * then stands and whether the job ended. Throws UploadRefusedError when the job refused the data; an ApiError
+ * (409 when it was cancelled, else 500 saying why) when it failed otherwise.
+ */
+export async function waitForPreparation(c: Context<AppEnv>, deps: ApiDeps, row: DatasetRow, timeoutMs: number): Promise<{ row: DatasetRow; done: boolean }> {
   const handle = deps.temporal.workflow.getHandle<typeof datasetPreparationWorkflow>(datasetPreparationWorkflowId(row.id));
   // Stops the long poll too (no call left waiting on a job nobody waits for).
   const stop = new AbortController();
@@ -105,24 +130,23 @@ async function awaitPreparation(c: Context<AppEnv>, deps: ApiDeps, row: DatasetR
     await deps.temporal.withAbortSignal(stop.signal, () => handle.result());
     done = true;
   } catch (err) {
-    if (!stop.signal.aborted) return preparationFailed(c, deps, row, err);
+    if (!stop.signal.aborted) await preparationFailed(deps, row, err);
   } finally {
     clearTimeout(timer);
     c.req.raw.signal.removeEventListener('abort', gone);
   }
-  const now = (await getDatasetAnyStatus(deps.db, row.organizationId, row.id)) ?? row;
-  return c.json(datasetView(now), done ? 201 : 202);
+  return { row: (await getDatasetAnyStatus(deps.db, row.organizationId, row.id)) ?? row, done };
 }
 
-/** The preparation job failed: 400 with the issues it found in the data, 409 when it was cancelled, else 500 saying why. */
-async function preparationFailed(c: Context<AppEnv>, deps: ApiDeps, row: DatasetRow, err: unknown): Promise<Response> {
+/** The preparation job failed: UploadRefusedError with the issues it found in the data, else an ApiError saying why. */
+async function preparationFailed(deps: ApiDeps, row: DatasetRow, err: unknown): Promise<never> {
   if (!(err instanceof WorkflowFailedError)) throw err;
   const failed = await getDatasetAnyStatus(deps.db, row.organizationId, row.id);
   const cause = err.cause instanceof ApplicationFailure ? err.cause : err.cause?.cause instanceof ApplicationFailure ? err.cause.cause : null;
   const issues = (failed?.issues ?? []) as DatasetIssue[];
   if (cause?.type === FailureType.BadInput && issues.length) {
     const refused = new PrepareIssuesError(issues.map((i) => ({ file: i.file, record: i.record ?? i.line ?? null, field: i.field, message: i.message })));
-    return issuesResponse(c, refused.message, issues);
+    throw new UploadRefusedError(refused.message, issues);
   }
   const what = `the preparation job ${row.jobId} of version ${row.version} of "${row.name}"`;
   if (err.cause instanceof CancelledFailure || err.cause?.cause instanceof CancelledFailure) throw new ApiError('INVALID_STATE', `${what} was cancelled`);
@@ -159,7 +183,7 @@ async function checkMagic(path: string, kind: string, displayName: string): Prom
   throw new DatasetValidationError([{ file: displayName, line: 0, field: null, message: `expected ${magic.expected}, found bytes ${head.subarray(0, 4).toString('hex')}` }]);
 }
 
-interface AcceptUpload {
+export interface AcceptUpload {
   name: string;
   format: UploadFormat;
   compression: 'none' | 'gzip' | 'zstd';
@@ -179,7 +203,7 @@ interface AcceptUpload {
  * version (preparing), its queued job and the started workflow: should any of them fail, none is there and the
  * raw file is removed. The job makes the version ready (or failed) by updating this row.
  */
-async function acceptUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload): Promise<DatasetRow> {
+export async function acceptUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload): Promise<DatasetRow> {
   const principal = c.get('principal');
   const lineChecked = u.format === 'jsonl' || u.format === 'csv';
   const checked = lineChecked ? await validateDataset({ sourcePath: u.upload, displayName: u.displayName, format: u.format as 'jsonl' | 'csv', compression: u.compression }) : null;
