@@ -2,57 +2,34 @@
 // drives it) against the API app alone on PGlite: no Temporal, no pipeline, one experiment of 2,000 seeded runs.
 // A drag of the scroll bar to the end draws the oldest runs there, fetched as the page at their offset once the
 // drag rests, never the pages it passed over; the DOM holds a screenful of rows.
-import { existsSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
-import { serve, type ServerType } from '@hono/node-server';
 import { sql } from 'drizzle-orm';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { consoleBuildDir } from '../api/routes/console.js';
-import { openCatalogue, type Catalogue } from '../db/client.js';
-import { seedDevOrganization } from '../db/repo/auth.js';
 import { createExperiment } from '../db/repo/experiments.js';
-import { appWithoutTemporal } from './support/api-app.js';
-import { DEV_TOKEN, testConfig } from './support/config.js';
+import { consoleInBrowser, type ConsoleBrowser } from './support/console-browser.js';
 
-const CHROMIUM = process.env.HANZO_ML_CHROMIUM ?? '/usr/bin/chromium';
 const RUNS = 2000;
 const PAGE = 100;
 
 describe('the runs table in a browser', () => {
-  let catalogue: Catalogue;
-  let server: ServerType;
-  let browser: Browser;
+  let app: ConsoleBrowser;
   let page: Page;
   let base = '';
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: run scripts/bootstrap.sh --tests (it installs Debian's chromium)`);
-    const loaded = testConfig();
-    if (!consoleBuildDir(loaded.config.server.console_dir, loaded.bootstrap)) throw new Error('the console is not built: run scripts/bootstrap.sh (its console phase builds it)');
-    catalogue = await openCatalogue({});
-    await seedDevOrganization(catalogue.db, 'dev', DEV_TOKEN);
-    await createExperiment(catalogue.db, { id: 'jump', organizationId: 'dev', name: 'jump', artifactLocation: 'file:///tmp/jump', tags: [] });
-    // run-1 is the oldest: the last row of the default order (newest first).
-    await catalogue.db.execute(sql`insert into runs (id, organization_id, experiment_id, name, status, user_id, artifact_uri, start_time)
-      select 'j' || lpad(g::text, 5, '0'), 'dev', 'jump', 'run-' || g, 'completed', 'dev', 'file:///tmp/jump/' || g, timestamptz '2026-01-01' + g * interval '1 minute'
-      from generate_series(1, ${RUNS}) g`);
-    await catalogue.db.execute(sql`insert into run_params (run_id, key, value) select 'j' || lpad(g::text, 5, '0'), 'seq', g::text from generate_series(1, ${RUNS}) g`);
-    server = serve({ fetch: appWithoutTemporal(catalogue.db, loaded).fetch, port: 0, hostname: '127.0.0.1' });
-    await new Promise((r) => server.once('listening', r));
-    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
-    page = await (await browser.newContext({ viewport: { width: 1400, height: 1000 } })).newPage();
-    await page.goto(`${base}/login`);
-    await page.fill('#token', DEV_TOKEN);
-    await page.click('button[type=submit]');
-    await page.getByRole('heading', { name: 'Jobs' }).waitFor({ timeout: 30_000 });
+    app = await consoleInBrowser(async (db) => {
+      await createExperiment(db, { id: 'jump', organizationId: 'dev', name: 'jump', artifactLocation: 'file:///tmp/jump', tags: [] });
+      // run-1 is the oldest: the last row of the default order (newest first).
+      await db.execute(sql`insert into runs (id, organization_id, experiment_id, name, status, user_id, artifact_uri, start_time)
+        select 'j' || lpad(g::text, 5, '0'), 'dev', 'jump', 'run-' || g, 'completed', 'dev', 'file:///tmp/jump/' || g, timestamptz '2026-01-01' + g * interval '1 minute'
+        from generate_series(1, ${RUNS}) g`);
+      await db.execute(sql`insert into run_params (run_id, key, value) select 'j' || lpad(g::text, 5, '0'), 'seq', g::text from generate_series(1, ${RUNS}) g`);
+    });
+    ({ page, base } = app);
   }, 120_000);
 
   afterAll(async () => {
-    await browser?.close();
-    server?.close();
-    await catalogue?.close();
+    await app?.stop();
   });
 
   it('draws the oldest runs after a drag of the scroll bar to the end, fetching only the pages there', { timeout: 120_000 }, async () => {

@@ -4,57 +4,32 @@
 // page then shows the catalogue's status without the workflow's live progress, which is not what this is about). The table opens on the best trials; a drag of its scroll bar to the end
 // draws the last trials of the ranking there, fetched as the pages at their offsets once the drag rests, never the
 // pages it passed over; the DOM holds a screenful of rows.
-import { existsSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
-import { serve, type ServerType } from '@hono/node-server';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { consoleBuildDir } from '../api/routes/console.js';
-import { openCatalogue, type Catalogue } from '../db/client.js';
-import { seedDevOrganization } from '../db/repo/auth.js';
-import { appWithoutTemporal } from './support/api-app.js';
-import { DEV_TOKEN, testConfig } from './support/config.js';
+import { consoleInBrowser, type ConsoleBrowser } from './support/console-browser.js';
 import { ranked, seedSweep } from './support/sweep-seed.js';
 
-const CHROMIUM = process.env.HANZO_ML_CHROMIUM ?? '/usr/bin/chromium';
 const TRIALS = 520;
 const PAGE = 100; // console/src/pages/sweep.tsx
 const SWEEP = 'sweep-paged';
 
 describe("a sweep's trials table in a browser", () => {
-  let catalogue: Catalogue;
-  let server: ServerType;
-  let browser: Browser;
+  let app: ConsoleBrowser;
   let page: Page;
   let base = '';
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: run scripts/bootstrap.sh --tests (it installs Debian's chromium)`);
-    const loaded = testConfig();
-    if (!consoleBuildDir(loaded.config.server.console_dir, loaded.bootstrap)) throw new Error('the console is not built: run scripts/bootstrap.sh (its console phase builds it)');
-    catalogue = await openCatalogue({});
-    await seedDevOrganization(catalogue.db, 'dev', DEV_TOKEN);
-    await seedSweep(catalogue.db, SWEEP, 'minimize', TRIALS);
     const notFound = async () => {
       throw new WorkflowNotFoundError('no Temporal in this test', SWEEP, undefined);
     };
     const temporal = { workflow: { getHandle: () => ({ describe: notFound, query: notFound }) } } as unknown as Client;
-    server = serve({ fetch: appWithoutTemporal(catalogue.db, loaded, { temporal }).fetch, port: 0, hostname: '127.0.0.1' });
-    await new Promise((r) => server.once('listening', r));
-    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
-    page = await (await browser.newContext({ viewport: { width: 1400, height: 1000 } })).newPage();
-    await page.goto(`${base}/login`);
-    await page.fill('#token', DEV_TOKEN);
-    await page.click('button[type=submit]');
-    await page.getByRole('heading', { name: 'Jobs' }).waitFor({ timeout: 30_000 });
+    app = await consoleInBrowser((db) => seedSweep(db, SWEEP, 'minimize', TRIALS), { temporal });
+    ({ page, base } = app);
   }, 180_000);
 
   afterAll(async () => {
-    await browser?.close();
-    server?.close();
-    await catalogue?.close();
+    await app?.stop();
   });
 
   it('opens on the best trials and draws the last of the ranking after a drag to the end, fetching only the pages there', { timeout: 120_000 }, async () => {
