@@ -98,6 +98,8 @@ export interface RestBreakdown {
   draw_ms: number;
   /** the other keys' call, its answer's bytes */
   rest_bytes: number;
+  /** the pass's longest animation frame (long-animation-frame entries): the first screen's painting, mostly */
+  longest_frame_ms: number;
 }
 
 export interface TracedCompare {
@@ -260,8 +262,9 @@ export async function measureBrowser(base: string, token: string, n: number): Pr
           const keys = await inView();
           const t = await drawnAll(keys, 0);
           mountedFirst = await page.locator('section.chart canvas').count();
-          // When the last series answer was read: the rest of the time is the page's (parse, align, draw).
-          answered.push(await page.evaluate(() => Math.max(...performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/v1/runs/series')).map((e) => (e as PerformanceResourceTiming).responseEnd))));
+          // When the last series answer the screen drew was read: the rest of the time is the page's (parse, align,
+          // draw). The other keys' call, sent once the first answer arrived, may end before the bench reads this.
+          answered.push(await page.evaluate((drawn) => Math.max(...performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/v1/runs/series')).map((e) => (e as PerformanceResourceTiming).responseEnd).filter((end) => end <= drawn)), t));
           breakdowns.push(await compareBreakdown(page, keys, t, [...sent], token));
           return t;
         }),
@@ -398,6 +401,7 @@ async function restBreakdown(page: Page, keys: string[], screenDrawn: number, sc
       rest_answered_ms: rest.responseEnd,
       rest_parsed_ms: performance.getEntriesByName('series:parsed').at(-1)?.startTime ?? NaN,
       rest_bytes: rest.decodedBodySize,
+      longest_frame_ms: Math.max(0, ...performance.getEntriesByType('long-animation-frame').map((e) => e.duration)),
       ...out,
     };
   }, keys);
@@ -451,5 +455,6 @@ function restText(d: RestBreakdown): string {
   return `Compare's "all 10 drawn" pass after its first screen (medians, ms since navigation start): the first screen drawn at
 ${d.screen_drawn_ms}, the page scrolled to the end at ${d.scrolled_ms}; the other keys' call sent at ${d.rest_sent_ms}, its first byte at
 ${d.rest_first_byte_ms}, its last at ${d.rest_answered_ms} (${round(d.rest_bytes / 1024)} KiB), parsed at ${d.rest_parsed_ms}; the last of those charts visible at
-${d.visible_ms}, given its points at ${d.data_ms}, all drawn at ${d.drawn_ms} (aligning ${d.align_ms} ms, drawing ${d.draw_ms} ms of them).`;
+${d.visible_ms}, given its points at ${d.data_ms}, all drawn at ${d.drawn_ms} (aligning ${d.align_ms} ms, drawing ${d.draw_ms} ms of them). The pass's
+longest animation frame (the first screen's painting: the browser rasterizing its canvases) held the main thread ${d.longest_frame_ms} ms.`;
 }
