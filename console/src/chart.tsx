@@ -17,8 +17,9 @@ const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2'
 export const lineColor = (i: number): string => COLORS[i] ?? `hsl(${Math.round((i * 137.5) % 360)} 65% 42%)`;
 /**
  * Lines of a chart of many (a compare page's hundred) are a pixel wide: the browser rasterizes a stroke of at most
- * a device pixel as a hairline, while a wider one is first outlined and filled, several times the work (a screen
- * of six 100-line charts held the main thread for over a second). Few lines keep a wider stroke, easier to follow.
+ * a device pixel as a hairline, while a wider one is first outlined and filled, several times the work (painting a
+ * screen of six 100-line charts held the main thread about a second at 1.5 px, a few hundred ms at 1 px, in the
+ * console bench). Few lines keep a wider stroke, easier to follow.
  */
 const lineWidth = (lines: number) => (lines > MAX_LEGEND ? 1 / (globalThis.devicePixelRatio || 1) : 1.5);
 /** Streamed points appended past the fetched series before it is fetched again (downsampled) instead. */
