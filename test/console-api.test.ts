@@ -4,6 +4,7 @@
 // caller's limit; the memory estimate is the trainer's; another organization's ids are 404; bad input is a 400
 // naming the parameter. Temporal is not used by these routes and stands in as an empty client.
 import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appWithoutTemporal } from './support/api-app.js';
 import type { Series } from '../contracts/console.js';
@@ -13,6 +14,7 @@ import { createExperiment } from '../db/repo/experiments.js';
 import { appendJobEvents, listJobEvents } from '../db/repo/job-events.js';
 import { insertJob, setJobStatus } from '../db/repo/jobs.js';
 import { logMetrics, type MetricPoint } from '../db/repo/metrics.js';
+import { seriesQuery } from '../db/repo/series.js';
 import { createRun } from '../db/repo/runs.js';
 import { FileObjectStore } from '../lib/object-store.js';
 import { JobFiles } from '../lib/job-files.js';
@@ -23,6 +25,14 @@ import { readSse } from './support/sse.js';
 
 const OTHER = 'token-of-another-org';
 const STREAM_CAP = 2;
+/** A node of EXPLAIN's JSON plan, the fields read here. */
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Heap Fetches'?: number;
+  'Actual Rows': number;
+  Plans?: PlanNode[];
+}
 
 describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => {
   let pg: TestPostgres | null = null;
@@ -134,6 +144,23 @@ describe.each(['pglite', 'postgres'] as const)('console API on %s', (engine) => 
       expect(res.body.series[0]!.max).toEqual([4, 9, 14, 19, 24, 29, 34, 39, 44, 49]);
       const zoom = await call<{ series: Series[] }>('POST', '/v1/runs/series', { run_ids: [runId], keys: ['eval/loss'], from_step: SPIKE, to_step: SPIKE, points: 10 });
       expect(zoom.body.series[0]).toMatchObject({ count: 1, step_first: [SPIKE], max: [1000] });
+    });
+
+    it('reads a settled series from the metrics key alone: an index-only scan, no heap fetch (the key carries is_nan)', async () => {
+      await catalogue.db.execute(sql`vacuum analyze metrics`);
+      const query = seriesQuery({ series: [{ runId, key: 'eval/loss' }], points: 100, precision: 'float32' });
+      const explained = (await catalogue.db.execute(sql`explain (analyze, format json) ${query}`)) as unknown as { rows: { 'QUERY PLAN': { Plan: PlanNode }[] }[] };
+      const plan = explained.rows[0]!['QUERY PLAN'][0]!;
+      const scans: PlanNode[] = [];
+      const walk = (n: PlanNode): void => {
+        if (n['Relation Name'] === 'metrics') scans.push(n);
+        n.Plans?.forEach(walk);
+      };
+      walk(plan.Plan);
+      expect(scans.length).toBeGreaterThan(0);
+      for (const scan of scans) expect([scan['Node Type'], scan['Heap Fetches']]).toEqual(['Index Only Scan', 0]);
+      // The scan that buckets the series read its 10,001 points.
+      expect(Math.max(...scans.map((n) => n['Actual Rows']))).toBe(10_001);
     });
 
     it('writes float32 values when asked: shorter text, the same float32, NaN and values beyond its range as before', async () => {

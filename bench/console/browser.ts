@@ -47,6 +47,8 @@ export interface BrowserResult {
   compare_series_calls: number;
   /** compare's first screen taken apart (medians over the warm passes) */
   compare_breakdown?: CompareBreakdown;
+  /** compare's "all drawn" pass after its first screen, taken apart (medians over the warm passes) */
+  compare_rest_breakdown?: RestBreakdown;
   /** the zoom's request, as the page sent it */
   zoom_request: string;
   heap_peak_mb: number;
@@ -75,6 +77,29 @@ export interface CompareBreakdown {
   draw_ms: number;
   /** the points each call asked per series */
   points: number;
+}
+
+/**
+ * Where compare's "all 10 drawn" pass goes after its first screen is drawn (ms since navigation start, one pass):
+ * the scroll to the end, the call of the other keys (sent, its first byte, its last byte, parsed), the last of
+ * those charts made visible, given its points and drawn; and the page's aligning and drawing of them.
+ */
+export interface RestBreakdown {
+  screen_drawn_ms: number;
+  scrolled_ms: number;
+  rest_sent_ms: number;
+  rest_first_byte_ms: number;
+  rest_answered_ms: number;
+  rest_parsed_ms: number;
+  visible_ms: number;
+  data_ms: number;
+  drawn_ms: number;
+  align_ms: number;
+  draw_ms: number;
+  /** the other keys' call, its answer's bytes */
+  rest_bytes: number;
+  /** the pass's longest animation frame (long-animation-frame entries): the first screen's painting, mostly */
+  longest_frame_ms: number;
 }
 
 export interface TracedCompare {
@@ -237,14 +262,16 @@ export async function measureBrowser(base: string, token: string, n: number): Pr
           const keys = await inView();
           const t = await drawnAll(keys, 0);
           mountedFirst = await page.locator('section.chart canvas').count();
-          // When the last series answer was read: the rest of the time is the page's (parse, align, draw).
-          answered.push(await page.evaluate(() => Math.max(...performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/v1/runs/series')).map((e) => (e as PerformanceResourceTiming).responseEnd))));
+          // When the last series answer the screen drew was read: the rest of the time is the page's (parse, align,
+          // draw). The other keys' call, sent once the first answer arrived, may end before the bench reads this.
+          answered.push(await page.evaluate((drawn) => Math.max(...performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/v1/runs/series')).map((e) => (e as PerformanceResourceTiming).responseEnd).filter((end) => end <= drawn)), t));
           breakdowns.push(await compareBreakdown(page, keys, t, [...sent], token));
           return t;
         }),
       ),
     );
     let mountedMax = 0;
+    const restBreakdowns: RestBreakdown[] = [];
     timings.push(
       timing(
         'compare: navigation -> all 10 charts drawn (scrolled to the end once the first screen is drawn)',
@@ -252,13 +279,17 @@ export async function measureBrowser(base: string, token: string, n: number): Pr
         await passes(n, async () => {
           await page.goto(compareUrl);
           await page.locator('section.chart').first().waitFor();
-          await drawnAll(await inView(), 0);
+          const firstKeys = await inView();
+          const screenDrawn = await drawnAll(firstKeys, 0);
+          const scrolled = await page.evaluate(() => performance.now());
           await page.locator('section[data-chart="k9"]').scrollIntoViewIfNeeded();
           const missing = async () => ({ y: await page.evaluate(() => scrollY), drawn: await page.evaluate(() => performance.getEntriesByType('mark').map((m) => m.name)) });
-          const t = await drawnAll(Array.from({ length: 10 }, (_, k) => `k${k}`), 0).catch(async (e: Error) => {
+          const allKeys = Array.from({ length: 10 }, (_, k) => `k${k}`);
+          const t = await drawnAll(allKeys, 0).catch(async (e: Error) => {
             throw new Error(`${e.message}: ${JSON.stringify(await missing())}`);
           });
           mountedMax = Math.max(mountedMax, await page.locator('section.chart canvas').count());
+          restBreakdowns.push(await restBreakdown(page, allKeys.filter((k) => !firstKeys.includes(k)), screenDrawn, scrolled, t));
           return t;
         }),
       ),
@@ -303,6 +334,7 @@ export async function measureBrowser(base: string, token: string, n: number): Pr
       compare_series_answered_ms: round(median(answered.slice(1))),
       compare_series_calls: breakdowns.length ? median(breakdowns.slice(1).map((b) => b.calls)) : mountedFirst,
       compare_breakdown: medianBreakdown(breakdowns.slice(1)),
+      compare_rest_breakdown: medianRest(restBreakdowns.slice(1)),
       zoom_request: longZoom,
       heap_peak_mb: round(heapPeak / 2 ** 20),
       heap_goal_mb: 500,
@@ -350,10 +382,41 @@ async function compareBreakdown(page: Page, keys: string[], drawn: number, bodie
   );
 }
 
+/** One "all drawn" pass taken apart (RestBreakdown), read in the page once every chart is drawn. */
+async function restBreakdown(page: Page, keys: string[], screenDrawn: number, scrolled: number, drawn: number): Promise<RestBreakdown> {
+  const seen = await page.evaluate((keys) => {
+    // (No named functions in here: the bench's TypeScript runner would wrap them in a helper the page lacks.)
+    const calls = (performance.getEntriesByType('resource') as PerformanceResourceTiming[]).filter((e) => e.name.endsWith('/v1/runs/series')).sort((a, b) => a.startTime - b.startTime);
+    const rest = calls.at(-1)!;
+    const out = { visible_ms: -Infinity, data_ms: -Infinity, align_ms: 0, draw_ms: 0 };
+    for (const k of keys) {
+      out.visible_ms = Math.max(out.visible_ms, performance.getEntriesByName(`compare:visible:${k}`).at(-1)?.startTime ?? NaN);
+      out.data_ms = Math.max(out.data_ms, performance.getEntriesByName(`compare:data:${k}`).at(-1)?.startTime ?? NaN);
+      out.align_ms += performance.getEntriesByName(`compare:${k}:align`).at(-1)?.duration ?? 0;
+      out.draw_ms += performance.getEntriesByName(`compare:${k}:draw`).at(-1)?.duration ?? 0;
+    }
+    return {
+      rest_sent_ms: rest.startTime,
+      rest_first_byte_ms: rest.responseStart,
+      rest_answered_ms: rest.responseEnd,
+      rest_parsed_ms: performance.getEntriesByName('series:parsed').at(-1)?.startTime ?? NaN,
+      rest_bytes: rest.decodedBodySize,
+      longest_frame_ms: Math.max(0, ...performance.getEntriesByType('long-animation-frame').map((e) => e.duration)),
+      ...out,
+    };
+  }, keys);
+  return { screen_drawn_ms: screenDrawn, scrolled_ms: scrolled, drawn_ms: drawn, ...seen };
+}
+
 function medianBreakdown(all: CompareBreakdown[]): CompareBreakdown | undefined {
   if (!all.length) return undefined;
   const m = (f: (b: CompareBreakdown) => number) => round(median(all.map(f)));
   return { first_call_ms: m((b) => b.first_call_ms), answered_ms: m((b) => b.answered_ms), drawn_ms: m((b) => b.drawn_ms), calls: m((b) => b.calls), bytes: m((b) => b.bytes), parse_ms: m((b) => b.parse_ms), align_ms: m((b) => b.align_ms), draw_ms: m((b) => b.draw_ms), points: m((b) => b.points) };
+}
+
+function medianRest(all: RestBreakdown[]): RestBreakdown | undefined {
+  if (!all.length) return undefined;
+  return Object.fromEntries(Object.keys(all[0]!).map((k) => [k, round(median(all.map((b) => b[k as keyof RestBreakdown])))])) as unknown as RestBreakdown;
 }
 
 export function browserMarkdown(b: BrowserResult): string {
@@ -376,7 +439,7 @@ Virtualized and mounted only in view: after scrolling the runs table through 1,0
 ${b.runs_table_dom_rows_after_1000} rows are in the DOM; the compare page has drawn ${b.compare_charts_mounted_first} of its 10 charts
 when those in view are drawn (their points from ${b.compare_series_calls} series call(s) answered by then) and at most ${b.compare_charts_mounted_max} at once
 (of 10; the viewport and the 200 px margin hold most of them). At compare's first paint the last series answer had arrived by ${b.compare_series_answered_ms} ms
-(median): the rest is the page's parsing, aligning and drawing.${b.compare_breakdown ? ` ${breakdownText(b.compare_breakdown)}` : ''} The long series' zoom asked
+(median): the rest is the page's parsing, aligning and drawing.${b.compare_breakdown ? ` ${breakdownText(b.compare_breakdown)}` : ''}${b.compare_rest_breakdown ? `\n${restText(b.compare_rest_breakdown)}` : ''} The long series' zoom asked
 \`${b.zoom_request}\`.
 `;
 }
@@ -386,4 +449,12 @@ function breakdownText(d: CompareBreakdown): string {
 in time arrived at ${d.answered_ms} ms (${round(d.bytes / 1024)} KiB in all, ${d.points} points a series), the charts in view were drawn at ${d.drawn_ms} ms;
 the page's work on them: parsing ${d.parse_ms} ms (JSON.parse of the same answers, timed again in the page), aligning ${d.align_ms} ms,
 drawing ${d.draw_ms} ms (uPlot's drawClear to draw: scales, paths, strokes; the rest is rendering and waiting for the main thread).`;
+}
+
+function restText(d: RestBreakdown): string {
+  return `Compare's "all 10 drawn" pass after its first screen (medians, ms since navigation start): the first screen drawn at
+${d.screen_drawn_ms}, the page scrolled to the end at ${d.scrolled_ms}; the other keys' call sent at ${d.rest_sent_ms}, its first byte at
+${d.rest_first_byte_ms}, its last at ${d.rest_answered_ms} (${round(d.rest_bytes / 1024)} KiB), parsed at ${d.rest_parsed_ms}; the last of those charts visible at
+${d.visible_ms}, given its points at ${d.data_ms}, all drawn at ${d.drawn_ms} (aligning ${d.align_ms} ms, drawing ${d.draw_ms} ms of them). The pass's
+longest animation frame (the first screen's painting: the browser rasterizing its canvases) held the main thread ${d.longest_frame_ms} ms.`;
 }

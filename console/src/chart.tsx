@@ -15,6 +15,13 @@ const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2'
 
 /** The colour of line i: the palette, then hues spread by the golden angle (a compare page draws 100). */
 export const lineColor = (i: number): string => COLORS[i] ?? `hsl(${Math.round((i * 137.5) % 360)} 65% 42%)`;
+/**
+ * Lines of a chart of many (a compare page's hundred) are a pixel wide: the browser rasterizes a stroke of at most
+ * a device pixel as a hairline, while a wider one is first outlined and filled, several times the work (painting a
+ * screen of six 100-line charts held the main thread about a second at 1.5 px, a few hundred ms at 1 px, in the
+ * console bench). Few lines keep a wider stroke, easier to follow.
+ */
+const lineWidth = (lines: number) => (lines > MAX_LEGEND ? 1 / (globalThis.devicePixelRatio || 1) : 1.5);
 /** Streamed points appended past the fetched series before it is fetched again (downsampled) instead. */
 const MAX_APPENDED = 2000;
 
@@ -177,7 +184,7 @@ export function Plot({ labels, data, weight, onZoom, onDrawn, measure }: PlotPro
         // The axis holds the extremes too, not only the values uPlot sees (a spike's top would be cut off).
         y: { range: (_u, min, max) => yRange(min, max, extremes.current) },
       },
-      series: [{ label: 'step' }, ...labels.map((label, i) => ({ label, stroke: lineColor(i), width: 1.5, spanGaps: true, paths: line, value: (_u: uPlot, v: number | null) => num(v) }))],
+      series: [{ label: 'step' }, ...labels.map((label, i) => ({ label, stroke: lineColor(i), width: lineWidth(labels.length), spanGaps: true, paths: line, value: (_u: uPlot, v: number | null) => num(v) }))],
       // uPlot's default tick labels round a learning rate of 2e-4 to 0 and write 1e+6 for a million.
       axes: [{ values: (_u, ticks) => ticks.map((t) => axisNum(t)) }, { size: 60, values: (_u, ticks) => ticks.map((t) => axisNum(t)) }],
       legend: { show: labels.length <= MAX_LEGEND },

@@ -1,8 +1,9 @@
 // Metric series downsampled for charts: each (run, key) in at most `points` buckets of consecutive steps, each
 // bucket its first and last step, its smallest and largest value and the value at its end. Computed by the
 // catalogue in one statement for any number of series, reading each series' step range from the metrics
-// primary key (run_id, key, step, ...), so a million-point history never crosses to Node: what comes back is one
-// row per series whose columns are JSON arrays Postgres wrote itself.
+// primary key (run_id, key, step, ...), which carries every column read (is_nan included), so a settled history
+// is read from the index alone and a million-point one never crosses to Node: what comes back is one row per series
+// whose columns are JSON arrays Postgres wrote itself.
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client.js';
 
@@ -40,7 +41,8 @@ const float32Text = (v: string) => `when ${v} = 0 or abs(${v}) between 1.2e-38 a
  * The series, bucketed. Per series the range is [from, to] as asked, narrowed to the steps present (the first
  * and last step in range, each one index probe); a point's bucket is its place in that range scaled to `points`
  * (floor((step - lo) * points / (hi - lo + 1))), so buckets cover equal step spans, empty ones are absent, and
- * there are never more than `points`. The scan of each series is one index range (run_id, key, step between).
+ * there are never more than `points`. The scan of each series is one index range (run_id, key, step between),
+ * bucketed and written on its own: its grouping and sorts are of its own rows, in memory.
  * `last` is the value of the bucket's greatest (step, timestamp, value), as the latest value of a run is chosen
  * (steps and timestamps are below 2^53, so their float8 forms compare exactly).
  */
@@ -91,37 +93,37 @@ export function seriesQuery(q: SeriesRequest): SQL {
   return sql`
     with s as (
       select run_id, key, ord from unnest(${runIds}::text[], ${keys}::text[]) with ordinality as u(run_id, key, ord)
-    ), r as (
-      select s.*,
+    )
+    select s.ord, s.run_id, s.key, r.lo::text as lo, r.hi::text as hi, coalesce(c.n, 0)::text as count,
+      '[' || coalesce(c.step_first, '') || ']' as step_first, '[' || coalesce(c.step_last, '') || ']' as step_last,
+      '[' || coalesce(c.min, '') || ']' as min, '[' || coalesce(c.max, '') || ']' as max, '[' || coalesce(c.last, '') || ']' as last
+    from s
+    cross join lateral (
+      select
         (select m.step from metrics m where m.run_id = s.run_id and m.key = s.key and m.step >= ${from}::bigint and m.step <= ${to}::bigint order by m.step limit 1) as lo,
         (select m.step from metrics m where m.run_id = s.run_id and m.key = s.key and m.step >= ${from}::bigint and m.step <= ${to}::bigint order by m.step desc limit 1) as hi
-      from s
-    ), b as (
-      select r.ord, floor((m.step - r.lo)::float8 * ${q.points}::int / (r.hi - r.lo + 1)::float8)::int as b,
-        m.step, m.timestamp, m.value, m.is_nan
-      from r join metrics m on m.run_id = r.run_id and m.key = r.key and m.step >= r.lo and m.step <= r.hi
-    ), agg as (
-      -- The bucket's last point is the greatest (step, timestamp, value) array: max over arrays needs no sort.
-      select ord, b, count(*) as n, min(step) as sf, max(step) as sl,
-        min(value) filter (where not is_nan) as mn, max(value) filter (where not is_nan) as mx,
-        max(array[step::float8, timestamp::float8, value, case when is_nan then 1 else 0 end]) as lp
-      from b group by ord, b
-    ), cols as (
-      -- A series' columns, written from its buckets alone and joined to its row after: the join and the grouping by
-      -- the series' row come after the buckets are folded to one row a series, not before (a sort of every bucket).
-      select ord, sum(n) as n,
+    ) r
+    -- Each series bucketed and written on its own (a lateral join: one index range scan, its buckets grouped in
+    -- memory), not all series' rows joined, then sorted together by series and bucket (a sort that spilled to disk).
+    left join lateral (
+      select sum(n) as n,
         string_agg(sf::text, ',' order by b) as step_first,
         string_agg(sl::text, ',' order by b) as step_last,
         string_agg(coalesce(${wire('mn', q.precision)}, 'null'), ',' order by b) as min,
         string_agg(coalesce(${wire('mx', q.precision)}, 'null'), ',' order by b) as max,
         string_agg(case when lp[4] = 1 then '"NaN"' else ${wire('lp[3]', q.precision)} end, ',' order by b) as last
-      from agg group by ord
-    )
-    select r.ord, r.run_id, r.key, r.lo::text as lo, r.hi::text as hi, coalesce(c.n, 0)::text as count,
-      '[' || coalesce(c.step_first, '') || ']' as step_first, '[' || coalesce(c.step_last, '') || ']' as step_last,
-      '[' || coalesce(c.min, '') || ']' as min, '[' || coalesce(c.max, '') || ']' as max, '[' || coalesce(c.last, '') || ']' as last
-    from r left join cols c on c.ord = r.ord
-    order by r.ord`;
+      from (
+        -- The bucket's last point is the greatest (step, timestamp, value) array: max over arrays needs no sort.
+        select floor((m.step - r.lo)::float8 * ${q.points}::int / (r.hi - r.lo + 1)::float8)::int as b,
+          count(*) as n, min(m.step) as sf, max(m.step) as sl,
+          min(m.value) filter (where not m.is_nan) as mn, max(m.value) filter (where not m.is_nan) as mx,
+          max(array[m.step::float8, m.timestamp::float8, m.value, case when m.is_nan then 1 else 0 end]) as lp
+        from metrics m
+        where m.run_id = s.run_id and m.key = s.key and m.step >= r.lo and m.step <= r.hi
+        group by 1
+      ) agg
+    ) c on true
+    order by s.ord`;
 }
 
 /** A series as the JSON object of contracts/console.ts SeriesSchema, written without parsing its arrays. */

@@ -86,7 +86,8 @@ export const runParams = pgTable(
  * no-op (ON CONFLICT DO NOTHING). run_id has no foreign key: a per-row check cost a quarter of a 1,000-point batch's
  * time. The run is still checked on every write: logMetrics inserts into latest_metrics (which keeps its foreign
  * key) in the same statement, so a point for a missing run fails the whole statement. Runs are never deleted
- * (MLflow's delete is a lifecycle stage).
+ * (MLflow's delete is a lifecycle stage). The key also carries is_nan (INCLUDE, migration 0022: drizzle cannot
+ * declare it), so the console's series read every column they need from the index alone.
  */
 export const metrics = pgTable(
   'metrics',

@@ -1,14 +1,14 @@
 // Compare runs: one chart per metric key, one line per run (up to 100 runs). Only the charts on screen are built; one
 // scrolled away is torn down to a placeholder. The charts inside the viewport are fetched first, together in one
-// batch call (POST /v1/runs/series, their keys of every run; metrics.ts); once they are drawn, the other keys'
+// batch call (POST /v1/runs/series, their keys of every run; metrics.ts); once that answer arrives, the other keys'
 // overviews are fetched in one more call, so the charts in the margin and those scrolled to later do not compete with
-// the first screen for the server and the page, and are ready or on their way when they appear. The overviews are
+// the first screen for the server, and are ready or on their way when they appear. The overviews are
 // kept for the page's life (a chart scrolled back is not fetched again; reload for newer points). Each line is drawn
 // with its buckets' extremes (chart.tsx), so a one-step spike shows. Dragging across a chart zooms it: that key is
 // fetched again for the chosen steps, at full resolution where the range holds fewer steps than points.
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { lineColor, Plot, useVisible } from '../chart.js';
-import { fetchSeriesBatch, type Points, type StepRange } from '../metrics.js';
+import { fetchSeriesBatch, fetchSeriesKeys, type Points, type StepRange } from '../metrics.js';
 import { MAX_COMPARE } from './runs.js';
 
 /**
@@ -28,8 +28,10 @@ const listOf = (v: string | null) => [...new Set((v ?? '').split(',').map((s) =>
 
 /**
  * The page's overviews and its first screen: the charts that were inside the viewport when they first appeared,
- * until each is drawn (or failed, or went away). Charts first seen in the margin wait until it is drawn; then every
- * key not yet asked for is fetched.
+ * until each is drawn (or failed, or went away). Charts first seen in the margin wait until it is drawn. The keys
+ * not yet asked for are fetched in one call as soon as the first screen's answer arrives, before its charts are
+ * drawn: the server is idle from then, and the browser's painting of the first screen (rasterizing a hundred lines a
+ * chart holds the main thread for a long frame) would otherwise delay the call until it ends.
  */
 class FirstScreen {
   private readonly waiting = new Set<string>();
@@ -37,7 +39,7 @@ class FirstScreen {
   private open = false;
   /** overviews by points and key */
   private readonly overviews = new Map<string, Promise<Points[]>>();
-  /** the points of the first overview asked: the rest of the keys are fetched at that many once the screen is drawn */
+  /** the points of the first overview asked: the rest of the keys are fetched at that many */
   private restCount: number | null = null;
   private restAsked = false;
 
@@ -48,13 +50,11 @@ class FirstScreen {
 
   /** A key's overview at `count` points: fetched once (metrics.ts joins the keys asked in one task into one call). */
   overview(key: string, count: number): Promise<Points[]> {
-    const id = `${count}\n${key}`;
-    let p = this.overviews.get(id);
+    let p = this.overviews.get(overviewId(key, count));
     if (!p) {
-      p = fetchSeriesBatch(this.runIds, key, {}, count);
-      // A failed fetch is not kept: the chart shows the error, and asks again when it next appears.
-      p.catch(() => this.overviews.delete(id));
-      this.overviews.set(id, p);
+      p = this.keep(key, count, fetchSeriesBatch(this.runIds, key, {}, count));
+      // Settled before the charts that asked are given their points: this reaction was attached first.
+      if (this.restCount === null) p.then(() => this.askRest(), () => undefined);
     }
     this.restCount ??= count;
     return p;
@@ -78,14 +78,32 @@ class FirstScreen {
     );
   }
 
+  /** A fetch kept for the page's life; a failed one is not kept: the chart shows the error, and asks again when it next appears. */
+  private keep(key: string, count: number, p: Promise<Points[]>): Promise<Points[]> {
+    const id = overviewId(key, count);
+    p.catch(() => this.overviews.delete(id));
+    this.overviews.set(id, p);
+    return p;
+  }
+
+  /** Every key not yet asked, in one call sent at once (metrics.ts fetchSeriesKeys). */
+  private askRest(): void {
+    if (this.restAsked || this.restCount === null) return;
+    this.restAsked = true;
+    const count = this.restCount;
+    const rest = this.keys.filter((k) => !this.overviews.has(overviewId(k, count)));
+    if (rest.length) fetchSeriesKeys(this.runIds, rest, {}, count).forEach((p, i) => this.keep(rest[i]!, count, p).catch(() => undefined));
+  }
+
   private release(): void {
     this.open = true;
     this.waiters.splice(0).forEach((w) => w());
-    if (this.restAsked || this.restCount === null) return;
-    this.restAsked = true;
-    for (const k of this.keys) this.overview(k, this.restCount).catch(() => undefined);
+    // The first answer failed (or nothing was in view): the rest is asked now.
+    this.askRest();
   }
 }
+
+const overviewId = (key: string, count: number) => `${count}\n${key}`;
 
 const inViewport = (el: HTMLElement) => {
   const r = el.getBoundingClientRect();
@@ -138,6 +156,7 @@ function CompareChart({ metric, runIds, screen }: { metric: string; runIds: stri
 
   useEffect(() => {
     if (!visible || !box.current) return;
+    performance.mark(`compare:visible:${metric}`);
     let live = true;
     const first = !zoomed && inViewport(box.current);
     if (first) screen.expect(metric);
