@@ -31,8 +31,8 @@ class DedupNear(Stage):
                 self.filter.add_reference(record.text())
         for chunk, signed in ordered_map(self.filter.signer, chunked(records, CHUNK), self.context.threads,
                                          send=lambda chunk: [record.text() for record in chunk]):
-            for record, one in zip(chunk, signed.each()):
-                if self.filter.is_duplicate_signed(one):
+            for record, duplicate in zip(chunk, self.filter.duplicates(signed)):
+                if duplicate:
                     self.removed += 1
                 else:
                     yield record
