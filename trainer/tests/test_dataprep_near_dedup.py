@@ -229,3 +229,12 @@ def test_the_bloom_filter_asked_for_an_array_answers_as_for_a_list():
     assert by_array.bits == by_list.bits
     probe = keys[:2000] + [rng.getrandbits(64) - (1 << 63) for _ in range(20_000)]
     assert by_list.may_contain_matrix(np.array(probe, dtype=np.int64)).tolist() == by_list.may_contain(probe)
+
+
+def test_a_batch_written_a_slice_at_a_time_decides_as_one_written_whole(tmp_path, monkeypatch):
+    from hanzo_ml.dataprep import near_dedup
+
+    texts, _ = corpus(3000, seed=6)
+    whole = run(texts, tmp_path, memory_budget_mb=1)
+    monkeypatch.setattr(near_dedup, "FLUSH_ROWS", 5)
+    assert run(texts, tmp_path, memory_budget_mb=1) == whole
