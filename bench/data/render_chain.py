@@ -95,8 +95,8 @@ def markdown(r: dict) -> str:
                   "processes themselves (in each worker the tokenizer, its piece cache of at most 200,000 pieces and the fastText "
                   "model, the chunks in flight). Once the "
                   "caps are reached (the batch after about 65,000 kept records, the near-dedup cache once its index file "
-                  "outgrows 128 MB, a few hundred thousand records) the peak levels off; the runs here show it up to the "
-                  "largest size only."]
+                  "outgrows 128 MB, a few hundred thousand records) the peak levels off (below: where, on a sampled "
+                  "1,000,000-record run)."]
         if "memory_note" in r:
             lines += ["", r["memory_note"]]
     if "ours_only" in r:

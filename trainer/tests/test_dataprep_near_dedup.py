@@ -190,3 +190,51 @@ def test_the_bloom_filter_of_bucket_keys_never_misses_a_key_even_when_overfull()
     roomy.add(keys)
     absent = [rng.getrandbits(64) - (1 << 63) for _ in range(10_000)]
     assert sum(roomy.may_contain(absent)) < 50  # 2^23 bits, 50,000 keys: about 0.01% answer "maybe"
+
+
+def chunk_run(texts: list[str], tmp_path, memory_budget_mb: int, chunk: int) -> tuple[list[bool], dict]:
+    """The engine's way: signatures made a chunk at a time (signer), decided a chunk at a time (duplicates)."""
+    f = NearDuplicateFilter(**PARAMS, work_dir=tmp_path, memory_budget_mb=memory_budget_mb)
+    sign = f.signer()
+    flags = [dup for i in range(0, len(texts), chunk) for dup in f.duplicates(sign(texts[i:i + chunk]))]
+    stats = f.stats()
+    f.close()
+    return flags, stats
+
+
+@pytest.mark.parametrize("memory_budget_mb", [1, 4096])
+def test_deciding_a_chunk_at_once_decides_as_one_record_at_a_time_does(tmp_path, memory_budget_mb):
+    # Copies right after their original (inside one chunk), far from it (across chunks and flushes), texts without
+    # words; chunks of 256 as the engine sends them and of 7, so that batches are flushed in the middle of a chunk.
+    texts, copies = corpus(2500, seed=8)
+    rng = random.Random(9)
+    for at in sorted(rng.sample(range(len(texts)), 40), reverse=True):
+        texts.insert(at + 1, edited(rng, texts[at], 1))
+    for at in rng.sample(range(len(texts)), 10):
+        texts[at] = "   "
+    one_at_a_time = run(texts, tmp_path, memory_budget_mb)
+    for chunk in (256, 7):
+        assert chunk_run(texts, tmp_path, memory_budget_mb, chunk) == one_at_a_time
+    assert sum(one_at_a_time[0]) >= len(copies)
+
+
+def test_the_bloom_filter_asked_for_an_array_answers_as_for_a_list():
+    import numpy as np
+
+    rng = random.Random(22)
+    keys = [rng.getrandbits(64) - (1 << 63) for _ in range(5_000)]
+    by_list, by_array = BucketBloom(1 << 12), BucketBloom(1 << 12)
+    by_list.add(keys)
+    by_array.add_matrix(np.array(keys, dtype=np.int64).reshape(-1, 10))
+    assert by_array.bits == by_list.bits
+    probe = keys[:2000] + [rng.getrandbits(64) - (1 << 63) for _ in range(20_000)]
+    assert by_list.may_contain_matrix(np.array(probe, dtype=np.int64)).tolist() == by_list.may_contain(probe)
+
+
+def test_a_batch_written_a_slice_at_a_time_decides_as_one_written_whole(tmp_path, monkeypatch):
+    from hanzo_ml.dataprep import near_dedup
+
+    texts, _ = corpus(3000, seed=6)
+    whole = run(texts, tmp_path, memory_budget_mb=1)
+    monkeypatch.setattr(near_dedup, "FLUSH_ROWS", 5)
+    assert run(texts, tmp_path, memory_budget_mb=1) == whole

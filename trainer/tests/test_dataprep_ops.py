@@ -250,3 +250,50 @@ def test_dedup_near_drops_a_near_copy_and_keeps_the_first(tmp_path):
 
     assert [r.value["messages"][0]["content"] for r in out] == [text, "something else entirely"]
     assert report["removed"] == 1
+
+
+def test_mask_pii_in_worker_processes_changes_the_right_message_of_each_form(tmp_path):
+    pytest.importorskip("hanzo_ml.dataprep.pii")
+    chat_record = chat("hello", "write to jane.doe@example.com")
+    chat_record.line_json  # made before masking: masking must make it again
+    pair = Record({"prompt": [{"role": "user", "content": "hi"}],
+                   "chosen": [{"role": "assistant", "content": "ok"}],
+                   "rejected": [{"role": "assistant", "content": "call 10.1.2.3 or bob@example.org"}]},
+                  "in.jsonl", 2, "in.jsonl")
+
+    out, report = run_op({"op": "mask_pii", "kinds": ["email", "ipv4"], "tier": "rules"}, [chat_record, pair],
+                         context(tmp_path, threads=2))
+
+    assert out[0].value["messages"] == [{"role": "user", "content": "hello"},
+                                        {"role": "assistant", "content": "write to [REDACTED:email]"}]
+    assert "[REDACTED:email]" in out[0].line_json
+    assert out[1].value["prompt"][0]["content"] == "hi" and out[1].value["chosen"][0]["content"] == "ok"
+    assert out[1].value["rejected"][0]["content"] == "call [REDACTED:ipv4] or [REDACTED:email]"
+    assert report["details"]["redactions"] == {"email": 2, "ipv4": 1}
+
+
+def started_worker():
+    import os
+
+    return lambda chunk: [(os.getpid(), x) for x in chunk]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_ordered_map_answers_local_chunks_in_place_and_starts_workers_only_for_the_others(threads):
+    import os
+
+    from hanzo_ml.dataprep.parallel import ordered_map
+
+    chunks = [[i, i + 1] for i in range(0, 40, 2)]
+    local = lambda chunk: "here" if chunk[0] % 6 == 0 else None  # noqa: E731
+    out = list(ordered_map(started_worker, iter(chunks), threads, local=local))
+    assert [chunk for chunk, _ in out] == chunks
+    for chunk, result in out:
+        if chunk[0] % 6 == 0:
+            assert result == "here"
+        else:
+            assert [x for _, x in result] == chunk
+            assert (result[0][0] != os.getpid()) == (threads > 1)
+    never = list(ordered_map(lambda: pytest.fail("no chunk needed a worker"), iter(chunks), threads,
+                             local=lambda chunk: "here"))
+    assert [result for _, result in never] == ["here"] * len(chunks)

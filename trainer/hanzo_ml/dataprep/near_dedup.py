@@ -12,6 +12,10 @@ unwritten batch is compact (about 2 KiB a record: its signature a row of one pre
 entries of one int -> int dict, a list only for a key two records share), so it holds few objects for the garbage
 collector to walk.
 
+The engine decides a chunk of records at a time (duplicates()): the Bloom filter is asked for the whole chunk in
+one numpy pass, and only the records it may hold a bucket of (the duplicates, a few false "maybe"s) are looked up one
+by one; the others are kept with a few dict inserts each. The decisions are is_duplicate_signed's, record by record.
+
 The signatures come from rensa (Rust) because it was the fastest of the three candidates on the same 100,000
 chat-length texts and is deterministic for a seed (bench/data/minhash_backends.py, bench/results/data.md):
 rensa's RMinHash, datasketch's MinHash (the reference the tests compare against), and NumpyMinHash below (our own,
@@ -31,6 +35,9 @@ from rensa import RMinHash
 
 _MERSENNE = np.uint64((1 << 61) - 1)
 _MAX32 = np.uint64(0xFFFFFFFF)
+# Bucket rows made into Python ints at a time when a batch is written: the whole batch at once (bands rows per kept
+# record, 917,504 at 1024 MB) added about 70 MB to the peak of the process for the moment of the write.
+FLUSH_ROWS = 65_536
 
 
 def shingles(text: str, shingle_words: int) -> list[str]:
@@ -113,6 +120,22 @@ class BucketBloom:
             out.append(bool(bits[p >> 3] & (1 << (p & 7))) and bool(bits[q >> 3] & (1 << (q & 7))))
         return out
 
+    def _positions(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mask = np.int64(self.mask)
+        return keys & mask, (keys >> np.int64(32)) & mask  # int64 shifts and masks as Python's ints do
+
+    def add_matrix(self, keys: np.ndarray) -> None:
+        """add() for an array of keys at once."""
+        view = np.frombuffer(self.bits, dtype=np.uint8)
+        for p in self._positions(keys.ravel()):
+            np.bitwise_or.at(view, p >> 3, (np.int64(1) << (p & 7)).astype(np.uint8))
+
+    def may_contain_matrix(self, keys: np.ndarray) -> np.ndarray:
+        """may_contain() for an array of keys at once, in its shape."""
+        view = np.frombuffer(self.bits, dtype=np.uint8)
+        p, q = self._positions(keys)
+        return ((view[p >> 3] >> (p & 7).astype(np.uint8)) & (view[q >> 3] >> (q & 7).astype(np.uint8)) & 1) != 0
+
 
 class NearDuplicateFilter:
     """Streams records through MinHash LSH; see the module docstring for what counts as a duplicate."""
@@ -139,6 +162,7 @@ class NearDuplicateFilter:
         self.pending_rows: dict[int, int] = {}  # record id -> its row of pending_matrix
         self.pending_matrix = np.empty((self.batch_limit, self.num_perm), dtype=np.uint32)
         self.pending_clusters: set[int] = set()
+        self.unbloomed: list[np.ndarray] = []  # band keys indexed by duplicates() and not yet in the Bloom filter
         self.next_kept, self.next_reference = 1, -1
         self.counts = {"records": 0, "kept": 0, "duplicates": 0, "duplicates_of_references": 0, "references": 0, "candidate_pairs": 0}
 
@@ -202,6 +226,39 @@ class NearDuplicateFilter:
         self.counts["kept"] += 1
         return False
 
+    def duplicates(self, signed: SignedChunk) -> list[bool]:
+        """is_duplicate_signed for each text of a chunk, in order, with the same decisions. The Bloom filter is
+        asked for the whole chunk at once, and a text sharing a band key with an earlier text of the chunk counts
+        as "maybe" too (that one may be indexed by then); a text that is neither (most) is kept at once, its band
+        keys added to the filter in one go with the chunk's other kept ones (before any lookup that needs them)."""
+        keys = signed.keys
+        n = len(keys)
+        if n == 0:
+            return []
+        maybe = self.bloom.may_contain_matrix(keys).any(axis=1)
+        _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
+        first_text = (first // keys.shape[1])[inverse.reshape(-1)].reshape(keys.shape)
+        maybe |= (first_text < np.arange(n)[:, None]).any(axis=1)
+        out = []
+        for sig, row, present, look in zip(signed.sigs, keys.tolist(), signed.present.tolist(), maybe.tolist()):
+            if not present or look:
+                self._add_unbloomed()
+                out.append(self.is_duplicate_signed((sig, row) if present else None))
+                continue
+            self.counts["records"] += 1
+            self.counts["kept"] += 1
+            self.unbloomed.append(row)
+            self._index(self.next_kept, sig, row, bloom=False)
+            self.next_kept += 1
+            out.append(False)
+        self._add_unbloomed()
+        return out
+
+    def _add_unbloomed(self) -> None:
+        if self.unbloomed:
+            self.bloom.add_matrix(np.asarray(self.unbloomed, dtype=np.int64))
+            self.unbloomed.clear()
+
     def add_reference(self, text: str) -> None:
         """An earlier version's record: compared against, never output. References take negative ids."""
         sig = self.signature(text)
@@ -263,8 +320,9 @@ class NearDuplicateFilter:
                 best, best_agreement = rid, agreement
         return best
 
-    def _index(self, rid: int, sig: np.ndarray, keys: list[int]) -> None:
-        self.bloom.add(keys)
+    def _index(self, rid: int, sig: np.ndarray, keys: list[int], bloom: bool = True) -> None:
+        if bloom:
+            self.bloom.add(keys)
         first = self.pending_first
         for k in keys:
             if k in first:
@@ -279,6 +337,7 @@ class NearDuplicateFilter:
 
     def _flush(self) -> None:
         """Writes the unwritten batch in one transaction (batched inserts: one B-tree pass per table)."""
+        self._add_unbloomed()  # what is written is found through the filter only
         if not self.pending_rows and not self.pending_clusters:
             return
         self.db.execute("BEGIN")
@@ -288,8 +347,10 @@ class NearDuplicateFilter:
         keys = np.fromiter([*self.pending_first, *(k for k, _ in more)], dtype=np.int64)
         rids = np.fromiter([*self.pending_first.values(), *(rid for _, rid in more)], dtype=np.int64)
         order = np.lexsort((rids, keys))
-        self.db.executemany("INSERT OR IGNORE INTO buckets VALUES (?, ?)",
-                            zip(keys[order].tolist(), rids[order].tolist()))
+        for start in range(0, len(order), FLUSH_ROWS):  # Python ints for a slice at a time, not the whole batch
+            rows = order[start:start + FLUSH_ROWS]
+            self.db.executemany("INSERT OR IGNORE INTO buckets VALUES (?, ?)",
+                                zip(keys[rows].tolist(), rids[rows].tolist()))
         matrix = self.pending_matrix
         self.db.executemany("INSERT INTO sigs VALUES (?, ?)",
                             ((rid, matrix[row].tobytes()) for rid, row in self.pending_rows.items()))

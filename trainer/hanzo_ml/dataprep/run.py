@@ -38,6 +38,7 @@ from hanzo_ml.spec import require_existing
 log = logging.getLogger(__name__)
 
 COUNT_CHUNK = 256
+NOTHING_TO_DO = object()  # the result of a chunk a stage already counted (and tokenized): no worker is asked
 GC_YOUNG = 100_000
 
 
@@ -232,17 +233,22 @@ def write_splits(records: Iterator[Record], sink: SplitSink, issues: IssueLog, c
     if context.labelled:
         for chunk, examples in ordered_map(lambda: labelling_worker(context.tokenizer), chunked(placed, COUNT_CHUNK),
                                            context.threads, send=lambda chunk: [
-                                               None if r.encoded is not None else r.conversation() for r in chunk]):
-            for record, example in zip(chunk, examples.unpack()):
+                                               None if r.encoded is not None else r.conversation() for r in chunk],
+                                           local=lambda chunk: NOTHING_TO_DO if all(
+                                               r.encoded is not None for r in chunk) else None):
+            for record, example in zip(chunk, () if examples is NOTHING_TO_DO else examples.unpack()):
                 if example is not None:
                     record.encoded, record.tokens = example, len(example[0])
+            for record in chunk:
                 sink.add(record, record.tokens)
         return
     for chunk, counts in ordered_map(lambda: counting_worker(context.tokenizer), chunked(placed, COUNT_CHUNK),
                                      context.threads, send=lambda chunk: [
-                                         record.line_json if record.tokens is None else None for record in chunk]):
-        for record, tokens in zip(chunk, counts):
-            sink.add(record, record.tokens if tokens is None else tokens)
+                                         record.line_json if record.tokens is None else None for record in chunk],
+                                     local=lambda chunk: NOTHING_TO_DO if all(
+                                         record.tokens is not None for record in chunk) else None):
+        for i, record in enumerate(chunk):
+            sink.add(record, record.tokens if counts is NOTHING_TO_DO or counts[i] is None else counts[i])
 
 
 def placeable(records: Iterator[Record], sink: SplitSink, issues: IssueLog) -> Iterator[Record]:

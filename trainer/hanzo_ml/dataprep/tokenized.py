@@ -325,9 +325,19 @@ def rows_batch(input_ids: list[np.ndarray], labels: list[np.ndarray], first_docu
     flat_ids = np.concatenate(input_ids) if input_ids else np.zeros(0, np.int32)
     flat_labels = np.concatenate(labels) if labels else np.zeros(0, np.int32)
     documents = np.arange(first_document, first_document + len(input_ids), dtype=np.int64)
-    return pa.record_batch([pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat_ids, pa.int32())),
-                            pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat_labels, pa.int32())),
-                            pa.array(documents, pa.int64())], schema=schema)
+    offsets_array = numeric_array(offsets, pa.int32())
+    return pa.record_batch([pa.ListArray.from_arrays(offsets_array, numeric_array(flat_ids, pa.int32())),
+                            pa.ListArray.from_arrays(offsets_array, numeric_array(flat_labels, pa.int32())),
+                            numeric_array(documents, pa.int64())], schema=schema)
+
+
+def numeric_array(values: np.ndarray, type_):
+    """An Arrow array over a numpy array's buffer. pa.array(ndarray) would first look whether the value is a pandas
+    object, which imports pandas: about 0.3 s of CPU and 60 MB of resident memory in the main process, for nothing."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values, dtype=type_.to_pandas_dtype())
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)])
 
 
 def line_chunks(path: Path, name: str) -> Iterator[list[tuple[str, str]]]:

@@ -1,7 +1,8 @@
 """dedup_near: MinHash LSH over word shingles of the whole conversation (dataprep.near_dedup); the first record
 of a near-duplicate group is kept. With against_parents, an earlier version's records are references: compared
 against, never output. The signatures and band keys are made by the job's worker processes, chunk by chunk in
-order; the decisions (which depend on the records before) are made here, one record after another."""
+order; the decisions (which depend on the records before) are made here, in order, a chunk at a time
+(NearDuplicateFilter.duplicates)."""
 from __future__ import annotations
 
 from typing import Iterator
@@ -31,8 +32,8 @@ class DedupNear(Stage):
                 self.filter.add_reference(record.text())
         for chunk, signed in ordered_map(self.filter.signer, chunked(records, CHUNK), self.context.threads,
                                          send=lambda chunk: [record.text() for record in chunk]):
-            for record, one in zip(chunk, signed.each()):
-                if self.filter.is_duplicate_signed(one):
+            for record, duplicate in zip(chunk, self.filter.duplicates(signed)):
+                if duplicate:
                     self.removed += 1
                 else:
                     yield record
