@@ -1,8 +1,8 @@
 // Download URLs for a dataset version's split files, valid for DOWNLOAD_URL_TTL_SECONDS and usable without a token.
-// S3: a SigV4 pre-signed GET against storage.public_endpoint (the address users reach; storage.endpoint may be a
+// S3: a SigV4 pre-signed GET (the SDK's presigner) against storage.public_endpoint (the address users reach; storage.endpoint may be a
 // cluster-internal one). The file store: a URL the API serves itself (GET /downloads/datasets/{id}/{split}), its
 // expiry and target signed with an HMAC key of this installation, so a changed id, split or expiry is refused.
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
@@ -44,53 +44,28 @@ export function checkFileDownload(key: Buffer, datasetId: string, split: SplitNa
 }
 
 /**
- * A SigV4 query-signed GET of s3://bucket/key (path-style, as the store addresses its buckets). Written here
- * rather than with @aws-sdk/s3-request-presigner, which the project does not carry: presigning is the documented
- * SigV4 algorithm over one canonical request, and the credentials are the store client's own.
+ * The client that signs download URLs: the store's own credentials and region, addressed at storage.public_endpoint
+ * (path-style, as the store addresses its buckets), since a pre-signed URL's host is part of what it signs. Made once
+ * per store client and endpoint: it only signs, never sends.
+ */
+const presigners = new WeakMap<S3Client, Map<string, S3Client>>();
+
+/**
+ * A SigV4 query-signed GET of s3://bucket/key, valid for expiresSeconds from `now`. The SDK is loaded on first use,
+ * as the S3 store loads it: an installation on the file store never pays for it.
  */
 export async function presignS3Get(client: S3Client, storage: Config['storage'], uri: string, expiresSeconds: number, now = new Date()): Promise<string> {
   const m = /^s3:\/\/([^/]+)\/(.+)$/.exec(uri);
   if (!m) throw new Error(`not an s3:// object URI: ${uri}`);
-  const endpoint = new URL(storage.public_endpoint ?? storage.endpoint!);
-  const path = `${endpoint.pathname.replace(/\/$/, '')}/${rfc3986(m[1]!)}/${m[2]!.split('/').map(rfc3986).join('/')}`;
-  return presignGet({ origin: `${endpoint.protocol}//${endpoint.host}`, host: endpoint.host, path, region: storage.region, credentials: await client.config.credentials(), expiresSeconds, now });
+  const [s3, { getSignedUrl }] = await Promise.all([import('@aws-sdk/client-s3'), import('@aws-sdk/s3-request-presigner')]);
+  const endpoint = storage.public_endpoint ?? storage.endpoint;
+  if (!endpoint) throw new Error('storage.endpoint or storage.public_endpoint is needed to sign an S3 download URL');
+  const byEndpoint = presigners.get(client) ?? new Map<string, S3Client>();
+  presigners.set(client, byEndpoint);
+  let presigner = byEndpoint.get(endpoint);
+  if (!presigner) {
+    presigner = new s3.S3Client({ endpoint, region: client.config.region, credentials: client.config.credentials, forcePathStyle: true });
+    byEndpoint.set(endpoint, presigner);
+  }
+  return getSignedUrl(presigner, new s3.GetObjectCommand({ Bucket: m[1]!, Key: m[2]! }), { expiresIn: expiresSeconds, signingDate: now });
 }
-
-export interface PresignRequest {
-  origin: string;
-  host: string;
-  /** already URI-encoded */
-  path: string;
-  region: string;
-  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
-  expiresSeconds: number;
-  now: Date;
-}
-
-/** SigV4 query signing of a GET (AWS S3 API reference, "Authenticating Requests: Using Query Parameters"). */
-export function presignGet(r: PresignRequest): string {
-  const amzDate = r.now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
-  const day = amzDate.slice(0, 8);
-  const scope = `${day}/${r.region}/s3/aws4_request`;
-  const query: Record<string, string> = {
-    'X-Amz-Algorithm': 'AWS4-HMAC-SHA256',
-    'X-Amz-Credential': `${r.credentials.accessKeyId}/${scope}`,
-    'X-Amz-Date': amzDate,
-    'X-Amz-Expires': String(r.expiresSeconds),
-    'X-Amz-SignedHeaders': 'host',
-    ...(r.credentials.sessionToken ? { 'X-Amz-Security-Token': r.credentials.sessionToken } : {}),
-  };
-  const canonicalQuery = Object.keys(query)
-    .sort()
-    .map((k) => `${rfc3986(k)}=${rfc3986(query[k]!)}`)
-    .join('&');
-  // A pre-signed URL signs no body: its payload hash is the literal UNSIGNED-PAYLOAD.
-  const canonicalRequest = ['GET', r.path, canonicalQuery, `host:${r.host}`, '', 'host', 'UNSIGNED-PAYLOAD'].join('\n');
-  const toSign = ['AWS4-HMAC-SHA256', amzDate, scope, createHash('sha256').update(canonicalRequest).digest('hex')].join('\n');
-  const hmac = (k: Buffer | string, s: string): Buffer => createHmac('sha256', k).update(s).digest();
-  const signingKey = hmac(hmac(hmac(hmac(`AWS4${r.credentials.secretAccessKey}`, day), r.region), 's3'), 'aws4_request');
-  return `${r.origin}${r.path}?${canonicalQuery}&X-Amz-Signature=${hmac(signingKey, toSign).toString('hex')}`;
-}
-
-/** SigV4's URI encoding: RFC 3986 unreserved characters stay, everything else is percent-encoded. */
-const rfc3986 = (s: string): string => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);

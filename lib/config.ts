@@ -26,6 +26,8 @@ export interface Bootstrap {
   base_model: string;
   pg_bin?: string;
   moto_server?: string;
+  /** versitygw, an S3-protocol server that verifies pre-signed URLs (signature and expiry), for the download tests. */
+  versitygw?: string;
   /** Python of the venv with the pinned mlflow client (test/mlflow-client.lock), for the compatibility test. */
   mlflow_python?: string;
   /** Python of the venv with the pinned openai client (test/openai-client.lock), for the fine-tuning compatibility test. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bootstrap everything the README's two commands need, idempotently and quietly when nothing changed.
 #   scripts/bootstrap.sh          node deps, Python venv, temporal binary, Candle tool, base model
-#   scripts/bootstrap.sh --tests  the same, plus the test servers (PostgreSQL, moto_server, mlflow, and a
+#   scripts/bootstrap.sh --tests  the same, plus the test servers (PostgreSQL, moto_server, versitygw, mlflow, and a
 #                                 Kubernetes control plane with KWOK, Kueue and Helm built from Go modules:
 #                                 scripts/cluster-tools.sh) and the two container images (podman; scripts/images.sh)
 # Heavy environments live in $HANZO_ML_CACHE (default ~/.cache/hanzo-ml), keyed by the hash of their lock
@@ -169,7 +169,23 @@ test_server_paths() {
   HELM=$(scripts/cluster-tools.sh helm --installed 2>/dev/null || true)
   KAFKA_DIR="$CACHE/kafka-$(hash_of test/kafka/pom.xml)"
   KAFKA_LIBS=""; [ -f "$KAFKA_DIR/.complete" ] && KAFKA_LIBS="$KAFKA_DIR/libs"
+  VERSITYGW_DIR="$CACHE/versitygw-$(cat <(echo "$VERSITYGW_VERSION") <(declare -f versitygw_bin) <("$GO" version 2>/dev/null) | sha256sum | cut -c1-16)"
+  VERSITYGW=""; [ -f "$VERSITYGW_DIR/.complete" ] && VERSITYGW="$VERSITYGW_DIR/versitygw"
   return 0
+}
+
+# A second real S3-protocol server, versitygw (Apache-2.0, Go), for the pre-signed download tests: unlike
+# moto_server it verifies query-string SigV4 signatures and X-Amz-Expires. `go install module@version` builds it
+# as released (about a minute cold), cached by the version, this recipe and the Go version.
+VERSITYGW_VERSION=v1.8.0
+GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+versitygw_bin() {
+  [ -f "$VERSITYGW_DIR/.complete" ] && return 0
+  say "building versitygw $VERSITYGW_VERSION (go install)"
+  rm -rf "$VERSITYGW_DIR.tmp" && mkdir -p "$VERSITYGW_DIR.tmp"
+  (cd / && GOBIN="$VERSITYGW_DIR.tmp" nice "$GO" install -trimpath -ldflags "-s -w" "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION")
+  touch "$VERSITYGW_DIR.tmp/.complete"
+  rm -rf "$VERSITYGW_DIR" && mv "$VERSITYGW_DIR.tmp" "$VERSITYGW_DIR"
 }
 
 # A real Kafka broker (single KRaft node) for the event tests: the release jars from Maven Central, run on the
@@ -239,6 +255,8 @@ test_servers() {
   test_server_paths
   kafka_jars
   test_server_paths
+  versitygw_bin
+  test_server_paths
 }
 
 # The two shipped images (deploy/Dockerfile, deploy/trainer.Dockerfile), built with Debian's podman tools from a
@@ -302,7 +320,7 @@ if [ "$want_tests" = 1 ]; then phase images container_images; phase test-servers
 # it is in use and a changed lock does not leave gigabytes behind.
 evict_stale() {
   local keep_days=${HANZO_ML_CACHE_KEEP_DAYS:-7} used entry kind
-  used=("$VENV" "$BASE_MODEL" "${SERVERS_VENV:-}" "${MLFLOW_VENV:-}" "${OPENAI_VENV:-}" "${MLFLOW_SUITE_DEPS:-}" "${KAFKA_DIR:-}" "${MLFLOW_UI:-}" "${CONSOLE:-}" "${CLUSTER_TOOLS:-}" "${KUEUE:-}" "${HELM:-}" \
+  used=("$VENV" "$BASE_MODEL" "${SERVERS_VENV:-}" "${MLFLOW_VENV:-}" "${OPENAI_VENV:-}" "${MLFLOW_SUITE_DEPS:-}" "${KAFKA_DIR:-}" "${VERSITYGW_DIR:-}" "${MLFLOW_UI:-}" "${CONSOLE:-}" "${CLUSTER_TOOLS:-}" "${KUEUE:-}" "${HELM:-}" \
     "$(scripts/wheels.sh trainer/requirements.lock --installed 2>/dev/null || true)" "$(scripts/wheels.sh deploy/control-plane-python.lock --installed 2>/dev/null || true)")
   for entry in "${used[@]}"; do [ -n "$entry" ] && [ -d "$entry" ] && touch "$entry/.last-used"; done
   for entry in "${used[@]}"; do
@@ -340,7 +358,8 @@ cat > .bootstrap.json.tmp <<JSON
   "cluster_tools": "$CLUSTER_TOOLS",
   "kueue": "$KUEUE",
   "helm": "$HELM",
-  "kafka_libs": "$KAFKA_LIBS"
+  "kafka_libs": "$KAFKA_LIBS",
+  "versitygw": "$VERSITYGW"
 }
 JSON
 mv .bootstrap.json.tmp .bootstrap.json

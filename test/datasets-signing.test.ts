@@ -1,30 +1,60 @@
-// Download URL signing without a stack: the S3 pre-signer against the AWS documentation's own example, the
-// public endpoint it signs for, the file store's HMAC check, and the configuration that would sign for nothing.
+// Download URL signing without a stack: what the S3 pre-signer produces (the endpoint users reach, path-style, the
+// key's encoding, the expiry, the session token), the file store's HMAC check, and the configuration that would sign
+// for nothing. A real S3 server accepting the URL, and refusing a changed or expired one, is
+// test/datasets-download-s3.test.ts.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { S3Client } from '@aws-sdk/client-s3';
 import { describe, expect, it } from 'vitest';
-import { checkFileDownload, downloadSigningKey, presignGet, presignS3Get, signFileDownload } from '../datasets/downloads.js';
+import { checkFileDownload, downloadSigningKey, presignS3Get, signFileDownload } from '../datasets/downloads.js';
 import { ConfigError, loadConfig } from '../lib/config.js';
 
-const EXAMPLE_CREDENTIALS = { accessKeyId: 'AKIAIOSFODNN7EXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY' };
+// The store's client as lib/object-store.ts makes it (it never sends here: signing is local).
+const storeClient = (sessionToken?: string) =>
+  new S3Client({ endpoint: 'http://minio.internal:9000', region: 'eu-west-1', forcePathStyle: true, credentials: { accessKeyId: 'AKIAIOSFODNN7EXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', sessionToken } });
+const storage = { endpoint: 'http://minio.internal:9000', public_endpoint: 'https://files.example.com', region: 'eu-west-1' } as never;
 
 describe('S3 pre-signed URLs', () => {
-  it("give the signature of the AWS S3 reference's query-string example (GET test.txt, 2013-05-24, 86400 s)", () => {
-    const url = presignGet({ origin: 'https://examplebucket.s3.amazonaws.com', host: 'examplebucket.s3.amazonaws.com', path: '/test.txt', region: 'us-east-1', credentials: EXAMPLE_CREDENTIALS, expiresSeconds: 86400, now: new Date('2013-05-24T00:00:00Z') });
-    expect(new URL(url).searchParams.get('X-Amz-Signature')).toBe('aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404');
+  it('sign for storage.public_endpoint, path-style, with the expiry counted from the signing time', async () => {
+    const url = new URL(await presignS3Get(storeClient(), storage, 's3://hanzo-ml-datasets/org-1/ds/v1/train.jsonl', 900, new Date('2026-03-04T05:06:07.890Z')));
+    expect(url.origin).toBe('https://files.example.com');
+    expect(url.pathname).toBe('/hanzo-ml-datasets/org-1/ds/v1/train.jsonl');
+    expect(url.searchParams.get('X-Amz-Algorithm')).toBe('AWS4-HMAC-SHA256');
+    expect(url.searchParams.get('X-Amz-Date')).toBe('20260304T050607Z');
+    expect(url.searchParams.get('X-Amz-Expires')).toBe('900');
+    expect(url.searchParams.get('X-Amz-Credential')).toBe('AKIAIOSFODNN7EXAMPLE/20260304/eu-west-1/s3/aws4_request');
+    expect(url.searchParams.get('X-Amz-SignedHeaders')).toBe('host');
+    expect(url.searchParams.get('X-Amz-Signature')).toMatch(/^[0-9a-f]{64}$/);
+    expect(url.searchParams.has('X-Amz-Security-Token')).toBe(false);
   });
 
-  it('sign for storage.public_endpoint, path-style, with the key encoded and the session token carried', async () => {
-    const client = { config: { credentials: async () => ({ ...EXAMPLE_CREDENTIALS, sessionToken: 'tok/en' }) } } as never;
-    const storage = { endpoint: 'http://minio.internal:9000', public_endpoint: 'https://files.example.com', region: 'eu-west-1' } as never;
-    const url = new URL(await presignS3Get(client, storage, 's3://hanzo-ml-datasets/org 1/ds/v1/train.jsonl', 900));
-    expect(url.origin).toBe('https://files.example.com');
-    expect(url.pathname).toBe('/hanzo-ml-datasets/org%201/ds/v1/train.jsonl');
-    expect(url.searchParams.get('X-Amz-Expires')).toBe('900');
+  it('encode spaces and non-ASCII characters of the key as UTF-8 percent-escapes, keeping its slashes', async () => {
+    const url = await presignS3Get(storeClient(), storage, 's3://hanzo-ml-datasets/org 1/ds/vé/train 😀+x.jsonl', 900);
+    expect(new URL(url).pathname).toBe('/hanzo-ml-datasets/org%201/ds/v%C3%A9/train%20%F0%9F%98%80%2Bx.jsonl');
+  });
+
+  it('carry the session token of temporary credentials, and sign for storage.endpoint when no public one is set', async () => {
+    const client = storeClient('tok/en');
+    const url = new URL(await presignS3Get(client, storage, 's3://b/k', 60));
     expect(url.searchParams.get('X-Amz-Security-Token')).toBe('tok/en');
-    const internal = new URL(await presignS3Get(client, { ...(storage as object), public_endpoint: undefined } as never, 's3://b/k', 900));
+    const internal = new URL(await presignS3Get(client, { ...(storage as object), public_endpoint: undefined } as never, 's3://b/k', 60));
     expect(internal.origin).toBe('http://minio.internal:9000');
+    expect(internal.pathname).toBe('/b/k');
+  });
+
+  it('sign differently for another key, expiry or signing time', async () => {
+    const now = new Date('2026-03-04T05:06:07Z');
+    const sig = async (uri: string, ttl: number, at: Date) => new URL(await presignS3Get(storeClient(), storage, uri, ttl, at)).searchParams.get('X-Amz-Signature');
+    const base = await sig('s3://b/k', 900, now);
+    expect(await sig('s3://b/k', 900, now)).toBe(base);
+    expect(await sig('s3://b/k2', 900, now)).not.toBe(base);
+    expect(await sig('s3://b/k', 901, now)).not.toBe(base);
+    expect(await sig('s3://b/k', 900, new Date(now.getTime() + 1000))).not.toBe(base);
+  });
+
+  it('refuse a URI that is not s3://bucket/key', async () => {
+    await expect(presignS3Get(storeClient(), storage, 'file:///tmp/train.jsonl', 900)).rejects.toThrow(/not an s3:\/\/ object URI/);
   });
 });
 

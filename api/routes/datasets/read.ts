@@ -43,11 +43,13 @@ export function readRoutes(app: Hono<AppEnv>, deps: ApiDeps): void {
     const row = readyVersion(await ownVersion(c, deps));
     const { split } = queryParams(c, DatasetDownloadQuerySchema);
     const file = splitOf(row, split);
-    const expires = Math.floor(Date.now() / 1000) + DOWNLOAD_URL_TTL_SECONDS;
+    // One signing time for the URL and the expires_at reported beside it (SigV4 dates are to the second).
+    const now = new Date(Math.floor(Date.now() / 1000) * 1000);
+    const expires = now.getTime() / 1000 + DOWNLOAD_URL_TTL_SECONDS;
     // The file store's URL is on the origin the caller reached this API by (server.public_url is the trainers').
     const url =
       deps.store instanceof S3ObjectStore
-        ? await presignS3Get(deps.store.client, deps.config.storage, file.path, DOWNLOAD_URL_TTL_SECONDS)
+        ? await presignS3Get(deps.store.client, deps.config.storage, file.path, DOWNLOAD_URL_TTL_SECONDS, now)
         : `${new URL(c.req.url).origin}${signedDownloadPath(row.id, split)}?${signFileDownload(await downloadSigningKey(deps.home), row.id, split, expires)}`;
     await auditRead(c, deps, 'dataset.download', row, { split });
     return c.json({ url, expires_at: new Date(expires * 1000).toISOString(), split, sha256: file.sha256, size_bytes: file.size_bytes });
