@@ -304,3 +304,29 @@ def test_a_training_job_runs_its_model_without_a_kv_cache(tiny_base_dir):
     assert model.config.use_cache is False
     batch = {"input_ids": torch.tensor([[1, 5, 6, 7]]), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
     assert model(**batch).past_key_values is None
+
+
+def test_compiled_layers_take_a_new_flex_block_mask_every_step_without_recompiling(tmp_path, tiny_base_dir):
+    """The GPU's compiled plan (FlexAttention + compiled layers): each step's packed rows have other example
+    boundaries, so another BlockMask (and mask function); the 10 layers still run one graph for every step. Forward
+    only: FlexAttention has no backward on a CPU."""
+    from torch._dynamo.utils import counters
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(base_with_layers(tmp_path, tiny_base_dir, DEEP_LAYERS))
+    kernels.apply_plan(model, kernels.StepPlan("flex", "none", compile=True, packed_length=256))
+    torch._dynamo.reset()
+    counters.clear()
+    generator = torch.Generator().manual_seed(1)
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True), torch.no_grad():
+        for _ in range(torch._dynamo.config.recompile_limit + 2):
+            cuts = sorted(torch.randint(1, 200, (3,), generator=generator).tolist()) + [200]
+            segments = torch.cat([torch.full((end - start,), i) for i, (start, end) in
+                                  enumerate(zip([0] + cuts, cuts))] + [torch.full((256 - 200,), -1)])
+            positions = torch.cat([torch.arange(end - start) for start, end in zip([0] + cuts, cuts)]
+                                  + [torch.zeros(256 - 200, dtype=torch.long)])
+            batch = {"input_ids": torch.randint(0, 100, (2, 256), generator=generator),
+                     "labels": torch.randint(0, 100, (2, 256), generator=generator),
+                     "segment_ids": segments.repeat(2, 1), "position_ids": positions.repeat(2, 1)}
+            assert torch.isfinite(kernels.summed_nll(model, batch))
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
