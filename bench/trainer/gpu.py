@@ -11,7 +11,7 @@ Systems (--systems): hanzo-ml (ours), baseline (`Trainer` + peft, padded batches
 padding-free packing + Liger + FlexAttention); bench/trainer/baselines.py says how each baseline is configured.
 Without --systems, hanzo-ml-compile (ours with hardware.compile) runs for full fine-tuning too. A compiled run
 fails rather than report eager numbers when dynamo would give up on a layer (its recompile limit), and its row
-notes how many graphs the decoder layers compiled to (one per kind of call, however deep the model).
+notes how many graphs dynamo compiled (one per kind of call, however deep the model).
 All see the same records of examples/data/demo-task.jsonl, tokenized by our chat encoder (loss on the answers
 only), the same learning rate, warmup and step count, and about the same tokens per optimizer step: ours packs
 examples into --rows rows of --seq-len tokens (attention kept within each example); the baselines take as many
@@ -163,13 +163,15 @@ def run_ours(args, model_dir: Path, files: dict[str, Path], work: Path) -> dict:
 
 
 def compiled_graphs(model_dir: Path) -> dict:
-    """How many graphs dynamo compiled for the run's decoder layers, and the note the report shows."""
+    """How many graphs dynamo compiled in the run (the decoder layers', and FlexAttention's where transformers
+    compiles it), against the depth, and the note the report shows: a per-layer graph would make them grow."""
     from torch._dynamo.utils import counters
 
     graphs = int(counters["stats"]["unique_graphs"])
     layers = json.loads((model_dir / "config.json").read_text())["num_hidden_layers"]
     return {"compiled_graphs": graphs, "decoder_layers": layers,
-            "note": f"{graphs} compiled graph{'s' if graphs != 1 else ''} for {layers} decoder layers"}
+            "note": f"dynamo compiled {graphs} graph{'s' if graphs != 1 else ''} in the run, for {layers} "
+                    "decoder layers"}
 
 
 def child(args) -> None:
