@@ -5,10 +5,13 @@ tokens/s, MFU, peak GPU memory and the first (warm-up) step's seconds, and write
 bench/results/trainer.{json,md} (the CPU rows come from bench/trainer/run.py and are kept).
 
     $(jq -r .python .bootstrap.json) bench/trainer/gpu.py [--steps 40] [--seq-len 1024] [--rows 8] [--out DIR]
-    $(jq -r .python .bootstrap.json) bench/trainer/gpu.py --smoke   # a 2-layer model on CPU: checks the harness
+    $(jq -r .python .bootstrap.json) bench/trainer/gpu.py --smoke   # a tiny model on CPU: checks the harness
 
 Systems (--systems): hanzo-ml (ours), baseline (`Trainer` + peft, padded batches) and rival (`Trainer` +
 padding-free packing + Liger + FlexAttention); bench/trainer/baselines.py says how each baseline is configured.
+Without --systems, hanzo-ml-compile (ours with hardware.compile) runs for full fine-tuning too. A compiled run
+fails rather than report eager numbers when dynamo would give up on a layer (its recompile limit), and its row
+notes how many graphs dynamo compiled (one per kind of call, however deep the model).
 All see the same records of examples/data/demo-task.jsonl, tokenized by our chat encoder (loss on the answers
 only), the same learning rate, warmup and step count, and about the same tokens per optimizer step: ours packs
 examples into --rows rows of --seq-len tokens (attention kept within each example); the baselines take as many
@@ -48,14 +51,16 @@ METHODS = ("full", "lora", "qlora")
 SYSTEMS = {"hanzo-ml": "hanzo-ml", "hanzo-ml-compile": "hanzo-ml, compiled layers (hardware.compile)",
            "baseline": "transformers Trainer + peft", "rival": "Trainer + padding-free + Liger + FlexAttention"}
 DEFAULT_SYSTEMS = ("hanzo-ml", "baseline", "rival")
+DEFAULT_EXTRA = (("hanzo-ml-compile", "full"),)  # without --systems: the compiled-layers row the MFU target is about
 OURS = {"hanzo-ml": "ratios", "hanzo-ml-compile": "ratios_compiled"}  # our systems and where their ratios go
 VERSIONS = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "liger-kernel", "triton")
 ERROR_LINES = 25  # the end of a failed run's log kept in its row
-# TinyLlama-1.1B's shape; the smoke shape only checks that every part runs.
+# TinyLlama-1.1B's shape; the smoke shape only checks that every part runs, with more layers than dynamo's
+# recompile limit (8) so that the compiled run would fail there if a layer compiled to a graph of its own.
 SHAPES = {
     "1.1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
                  num_key_value_heads=4, vocab_size=32000),
-    "smoke": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    "smoke": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=10, num_attention_heads=4,
                   num_key_value_heads=2, vocab_size=None),
 }
 
@@ -135,6 +140,12 @@ def run_ours(args, model_dir: Path, files: dict[str, Path], work: Path) -> dict:
     original = loop.write_progress
 
     profiler = step_profiler(args)
+    compiled = args.system == "hanzo-ml-compile"
+    if compiled:
+        import torch._dynamo
+
+        # a layer dynamo gives up on runs eager: that would measure something else than compiled layers
+        torch._dynamo.config.fail_on_recompile_limit_hit = True
 
     def record_step(workdir, state, *a, **kw):  # called once per step with the step's metrics
         original(workdir, state, *a, **kw)
@@ -145,7 +156,22 @@ def run_ours(args, model_dir: Path, files: dict[str, Path], work: Path) -> dict:
     loop.write_progress = record_step
     train(spec, template, work / "work")
     print_profile(profiler)
-    return measured(steps, args.skip)
+    result = measured(steps, args.skip)
+    if compiled:
+        result.update(compiled_graphs(model_dir))
+    return result
+
+
+def compiled_graphs(model_dir: Path) -> dict:
+    """How many graphs dynamo compiled in the run (the decoder layers', and FlexAttention's where transformers
+    compiles it), against the depth, and the note the report shows: a per-layer graph would make them grow."""
+    from torch._dynamo.utils import counters
+
+    graphs = int(counters["stats"]["unique_graphs"])
+    layers = json.loads((model_dir / "config.json").read_text())["num_hidden_layers"]
+    return {"compiled_graphs": graphs, "decoder_layers": layers,
+            "note": f"dynamo compiled {graphs} graph{'s' if graphs != 1 else ''} in the run, for {layers} "
+                    "decoder layers"}
 
 
 def child(args) -> None:
@@ -256,7 +282,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=8, help="packed rows of --seq-len tokens per step (ours)")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak of one device (H100 SXM)")
     parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS))
+    parser.add_argument("--systems", help=f"default: {','.join(DEFAULT_SYSTEMS)}, and "
+                        f"{', '.join(':'.join(p) for p in DEFAULT_EXTRA)}")
     parser.add_argument("--run-timeout", type=int, default=240, help="seconds one (system, method) run may take")
     parser.add_argument("--only", help="system:method pairs to run instead of --systems x --methods "
                                        "(e.g. hanzo-ml:qlora,hanzo-ml-compile:full)")
@@ -267,7 +294,7 @@ def parse_args() -> argparse.Namespace:
                                                        "(default: .bootstrap.json's base_model)")
     parser.add_argument("--out", type=Path, help="also copy trainer.json/.md and every run's log here")
     parser.add_argument("--commit", help="the source commit measured (default: git rev-parse HEAD)")
-    parser.add_argument("--smoke", action="store_true", help="a 2-layer model on CPU: checks the harness only")
+    parser.add_argument("--smoke", action="store_true", help="a tiny model on CPU: checks the harness only")
     # internal: one run in a child process
     parser.add_argument("--system", choices=list(SYSTEMS))
     parser.add_argument("--method", choices=METHODS)
@@ -277,6 +304,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--precision", default="bf16")
     parser.add_argument("--compute-dtype", default="bfloat16")
     args = parser.parse_args()
+    default_systems = args.systems is None
+    args.systems = args.systems or ",".join(DEFAULT_SYSTEMS)
     for option, chosen, known in (("--methods", args.methods, METHODS), ("--systems", args.systems, SYSTEMS)):
         unknown = [x for x in chosen.split(",") if x not in known]
         if unknown:
@@ -289,6 +318,8 @@ def parse_args() -> argparse.Namespace:
         args.pairs = [(s, m) for s, _, m in pairs]
     else:
         args.pairs = [(s, m) for m in args.methods.split(",") for s in args.systems.split(",")]
+        if default_systems:
+            args.pairs += [(s, m) for s, m in DEFAULT_EXTRA if m in args.methods.split(",")]
     return args
 
 

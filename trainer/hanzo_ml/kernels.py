@@ -124,6 +124,10 @@ def apply_plan(model, plan: StepPlan) -> None:
     """Switch the loaded model to the plan's attention and kernels (before the optimizer sees its parameters;
     neither changes a parameter)."""
     lm = causal_lm(model)
+    # No KV cache in any forward of a training job (our loss, trl's preference losses, evaluation): none is ever
+    # reused, and filling one layer by layer makes each compiled layer a graph of its own (a guard on its index),
+    # so past dynamo's recompile limit the deeper layers run eager.
+    lm.config.use_cache = False
     if plan.attention == "flex":
         lm.set_attn_implementation("flex_attention")
     if plan.kernels == "liger":

@@ -199,8 +199,8 @@ def estimate(spec, device_memory_bytes: int | None = None, shape: ModelShape | N
     if spec.method == "qlora":
         q = getattr(spec, "quantization", None)
         bits = NF4_DOUBLE_QUANT_BITS if (q is None or q.double_quant) else NF4_BITS
-        # prepare_model_for_kbit_training keeps what is not 4-bit (embeddings, norms, head) in float32
-        weights = shape.linear_params * bits / 8 + (shape.params - shape.linear_params) * 4
+        # what is not 4-bit (embeddings, norms, head) is frozen like LoRA's base (recipes.qlora.build_model)
+        weights = shape.linear_params * bits / 8 + (shape.params - shape.linear_params) * wbytes
     else:
         weights = shape.params * wbytes
     if spec.method in ADAPTER_METHODS:

@@ -63,7 +63,8 @@ def target_token_count(batch: dict[str, torch.Tensor]) -> int:
 def summed_token_nll(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Sum (not mean) of the next-token NLL over labelled tokens, so micro-batches of different sizes add up to
     an exact token-weighted mean when divided by the step's total target_token_count."""
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits  # (B, T, V)
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                   use_cache=False).logits  # (B, T, V); no KV cache: nothing is generated
     logits = logits[:, :-1, :].float()                # (B, T-1, V): position t predicts token t+1
     targets = batch["labels"][:, 1:]                  # (B, T-1)
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),

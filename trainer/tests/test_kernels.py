@@ -214,22 +214,27 @@ def test_the_chunked_loss_applies_to_a_lora_model_and_not_to_a_wrapped_one(tiny_
     assert kernels.fused_loss_head(wrapped) is None
 
 
-@pytest.fixture
-def four_layer_base_dir(tmp_path, tiny_base_dir):
-    """The tiny model with four layers: enough depth to tell one graph per layer from one graph for all."""
+def base_with_layers(tmp_path, tiny_base_dir, layers: int):
+    """The tiny model's config and tokenizer with `layers` decoder layers (seeded random weights)."""
     import shutil
 
     from transformers import AutoConfig, LlamaForCausalLM
 
     config = AutoConfig.from_pretrained(tiny_base_dir)
-    config.num_hidden_layers = 4
+    config.num_hidden_layers = layers
     torch.manual_seed(0)
-    out = tmp_path / "four-layers"
+    out = tmp_path / f"{layers}-layers"
     LlamaForCausalLM(config).save_pretrained(out)
     for path in tiny_base_dir.iterdir():
         if path.name.startswith("tokenizer") or path.suffix == ".jinja":
             shutil.copy(path, out / path.name)
     return out
+
+
+@pytest.fixture
+def four_layer_base_dir(tmp_path, tiny_base_dir):
+    """The tiny model with four layers: enough depth to tell one graph per layer from one graph for all."""
+    return base_with_layers(tmp_path, tiny_base_dir, 4)
 
 
 def test_compiled_decoder_layers_follow_the_eager_loss_curve_within_1e_4(tmp_path, four_layer_base_dir, monkeypatch):
@@ -249,3 +254,79 @@ def test_compiled_decoder_layers_follow_the_eager_loss_curve_within_1e_4(tmp_pat
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
     for step, (a, b) in enumerate(zip(compiled, eager), start=1):
         assert a == pytest.approx(b, rel=1e-4), f"step {step}: {a} vs {b}"
+
+
+DEEP_LAYERS = 10  # deeper than dynamo's recompile limit (8): one graph per layer would run the last layers eager
+
+
+def test_compiled_layers_of_a_model_deeper_than_the_recompile_limit_share_a_few_graphs(
+        tmp_path, tiny_base_dir, monkeypatch):
+    """hardware.compile, full fine-tuning of a 10-layer model: 3 packed steps and an evaluation, bounded to a minute
+    or two. The KV cache (use_cache on) made each layer a graph of its own (a guard on the layer's index into the
+    cache), so from the ninth layer on dynamo gave up and ran them eager; with no cache the layers share one graph
+    per kind of call, however deep the model is."""
+    from torch._dynamo.utils import counters
+
+    base = base_with_layers(tmp_path, tiny_base_dir, DEEP_LAYERS)
+    records = demo_records(48)
+    files = {"train": write_jsonl(tmp_path / "train.jsonl", records[:40]),
+             "validation": write_jsonl(tmp_path / "validation.jsonl", records[40:])}
+    work = tmp_path / "deep"
+    spec = train_spec(work, base, files, method="full", data={"packing": True},
+                      hyperparameters={"max_steps": 3, "batch_size": 2, "gradient_accumulation_steps": 1,
+                                       "learning_rate": 2e-3},
+                      checkpoint={"every_steps": 3, "keep_last": 1, "keep_best": False}, hardware={"compile": True})
+    work.mkdir(parents=True)
+    torch._dynamo.reset()
+    counters.clear()
+    assert torch._dynamo.config.recompile_limit < DEEP_LAYERS
+    import hanzo_ml.lora as loop
+
+    # a layer that hits the recompile limit fails the run here instead of falling back to eager unnoticed
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        result = loop.train(load_spec_dict(spec, work), work / "job.json", work / "work")
+    assert result["steps"] == 3 and "eval/loss" in result["final_metrics"]
+    stats = dict(counters["stats"])
+    # training (every layer's input needs a gradient: the embeddings train) and evaluation (no gradients, other
+    # lengths); a per-layer graph would need at least DEEP_LAYERS
+    assert 1 <= stats["unique_graphs"] <= 3, stats
+    assert stats["unique_graphs"] < DEEP_LAYERS
+
+
+def test_a_training_job_runs_its_model_without_a_kv_cache(tiny_base_dir):
+    """apply_plan switches the cache off in the config, so forwards that do not pass use_cache (trl's, the
+    model's own generate-free evaluation) skip it too."""
+    from hanzo_ml.modeling import load_causal_lm
+
+    model = load_causal_lm(tiny_base_dir)
+    assert model.config.use_cache is not False  # the saved model's default: on
+    kernels.apply_plan(model, kernels.StepPlan("sdpa", "none"))
+    assert model.config.use_cache is False
+    batch = {"input_ids": torch.tensor([[1, 5, 6, 7]]), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
+    assert model(**batch).past_key_values is None
+
+
+def test_compiled_layers_take_a_new_flex_block_mask_every_step_without_recompiling(tmp_path, tiny_base_dir):
+    """The GPU's compiled plan (FlexAttention + compiled layers): each step's packed rows have other example
+    boundaries, so another BlockMask (and mask function); the 10 layers still run one graph for every step. Forward
+    only: FlexAttention has no backward on a CPU."""
+    from torch._dynamo.utils import counters
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(base_with_layers(tmp_path, tiny_base_dir, DEEP_LAYERS))
+    kernels.apply_plan(model, kernels.StepPlan("flex", "none", compile=True, packed_length=256))
+    torch._dynamo.reset()
+    counters.clear()
+    generator = torch.Generator().manual_seed(1)
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True), torch.no_grad():
+        for _ in range(torch._dynamo.config.recompile_limit + 2):
+            cuts = sorted(torch.randint(1, 200, (3,), generator=generator).tolist()) + [200]
+            segments = torch.cat([torch.full((end - start,), i) for i, (start, end) in
+                                  enumerate(zip([0] + cuts, cuts))] + [torch.full((256 - 200,), -1)])
+            positions = torch.cat([torch.arange(end - start) for start, end in zip([0] + cuts, cuts)]
+                                  + [torch.zeros(256 - 200, dtype=torch.long)])
+            batch = {"input_ids": torch.randint(0, 100, (2, 256), generator=generator),
+                     "labels": torch.randint(0, 100, (2, 256), generator=generator),
+                     "segment_ids": segments.repeat(2, 1), "position_ids": positions.repeat(2, 1)}
+            assert torch.isfinite(kernels.summed_nll(model, batch))
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])

@@ -105,9 +105,9 @@ def test_qlora_stores_the_projections_in_about_4_and_an_eighth_bits(tmp_path):
     shape = KNOWN_SHAPES["zen-72b"]
     qlora, lora = (estimate(spec_for(tmp_path, m), shape=shape) for m in ("qlora", "lora"))
     other = shape.params - shape.linear_params
-    bits = (qlora.weights - other * 4) * 8 / shape.linear_params  # embeddings, norms, head stay fp32
+    bits = (qlora.weights - other * 2) * 8 / shape.linear_params  # embeddings, norms, head: bf16, as LoRA's base
     assert bits == pytest.approx(4.127, abs=0.001)
-    assert qlora.weights < 0.35 * lora.weights  # the 152k-token embeddings and head stay fp32
+    assert qlora.weights < 0.3 * lora.weights  # the 152k-token embeddings and head stay 16-bit
 
 
 def test_sharding_divides_weights_gradients_and_optimizer_over_every_device(tmp_path):

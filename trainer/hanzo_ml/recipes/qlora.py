@@ -15,8 +15,8 @@ import torch
 
 from hanzo_ml.errors import InputError
 from hanzo_ml.recipes import Recipe
-from hanzo_ml.recipes.components import (AdapterWeights, ChatObjective, attach_adapter, load_chat_datasets,
-                                         lora_config)
+from hanzo_ml.recipes.components import (AdapterWeights, ChatObjective, attach_adapter, frozen_base_dtype,
+                                         load_chat_datasets, lora_config)
 
 DEFAULTS = SimpleNamespace(quant_type="nf4", double_quant=True, compute_dtype="bfloat16")
 
@@ -46,18 +46,20 @@ def check(spec, spec_path: Path) -> None:
 
 
 def build_model(spec, spec_path: Path, device):
-    from peft import prepare_model_for_kbit_training
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
     q = quantization(spec)
     config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=q.quant_type,
                                 bnb_4bit_use_double_quant=q.double_quant,
                                 bnb_4bit_compute_dtype=getattr(torch, q.compute_dtype))
+    # What is not 4-bit (embeddings, norms, head) is frozen in the forward pass's precision, as LoRA's base is
+    # (bf16 on GPUs): no peft.prepare_model_for_kbit_training, whose float32 upcast of those weights makes the
+    # whole residual stream float32. A 4-bit layer returns its input's dtype, so each projection's output, the
+    # activations kept for the backward pass and every elementwise kernel between the matmuls would run in float32
+    # (twice the bytes), with a cast to compute_dtype and back around every projection. peft freezes the base.
     base = AutoModelForCausalLM.from_pretrained(spec.base_model_path, quantization_config=config,
-                                                device_map={"": str(device)}, dtype=torch.float32,
+                                                device_map={"": str(device)}, dtype=frozen_base_dtype(spec, device),
                                                 local_files_only=True)
-    # Norms and the head in float32, inputs that require grad: the usual k-bit training preparation.
-    base = prepare_model_for_kbit_training(base, use_gradient_checkpointing=False)  # checkpointing: attach_adapter
     return attach_adapter(base, lora_config(spec.hyperparameters), spec_path, spec.hyperparameters)
 
 
