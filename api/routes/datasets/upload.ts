@@ -228,8 +228,11 @@ async function receiveUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload)
   const gone = () => stop.abort(new ApiError('INVALID_PARAMETER_VALUE', 'request body: the client went away before the upload ended'));
   c.req.raw.signal.addEventListener('abort', gone, { once: true });
   const [toStore, toCheck] = [new PassThrough(), new PassThrough()];
-  const failFast = <T>(p: Promise<T>): Promise<T> =>
+  // The first failure is the one that says why: the others are the abort it caused.
+  let first: { side: 'body' | 'store' | 'check'; err: unknown } | null = null;
+  const failFast = <T>(side: 'body' | 'store' | 'check', p: Promise<T>): Promise<T> =>
     p.catch((err: unknown) => {
+      first ??= { side, err };
       stop.abort(err);
       throw err;
     });
@@ -237,20 +240,20 @@ async function receiveUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload)
   const check = lineChecked
     ? validateDataset({ source: toCheck, displayName: u.displayName, format: u.format as 'jsonl' | 'csv', compression: u.compression }).then((r) => r.records)
     : checkMagic(toCheck, u.compression === 'none' ? u.format : u.compression, u.displayName).then(() => 0);
-  const [fed, stored, checked] = await Promise.allSettled([
-    failFast(tee(u.source, [toStore, toCheck], stop.signal)),
-    failFast(deps.store.putStream(bucket, `${prefix}/raw/source${u.suffix}`, toStore, { signal: stop.signal, maxBytes: deps.config.limits.max_upload_bytes })),
-    failFast(check),
+  const [, stored, checked] = await Promise.allSettled([
+    failFast('body', tee(u.source, [toStore, toCheck], stop.signal)),
+    failFast('store', deps.store.putStream(bucket, `${prefix}/raw/source${u.suffix}`, toStore, { signal: stop.signal, maxBytes: deps.config.limits.max_upload_bytes })),
+    failFast('check', check),
   ]).finally(() => c.req.raw.signal.removeEventListener('abort', gone));
-  if (fed.status === 'fulfilled' && stored.status === 'fulfilled' && checked.status === 'fulfilled') return { id, prefix, raw: stored.value, records: checked.value };
+  if (!first && stored.status === 'fulfilled' && checked.status === 'fulfilled') return { id, prefix, raw: stored.value, records: checked.value };
   await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);
-  throw firstCause([checked, fed, stored]);
+  throw whyRefused(first!);
 }
 
-/** What went wrong first and says most: bad data, then the request's body (a client gone, too large), then the store. */
-function firstCause(results: PromiseSettledResult<unknown>[]): unknown {
-  const reasons = results.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason as unknown);
-  return reasons.find((r) => r instanceof DatasetValidationError) ?? reasons.find((r) => r instanceof ApiError) ?? reasons[0];
+/** The first failure as the answer's error: a request body that broke off (the client gone) is the request's fault. */
+function whyRefused(first: { side: 'body' | 'store' | 'check'; err: unknown }): unknown {
+  if (first.side !== 'body' || first.err instanceof ApiError || first.err instanceof DatasetValidationError) return first.err;
+  return new ApiError('INVALID_PARAMETER_VALUE', `request body: the upload broke off before its end (${(first.err as Error).message})`);
 }
 
 /**
