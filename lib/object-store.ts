@@ -429,6 +429,9 @@ export class S3ObjectStore implements ObjectStore {
     if (opts.signal?.aborted) stop();
     opts.signal?.addEventListener('abort', stop, { once: true });
     source.on('error', (err) => m.stream.destroy(err));
+    // The Upload reads the error while it reads the stream; one that comes after it stopped reading (an abort once
+    // the last byte went by) is reported by the signal check below, not as an uncaught event.
+    m.stream.on('error', () => undefined);
     const partSize = partSizeFor(opts.maxBytes ?? 0, STREAM_PART_BYTES);
     const upload = new Upload({ client: this.client, params: { Bucket: bucket, Key: key, Body: source.pipe(m.stream), ...this.sse }, partSize, queueSize: PART_CONCURRENCY });
     try {

@@ -1,6 +1,6 @@
 // One stream read once into several consumers at the pace of the slowest (an upload stored and checked as it arrives).
 import { once } from 'node:events';
-import { addAbortSignal, type Readable, type Writable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 
 /**
  * Writes each chunk of `source` to every sink before reading the next, so the slowest sink holds the source back
@@ -8,7 +8,9 @@ import { addAbortSignal, type Readable, type Writable } from 'node:stream';
  * the source and every sink are destroyed with the reason and the promise rejects with it.
  */
 export async function tee(source: Readable, sinks: Writable[], signal: AbortSignal): Promise<void> {
-  addAbortSignal(signal, source);
+  // Only while it is read: an abort after the last chunk (a check failing at the end) has nothing left to stop here.
+  const onAbort = () => source.destroy(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
+  signal.addEventListener('abort', onAbort, { once: true });
   try {
     for await (const chunk of source) {
       signal.throwIfAborted();
@@ -19,7 +21,11 @@ export async function tee(source: Readable, sinks: Writable[], signal: AbortSign
   } catch (err) {
     const reason = signal.aborted && signal.reason instanceof Error ? signal.reason : (err as Error);
     source.destroy();
-    for (const s of sinks) s.destroy(reason);
+    // A sink's reader may not have started yet (still opening its file): the error stays on the sink (`errored`) for
+    // it to find, rather than being thrown as an event nobody listens to.
+    for (const s of sinks) s.on('error', () => undefined).destroy(reason);
     throw reason;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
   }
 }
