@@ -6,10 +6,10 @@ import { mkdir, readdir, readFile, realpath, rename, rm, stat, copyFile, open, w
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Transform, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { createHash, randomBytes } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { sha256File } from './hash.js';
+import { measuring, sha256File } from './hash.js';
 import { keyClimbsOut } from './locations.js';
 import { MIN_PART_BYTES, MAX_PART_BYTES, type Config } from '../contracts/config.js';
 import { storageEncryption } from './config.js';
@@ -111,20 +111,6 @@ export async function listFiles(dir: string): Promise<string[]> {
 /** Whether `path` is `root` or lies under it (both resolved). */
 function isUnder(path: string, root: string): boolean {
   return path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
-}
-
-/** A pass-through that hashes (SHA-256) and counts what goes through it; read `measured()` once it has ended. */
-function meter(): { stream: Transform; measured: () => { sha256: string; size_bytes: number } } {
-  const hash = createHash('sha256');
-  let size = 0;
-  const stream = new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      hash.update(chunk);
-      size += chunk.length;
-      done(null, chunk);
-    },
-  });
-  return { stream, measured: () => ({ sha256: hash.digest('hex'), size_bytes: size }) };
 }
 
 /** Why a put was aborted, as an error (a signal's reason may be anything). */
@@ -281,7 +267,7 @@ export class FileObjectStore implements ObjectStore {
     const dest = await this.inside(this.path(bucket, key));
     await mkdir(dirname(dest), { recursive: true });
     const tmp = `${dest}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`;
-    const m = meter();
+    const m = measuring();
     try {
       await pipeline(source, m.stream, createWriteStream(tmp), opts.signal ? { signal: opts.signal } : {});
       await fsyncFile(tmp);
@@ -424,7 +410,7 @@ export class S3ObjectStore implements ObjectStore {
     checkKey(key);
     await this.ensureBucket(bucket);
     const { Upload } = await import('@aws-sdk/lib-storage');
-    const m = meter();
+    const m = measuring();
     const stop = () => m.stream.destroy(abortReason(opts.signal!));
     if (opts.signal?.aborted) stop();
     opts.signal?.addEventListener('abort', stop, { once: true });
