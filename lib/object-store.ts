@@ -262,16 +262,22 @@ export class FileObjectStore implements ObjectStore {
     return { uri: pathToFileURL(dest).href, size_bytes: size, sha256: sha256 ?? (await sha256File(dest)) };
   }
 
-  /** A temporary name beside the object (same directory, so the rename is atomic; list() skips it), renamed when whole. */
+  /**
+   * A temporary name at the top of the bucket's directory (same file system, so the rename is atomic; list() skips
+   * it), renamed into place when whole: the object's own directories are made only then, so a put that fails leaves
+   * none behind.
+   */
   async putStream(bucket: string, key: string, source: Readable, opts: PutStreamOptions = {}): Promise<StoredObject> {
     const dest = await this.inside(this.path(bucket, key));
-    await mkdir(dirname(dest), { recursive: true });
-    const tmp = `${dest}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`;
+    const bucketDir = await this.inside(join(this.root, bucket));
+    await mkdir(bucketDir, { recursive: true });
+    const tmp = join(bucketDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
     const m = measuring();
     try {
       await pipeline(source, m.stream, createWriteStream(tmp), opts.signal ? { signal: opts.signal } : {});
       await fsyncFile(tmp);
       if (opts.signal?.aborted) throw abortReason(opts.signal);
+      await mkdir(dirname(dest), { recursive: true });
       await rename(tmp, dest);
     } catch (err) {
       source.destroy();

@@ -57,13 +57,13 @@ async function post(stack: TestStack, query: string, body: ReadableStream<Uint8A
 
 /**
  * The objects of the datasets bucket whose key names the dataset (every version's prefix holds its name); on the
- * file store every file, a writer's temporary one included.
+ * file store every file, a writer's temporary one (at the top of the bucket) included.
  */
 async function objectsOf(store: ObjectStore, stack: TestStack, name: string): Promise<string[]> {
   const bucket = stack.loaded.config.storage.buckets.datasets;
   if (stack.loaded.config.storage.endpoint) return (await store.list(`s3://${bucket}`)).map((o) => o.uri).filter((u) => u.includes(`/${name}/`));
   const dir = join(stack.home, 'objects', bucket);
-  return existsSync(dir) ? (await listFiles(dir)).map((f) => pathToFileURL(f).href).filter((u) => u.includes(`/${name}/`)) : [];
+  return existsSync(dir) ? (await listFiles(dir)).map((f) => pathToFileURL(f).href).filter((u) => u.includes(`/${name}/`) || /\/\.tmp-[^/]*$/.test(u)) : [];
 }
 
 /** Every version of the organization, whatever its status (the Files API lists them all). */

@@ -123,7 +123,7 @@ describe.each(['file', 's3'])('%s object store', (kind) => {
       const open = await store.client.send(new (await import('@aws-sdk/client-s3')).ListMultipartUploadsCommand({ Bucket: 'datasets' }));
       expect(open.Uploads ?? []).toEqual([]);
     } else {
-      expect(readdirSync(join(work, 'objects', 'datasets', 'streams')).filter((f) => f.startsWith('broken'))).toEqual([]);
+      expect(readdirSync(join(work, 'objects', 'datasets'), { recursive: true }).filter((f) => /broken|\.tmp-/.test(String(f)))).toEqual([]);
     }
   });
 });

@@ -237,13 +237,17 @@ async function receiveUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload)
       throw err;
     });
   const lineChecked = u.format === 'jsonl' || u.format === 'csv';
-  const check = lineChecked
-    ? validateDataset({ source: toCheck, displayName: u.displayName, format: u.format as 'jsonl' | 'csv', compression: u.compression }).then((r) => r.records)
-    : checkMagic(toCheck, u.compression === 'none' ? u.format : u.compression, u.displayName).then(() => 0);
+  const check = failFast(
+    'check',
+    lineChecked
+      ? validateDataset({ source: toCheck, displayName: u.displayName, format: u.format as 'jsonl' | 'csv', compression: u.compression }).then((r) => r.records)
+      : checkMagic(toCheck, u.compression === 'none' ? u.format : u.compression, u.displayName).then(() => 0),
+  );
+  // The store sees the end of the bytes only once the checks passed: a refused file never becomes a whole object.
   const [, stored, checked] = await Promise.allSettled([
-    failFast('body', tee(u.source, [toStore, toCheck], stop.signal)),
+    failFast('body', tee(u.source, [toStore, toCheck], stop.signal, { sink: toStore, until: check })),
     failFast('store', deps.store.putStream(bucket, `${prefix}/raw/source${u.suffix}`, toStore, { signal: stop.signal, maxBytes: deps.config.limits.max_upload_bytes })),
-    failFast('check', check),
+    check,
   ]).finally(() => c.req.raw.signal.removeEventListener('abort', gone));
   if (!first && stored.status === 'fulfilled' && checked.status === 'fulfilled') return { id, prefix, raw: stored.value, records: checked.value };
   await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);
