@@ -75,7 +75,7 @@ function checkForm(form: MultipartUpload): { filename: string } {
   return { filename };
 }
 
-type Ingest = (filename: string, source: Readable) => Promise<DatasetRow>;
+type Ingest = (filename: string, source: Readable, sha256?: string) => Promise<DatasetRow>;
 
 /**
  * The form read as it arrives. When its fields come before the file (the order of OpenAI's SDK and httpx), they are
@@ -105,7 +105,7 @@ async function receiveFile(c: Context<AppEnv>, deps: ApiDeps, body: ReadableStre
     }
     if (streamed) return await streamed;
     const { filename } = checkForm(form);
-    return await ingest(filename, createReadStream(upload));
+    return await ingest(filename, createReadStream(upload), form.file!.sha256!);
   } finally {
     await rm(upload, { force: true });
   }
@@ -125,12 +125,13 @@ export function fileRoutes(deps: ApiDeps) {
     const contentType = c.req.header('content-type') ?? '';
     const body = c.req.raw.body;
     if (!boundaryOf(contentType) || !body) throw invalid('request body: expected multipart/form-data with the fields "file" and "purpose"');
-    const ingest = (filename: string, source: Readable): Promise<DatasetRow> =>
+    const ingest: Ingest = (filename, source, sha256) =>
       acceptUpload(c, deps, {
         name: datasetNameOf(filename),
         format: 'jsonl',
         compression: 'none',
         source,
+        sha256,
         suffix: '.jsonl',
         displayName: filename,
         seed: 42,

@@ -190,6 +190,8 @@ export interface AcceptUpload {
   compression: 'none' | 'gzip' | 'zstd';
   /** the file's bytes, read once as they arrive */
   source: Readable;
+  /** the bytes' SHA-256 as measured when they were received into a temporary file: what is stored must match it */
+  sha256?: string;
   suffix: string;
   displayName: string;
   seed: number;
@@ -249,7 +251,10 @@ async function receiveUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload)
     failFast('store', deps.store.putStream(bucket, `${prefix}/raw/source${u.suffix}`, toStore, { signal: stop.signal, maxBytes: deps.config.limits.max_upload_bytes })),
     check,
   ]).finally(() => c.req.raw.signal.removeEventListener('abort', gone));
-  if (!first && stored.status === 'fulfilled' && checked.status === 'fulfilled') return { id, prefix, raw: stored.value, records: checked.value };
+  if (!first && stored.status === 'fulfilled' && checked.status === 'fulfilled') {
+    if (u.sha256 === undefined || stored.value.sha256 === u.sha256) return { id, prefix, raw: stored.value, records: checked.value };
+    first = { side: 'store', err: new Error(`the stored upload's sha256 ${stored.value.sha256} is not the ${u.sha256} of the bytes received: its temporary file changed`) };
+  }
   await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);
   throw whyRefused(first!);
 }
