@@ -1,6 +1,6 @@
 // A multipart/form-data body read as it streams: small fields are kept (bounded), the one file field is written to a
-// local file (hashed on the way) or handed to a stream of the caller's as its bytes arrive, so an upload of any size allowed by limits.max_upload_bytes is never held in
-// memory whole (Request.formData() would buffer it).
+// local file (hashed on the way) or handed to a stream of the caller's as its bytes arrive, so an upload of any size
+// allowed by limits.max_upload_bytes is never held in memory whole (Request.formData() would buffer it).
 import { createHash, type Hash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { once } from 'node:events';
