@@ -1,15 +1,31 @@
 // A multipart/form-data body read as it streams: small fields are kept (bounded), the one file field is written to a
-// local file as its bytes arrive, so an upload of any size allowed by limits.max_upload_bytes is never held in
-// memory whole (Request.formData() would buffer it).
-import { createWriteStream, type WriteStream } from 'node:fs';
+// local file (hashed on the way) or handed to a stream of the caller's as its bytes arrive, so an upload of any size
+// allowed by limits.max_upload_bytes is never held in memory whole (Request.formData() would buffer it).
+import { createHash, type Hash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import { once } from 'node:events';
-import { Readable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { invalid } from './errors.js';
 
 export interface MultipartUpload {
   fields: Record<string, string>;
-  file: { filename: string; bytes: number } | null;
+  /** sha256: of the file part's bytes, hashed as they were written (null when they went to a stream of the caller's) */
+  file: { filename: string; bytes: number; sha256: string | null } | null;
+}
+
+/**
+ * Where the file part goes when the form's fields came before it: a stream of the caller's (which reads it as it
+ * arrives), or null for the local file. Called once, when the file part's headers have been read.
+ */
+export type FileStreamer = (file: { filename: string }, fieldsSoFar: Record<string, string>) => Writable | null;
+
+/** Waits until `sink` takes more, refusing when it was closed first (its reader gave up). */
+async function drained(sink: Writable): Promise<void> {
+  const closed = once(sink, 'close').then(() => {
+    throw sink.errored ?? new Error('the file part\'s reader stopped before the part ended');
+  });
+  await Promise.race([once(sink, 'drain'), closed]);
 }
 
 /** The boundary of a multipart/form-data content type, or null. */
@@ -33,10 +49,14 @@ function partOf(headerBlock: string): Part {
 }
 
 /**
- * Reads the form: fields up to `maxFieldBytes` each; the part named `fileField` (the first one) goes to `filePath`.
- * Any other file part is read past and dropped.
+ * Reads the form: fields up to `maxFieldBytes` each; the part named `fileField` (the first one) goes to the stream
+ * `streamFile` gives, else to `filePath`. Any other file part is read past and dropped.
  */
-export async function receiveMultipart(body: WebReadableStream<Uint8Array> | ReadableStream<Uint8Array>, contentType: string, o: { fileField: string; filePath: string; maxFieldBytes: number }): Promise<MultipartUpload> {
+export async function receiveMultipart(
+  body: WebReadableStream<Uint8Array> | ReadableStream<Uint8Array>,
+  contentType: string,
+  o: { fileField: string; filePath: string; maxFieldBytes: number; streamFile?: FileStreamer },
+): Promise<MultipartUpload> {
   const boundary = boundaryOf(contentType);
   if (!boundary) throw invalid('request body: expected multipart/form-data with a boundary');
   const delimiter = Buffer.from(`\r\n--${boundary}`);
@@ -47,25 +67,32 @@ export async function receiveMultipart(body: WebReadableStream<Uint8Array> | Rea
   let part: Part | null = null;
   let field: Buffer[] = [];
   let fieldBytes = 0;
-  let sink: WriteStream | null = null;
+  let sink: Writable | null = null;
+  let hash: Hash | null = null;
 
   const emit = async (data: Buffer): Promise<void> => {
     if (!part || data.length === 0) return;
     if (sink) {
       out.file!.bytes += data.length;
-      if (!sink.write(data)) await once(sink, 'drain');
+      hash?.update(data);
+      if (!sink.write(data)) await drained(sink);
     } else if (part.filename === null) {
       fieldBytes += data.length;
       if (fieldBytes > o.maxFieldBytes) throw invalid(`${part.name}: a form field of more than ${o.maxFieldBytes} bytes`);
       field.push(data);
     }
   };
+  // A caller's stream is ended only once the whole form has been read: a form that breaks off after the file is
+  // refused, and its reader must see an error rather than a file it would take as whole.
+  let held: Writable | null = null;
   const endPart = async (): Promise<void> => {
-    if (sink) {
+    if (sink && hash) {
       sink.end();
       await once(sink, 'close');
-      sink = null;
-    } else if (part && part.filename === null) out.fields[part.name] = Buffer.concat(field).toString('utf8');
+      out.file!.sha256 = hash.digest('hex');
+    } else if (sink) held = sink;
+    else if (part && part.filename === null) out.fields[part.name] = Buffer.concat(field).toString('utf8');
+    sink = null;
     part = null;
   };
 
@@ -111,8 +138,12 @@ export async function receiveMultipart(body: WebReadableStream<Uint8Array> | Rea
           field = [];
           fieldBytes = 0;
           if (part.filename !== null && part.name === o.fileField && out.file === null) {
-            out.file = { filename: part.filename, bytes: 0 };
-            sink = createWriteStream(o.filePath);
+            out.file = { filename: part.filename, bytes: 0, sha256: null };
+            sink = o.streamFile?.({ filename: part.filename }, { ...out.fields }) ?? null;
+            if (!sink) {
+              sink = createWriteStream(o.filePath);
+              hash = createHash('sha256');
+            }
           }
           state = 'body';
           continue;
@@ -121,12 +152,17 @@ export async function receiveMultipart(body: WebReadableStream<Uint8Array> | Rea
       }
       if (state === 'done') break;
     }
+    if (state !== 'done') throw invalid('request body: the multipart form ends before its closing boundary');
+    if (held) await new Promise<void>((resolve, reject) => held!.end((err?: Error | null) => (err ? reject(err) : resolve())));
+  } catch (err) {
+    // The form broke off or was refused: a caller's stream sees the error, not a short file.
+    for (const s of [sink, held]) if (s && !s.writableFinished) (s as Writable).destroy(err as Error);
+    throw err;
   } finally {
-    if (sink) {
-      (sink as WriteStream).destroy();
-      await once(sink as WriteStream, 'close').catch(() => undefined);
+    if (sink && hash) {
+      (sink as Writable).destroy();
+      if (!(sink as Writable).closed) await once(sink as Writable, 'close').catch(() => undefined);
     }
   }
-  if (state !== 'done') throw invalid('request body: the multipart form ends before its closing boundary');
   return out;
 }

@@ -19,17 +19,24 @@ export async function sha256Stream(stream: AsyncIterable<unknown>): Promise<stri
   return hash.digest('hex');
 }
 
-/** Streams `source` into the file at `path` (never held whole), hashing and counting on the way. */
-export async function writeMeasured(source: Readable, path: string): Promise<{ sha256: string; size_bytes: number }> {
+/** A pass-through that hashes (SHA-256) and counts what goes through it; `measured()` once it has ended. */
+export function measuring(): { stream: Transform; measured: () => { sha256: string; size_bytes: number } } {
   const hash = createHash('sha256');
   let size = 0;
-  const meter = new Transform({
+  const stream = new Transform({
     transform(chunk: Buffer, _enc, done) {
       hash.update(chunk);
       size += chunk.length;
       done(null, chunk);
     },
   });
-  await pipeline(source, meter, createWriteStream(path));
-  return { sha256: hash.digest('hex'), size_bytes: size };
+  let digest: string | null = null;
+  return { stream, measured: () => ({ sha256: (digest ??= hash.digest('hex')), size_bytes: size }) };
+}
+
+/** Streams `source` into the file at `path` (never held whole), hashing and counting on the way. */
+export async function writeMeasured(source: Readable, path: string): Promise<{ sha256: string; size_bytes: number }> {
+  const meter = measuring();
+  await pipeline(source, meter.stream, createWriteStream(path));
+  return meter.measured();
 }

@@ -7,9 +7,9 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Readable } from 'node:stream';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { sha256File } from './hash.js';
+import { measuring, sha256File } from './hash.js';
 import { keyClimbsOut } from './locations.js';
 import { MIN_PART_BYTES, MAX_PART_BYTES, type Config } from '../contracts/config.js';
 import { storageEncryption } from './config.js';
@@ -39,7 +39,18 @@ export interface CopyOptions {
   onProgress?: (bytesDone: number) => void;
 }
 
+/** How putStream runs: `signal` aborts it (no object is left); `maxBytes` sizes S3 parts so an object that large fits. */
+export interface PutStreamOptions {
+  signal?: AbortSignal;
+  maxBytes?: number;
+}
+
 export interface ObjectStore {
+  /**
+   * Writes a stream to bucket/key as it arrives (never holding it whole), hashing and counting the bytes on the way.
+   * The object appears only whole: an abort (the signal, or an error in the source) rejects and leaves no object.
+   */
+  putStream(bucket: string, key: string, source: Readable, opts?: PutStreamOptions): Promise<StoredObject>;
   /** Copies a local file to bucket/key. sha256: the file's digest when the caller already computed it while
    * writing the file (a streamed upload), so a large file is not read a second time to hash it. */
   putFile(bucket: string, key: string, localPath: string, sha256?: string): Promise<StoredObject>;
@@ -100,6 +111,11 @@ export async function listFiles(dir: string): Promise<string[]> {
 /** Whether `path` is `root` or lies under it (both resolved). */
 function isUnder(path: string, root: string): boolean {
   return path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
+}
+
+/** Why a put was aborted, as an error (a signal's reason may be anything). */
+function abortReason(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new Error(`upload aborted: ${String(signal.reason ?? 'aborted')}`);
 }
 
 async function fsyncFile(path: string): Promise<void> {
@@ -246,6 +262,31 @@ export class FileObjectStore implements ObjectStore {
     return { uri: pathToFileURL(dest).href, size_bytes: size, sha256: sha256 ?? (await sha256File(dest)) };
   }
 
+  /**
+   * A temporary name at the top of the bucket's directory (same file system, so the rename is atomic; list() skips
+   * it), renamed into place when whole: the object's own directories are made only then, so a put that fails leaves
+   * none behind.
+   */
+  async putStream(bucket: string, key: string, source: Readable, opts: PutStreamOptions = {}): Promise<StoredObject> {
+    const dest = await this.inside(this.path(bucket, key));
+    const bucketDir = await this.inside(join(this.root, bucket));
+    await mkdir(bucketDir, { recursive: true });
+    const tmp = join(bucketDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
+    const m = measuring();
+    try {
+      await pipeline(source, m.stream, createWriteStream(tmp), opts.signal ? { signal: opts.signal } : {});
+      await fsyncFile(tmp);
+      if (opts.signal?.aborted) throw abortReason(opts.signal);
+      await mkdir(dirname(dest), { recursive: true });
+      await rename(tmp, dest);
+    } catch (err) {
+      source.destroy();
+      await rm(tmp, { force: true });
+      throw opts.signal?.aborted ? abortReason(opts.signal) : err;
+    }
+    return { uri: pathToFileURL(dest).href, ...m.measured() };
+  }
+
   async putDirectory(bucket: string, prefix: string, localDir: string): Promise<StoredObject[]> {
     const out: StoredObject[] = [];
     for (const file of await listFiles(localDir)) out.push(await this.putFile(bucket, `${prefix}/${relative(localDir, file)}`, file));
@@ -287,6 +328,11 @@ export type S3StoreConfig = Omit<Config['storage'], 'multipart_threshold' | 'job
 const MAX_PARTS = 10_000;
 /** Parts copied at once by one multipart copy. */
 const PART_CONCURRENCY = 4;
+/**
+ * The part size of a streamed upload (grown when maxBytes needs it): lib-storage holds up to PART_CONCURRENCY parts
+ * in memory while they upload, so a small part keeps a large upload's memory small; below one part it is one PUT.
+ */
+const STREAM_PART_BYTES = 8 * 1024 * 1024;
 
 /**
  * The part size of a multipart copy: the threshold, grown when the object would need more than 10,000 parts,
@@ -357,6 +403,40 @@ export class S3ObjectStore implements ObjectStore {
       }),
     );
     return { uri: `s3://${bucket}/${key}`, size_bytes: size, sha256 };
+  }
+
+  /**
+   * lib-storage's Upload: one PutObject below a part, else a multipart upload, aborted on failure (no parts left).
+   * The SHA-256 is known only once the last byte went by, after the object's metadata was sent: it is returned (the
+   * caller's row of record keeps it) and not written into the object's metadata, which nothing reads back.
+   * An abort destroys the source rather than aborting the Upload itself, so done() settles only after every part in
+   * flight has finished and the multipart upload is aborted; what a PUT that had already finished wrote is deleted.
+   */
+  async putStream(bucket: string, key: string, source: Readable, opts: PutStreamOptions = {}): Promise<StoredObject> {
+    checkKey(key);
+    await this.ensureBucket(bucket);
+    const { Upload } = await import('@aws-sdk/lib-storage');
+    const m = measuring();
+    const stop = () => m.stream.destroy(abortReason(opts.signal!));
+    if (opts.signal?.aborted) stop();
+    opts.signal?.addEventListener('abort', stop, { once: true });
+    source.on('error', (err) => m.stream.destroy(err));
+    // The Upload reads the error while it reads the stream; one that comes after it stopped reading (an abort once
+    // the last byte went by) is reported by the signal check below, not as an uncaught event.
+    m.stream.on('error', () => undefined);
+    const partSize = partSizeFor(opts.maxBytes ?? 0, STREAM_PART_BYTES);
+    const upload = new Upload({ client: this.client, params: { Bucket: bucket, Key: key, Body: source.pipe(m.stream), ...this.sse }, partSize, queueSize: PART_CONCURRENCY });
+    try {
+      await upload.done();
+      if (opts.signal?.aborted) throw abortReason(opts.signal);
+    } catch (err) {
+      source.destroy();
+      await this.client.send(new this.s3.DeleteObjectCommand({ Bucket: bucket, Key: key })).catch(() => undefined);
+      throw opts.signal?.aborted ? abortReason(opts.signal) : err;
+    } finally {
+      opts.signal?.removeEventListener('abort', stop);
+    }
+    return { uri: `s3://${bucket}/${key}`, ...m.measured() };
   }
 
   async putDirectory(bucket: string, prefix: string, localDir: string): Promise<StoredObject[]> {

@@ -1,7 +1,9 @@
 // The streaming multipart reader of /v1/files: the same form read whole or cut into chunks of any size (a delimiter
 // split across chunks included) gives the same fields and file bytes; a truncated form and an oversized field are
 // refused naming what is wrong.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { PassThrough } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -39,9 +41,45 @@ describe('receiveMultipart', () => {
       const path = join(dir, `f-${size}.jsonl`);
       const got = await receiveMultipart(chunked(bytes, size), type, { fileField: 'file', filePath: path, maxFieldBytes: 100 });
       expect(got.fields, `chunks of ${size}`).toEqual({ purpose: 'fine-tune' });
-      expect(got.file).toEqual({ filename: 'train.jsonl', bytes: Buffer.byteLength(content) });
+      expect(got.file).toEqual({ filename: 'train.jsonl', bytes: Buffer.byteLength(content), sha256: createHash('sha256').update(content).digest('hex') });
       expect(readFileSync(path, 'utf8')).toBe(content);
     }
+  });
+
+  it('hands the file part to the caller\'s stream when the fields came first, ending it only once the form is whole', async () => {
+    const form = new FormData();
+    form.set('purpose', 'fine-tune');
+    form.set('file', new Blob([content]), 'train.jsonl');
+    const { bytes, type } = await encoded(form);
+    for (const size of [1, 63, bytes.length]) {
+      const path = join(dir, `streamed-${size}.jsonl`);
+      const seen: Record<string, string>[] = [];
+      const sink = new PassThrough();
+      const read = (async () => {
+        const chunks: Buffer[] = [];
+        for await (const c of sink) chunks.push(c as Buffer);
+        return Buffer.concat(chunks).toString('utf8');
+      })();
+      const got = await receiveMultipart(chunked(bytes, size), type, {
+        fileField: 'file',
+        filePath: path,
+        maxFieldBytes: 100,
+        streamFile: (file, fields) => (seen.push({ ...fields, filename: file.filename }), sink),
+      });
+      expect(seen).toEqual([{ purpose: 'fine-tune', filename: 'train.jsonl' }]);
+      expect(await read).toBe(content);
+      expect(got.file).toEqual({ filename: 'train.jsonl', bytes: Buffer.byteLength(content), sha256: null });
+      expect(existsSync(path)).toBe(false);
+    }
+    // Cut after the file part but before the closing boundary: the caller's stream ends in an error, not as a whole file.
+    const sink = new PassThrough();
+    const read = (async () => {
+      for await (const _ of sink) void _;
+    })();
+    await expect(receiveMultipart(chunked(bytes.subarray(0, bytes.length - 4), 50), type, { fileField: 'file', filePath: join(dir, 'cut2'), maxFieldBytes: 100, streamFile: () => sink })).rejects.toThrow(
+      /ends before its closing boundary/,
+    );
+    await expect(read).rejects.toThrow(/ends before its closing boundary/);
   });
 
   it('refuses a form cut before its closing boundary, and a field over the limit, naming it', async () => {

@@ -1,15 +1,35 @@
 // The object store on both back ends: file:// under the data dir, and a real S3-protocol server (moto_server).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync, readFileSync, mkdirSync, existsSync, symlinkSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync, readFileSync, mkdirSync, existsSync, symlinkSync, readdirSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileObjectStore, ObjectOutsideStoreError, S3ObjectStore, objectUri, partSizeFor, type ObjectStore } from '../lib/object-store.js';
-import { sha256File } from '../lib/hash.js';
+import { sha256File, sha256Stream } from '../lib/hash.js';
 import { ModelArtifactError, publishFormat } from '../lib/model-artifacts.js';
 import { loadConfig } from '../lib/config.js';
 import { freePort } from './support/ports.js';
+
+/**
+ * `bytes` pseudo-random bytes made as they are read (never held whole), each chunk shown to `seen` with the bytes
+ * sent so far; `failAt`: the stream errors once that many bytes went by.
+ */
+function generated(bytes: number, seen: (chunk: Buffer, sent: number) => unknown, failAt = Infinity): Readable {
+  let sent = 0;
+  return new Readable({
+    read() {
+      if (sent >= failAt) return this.destroy(new Error('the source broke off'));
+      if (sent >= bytes) return void this.push(null);
+      const chunk = randomBytes(Math.min(256 * 1024, bytes - sent));
+      sent += chunk.length;
+      seen(chunk, sent);
+      this.push(chunk);
+    },
+  });
+}
 
 const work = mkdtempSync(join(tmpdir(), 'hanzo-ml-store-'));
 let moto: ChildProcess | null = null;
@@ -74,6 +94,37 @@ describe.each(['file', 's3'])('%s object store', (kind) => {
     expect(Buffer.concat(chunks).toString()).toBe('second é\n');
     expect(r.end).toBe(Buffer.byteLength('first line\nsecond é\n'));
     expect(await store.readFrom(uri, r.end)).toBeNull();
+  });
+
+  it('stores a stream as it arrives, with its size and SHA-256, in one PUT or in parts', async () => {
+    const store = stores[kind]!;
+    // 20 MiB crosses the 8 MiB part size of a streamed S3 upload (three parts); 5 bytes is a single PUT.
+    for (const [key, bytes] of [['streams/small.bin', 5], ['streams/large.bin', 20 * 1024 * 1024 + 3]] as const) {
+      const expected = createHash('sha256');
+      const stored = await store.putStream('datasets', key, generated(bytes, (c) => expected.update(c)));
+      expect(stored).toEqual({ uri: objectUri(store, 'datasets', key), size_bytes: bytes, sha256: expected.digest('hex') });
+      expect(await sha256Stream(await store.read(stored.uri))).toBe(stored.sha256);
+    }
+  });
+
+  it('leaves no object (and no parts or temporary file) when the stream fails or is aborted midway', async () => {
+    const store = stores[kind]!;
+    const key = 'streams/broken.bin';
+    const uri = objectUri(store, 'datasets', key);
+    const failing = generated(20 * 1024 * 1024, () => undefined, 12 * 1024 * 1024);
+    await expect(store.putStream('datasets', key, failing)).rejects.toThrow(/the source broke off/);
+    expect(await store.exists(uri)).toBe(false);
+    const stop = new AbortController();
+    const slow = generated(20 * 1024 * 1024, (_c, sent) => sent > 10 * 1024 * 1024 && stop.abort(new Error('the client went away')));
+    await expect(store.putStream('datasets', key, slow, { signal: stop.signal })).rejects.toThrow(/the client went away/);
+    expect(await store.exists(uri)).toBe(false);
+    expect(await store.list(objectUri(store, 'datasets', 'streams'))).not.toContainEqual(expect.objectContaining({ uri }));
+    if (store instanceof S3ObjectStore) {
+      const open = await store.client.send(new (await import('@aws-sdk/client-s3')).ListMultipartUploadsCommand({ Bucket: 'datasets' }));
+      expect(open.Uploads ?? []).toEqual([]);
+    } else {
+      expect(readdirSync(join(work, 'objects', 'datasets'), { recursive: true }).filter((f) => /broken|\.tmp-/.test(String(f)))).toEqual([]);
+    }
   });
 });
 

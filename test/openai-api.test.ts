@@ -3,7 +3,9 @@
 // field; webhooks are signed (Standard Webhooks), retried with the same webhook-id until a 2xx, never sent to a
 // private address unless webhooks.allow_private_targets, and never redirected. Jobs end through setJobStatus, the
 // function the job workflow's status activity calls (no worker runs here).
+import { existsSync, readdirSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, withWorker, type TestStack } from './support/stack.js';
@@ -113,6 +115,27 @@ describe('OpenAI-compatible API: files, fine-tuning jobs, webhooks', () => {
         expect(status, JSON.stringify(body)).toBe(400);
         expect(body.message).toMatch(message);
       }
+    });
+
+    it('takes the file part before or after the purpose field, streaming it when the fields come first, and leaves no temporary file', async () => {
+      const fileFirst = new FormData();
+      fileFirst.set('file', new Blob([TRAINING], { type: 'application/jsonl' }), 'file-first.jsonl');
+      fileFirst.set('purpose', 'fine-tune');
+      const late = await withWorker(stack, () => call('POST', '/v1/files', fileFirst));
+      expect(late.status, JSON.stringify(late.body)).toBe(200);
+      const early = await upload(TRAINING, 'fields-first.jsonl');
+      expect(early.status).toBe(200);
+      for (const f of [late.body, early.body]) expect(f).toMatchObject({ status: 'processed', dataset: { num_records: 20 } });
+      const [a, b] = await Promise.all([late.body.id, early.body.id].map((id: string) => call('GET', `/v1/datasets/${id}`)));
+      expect(a!.body.metadata.source.sha256).toBe(b!.body.metadata.source.sha256);
+      // A bad line streamed from the form: refused, and no version is left behind.
+      const bad = await upload(`${chat('q?', 'a.')}\n{"messages": 7}\n`, 'streamed-bad.jsonl');
+      expect(bad.status).toBe(400);
+      expect(bad.body.message).toMatch(/^file: streamed-bad\.jsonl:2: /);
+      const all = await call('GET', '/v1/files?limit=100');
+      expect(all.body.data.filter((f: { filename: string }) => f.filename === 'streamed-bad.jsonl')).toEqual([]);
+      const uploads = join(stack.home, 'tmp', 'uploads');
+      expect(existsSync(uploads) ? readdirSync(uploads) : []).toEqual([]);
     });
 
     it('tells a file still being prepared as uploaded, and refuses a fine-tuning job on it until it is processed', async () => {

@@ -1,10 +1,11 @@
-// Encryption at rest: every object the control plane writes to S3 (a put, a small copy, a multipart copy, a JSON
+// Encryption at rest: every object the control plane writes to S3 (a put, a streamed put, a small copy, a multipart copy, a JSON
 // document) asks the server for server-side encryption, SSE-S3 by default or SSE-KMS with the configured key, and
 // jobs get the same setting for their own writes. moto_server is the S3 server: it records the encryption each
 // object was written with and reports it on HEAD, as S3 does. Settings that would encrypt nothing are refused.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../lib/config.js';
@@ -36,8 +37,11 @@ async function writeEveryKind(config: Config, bucket: string) {
   await store.putText(`s3://${bucket}/put/doc.json`, '{"a":1}');
   await store.copy(`s3://${bucket}/put/small.bin`, bucket, 'copy/small.bin');
   await store.copy(`s3://${bucket}/put/large.bin`, bucket, 'copy/large.bin');
+  // A streamed put: one PUT below its 8 MiB part, a multipart upload above.
+  await store.putStream(bucket, 'stream/small.bin', Readable.from([Buffer.alloc(1024, 3)]));
+  await store.putStream(bucket, 'stream/large.bin', Readable.from(Array.from({ length: 9 }, () => Buffer.alloc(1024 * 1024, 4))));
   const heads: Record<string, { sse?: string; key?: string }> = {};
-  for (const key of ['put/small.bin', 'put/large.bin', 'put/doc.json', 'copy/small.bin', 'copy/large.bin']) {
+  for (const key of ['put/small.bin', 'put/large.bin', 'put/doc.json', 'copy/small.bin', 'copy/large.bin', 'stream/small.bin', 'stream/large.bin']) {
     const head = await store.client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
     heads[key] = { sse: head.ServerSideEncryption, key: head.SSEKMSKeyId };
   }

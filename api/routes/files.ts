@@ -4,7 +4,9 @@
 // a file id is the dataset version's id. The request waits for the job (OpenAI's clients create the fine-tuning job
 // right after the upload): `processed` once it has ended, `uploaded` while it still runs after FILE_WAIT_MS (GET
 // /v1/files/{id} follows it), `error` with the reason if it failed later.
+import { createReadStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
+import { PassThrough, type Readable } from 'node:stream';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { Hono, type Context } from 'hono';
@@ -12,7 +14,6 @@ import type { ApiDeps, AppEnv } from '../deps.js';
 import { FILE_PURPOSE, FileListQuerySchema } from '../../contracts/openai.js';
 import { getDatasetAnyStatus, listDatasetVersionsAfter, type DatasetRow } from '../../db/repo/datasets.js';
 import { DEFAULT_BASE_MODEL } from '../../lib/base-models.js';
-import { sha256File } from '../../lib/hash.js';
 import type { DatasetIssue } from '../../contracts/datasets.js';
 import { acceptUpload, UploadRefusedError, waitForPreparation } from './datasets/upload.js';
 import { DatasetValidationError } from '../../datasets/ingest/preprocess.js';
@@ -57,15 +58,57 @@ export function datasetNameOf(filename: string): string {
   return name || 'training-file';
 }
 
-/** The form's `purpose` and `file` fields, each checked by name; the file is already at `path`. */
-function checkForm(form: MultipartUpload): { filename: string } {
-  const purpose = form.fields.purpose;
+/** The form's `purpose` field and the file's name, each checked by name. */
+function checkFields(fields: Record<string, string>, filename: string | null): string {
+  const purpose = fields.purpose;
   if (purpose === undefined) throw invalid('purpose: required ("fine-tune")');
   if (purpose !== FILE_PURPOSE) throw invalid(`purpose: "${purpose}" is not supported; training files are uploaded with purpose "${FILE_PURPOSE}"`);
-  if (!form.file) throw invalid('file: required (a JSONL training file as a form file field)');
-  if (!/\.jsonl$/i.test(form.file.filename)) throw invalid(`file: "${form.file.filename}" is not a .jsonl file; fine-tuning files are JSON Lines (one example per line)`);
-  if (form.file.bytes === 0) throw invalid(`file: "${form.file.filename}" is empty`);
-  return { filename: form.file.filename };
+  if (filename === null) throw invalid('file: required (a JSONL training file as a form file field)');
+  if (!/\.jsonl$/i.test(filename)) throw invalid(`file: "${filename}" is not a .jsonl file; fine-tuning files are JSON Lines (one example per line)`);
+  return filename;
+}
+
+/** The whole form, its file at a local path: the fields and the file checked by name. */
+function checkForm(form: MultipartUpload): { filename: string } {
+  const filename = checkFields(form.fields, form.file?.filename ?? null);
+  if (form.file!.bytes === 0) throw invalid(`file: "${filename}" is empty`);
+  return { filename };
+}
+
+type Ingest = (filename: string, source: Readable, sha256?: string) => Promise<DatasetRow>;
+
+/**
+ * The form read as it arrives. When its fields come before the file (the order of OpenAI's SDK and httpx), they are
+ * checked at the file's start and the file part goes straight into the upload (stored and checked as it arrives);
+ * otherwise the file lands in a temporary file (hashed on the way) and is uploaded from there once the form is whole.
+ */
+async function receiveFile(c: Context<AppEnv>, deps: ApiDeps, body: ReadableStream<Uint8Array>, contentType: string, ingest: Ingest): Promise<DatasetRow> {
+  const uploadDir = join(deps.home, 'tmp', 'uploads');
+  await mkdir(uploadDir, { recursive: true });
+  const upload = join(uploadDir, `${randomUUID()}.jsonl`);
+  let streamed: Promise<DatasetRow> | null = null;
+  const streamFile = (file: { filename: string }, fields: Record<string, string>) => {
+    if (fields.purpose === undefined) return null;
+    const source = new PassThrough();
+    streamed = ingest(checkFields(fields, file.filename), source);
+    streamed.catch(() => undefined); // awaited below, after the form
+    return source;
+  };
+  try {
+    let form: MultipartUpload;
+    try {
+      form = await receiveMultipart(body, contentType, { fileField: 'file', filePath: upload, maxFieldBytes: 1024, streamFile });
+    } catch (err) {
+      // The upload's own failure (bad data) says more than the form's reader stopping because of it.
+      if (streamed) await (streamed as Promise<DatasetRow>).catch((cause: unknown) => Promise.reject(cause instanceof DatasetValidationError ? cause : err));
+      throw err;
+    }
+    if (streamed) return await streamed;
+    const { filename } = checkForm(form);
+    return await ingest(filename, createReadStream(upload), form.file!.sha256!);
+  } finally {
+    await rm(upload, { force: true });
+  }
 }
 
 export function fileRoutes(deps: ApiDeps) {
@@ -82,19 +125,14 @@ export function fileRoutes(deps: ApiDeps) {
     const contentType = c.req.header('content-type') ?? '';
     const body = c.req.raw.body;
     if (!boundaryOf(contentType) || !body) throw invalid('request body: expected multipart/form-data with the fields "file" and "purpose"');
-    const uploadDir = join(deps.home, 'tmp', 'uploads');
-    await mkdir(uploadDir, { recursive: true });
-    const upload = join(uploadDir, `${randomUUID()}.jsonl`);
-    try {
-      const form = await receiveMultipart(body, contentType, { fileField: 'file', filePath: upload, maxFieldBytes: 1024 });
-      const { filename } = checkForm(form);
-      const row = await acceptUpload(c, deps, {
+    const ingest: Ingest = (filename, source, sha256) =>
+      acceptUpload(c, deps, {
         name: datasetNameOf(filename),
         format: 'jsonl',
         compression: 'none',
-        upload,
+        source,
+        sha256,
         suffix: '.jsonl',
-        raw: { sha256: await sha256File(upload), size_bytes: form.file!.bytes },
         displayName: filename,
         seed: 42,
         splits: { train: 0.8, validation: 0.1, test: 0.1 },
@@ -102,12 +140,12 @@ export function fileRoutes(deps: ApiDeps) {
         tags: ['openai-file'],
         audited: (tx, r) => auditRow(c, 'dataset.create', r.id)(tx, { name: r.name, version: r.version, sha256: r.sha256, via: 'files' }),
       });
+    try {
+      const row = await receiveFile(c, deps, body, contentType, ingest);
       return c.json(fileView((await waitForPreparation(c, deps, row, FILE_WAIT_MS)).row), 200);
     } catch (err) {
       if (err instanceof DatasetValidationError || err instanceof UploadRefusedError) throw invalid(`file: ${err.message}`);
       throw err;
-    } finally {
-      await rm(upload, { force: true });
     }
   });
 

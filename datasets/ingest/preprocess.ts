@@ -149,7 +149,9 @@ async function buildVersion(options: Resolved, dir: string): Promise<PreprocessR
 }
 
 export interface ValidateOptions {
-  sourcePath: string;
+  /** the file to read, or `source`: its bytes as a stream (an upload as it arrives); one of the two */
+  sourcePath?: string;
+  source?: Readable;
   displayName?: string;
   format: DatasetFormat;
   maxLineBytes?: number;
@@ -169,8 +171,9 @@ export async function validateDataset(opts: ValidateOptions): Promise<{ records:
   const maxErrors = opts.maxErrors ?? DEFAULT_MAX_ERRORS;
   requirePositiveInteger('maxLineBytes', maxLineBytes);
   requirePositiveInteger('maxErrors', maxErrors);
-  const options = { sourcePath: opts.sourcePath, maxLineBytes, compression: opts.compression ?? 'none' };
-  const log = new IssueLog(opts.displayName ?? basename(opts.sourcePath), maxErrors);
+  if ((opts.sourcePath === undefined) === (opts.source === undefined)) throw new TypeError('validateDataset: give either sourcePath or source');
+  const options = { sourcePath: opts.sourcePath, source: opts.source, maxLineBytes, compression: opts.compression ?? 'none' };
+  const log = new IssueLog(opts.displayName ?? basename(opts.sourcePath ?? 'upload'), maxErrors);
   let records = 0;
   const ctx = { log, decoder: new LineDecoder(maxLineBytes), emit: () => void records++ };
   const reader: RecordReader = opts.format === 'csv' ? new CsvReader(ctx, maxLineBytes) : new JsonlReader(ctx);
@@ -182,7 +185,7 @@ export async function validateDataset(opts: ValidateOptions): Promise<{ records:
 
 /** Streams the file through the line splitter and the reader, hashing the raw bytes on the way. */
 async function readSource(
-  options: Pick<Resolved, 'sourcePath' | 'maxLineBytes'> & { compression?: Compression },
+  options: SourceOf & Pick<Resolved, 'maxLineBytes'> & { compression?: Compression },
   reader: RecordReader,
   sink: SplitSink | null,
   log: IssueLog,
@@ -217,12 +220,15 @@ async function readSource(
   return { sha256: hash.digest('hex'), size_bytes: size, lines };
 }
 
+/** Where the bytes come from: a file, or a stream that is read as it is (once). */
+type SourceOf = { sourcePath?: string; source?: Readable };
+
 /** The file's bytes, decompressed on the way when it is compressed. */
-function sourceBytes(options: { sourcePath: string; compression?: Compression }): Readable {
-  const raw = createReadStream(options.sourcePath, { highWaterMark: READ_CHUNK_BYTES });
+function sourceBytes(options: SourceOf & { compression?: Compression }): Readable {
+  const raw = options.source ?? createReadStream(options.sourcePath!, { highWaterMark: READ_CHUNK_BYTES });
   if ((options.compression ?? 'none') === 'none') return raw;
   const decompress = options.compression === 'gzip' ? createGunzip({ chunkSize: READ_CHUNK_BYTES }) : zstdDecompressor();
-  raw.on('error', (err) => decompress.destroy(err));
+  raw.on('error', (err: Error) => decompress.destroy(err));
   return raw.pipe(decompress);
 }
 

@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { repoRoot } from '../../lib/config.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -411,6 +412,26 @@ describe('validateDataset: a gzip-compressed upload, checked as it is decompress
       expect(err, name).toBeInstanceOf(DatasetValidationError);
       expect((err as DatasetValidationError).issues[0], name).toMatchObject({ file: name, line: 0, field: null, message: expect.stringMatching(/^cannot decompress after \d+ bytes .*expected gzip data/) });
     }
+  });
+});
+
+describe('validateDataset: a stream source (an upload as it arrives)', () => {
+  /** The bytes in small chunks, as a request body arrives. */
+  const arriving = (bytes: Buffer): Readable => Readable.from(Array.from({ length: Math.ceil(bytes.length / 1000) }, (_, i) => bytes.subarray(i * 1000, (i + 1) * 1000)));
+
+  it('checks a stream as it checks the same bytes in a file, compressed or not', async () => {
+    const plain = Buffer.from(jsonl(manyChats(300)));
+    const fromFile = await validateDataset({ sourcePath: await writeSource('s.jsonl', plain), format: 'jsonl' });
+    const fromStream = await validateDataset({ source: arriving(plain), displayName: 's.jsonl', format: 'jsonl' });
+    expect(fromStream).toEqual(fromFile);
+    expect((await validateDataset({ source: arriving(gzipSync(plain)), displayName: 's.jsonl.gz', format: 'jsonl', compression: 'gzip' })).records).toBe(300);
+    const err = await validateDataset({ source: arriving(Buffer.from(jsonl([chat('q', 'a'), { messages: 'not a list' }]))), displayName: 'up.jsonl', format: 'jsonl' }).catch((e: unknown) => e);
+    expect((err as DatasetValidationError).issues).toEqual([expect.objectContaining({ file: 'up.jsonl', line: 2, field: 'messages' })]);
+  });
+
+  it('takes a file or a stream, never both or neither', async () => {
+    await expect(validateDataset({ format: 'jsonl' })).rejects.toThrow(/either sourcePath or source/);
+    await expect(validateDataset({ sourcePath: '/nonexistent', source: Readable.from([]), format: 'jsonl' })).rejects.toThrow(/either sourcePath or source/);
   });
 });
 

@@ -1,4 +1,4 @@
-// POST /v1/datasets: upload a file (streamed to disk, never buffered whole) and get back an immutable version.
+// POST /v1/datasets: upload a file (streamed to the object store as it arrives, never buffered whole) and get back an immutable version.
 // The request runs the structural checks that can run on the bytes (every JSONL / CSV line through the request's
 // validators, a gzip- or zstd-compressed one's as it is decompressed; the magic bytes of Parquet and Arrow), stores
 // the raw file and records the version preparing with its job: counting, exact dedup and splitting run as a
@@ -8,13 +8,12 @@
 // wait=true (what older clients read counts from): the same job, waited on for at most wait_seconds: 201 with the
 // ready version, 400 with the job's issues, or 202 with the version still preparing (its job goes on).
 // Bad input answers 400 with `issues`: file, line or record, field, what was expected.
-import { mkdir, open, rm } from 'node:fs/promises';
-import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { writeMeasured } from '../../../lib/hash.js';
+import { tee } from '../../../lib/tee.js';
+import type { StoredObject } from '../../../lib/object-store.js';
 import type { Context, Hono } from 'hono';
 import type { ApiDeps, AppEnv } from '../../deps.js';
 import { DatasetCreateQuerySchema, SplitRatiosSchema, expectedOf, type DatasetIssue, type SplitRatios, type UploadFormat } from '../../../contracts/datasets.js';
@@ -64,24 +63,19 @@ export function uploadRoute(app: Hono<AppEnv>, deps: ApiDeps): void {
     if (!body) throw invalid('request body is empty: send the dataset file as the body');
     const filename = c.req.header('x-filename');
     const compression = compressionOf(q.compression, filename);
-    const uploadDir = join(deps.home, 'tmp', 'uploads');
-    await mkdir(uploadDir, { recursive: true });
     // The name tells prepare-dataset the format and the compression (it detects both from it).
     const suffix = `.${EXTENSION[q.format]}${compression === 'none' ? '' : COMPRESSED[compression]}`;
-    const upload = join(uploadDir, `${randomUUID()}${suffix}`);
     const tags = q.tags ? q.tags.split(',').map((t) => t.trim()).filter(Boolean) : [];
     const displayName = filename ?? `${q.name}.${EXTENSION[q.format]}`;
     // The audit row commits with the version's row.
     const audited = (tx: Db, row: DatasetRow) => auditRow(c, 'dataset.create', row.id)(tx, { name: row.name, version: row.version, sha256: row.sha256 });
     let row: DatasetRow;
     try {
-      const raw = await writeMeasured(Readable.fromWeb(body as import('node:stream/web').ReadableStream), upload);
-      row = await acceptUpload(c, deps, { name: q.name, format: q.format, compression, upload, suffix, raw, displayName, seed: q.seed, splits: splits.data, tokenizer, tags, audited });
+      const source = Readable.fromWeb(body as import('node:stream/web').ReadableStream);
+      row = await acceptUpload(c, deps, { name: q.name, format: q.format, compression, source, suffix, displayName, seed: q.seed, splits: splits.data, tokenizer, tags, audited });
     } catch (err) {
       if (err instanceof DatasetValidationError) return issuesResponse(c, err.message, err.issues.map((i) => ({ file: i.file, line: i.line, field: i.field, expected: expectedOf(i.message), message: i.message })));
       throw err;
-    } finally {
-      await rm(upload, { force: true });
     }
     if (q.wait === 'false') return c.json(datasetView(row), 201);
     return awaitPreparation(c, deps, row, q.wait_seconds * 1000);
@@ -168,28 +162,37 @@ const MAGIC: Record<string, { bytes: Buffer[]; expected: string }> = {
   arrow: { bytes: [Buffer.from('ARROW1'), Buffer.from([0xff, 0xff, 0xff, 0xff])], expected: 'an Arrow IPC file (starting ARROW1) or stream' },
 };
 
-/** The cheap check of a file the request does not read line by line: its first bytes say what it is. */
-async function checkMagic(path: string, kind: string, displayName: string): Promise<void> {
+/**
+ * The cheap check of a file the request does not read line by line: its first bytes say what it is. The rest of the
+ * stream is read past (the store reads the same bytes at the same pace).
+ */
+async function checkMagic(source: Readable, kind: string, displayName: string): Promise<void> {
   const magic = MAGIC[kind];
-  if (!magic) return;
-  const handle = await open(path, 'r');
-  const head = Buffer.alloc(8);
-  try {
-    await handle.read(head, 0, 8, 0);
-  } finally {
-    await handle.close();
+  let head = Buffer.alloc(0);
+  const check = () => {
+    if (!magic || magic.bytes.some((b) => head.subarray(0, b.length).equals(b))) return;
+    throw new DatasetValidationError([{ file: displayName, line: 0, field: null, message: `expected ${magic.expected}, found bytes ${head.subarray(0, 4).toString('hex')}` }]);
+  };
+  let checked = false;
+  for await (const chunk of source) {
+    if (checked) continue;
+    head = Buffer.concat([head, chunk as Buffer]).subarray(0, 8);
+    if (head.length < 8) continue;
+    check();
+    checked = true;
   }
-  if (magic.bytes.some((b) => head.subarray(0, b.length).equals(b))) return;
-  throw new DatasetValidationError([{ file: displayName, line: 0, field: null, message: `expected ${magic.expected}, found bytes ${head.subarray(0, 4).toString('hex')}` }]);
+  if (!checked) check();
 }
 
 export interface AcceptUpload {
   name: string;
   format: UploadFormat;
   compression: 'none' | 'gzip' | 'zstd';
-  upload: string;
+  /** the file's bytes, read once as they arrive */
+  source: Readable;
+  /** the bytes' SHA-256 as measured when they were received into a temporary file: what is stored must match it */
+  sha256?: string;
   suffix: string;
-  raw: { sha256: string; size_bytes: number };
   displayName: string;
   seed: number;
   splits: SplitRatios;
@@ -198,20 +201,78 @@ export interface AcceptUpload {
   audited: (tx: Db, row: DatasetRow) => Promise<void>;
 }
 
+/** A version's raw file, stored and structurally checked: its id and prefix are the version's. */
+interface ReceivedUpload {
+  id: string;
+  prefix: string;
+  raw: StoredObject;
+  records: number;
+}
+
 /**
- * wait=false: the structural checks, the raw file stored under the version's prefix, then in one transaction the
- * version (preparing), its queued job and the started workflow: should any of them fail, none is there and the
- * raw file is removed. The job makes the version ready (or failed) by updating this row.
+ * The file stored and checked in one pass, then the version recorded (preparing) with its job. Should the checks or
+ * the store fail, or the client go away, nothing is left: no object, no row.
  */
 export async function acceptUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload): Promise<DatasetRow> {
-  const principal = c.get('principal');
-  const lineChecked = u.format === 'jsonl' || u.format === 'csv';
-  const checked = lineChecked ? await validateDataset({ sourcePath: u.upload, displayName: u.displayName, format: u.format as 'jsonl' | 'csv', compression: u.compression }) : null;
-  if (!lineChecked) await checkMagic(u.upload, u.compression === 'none' ? u.format : u.compression, u.displayName);
+  return recordUpload(c, deps, u, await receiveUpload(c, deps, u));
+}
+
+/**
+ * The request's bytes go once through a tee: into the object store under the version's raw key, and through the
+ * structural checks (every JSONL / CSV line, decompressed on the way; the magic bytes otherwise), the slower of the
+ * two setting the pace. The first failure aborts the other side; the raw object is then removed.
+ */
+async function receiveUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload): Promise<ReceivedUpload> {
   const id = randomUUID();
-  const prefix = versionPrefix({ organizationId: principal.organizationId, name: u.name, id });
+  const prefix = versionPrefix({ organizationId: c.get('principal').organizationId, name: u.name, id });
   const bucket = deps.config.storage.buckets.datasets;
-  const raw = await deps.store.putFile(bucket, `${prefix}/raw/source${u.suffix}`, u.upload, u.raw.sha256);
+  const stop = new AbortController();
+  const gone = () => stop.abort(new ApiError('INVALID_PARAMETER_VALUE', 'request body: the client went away before the upload ended'));
+  c.req.raw.signal.addEventListener('abort', gone, { once: true });
+  const [toStore, toCheck] = [new PassThrough(), new PassThrough()];
+  // The first failure is the one that says why: the others are the abort it caused.
+  let first: { side: 'body' | 'store' | 'check'; err: unknown } | null = null;
+  const failFast = <T>(side: 'body' | 'store' | 'check', p: Promise<T>): Promise<T> =>
+    p.catch((err: unknown) => {
+      first ??= { side, err };
+      stop.abort(err);
+      throw err;
+    });
+  const lineChecked = u.format === 'jsonl' || u.format === 'csv';
+  const check = failFast(
+    'check',
+    lineChecked
+      ? validateDataset({ source: toCheck, displayName: u.displayName, format: u.format as 'jsonl' | 'csv', compression: u.compression }).then((r) => r.records)
+      : checkMagic(toCheck, u.compression === 'none' ? u.format : u.compression, u.displayName).then(() => 0),
+  );
+  // The store sees the end of the bytes only once the checks passed: a refused file never becomes a whole object.
+  const [, stored, checked] = await Promise.allSettled([
+    failFast('body', tee(u.source, [toStore, toCheck], stop.signal, { sink: toStore, until: check })),
+    failFast('store', deps.store.putStream(bucket, `${prefix}/raw/source${u.suffix}`, toStore, { signal: stop.signal, maxBytes: deps.config.limits.max_upload_bytes })),
+    check,
+  ]).finally(() => c.req.raw.signal.removeEventListener('abort', gone));
+  if (!first && stored.status === 'fulfilled' && checked.status === 'fulfilled') {
+    if (u.sha256 === undefined || stored.value.sha256 === u.sha256) return { id, prefix, raw: stored.value, records: checked.value };
+    first = { side: 'store', err: new Error(`the stored upload's sha256 ${stored.value.sha256} is not the ${u.sha256} of the bytes received: its temporary file changed`) };
+  }
+  await deps.store.deletePrefix(bucket, prefix).catch(() => undefined);
+  throw whyRefused(first!);
+}
+
+/** The first failure as the answer's error: a request body that broke off (the client gone) is the request's fault. */
+function whyRefused(first: { side: 'body' | 'store' | 'check'; err: unknown }): unknown {
+  if (first.side !== 'body' || first.err instanceof ApiError || first.err instanceof DatasetValidationError) return first.err;
+  return new ApiError('INVALID_PARAMETER_VALUE', `request body: the upload broke off before its end (${(first.err as Error).message})`);
+}
+
+/**
+ * In one transaction the version (preparing), its queued job and the started workflow: should any of them fail, none
+ * is there and the raw file is removed. The job makes the version ready (or failed) by updating this row.
+ */
+async function recordUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptUpload, received: ReceivedUpload): Promise<DatasetRow> {
+  const principal = c.get('principal');
+  const { id, prefix, raw } = received;
+  const bucket = deps.config.storage.buckets.datasets;
   const input = rawPreparationInput({
     id,
     organizationId: principal.organizationId,
@@ -228,12 +289,12 @@ export async function acceptUpload(c: Context<AppEnv>, deps: ApiDeps, u: AcceptU
     name: u.name,
     format: u.format,
     storagePath: `${raw.uri.slice(0, raw.uri.indexOf(`/${prefix}/`))}/${prefix}/`,
-    sizeBytes: u.raw.size_bytes,
-    numRecords: checked?.records ?? 0,
-    sha256: u.raw.sha256,
+    sizeBytes: raw.size_bytes,
+    numRecords: received.records,
+    sha256: raw.sha256,
     schema: {},
     splits: null,
-    metadata: { source: { name: u.displayName, format: u.format, compression: u.compression, sha256: u.raw.sha256, size_bytes: u.raw.size_bytes }, seed: u.seed, split_ratios: u.splits, tokenizer: u.tokenizer, job_id: input.job_id },
+    metadata: { source: { name: u.displayName, format: u.format, compression: u.compression, sha256: raw.sha256, size_bytes: raw.size_bytes }, seed: u.seed, split_ratios: u.splits, tokenizer: u.tokenizer, job_id: input.job_id },
     tags: u.tags,
     lineage: { parent_datasets: [], transform: `upload (${u.format}): prepare-dataset, normalise to chat messages, dedup exact, split seed=${u.seed}` },
     status: 'preparing' as const,
