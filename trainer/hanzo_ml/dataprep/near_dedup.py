@@ -229,8 +229,10 @@ class NearDuplicateFilter:
     def duplicates(self, signed: SignedChunk) -> list[bool]:
         """is_duplicate_signed for each text of a chunk, in order, with the same decisions. The Bloom filter is
         asked for the whole chunk at once, and a text sharing a band key with an earlier text of the chunk counts
-        as "maybe" too (that one may be indexed by then); a text that is neither (most) is kept at once, its band
-        keys added to the filter in one go with the chunk's other kept ones (before any lookup that needs them)."""
+        as "maybe" too (that one may be indexed by then); only those and the texts without words take
+        is_duplicate_signed. The texts between two of them (most) share no band key with anything indexed, so they
+        are kept as a run, indexed with a few array operations (_keep_run), their band keys added to the filter
+        with the chunk's other kept ones at the end (the lookups in between find them in the unwritten batch)."""
         keys = signed.keys
         n = len(keys)
         if n == 0:
@@ -239,24 +241,39 @@ class NearDuplicateFilter:
         _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
         first_text = (first // keys.shape[1])[inverse.reshape(-1)].reshape(keys.shape)
         maybe |= (first_text < np.arange(n)[:, None]).any(axis=1)
-        out = []
-        for sig, row, present, look in zip(signed.sigs, keys.tolist(), signed.present.tolist(), maybe.tolist()):
-            if not present or look:
-                self._add_unbloomed()
-                out.append(self.is_duplicate_signed((sig, row) if present else None))
-                continue
-            self.counts["records"] += 1
-            self.counts["kept"] += 1
-            self.unbloomed.append(row)
-            self._index(self.next_kept, sig, row, bloom=False)
-            self.next_kept += 1
-            out.append(False)
+        maybe |= ~signed.present
+        out = [False] * n
+        start = 0
+        for at in [*np.flatnonzero(maybe).tolist(), n]:
+            if at > start:
+                self._keep_run(signed.sigs[start:at], keys[start:at])
+            if at < n:
+                out[at] = self.is_duplicate_signed((signed.sigs[at], keys[at].tolist()) if signed.present[at] else None)
+            start = at + 1
         self._add_unbloomed()
         return out
 
+    def _keep_run(self, sigs: np.ndarray, keys: np.ndarray) -> None:
+        """Keeps and indexes texts none of whose band keys is indexed yet (nor shared among them): _index's work
+        for each, as dict updates from arrays, the Bloom filter's left to _add_unbloomed."""
+        while len(sigs):
+            row = len(self.pending_rows)
+            take = min(len(sigs), self.batch_limit - row)
+            rids = np.arange(self.next_kept, self.next_kept + take, dtype=np.int64)
+            self.pending_first.update(zip(keys[:take].ravel().tolist(), np.repeat(rids, self.bands).tolist()))
+            self.pending_matrix[row:row + take] = sigs[:take]
+            self.pending_rows.update(zip(range(self.next_kept, self.next_kept + take), range(row, row + take)))
+            self.unbloomed.append(keys[:take])
+            self.next_kept += take
+            self.counts["records"] += take
+            self.counts["kept"] += take
+            sigs, keys = sigs[take:], keys[take:]
+            if row + take >= self.batch_limit:
+                self._flush()
+
     def _add_unbloomed(self) -> None:
         if self.unbloomed:
-            self.bloom.add_matrix(np.asarray(self.unbloomed, dtype=np.int64))
+            self.bloom.add_matrix(np.concatenate(self.unbloomed))
             self.unbloomed.clear()
 
     def add_reference(self, text: str) -> None:
@@ -286,13 +303,13 @@ class NearDuplicateFilter:
     def _candidates(self, keys: list[int]) -> list[int]:
         """Records indexed under any of the keys. Only keys the Bloom filter may hold are looked up: most records
         share no bucket with anything, and for them no SQLite query runs at all."""
-        maybe = [k for k, hit in zip(keys, self.bloom.may_contain(keys)) if hit]
-        if not maybe:
-            return []
         first, more = self.pending_first, self.pending_more
-        found = {first[k] for k in maybe if k in first}
-        for k in maybe:
+        found = {first[k] for k in keys if k in first}  # every key: the unwritten batch's may not be in the filter yet
+        for k in keys:
             found.update(more.get(k, ()))
+        maybe = [k for k, hit in zip(keys, self.bloom.may_contain(keys)) if hit]  # what is written is in the filter
+        if not maybe:
+            return sorted(found, key=lambda rid: (rid > 0, abs(rid)))
         rows = self.db.execute(f"SELECT rid FROM buckets WHERE bkey IN ({','.join('?' * len(maybe))})", maybe).fetchall()
         found.update(r[0] for r in rows)
         return sorted(found, key=lambda rid: (rid > 0, abs(rid)))  # references first, then kept records in order

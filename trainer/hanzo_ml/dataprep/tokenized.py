@@ -60,7 +60,7 @@ def labelled_examples(tokenizer, conversations: list[list[dict]]) -> list[tuple[
     lengths = token_byte_lengths(tokenizer)
     wholes = [whole for whole, _ in plans]
     if lengths is not None:
-        ids = [np.asarray(e, dtype=np.int32) for e in encode_ids(tokenizer, wholes)]
+        ids = encode_ids(tokenizer, wholes)
         examples = [labels_by_bytes(whole, turns, input_ids, lengths) for (whole, turns), input_ids in zip(plans, ids)]
     else:
         encoded = offsets_encode_batch(tokenizer, wholes)
@@ -228,19 +228,19 @@ def offsets_encode_batch(tokenizer, texts: list[str]):
 _PIECE_CACHES: dict[int, tuple[object, PieceCache | None]] = {}
 
 
-def encode_ids(tokenizer, texts: list[str]) -> list[list[int]]:
-    """The ids of fast_encode_batch, from the tokenizer's piece cache (piece_cache.py) where it applies; the texts
-    it leaves go to the Rust encode in one batch call."""
+def encode_ids(tokenizer, texts: list[str]) -> list[np.ndarray]:
+    """The ids of fast_encode_batch as int32 arrays, from the tokenizer's piece cache (piece_cache.py) where it
+    applies; the texts it leaves go to the Rust encode in one batch call."""
     raw = tokenizer._tokenizer
     known = _PIECE_CACHES.get(id(raw))
     if known is None or known[0] is not raw:  # kept with its tokenizer, so the id is not reused meanwhile
         known = _PIECE_CACHES[id(raw)] = (raw, PieceCache.for_tokenizer(raw))
     cache = known[1]
-    ids = [cache.encode(text) for text in texts] if cache is not None else [None] * len(texts)
+    ids = [cache.encode_array(text) for text in texts] if cache is not None else [None] * len(texts)
     rest = [i for i, found in enumerate(ids) if found is None]
     if rest:
         for i, encoded in zip(rest, fast_encode_batch(tokenizer, [texts[i] for i in rest])):
-            ids[i] = encoded.ids
+            ids[i] = np.asarray(encoded.ids, dtype=np.int32)
     return ids  # type: ignore[return-value]
 
 
