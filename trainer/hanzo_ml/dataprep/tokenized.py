@@ -109,19 +109,24 @@ def labels_by_bytes(whole: str, turns: list[tuple[str, str]], input_ids: np.ndar
     from hanzo_ml.chat import IGNORE_INDEX
 
     ends = np.cumsum(lengths[input_ids])
-    if len(ends) == 0 or ends[-1] != len(whole.encode()):  # the tokens do not spell the text byte for byte
+    if len(ends) == 0 or int(ends[-1]) != utf8_length(whole):  # the tokens do not spell the text byte for byte
         return None
     labels = np.full(len(input_ids), IGNORE_INDEX, dtype=np.int32)
     for prompt, end_text in turns:
         if not (whole.startswith(prompt) and whole.startswith(end_text)):
             return None
-        bounds = [len(prompt.encode()), len(end_text.encode())]
+        bounds = [utf8_length(prompt), utf8_length(end_text)]  # at most the whole's: prefixes of it
         found = np.searchsorted(ends, bounds)  # the first token whose end reaches the bound
-        if any(bound != 0 and ends[at] != bound for at, bound in zip(found, bounds)):
+        if any(bound != 0 and reached != bound for reached, bound in zip(ends[found].tolist(), bounds)):
             return None  # the bound falls inside a token
-        start, end = (0 if bound == 0 else int(at) + 1 for at, bound in zip(found, bounds))
+        start, end = (0 if bound == 0 else at + 1 for at, bound in zip(found.tolist(), bounds))
         labels[start:end] = input_ids[start:end]
     return input_ids, labels
+
+
+def utf8_length(text: str) -> int:
+    """len(text.encode()), without the encode for an ASCII text (Python knows a string is ASCII)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def labels_by_offsets(whole: str, turns: list[tuple[str, str]], input_ids: np.ndarray,
