@@ -30,11 +30,13 @@ class WorkerError(RuntimeError):
 
 
 def _serve(inbox_end, outbox_end, unused_ends, setup: Callable[[], Callable[[Any], Any]]) -> None:
-    """A worker's loop: chunks in, (True, result) or (False, exception, traceback) out, in order. A thread reads
-    the chunks as they come, so the sender never waits on a worker that is itself waiting to send a result."""
+    """A worker's loop: chunks in, (True, result) or (False, exception, traceback) out, in order. One thread reads
+    the chunks as they come and another sends the results, so the worker computes ahead (up to the chunks it was
+    sent) while the sender is busy elsewhere, and the sender never waits on a worker that is itself waiting to send."""
     for end in unused_ends:
         end.close()
     inbox: queue.SimpleQueue = queue.SimpleQueue()
+    outbox: queue.SimpleQueue = queue.SimpleQueue()
 
     def receive() -> None:
         try:
@@ -46,28 +48,32 @@ def _serve(inbox_end, outbox_end, unused_ends, setup: Callable[[], Callable[[Any
         except (EOFError, OSError):
             inbox.put(STOP)
 
+    def deliver() -> None:
+        with contextlib.suppress(OSError):
+            while (answer := outbox.get()) is not STOP:
+                outbox_end.send(answer)
+
     threading.Thread(target=receive, daemon=True).start()
+    sender = threading.Thread(target=deliver)
+    sender.start()
     try:
         fn = setup()
+        while (chunk := inbox.get()) is not STOP:
+            outbox.put((True, fn(chunk)))
     except BaseException as e:  # noqa: BLE001 - reported to the sender, which raises it
-        _reply_error(outbox_end, e)
-        return
-    while (chunk := inbox.get()) is not STOP:
-        try:
-            result = fn(chunk)
-        except BaseException as e:  # noqa: BLE001 - reported to the sender, which raises it
-            _reply_error(outbox_end, e)
-            return
-        outbox_end.send((True, result))
+        outbox.put(_error_reply(e))
+    finally:
+        outbox.put(STOP)
+        sender.join()
 
 
-def _reply_error(outbox_end, error: BaseException) -> None:
+def _error_reply(error: BaseException) -> tuple:
     text = traceback.format_exc()
     try:
         pickle.loads(pickle.dumps(error))  # the sender could not read one that does not come back whole
     except Exception:  # noqa: BLE001 - its text is sent instead
         error = WorkerError(f"{type(error).__name__}: {error}")
-    outbox_end.send((False, error, text))
+    return False, error, text
 
 
 def _roomy(ends: tuple) -> tuple:
