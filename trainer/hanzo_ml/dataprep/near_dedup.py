@@ -14,7 +14,8 @@ collector to walk.
 
 The engine decides a chunk of records at a time (duplicates()): the Bloom filter is asked for the whole chunk in
 one numpy pass, and only the records it may hold a bucket of (the duplicates, a few false "maybe"s) are looked up one
-by one; the others are kept with a few dict inserts each. The decisions are is_duplicate_signed's, record by record.
+by one; the others are kept a run at a time, with dict updates from arrays. The decisions are
+is_duplicate_signed's, record by record.
 
 The signatures come from rensa (Rust) because it was the fastest of the three candidates on the same 100,000
 chat-length texts and is deterministic for a seed (bench/data/minhash_backends.py, bench/results/data.md):
