@@ -297,3 +297,47 @@ def test_ordered_map_answers_local_chunks_in_place_and_starts_workers_only_for_t
     never = list(ordered_map(lambda: pytest.fail("no chunk needed a worker"), iter(chunks), threads,
                              local=lambda chunk: "here"))
     assert [result for _, result in never] == ["here"] * len(chunks)
+
+
+def failing_worker():
+    def fail(chunk):
+        if 13 in chunk:
+            raise ValueError(f"no 13 in {chunk}")
+        return chunk
+    return fail
+
+
+def dying_worker():
+    import os
+
+    def die(chunk):
+        if 13 in chunk:
+            os._exit(3)
+        return chunk
+    return die
+
+
+@pytest.mark.parametrize("setup, error, message", [
+    (failing_worker, ValueError, r"no 13 in \[12, 13\]"),
+    (dying_worker, RuntimeError, "ended without answering"),
+])
+def test_ordered_map_raises_what_a_worker_raised_and_a_worker_that_died(setup, error, message):
+    from hanzo_ml.dataprep.parallel import ordered_map
+
+    chunks = [[i, i + 1] for i in range(0, 40, 2)]
+    seen = []
+    with pytest.raises(error, match=message):
+        for chunk, result in ordered_map(setup, iter(chunks), 2, inflight_per_worker=2):
+            seen.append(result)
+    assert seen == chunks[:len(seen)] and len(seen) <= 6  # in order, up to the chunk that failed
+
+
+def test_ordered_map_stops_its_workers_when_the_reader_stops_early():
+    import multiprocessing
+
+    from hanzo_ml.dataprep.parallel import ordered_map
+
+    results = ordered_map(started_worker, iter([[i] for i in range(100)]), 2)
+    pids = {pid for _, result in zip(range(3), results) for pid, _ in result[1]}
+    results.close()
+    assert pids and not [p for p in multiprocessing.active_children() if p.pid in pids]

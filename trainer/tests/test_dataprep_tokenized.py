@@ -161,6 +161,7 @@ def test_the_piece_cache_gives_the_rust_encodes_ids_on_ascii_text(tiny_base_dir)
     for _ in range(2):  # cold, then every piece from the cache
         made = [cache.encode(text) for text in texts]
         assert made == [raw.encode(text, add_special_tokens=False).ids for text in texts]
+        assert [cache.encode_array(text).tolist() for text in texts] == made
 
 
 def test_the_piece_cache_leaves_other_text_and_other_tokenizers_to_the_rust_encode(tiny_base_dir):
@@ -173,7 +174,7 @@ def test_the_piece_cache_leaves_other_text_and_other_tokenizers_to_the_rust_enco
     cache = PieceCache.for_tokenizer(tokenizer._tokenizer)
     accented = "Déjà vu: ça marche très bien."
     assert cache.encode(accented) is None
-    assert encode_ids(tokenizer, [accented, "plain"]) == [
+    assert [ids.tolist() for ids in encode_ids(tokenizer, [accented, "plain"])] == [
         tokenizer._tokenizer.encode(t, add_special_tokens=False).ids for t in (accented, "plain")]
     word_level = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
     word_level.pre_tokenizer = pre_tokenizers.Whitespace()

@@ -14,7 +14,8 @@ collector to walk.
 
 The engine decides a chunk of records at a time (duplicates()): the Bloom filter is asked for the whole chunk in
 one numpy pass, and only the records it may hold a bucket of (the duplicates, a few false "maybe"s) are looked up one
-by one; the others are kept with a few dict inserts each. The decisions are is_duplicate_signed's, record by record.
+by one; the others are kept a run at a time, with dict updates from arrays. The decisions are
+is_duplicate_signed's, record by record.
 
 The signatures come from rensa (Rust) because it was the fastest of the three candidates on the same 100,000
 chat-length texts and is deterministic for a seed (bench/data/minhash_backends.py, bench/results/data.md):
@@ -26,6 +27,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import tempfile
+from itertools import chain
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
@@ -38,6 +40,9 @@ _MAX32 = np.uint64(0xFFFFFFFF)
 # Bucket rows made into Python ints at a time when a batch is written: the whole batch at once (bands rows per kept
 # record, 917,504 at 1024 MB) added about 70 MB to the peak of the process for the moment of the write.
 FLUSH_ROWS = 65_536
+# Bucket rows one INSERT statement names: SQLite's per-statement work (and the binding of a tuple a row) done once
+# for that many rows, half the cost of a batch's write against a statement a row.
+ROWS_A_STATEMENT = 256
 
 
 def shingles(text: str, shingle_words: int) -> list[str]:
@@ -229,8 +234,10 @@ class NearDuplicateFilter:
     def duplicates(self, signed: SignedChunk) -> list[bool]:
         """is_duplicate_signed for each text of a chunk, in order, with the same decisions. The Bloom filter is
         asked for the whole chunk at once, and a text sharing a band key with an earlier text of the chunk counts
-        as "maybe" too (that one may be indexed by then); a text that is neither (most) is kept at once, its band
-        keys added to the filter in one go with the chunk's other kept ones (before any lookup that needs them)."""
+        as "maybe" too (that one may be indexed by then); only those and the texts without words take
+        is_duplicate_signed. The texts between two of them (most) share no band key with anything indexed, so they
+        are kept as a run, indexed with a few array operations (_keep_run), their band keys added to the filter
+        with the chunk's other kept ones at the end (the lookups in between find them in the unwritten batch)."""
         keys = signed.keys
         n = len(keys)
         if n == 0:
@@ -239,24 +246,41 @@ class NearDuplicateFilter:
         _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
         first_text = (first // keys.shape[1])[inverse.reshape(-1)].reshape(keys.shape)
         maybe |= (first_text < np.arange(n)[:, None]).any(axis=1)
-        out = []
-        for sig, row, present, look in zip(signed.sigs, keys.tolist(), signed.present.tolist(), maybe.tolist()):
-            if not present or look:
-                self._add_unbloomed()
-                out.append(self.is_duplicate_signed((sig, row) if present else None))
-                continue
-            self.counts["records"] += 1
-            self.counts["kept"] += 1
-            self.unbloomed.append(row)
-            self._index(self.next_kept, sig, row, bloom=False)
-            self.next_kept += 1
-            out.append(False)
+        maybe |= ~signed.present
+        out = [False] * n
+        start = 0
+        for at in [*np.flatnonzero(maybe).tolist(), n]:
+            if at > start:
+                self._keep_run(signed.sigs[start:at], keys[start:at])
+            if at < n:
+                out[at] = self.is_duplicate_signed((signed.sigs[at], keys[at].tolist()) if signed.present[at] else None)
+            start = at + 1
         self._add_unbloomed()
         return out
 
+    def _keep_run(self, sigs: np.ndarray, keys: np.ndarray) -> None:
+        """Keeps and indexes texts none of whose band keys is indexed yet (nor shared among them): _index's work
+        for each, as dict updates from arrays, the Bloom filter's left to _add_unbloomed."""
+        while len(sigs):
+            row = len(self.pending_rows)
+            take = min(len(sigs), self.batch_limit - row)
+            rids = list(range(self.next_kept, self.next_kept + take))
+            # each record's id object repeated for its keys (zip of the same list), not an int a key: 13 ints a
+            # record fewer in the batch (about 27 MB at 1024 MB)
+            self.pending_first.update(zip(keys[:take].ravel().tolist(), chain.from_iterable(zip(*[rids] * self.bands))))
+            self.pending_matrix[row:row + take] = sigs[:take]
+            self.pending_rows.update(zip(rids, range(row, row + take)))
+            self.unbloomed.append(keys[:take])
+            self.next_kept += take
+            self.counts["records"] += take
+            self.counts["kept"] += take
+            sigs, keys = sigs[take:], keys[take:]
+            if row + take >= self.batch_limit:
+                self._flush()
+
     def _add_unbloomed(self) -> None:
         if self.unbloomed:
-            self.bloom.add_matrix(np.asarray(self.unbloomed, dtype=np.int64))
+            self.bloom.add_matrix(np.concatenate(self.unbloomed))
             self.unbloomed.clear()
 
     def add_reference(self, text: str) -> None:
@@ -286,13 +310,13 @@ class NearDuplicateFilter:
     def _candidates(self, keys: list[int]) -> list[int]:
         """Records indexed under any of the keys. Only keys the Bloom filter may hold are looked up: most records
         share no bucket with anything, and for them no SQLite query runs at all."""
-        maybe = [k for k, hit in zip(keys, self.bloom.may_contain(keys)) if hit]
-        if not maybe:
-            return []
         first, more = self.pending_first, self.pending_more
-        found = {first[k] for k in maybe if k in first}
-        for k in maybe:
+        found = {first[k] for k in keys if k in first}  # every key: the unwritten batch's may not be in the filter yet
+        for k in keys:
             found.update(more.get(k, ()))
+        maybe = [k for k, hit in zip(keys, self.bloom.may_contain(keys)) if hit]  # what is written is in the filter
+        if not maybe:
+            return sorted(found, key=lambda rid: (rid > 0, abs(rid)))
         rows = self.db.execute(f"SELECT rid FROM buckets WHERE bkey IN ({','.join('?' * len(maybe))})", maybe).fetchall()
         found.update(r[0] for r in rows)
         return sorted(found, key=lambda rid: (rid > 0, abs(rid)))  # references first, then kept records in order
@@ -347,10 +371,13 @@ class NearDuplicateFilter:
         keys = np.fromiter([*self.pending_first, *(k for k, _ in more)], dtype=np.int64)
         rids = np.fromiter([*self.pending_first.values(), *(rid for _, rid in more)], dtype=np.int64)
         order = np.lexsort((rids, keys))
+        many = "INSERT OR IGNORE INTO buckets VALUES " + ",".join(["(?, ?)"] * ROWS_A_STATEMENT)
         for start in range(0, len(order), FLUSH_ROWS):  # Python ints for a slice at a time, not the whole batch
             rows = order[start:start + FLUSH_ROWS]
-            self.db.executemany("INSERT OR IGNORE INTO buckets VALUES (?, ?)",
-                                zip(keys[rows].tolist(), rids[rows].tolist()))
+            pairs = np.stack([keys[rows], rids[rows]], axis=1)
+            whole = len(pairs) // ROWS_A_STATEMENT * ROWS_A_STATEMENT
+            self.db.executemany(many, pairs[:whole].reshape(-1, 2 * ROWS_A_STATEMENT).tolist())
+            self.db.executemany("INSERT OR IGNORE INTO buckets VALUES (?, ?)", pairs[whole:].tolist())
         matrix = self.pending_matrix
         self.db.executemany("INSERT INTO sigs VALUES (?, ?)",
                             ((rid, matrix[row].tobytes()) for rid, row in self.pending_rows.items()))

@@ -60,7 +60,7 @@ def labelled_examples(tokenizer, conversations: list[list[dict]]) -> list[tuple[
     lengths = token_byte_lengths(tokenizer)
     wholes = [whole for whole, _ in plans]
     if lengths is not None:
-        ids = [np.asarray(e, dtype=np.int32) for e in encode_ids(tokenizer, wholes)]
+        ids = encode_ids(tokenizer, wholes)
         examples = [labels_by_bytes(whole, turns, input_ids, lengths) for (whole, turns), input_ids in zip(plans, ids)]
     else:
         encoded = offsets_encode_batch(tokenizer, wholes)
@@ -109,19 +109,24 @@ def labels_by_bytes(whole: str, turns: list[tuple[str, str]], input_ids: np.ndar
     from hanzo_ml.chat import IGNORE_INDEX
 
     ends = np.cumsum(lengths[input_ids])
-    if len(ends) == 0 or ends[-1] != len(whole.encode()):  # the tokens do not spell the text byte for byte
+    if len(ends) == 0 or int(ends[-1]) != utf8_length(whole):  # the tokens do not spell the text byte for byte
         return None
     labels = np.full(len(input_ids), IGNORE_INDEX, dtype=np.int32)
     for prompt, end_text in turns:
         if not (whole.startswith(prompt) and whole.startswith(end_text)):
             return None
-        bounds = [len(prompt.encode()), len(end_text.encode())]
+        bounds = [utf8_length(prompt), utf8_length(end_text)]  # at most the whole's: prefixes of it
         found = np.searchsorted(ends, bounds)  # the first token whose end reaches the bound
-        if any(bound != 0 and ends[at] != bound for at, bound in zip(found, bounds)):
+        if any(bound != 0 and reached != bound for reached, bound in zip(ends[found].tolist(), bounds)):
             return None  # the bound falls inside a token
-        start, end = (0 if bound == 0 else int(at) + 1 for at, bound in zip(found, bounds))
+        start, end = (0 if bound == 0 else at + 1 for at, bound in zip(found.tolist(), bounds))
         labels[start:end] = input_ids[start:end]
     return input_ids, labels
+
+
+def utf8_length(text: str) -> int:
+    """len(text.encode()), without the encode for an ASCII text (Python knows a string is ASCII)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def labels_by_offsets(whole: str, turns: list[tuple[str, str]], input_ids: np.ndarray,
@@ -228,19 +233,19 @@ def offsets_encode_batch(tokenizer, texts: list[str]):
 _PIECE_CACHES: dict[int, tuple[object, PieceCache | None]] = {}
 
 
-def encode_ids(tokenizer, texts: list[str]) -> list[list[int]]:
-    """The ids of fast_encode_batch, from the tokenizer's piece cache (piece_cache.py) where it applies; the texts
-    it leaves go to the Rust encode in one batch call."""
+def encode_ids(tokenizer, texts: list[str]) -> list[np.ndarray]:
+    """The ids of fast_encode_batch as int32 arrays, from the tokenizer's piece cache (piece_cache.py) where it
+    applies; the texts it leaves go to the Rust encode in one batch call."""
     raw = tokenizer._tokenizer
     known = _PIECE_CACHES.get(id(raw))
     if known is None or known[0] is not raw:  # kept with its tokenizer, so the id is not reused meanwhile
         known = _PIECE_CACHES[id(raw)] = (raw, PieceCache.for_tokenizer(raw))
     cache = known[1]
-    ids = [cache.encode(text) for text in texts] if cache is not None else [None] * len(texts)
+    ids = [cache.encode_array(text) for text in texts] if cache is not None else [None] * len(texts)
     rest = [i for i, found in enumerate(ids) if found is None]
     if rest:
         for i, encoded in zip(rest, fast_encode_batch(tokenizer, [texts[i] for i in rest])):
-            ids[i] = encoded.ids
+            ids[i] = np.asarray(encoded.ids, dtype=np.int32)
     return ids  # type: ignore[return-value]
 
 
