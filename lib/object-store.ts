@@ -4,6 +4,7 @@
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, readdir, readFile, realpath, rename, rm, stat, copyFile, open, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
+import { once } from 'node:events';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Readable } from 'node:stream';
@@ -272,15 +273,23 @@ export class FileObjectStore implements ObjectStore {
     const bucketDir = await this.inside(join(this.root, bucket));
     await mkdir(bucketDir, { recursive: true });
     const tmp = join(bucketDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
+    if (opts.signal?.aborted) {
+      source.destroy();
+      throw abortReason(opts.signal);
+    }
     const m = measuring();
+    const out = createWriteStream(tmp);
     try {
-      await pipeline(source, m.stream, createWriteStream(tmp), opts.signal ? { signal: opts.signal } : {});
+      await pipeline(source, m.stream, out, opts.signal ? { signal: opts.signal } : {});
       await fsyncFile(tmp);
       if (opts.signal?.aborted) throw abortReason(opts.signal);
       await mkdir(dirname(dest), { recursive: true });
       await rename(tmp, dest);
     } catch (err) {
       source.destroy();
+      // A write stream destroyed before its file was open still opens (creates) it, then closes it: removed only
+      // after that, or an early abort would leave the temporary file behind.
+      if (!out.closed) await once(out, 'close').catch(() => undefined);
       await rm(tmp, { force: true });
       throw opts.signal?.aborted ? abortReason(opts.signal) : err;
     }

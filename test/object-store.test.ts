@@ -118,6 +118,13 @@ describe.each(['file', 's3'])('%s object store', (kind) => {
     const slow = generated(20 * 1024 * 1024, (_c, sent) => sent > 10 * 1024 * 1024 && stop.abort(new Error('the client went away')));
     await expect(store.putStream('datasets', key, slow, { signal: stop.signal })).rejects.toThrow(/the client went away/);
     expect(await store.exists(uri)).toBe(false);
+    // Aborted before the first byte: the temporary file is still being opened when the write is given up.
+    for (let i = 0; i < 20; i++) {
+      const early = new AbortController();
+      early.abort(new Error('refused at once'));
+      await expect(store.putStream('datasets', key, generated(1024, () => undefined), { signal: early.signal })).rejects.toThrow(/refused at once/);
+    }
+    expect(await store.exists(uri)).toBe(false);
     expect(await store.list(objectUri(store, 'datasets', 'streams'))).not.toContainEqual(expect.objectContaining({ uri }));
     if (store instanceof S3ObjectStore) {
       const open = await store.client.send(new (await import('@aws-sdk/client-s3')).ListMultipartUploadsCommand({ Bucket: 'datasets' }));
