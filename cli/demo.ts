@@ -122,18 +122,29 @@ async function verifyGguf(api: ApiClient, name: string, versionNumber: number, v
   }
 }
 
+/**
+ * The dataset's line of the summary, from the version as GET /v1/datasets/{id} answers it: a prepared version keeps
+ * its counts in metadata.report and what each operation removed in lineage.operations.
+ */
+export function datasetLine(dataset: Record<string, unknown>): string {
+  const meta = dataset.metadata as { report?: { token_counts?: Record<string, number> } } | null;
+  const lineage = dataset.lineage as { operations?: { op: string; removed: number }[] } | null;
+  const splits = dataset.splits as Record<string, { num_records: number }>;
+  const duplicates = (lineage?.operations ?? []).filter((o) => o.op === 'dedup_exact' || o.op === 'dedup_near').reduce((n, o) => n + o.removed, 0);
+  const trainTokens = meta?.report?.token_counts?.train;
+  return (
+    `dataset         ${String(dataset.name)} v${String(dataset.version)}  sha256 ${String(dataset.sha256).slice(0, 16)}…  ${String(dataset.num_records)} records ` +
+    `(train ${splits.train!.num_records} / validation ${splits.validation!.num_records} / test ${splits.test!.num_records}), ${duplicates} duplicates removed` +
+    (trainTokens === undefined ? '' : `, ${trainTokens} train tokens`)
+  );
+}
+
 function printSummary(s: PipelineStatus, dataset: Record<string, unknown>, version: ModelVersionView | null, ggufCheck: string, ms: number): void {
   const p = s.progress;
   const r = s.result;
   const lines: string[] = ['', '=== hanzo-ml demo: summary ==='];
   lines.push(`pipeline        ${s.id}  (${s.status}, ${(ms / 1000).toFixed(0)} s)`);
-  const meta = dataset.metadata as { duplicates_removed: number; token_counts: Record<string, number>; cost_estimate: { usd_per_epoch: number } };
-  const splits = dataset.splits as Record<string, { num_records: number }>;
-  lines.push(
-    `dataset         ${String(dataset.name)} v${String(dataset.version)}  sha256 ${String(dataset.sha256).slice(0, 16)}…  ${String(dataset.num_records)} records ` +
-      `(train ${splits.train!.num_records} / validation ${splits.validation!.num_records} / test ${splits.test!.num_records}), ${meta.duplicates_removed} duplicates removed, ` +
-      `${meta.token_counts.train} train tokens, est. $${meta.cost_estimate.usd_per_epoch}/epoch`,
-  );
+  lines.push(datasetLine(dataset));
   if (p.eval) {
     const f = (x: number) => x.toFixed(3);
     lines.push(`eval (test)     base:  exact_match ${f(p.eval.base.exact_match)}  loss ${f(p.eval.base.loss)}  perplexity ${f(p.eval.base.perplexity)}`);

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deriveRequest, formatOfFile, parseOp } from '../cli/dataset.js';
+import { datasetLine } from '../cli/demo.js';
 import { startTestStack, withWorker, type TestStack } from './support/stack.js';
 
 const bin = fileURLToPath(new URL('../bin/hanzo-ml', import.meta.url));
@@ -52,7 +53,8 @@ describe('hanzo-ml dataset', () => {
       fetch(`${stack.runtime.apiUrl}/v1/datasets?name=cli-ds&format=jsonl&tags=alpha&wait=true`, {
         method: 'POST',
         headers: { authorization: `Bearer ${stack.loaded.config.auth.dev_token}` },
-        body: Array.from({ length: 30 }, (_, i) => chat(i)).join('\n'),
+        // Two records repeated: the preparation's exact dedup removes them.
+        body: [...Array.from({ length: 30 }, (_, i) => chat(i)), chat(0), chat(1)].join('\n'),
       }),
     );
     expect(res.status).toBe(201);
@@ -69,6 +71,12 @@ describe('hanzo-ml dataset', () => {
     const dl = await cli('dataset', 'download', id, '--split', 'train', '--out', out);
     expect(dl.code, dl.stderr).toBe(0);
     expect(readFileSync(out, 'utf8').trim().split('\n').slice(0, 2).map((l) => JSON.parse(l))).toEqual(lines);
+  });
+
+  it("gives the demo's summary line of a prepared version: its splits, the duplicates removed and the train tokens", async () => {
+    const view = await stack.api<Record<string, unknown>>('GET', `/v1/datasets/${id}`);
+    expect(view.status).toBe(200);
+    expect(datasetLine(view.body)).toMatch(/ 30 records \(train \d+ \/ validation \d+ \/ test \d+\), 2 duplicates removed, [1-9]\d* train tokens$/);
   });
 
   it('lists by tag', async () => {
