@@ -125,6 +125,10 @@ export const HardwareSchema = z.strictObject({
     .boolean()
     .default(false)
     .describe('torch.compile each decoder layer (inductor fuses norms, rotary embedding, activation, residual adds and casts; replaces liger); the first step pays the compile time'),
+  weights: z
+    .enum(['auto', 'fp32', 'bf16'])
+    .default('auto')
+    .describe('how full fine-tuning holds the weights its forward and backward read: bf16 (bfloat16 weights: the residual stream, norms and projections run in bf16 with no cast of a weight per step; each gradient is added into a float32 master weight, which clipping and AdamW update and checkpoints and the final model hold), fp32 (float32 weights under bf16 autocast); auto: bf16 for full fine-tuning in one process under bf16 precision, else fp32; bf16 where it does not apply is refused'),
   micro_batch: z
     .enum(['auto', 'recipe'])
     .default('auto')

@@ -12,6 +12,9 @@ padding-free packing + Liger + FlexAttention); bench/trainer/baselines.py says h
 Without --systems, hanzo-ml-compile (ours with hardware.compile) runs for full fine-tuning too. A compiled run
 fails rather than report eager numbers when dynamo would give up on a layer (its recompile limit), and its row
 notes how many graphs dynamo compiled (one per kind of call, however deep the model).
+Ours trains full fine-tuning on bf16 weights with float32 masters (hardware.weights auto); hanzo-ml-fp32-weights,
+run only when named (--systems or --only hanzo-ml-fp32-weights:full), is ours on float32 weights under autocast,
+the way the baselines hold them.
 All see the same records of examples/data/demo-task.jsonl, tokenized by our chat encoder (loss on the answers
 only), the same learning rate, warmup and step count, and about the same tokens per optimizer step: ours packs
 examples into --rows rows of --seq-len tokens (attention kept within each example); the baselines take as many
@@ -46,13 +49,15 @@ sys.path.insert(0, str(REPO / "trainer"))
 sys.path.insert(0, str(HERE))
 
 from baselines import LEARNING_RATE, TARGETS, measured, print_profile, run_trainer, step_profiler  # noqa: E402
+from gpu_report import OURS  # noqa: E402
 
 METHODS = ("full", "lora", "qlora")
 SYSTEMS = {"hanzo-ml": "hanzo-ml", "hanzo-ml-compile": "hanzo-ml, compiled layers (hardware.compile)",
+           "hanzo-ml-fp32-weights": "hanzo-ml, float32 weights under autocast (hardware.weights fp32)",
            "baseline": "transformers Trainer + peft", "rival": "Trainer + padding-free + Liger + FlexAttention"}
 DEFAULT_SYSTEMS = ("hanzo-ml", "baseline", "rival")
+FULL_ONLY = ("hanzo-ml-fp32-weights",)  # hardware.weights changes nothing for adapter methods
 DEFAULT_EXTRA = (("hanzo-ml-compile", "full"),)  # without --systems: the compiled-layers row the MFU target is about
-OURS = {"hanzo-ml": "ratios", "hanzo-ml-compile": "ratios_compiled"}  # our systems and where their ratios go
 VERSIONS = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "liger-kernel", "triton")
 ERROR_LINES = 25  # the end of a failed run's log kept in its row
 # TinyLlama-1.1B's shape; the smoke shape only checks that every part runs, with more layers than dynamo's
@@ -129,7 +134,9 @@ def run_ours(args, model_dir: Path, files: dict[str, Path], work: Path) -> dict:
     doc["hardware"] = {**doc.get("hardware", {}), "device": args.device, "precision": args.precision,
                        "gpus_per_node": 1 if args.device == "cuda" else 0, "device_memory_gb": None,
                        "peak_flops_per_device": args.peak_tflops * 1e12,
-                       "compile": args.system == "hanzo-ml-compile"}
+                       "compile": args.system == "hanzo-ml-compile",
+                       # full fine-tuning: bf16 weights with float32 masters by default (auto), the former way on asking
+                       "weights": "fp32" if args.system == "hanzo-ml-fp32-weights" else "auto"}
     if args.method == "qlora":
         doc["quantization"] = {**doc.get("quantization", {}), "compute_dtype": args.compute_dtype}
     doc["checkpoint"] = {"every_steps": args.steps, "keep_last": 1, "keep_best": False}  # saved at the end only
@@ -317,7 +324,8 @@ def parse_args() -> argparse.Namespace:
             parser.error(f"--only: unknown system:method {', '.join(bad)}")
         args.pairs = [(s, m) for s, _, m in pairs]
     else:
-        args.pairs = [(s, m) for m in args.methods.split(",") for s in args.systems.split(",")]
+        args.pairs = [(s, m) for m in args.methods.split(",") for s in args.systems.split(",")
+                      if s not in FULL_ONLY or m == "full"]
         if default_systems:
             args.pairs += [(s, m) for s, m in DEFAULT_EXTRA if m in args.methods.split(",")]
     return args

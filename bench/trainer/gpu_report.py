@@ -1,6 +1,9 @@
 """The GPU section of bench/results/trainer.md, from the "gpu" object bench/trainer/gpu.py writes."""
 from __future__ import annotations
 
+# our systems (bench/trainer/gpu.py SYSTEMS) and the key of their ratios against the baselines in a method's row
+OURS = {"hanzo-ml": "ratios", "hanzo-ml-compile": "ratios_compiled", "hanzo-ml-fp32-weights": "ratios_fp32_weights"}
+
 
 def gpu_table(gpu: dict) -> list[str]:
     """The header (device, versions, reference check) and one row per (method, system), ours first."""
@@ -55,7 +58,7 @@ def gpu_method_rows(r: dict, systems: dict) -> list[str]:
         if "error" in m:
             lines.append(f"| {first} | {name} | failed: {summary(m['error'])} | | | | | | | |")
             continue
-        ratios_key = {"hanzo-ml": "ratios", "hanzo-ml-compile": "ratios_compiled"}.get(system)
+        ratios_key = OURS.get(system)
         ratios = (f"{ratio('baseline', 'tokens_per_second', True)} | {ratio('baseline', 'peak_memory', False)} | "
                   f"{ratio('rival', 'tokens_per_second', True)} | {ratio('rival', 'peak_memory', False)}"
                   if ratios_key else " | | | ")

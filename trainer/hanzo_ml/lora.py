@@ -32,6 +32,7 @@ from hanzo_ml import distributed, kernels, memory, recovery
 from hanzo_ml.errors import Preempted
 from hanzo_ml.files import atomic_write_json, dumps_json
 from hanzo_ml.gpu_telemetry import start_gpu_sampler
+from hanzo_ml.master_weights import MasterWeights, wants_bf16_weights
 from hanzo_ml.metrics import StepMeter, numel
 from hanzo_ml.modeling import configure_torch, rng_states, seed_everything, set_rng_states
 from hanzo_ml.recipes import Recipe, recipe_for
@@ -132,6 +133,8 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
     device = resolve_device(spec)
     micro_batch = memory.check_fits(spec, spec_path, device)  # ... and so does a job that cannot fit its device
     plan = kernels.plan_step(spec, spec_path, device, model_type_of(spec.base_model_path))  # ... or its kernels
+    precision = resolve_precision(spec, device)
+    bf16_weights = wants_bf16_weights(spec, spec_path, precision)  # ... or its weights' dtype
     world = distributed.init_world(spec.hardware, spec_path, spec.method)  # one process, or a torchrun rank
 
     # ---- model, optimizer, schedule: built the same way on every start, so saved states load 1:1 -------
@@ -139,7 +142,6 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
     seed_everything(hp.seed)
     model = recipe.build_model(spec, spec_path, device)
     kernels.apply_plan(model, plan)
-    precision = resolve_precision(spec, device)
     autocast_forward(model, precision)
     objective = recipe.objective(spec, model, data)
 
@@ -150,9 +152,11 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
     latest, skipped = ckpt.find_resume_checkpoint(checkpoint_dir)
     if latest is not None:
         restore_weights(latest.path, model, spec)
+    # weights bf16: the model now reads bf16 copies; the float32 masters are what is trained and saved
+    masters = MasterWeights(model) if bf16_weights else None
     wrapped = distributed.wrap_model(model, world, spec.hardware.strategy)  # DDP, model sharded, or model
     sharded = distributed.is_sharded(wrapped)
-    trainable = [p for p in model.parameters() if p.requires_grad]
+    trainable = masters.parameters if masters else [p for p in model.parameters() if p.requires_grad]
     # fused: one kernel for the whole update on CUDA; the same state dict, so checkpoints move between devices
     optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay,
                                   fused=device.type == "cuda")
@@ -163,8 +167,8 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
         sharded = distributed.is_sharded(wrapped)
     engine = wrapped if distributed.is_deepspeed(wrapped) else None
     log.info("%s on %s (%s): %d trainable parameters; micro-batches of %d, %d items a step", spec.method, device,
-             "bf16 autocast" if precision else "fp32", sum(numel(p) for p in trainable), micro_batch,
-             memory.effective_batch(spec))
+             ("bf16 weights, float32 masters" if masters else "bf16 autocast") if precision else "fp32",
+             sum(numel(p) for p in trainable), micro_batch, memory.effective_batch(spec))
 
     # ---- ... and the optimizer, schedule, RNG and data position once the optimizer exists ------------
     state, resumed_from, last_checkpoint = TrainingState(), None, None
@@ -201,8 +205,10 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
             distributed.save_deepspeed_state(engine, staged)
             gathered = (distributed.whole_weights(engine, world), None)
             distributed.barrier(world)  # every partition is on disk before rank 0 takes the directory
+        elif sharded:
+            gathered = distributed.full_state(model, optimizer, world)
         else:
-            gathered = distributed.full_state(model, optimizer, world) if sharded else (None, None)
+            gathered = (masters.state_dict() if masters else None, None)
         if not world.is_main:  # rank 0 writes for all
             last_checkpoint = ckpt.checkpoint_name(state.step)
             return
@@ -255,6 +261,8 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
             lr = scheduler.get_last_lr()[0]  # the LR this step uses
             if engine is None:  # a DeepSpeed engine stepped already
                 optimizer.step()
+            if masters:
+                masters.copy_to_model()
             recipe.after_optimizer_step(model, state.step)  # AdaLoRA: budget update, before gradients clear
             scheduler.step()
             if engine is None:
@@ -285,6 +293,8 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
             report_progress()
 
         # ---- the end: final adapter, result --------------------------------------------------------
+        if masters:
+            masters.release_to_model()
         final_weights = distributed.whole_weights(wrapped, world)
         if not world.is_main:
             distributed.final_barrier(world, engine)
@@ -323,12 +333,15 @@ def accumulate_and_clip(model, trainable, micro_batches, max_grad_norm: float, o
     target tokens, so the accumulated gradient is exactly the token mean however padding splits the tokens;
     preference: the mean over the step's pairs), so the gradients add up to the step's loss.
     """
-    step_loss = 0.0
+    step_loss = None
     for loss in objective.micro_batch_losses(model, micro_batches):  # each a scalar, its share of the step
         loss.backward()
-        step_loss += loss.item()
+        # summed on the device in float64, the sum Python's floats would make, so the CPU never waits for a
+        # micro-batch's backward before queuing the next forward; one synchronization a step, below
+        share = loss.detach().double()
+        step_loss = share if step_loss is None else step_loss + share
     grad_norm = torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm).item()
-    return step_loss, grad_norm
+    return step_loss.item(), grad_norm
 
 
 # ---- checkpoint contents ---------------------------------------------------------------------------

@@ -121,11 +121,21 @@ class Estimate:
 
 
 def weight_bytes_per_param(spec) -> float:
-    """Bytes of one base weight as the trainer holds it: the frozen base of an adapter method in bfloat16 on GPUs
-    (recipes.components.frozen_base_dtype; auto assumes a GPU with bf16), float32 otherwise: on CPU, with
-    precision fp32, and for full fine-tuning, whose weights are the float32 master copy bf16 autocast reads."""
+    """Bytes of one base weight as the trainer holds it: bfloat16 on GPUs for the frozen base of an adapter method
+    (recipes.components.frozen_base_dtype) and for full fine-tuning on bf16 weights (bf16_weights_expected; its
+    float32 masters count with the optimizer), auto assuming a GPU with bf16; float32 otherwise: on CPU, with
+    precision fp32, and for full fine-tuning on float32 weights under autocast."""
     bf16 = device_kind(spec) == "cuda" and getattr(spec.hardware, "precision", "auto") != "fp32"
-    return 2.0 if bf16 and spec.method in ADAPTER_METHODS else 4.0
+    return 2.0 if bf16 and (spec.method in ADAPTER_METHODS or bf16_weights_expected(spec)) else 4.0
+
+
+def bf16_weights_expected(spec) -> bool:
+    """The trainer's hardware.weights choice (hanzo_ml.master_weights), predicted without torch: bf16 weights with
+    float32 masters for full fine-tuning in one process on a GPU under bf16 precision, unless it says fp32."""
+    hardware = spec.hardware
+    return (spec.method == "full" and getattr(hardware, "weights", "auto") != "fp32"
+            and device_kind(spec) == "cuda" and getattr(hardware, "precision", "auto") != "fp32"
+            and hardware.nodes * max(1, hardware.processes) == 1)
 
 
 def activation_bytes_per_value(spec) -> float:
@@ -213,6 +223,8 @@ def estimate(spec, device_memory_bytes: int | None = None, shape: ModelShape | N
         adapter = 0
         gradients = trainable * 4          # float32, like the weights they update
         optimizer = trainable * 8          # AdamW: two float32 moments
+        if bf16_weights_expected(spec):
+            optimizer += trainable * 4     # the float32 master of each bf16 weight
     if strategy in DEEPSPEED_STRATEGIES:
         optimizer += trainable * 4         # ZeRO's own float32 master copy of each rank's partition
     fixed = weights / weight_shard + (gradients + optimizer) / state_shard + adapter

@@ -2,6 +2,7 @@
 method this machine cannot run, or a job that cannot fit, is refused before any model is loaded."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,48 @@ def test_qlora_counts_the_flops_of_its_unpacked_4_bit_weights(tmp_path, tiny_bas
     adapter = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert any(type(p).__name__ == "Params4bit" for p in model.parameters())
     assert parameter_count(model) == parameter_count(load_causal_lm(tiny_base_dir)) + adapter
+
+
+@pytest.mark.parametrize("method", ["lora", "qlora"])
+def test_under_bf16_adapters_take_their_input_uncast_and_train_bit_identically(
+        method, tmp_path, tiny_base_dir, chat_files, preference_files, monkeypatch):
+    """peft casts each adapter's input to float32 by default; under autocast that copy changes no value
+    (recipes.components.keep_adapter_inputs), so skipping it must leave the trained adapter bit-identical."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    from hanzo_ml.recipes import components
+
+    def adapter_after_three_steps(root: Path) -> dict:
+        spec = method_spec(method, root, tiny_base_dir, chat_files, preference_files, max_steps=3,
+                           target_modules=EVERYTHING)
+        spec["hardware"] = {"precision": "bf16"}
+        if method == "qlora":
+            spec["quantization"] = {"compute_dtype": "bfloat16"}
+        result = run(spec, root)
+        return load_file(Path(result["adapter_path"]) / "adapter_model.safetensors")
+
+    seen = []
+    keep = components.keep_adapter_inputs
+
+    def recording(model):
+        seen.append(keep(model))
+        seen.append(all(not m.cast_input_dtype_enabled for m in model.modules() if isinstance(m, BaseTunerLayer)))
+        return seen[0]
+    monkeypatch.setattr(components, "keep_adapter_inputs", recording)
+    uncast = adapter_after_three_steps(tmp_path / "uncast")
+    layers = json.loads((tiny_base_dir / "config.json").read_text())["num_hidden_layers"]
+    assert seen == [layers * len(EVERYTHING), True]  # every adapted projection
+    monkeypatch.setattr(components, "keep_adapter_inputs", lambda model: 0)  # peft's default: cast to float32
+    cast = adapter_after_three_steps(tmp_path / "cast")
+    assert uncast.keys() == cast.keys()
+    assert all(torch.equal(uncast[k], cast[k]) for k in cast), method
+
+
+@pytest.mark.parametrize("method", PREFERENCE_METHODS + ("adalora",))
+def test_every_adapter_method_trains_under_bf16_with_uncast_adapter_inputs(
+        method, tmp_path, tiny_base_dir, chat_files, preference_files):
+    """trl's DPO and ORPO losses and AdaLoRA's layers run their adapters through the autocast forward too."""
+    spec = method_spec(method, tmp_path, tiny_base_dir, chat_files, preference_files, max_steps=5)
+    spec["hardware"] = {"precision": "bf16"}
+    result = run(spec, tmp_path)
+    assert result["steps"] == 5 and torch.isfinite(torch.tensor(result["final_metrics"]["train/loss"]))

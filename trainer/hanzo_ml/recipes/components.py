@@ -61,11 +61,27 @@ def frozen_base_dtype(spec, device: torch.device) -> torch.dtype:
 
 def autocast_forward(model, dtype: torch.dtype | None) -> None:
     """Mixed precision the way Accelerate does it: the model's forward runs under autocast (matmuls and
-    attention in bf16, reductions and the loss in fp32) while the weights, their gradients and the optimizer
-    state stay fp32, so checkpoints and resume are unchanged. Evaluation goes through the same forward."""
+    attention in bf16, reductions and the loss in fp32) while what is trained, its gradients and the optimizer
+    state stay fp32 (full fine-tuning on bf16 weights keeps float32 masters: hanzo_ml.master_weights), so
+    checkpoints and resume are unchanged. Evaluation goes through the same forward."""
     if dtype is not None:
         model.forward = torch.autocast(model_device(model).type, dtype=dtype)(model.forward)
         model.autocast_dtype = dtype  # for code that calls the model's parts directly (hanzo_ml.kernels)
+        keep_adapter_inputs(model)
+
+
+def keep_adapter_inputs(model) -> int:
+    """Under autocast, peft's adapter layers take their input as it comes instead of casting it to the adapter's
+    float32 first. Autocast casts every matmul's operands to its dtype whatever they were, so the float32 copy
+    changes no value (bf16 -> float32 -> bf16 is exact, forward and backward) while costing, for each adapted
+    projection, a float32 copy of its whole input and a cast back, forward and again backward: 12 bytes moved per
+    input value each way, where the low-rank matmul itself reads 2. Returns the layers changed."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    for layer in layers:
+        layer.cast_input_dtype_enabled = False  # what peft.helpers.disable_input_dtype_casting sets, for good
+    return len(layers)
 
 
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

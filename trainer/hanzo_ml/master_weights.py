@@ -1,0 +1,106 @@
+"""Full fine-tuning on bfloat16 weights with float32 master weights (hardware.weights).
+
+Under bf16 autocast with float32 weights (the Accelerate / transformers Trainer way, and ours with weights fp32)
+every projection casts its weight to bf16 in each forward and its gradient back to float32 in each backward, and
+the embeddings, norms and residual adds run in float32: the residual stream is float32, twice the bytes of every
+elementwise kernel and of what it keeps for the backward pass. With weights bf16 the model holds bfloat16 copies
+of its weights, so the forward and backward run in bf16 throughout (as an adapter method's bf16 base already
+does), while what is trained stays float32:
+
+    - each weight's bf16 gradient is added into its float32 master's gradient as soon as backward produces it
+      (a post-accumulate hook; the bf16 one is freed), so gradient accumulation over micro-batches sums in
+      float32, as before;
+    - clipping, AdamW and its two moments see only the float32 masters;
+    - after each optimizer step the masters are rounded into the model's bf16 weights;
+    - checkpoints and the final model hold the float32 masters, in the same files as before, so a checkpoint
+      resumes bit-exactly (the bf16 weights are a pure function of the masters) and moves between weights
+      settings.
+
+Memory per trained parameter: 2 (bf16 weight) + 4 (master) + 4 (master gradient) + 8 (moments) = 18 bytes,
+against 4 + 4 + 8 + 2 (the autocast copy each projection keeps for its backward) = 18 before; the activations
+are about half, since the residual stream is bf16.
+"""
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from hanzo_ml.kernels import resolve_choice
+
+log = logging.getLogger(__name__)
+
+WEIGHT_DTYPE = torch.bfloat16
+
+
+def bf16_unavailable(spec, precision: torch.dtype | None) -> str | None:
+    """Why this job cannot train on bf16 weights, or None when it can."""
+    if spec.method != "full":
+        return (f"method {spec.method} trains float32 adapters over a frozen base that is already held in the "
+                "forward pass's precision")
+    if precision != torch.bfloat16:
+        return "hardware.precision resolves to fp32 here (bf16 weights need bf16 autocast)"
+    hardware = spec.hardware
+    if hardware.nodes * max(1, hardware.processes) > 1:
+        return (f"strategy {hardware.strategy} across processes keeps its own precision handling of float32 "
+                "weights")
+    return None
+
+
+def wants_bf16_weights(spec, spec_path, precision: torch.dtype | None) -> bool:
+    """hardware.weights resolved for this job: bf16 where it applies (asked for, or auto), else fp32; bf16 asked
+    for where it cannot apply is refused. auto's fallback is logged with its reason for full fine-tuning (adapter
+    methods have no trained base weights to hold either way)."""
+    notes: list[str] = []
+    bf16 = resolve_choice(spec_path, "weights", getattr(spec.hardware, "weights", "auto"), ("bf16", "fp32"),
+                          bf16_unavailable(spec, precision), "weights: fp32 under autocast", notes) == "bf16"
+    for note in notes if spec.method == "full" else []:
+        log.info("%s", note)
+    return bf16
+
+
+class MasterWeights:
+    """The model's trained parameters held in bf16, each with a float32 master the optimizer updates.
+
+    Built once the model's float32 weights are final for this start (loaded, and restored from a checkpoint), and
+    before the optimizer: `parameters` is what the optimizer and gradient clipping take."""
+
+    def __init__(self, model, dtype: torch.dtype = WEIGHT_DTYPE):
+        self.model = model
+        # named_parameters lists a tied weight (embeddings and head) once: one master for both names
+        trained = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        self.names = [name for name, _ in trained]
+        self.working = [p for _, p in trained]
+        self.parameters = [torch.nn.Parameter(p.detach().float().clone()) for p in self.working]
+        for weight, master in zip(self.working, self.parameters):
+            weight.data = weight.data.to(dtype)
+            weight.register_post_accumulate_grad_hook(self._into_master(master))
+
+    @staticmethod
+    def _into_master(master: torch.nn.Parameter):
+        def accumulate(weight: torch.Tensor) -> None:
+            if master.grad is None:
+                master.grad = weight.grad.float()
+            else:
+                master.grad.add_(weight.grad)
+            weight.grad = None
+        return accumulate
+
+    @torch.no_grad()
+    def copy_to_model(self) -> None:
+        """After an optimizer step: the updated masters, rounded to bf16, become the weights the model reads."""
+        torch._foreach_copy_(self.working, self.parameters)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The model's state dict with the float32 masters in place of its bf16 weights (what checkpoints and the
+        final model hold); buffers as they are. A tied weight appears under both its names, as in the model's."""
+        master_of = {id(w): m for w, m in zip(self.working, self.parameters)}
+        return {name: master_of.get(id(tensor), tensor).detach()
+                for name, tensor in self.model.state_dict(keep_vars=True).items()}
+
+    @torch.no_grad()
+    def release_to_model(self) -> None:
+        """At the end of training: the masters themselves become the model's weights (no copy), so the final
+        model is saved exactly as a float32 run saves it (float32 tensors, float32 in config.json)."""
+        for weight, master in zip(self.working, self.parameters):
+            weight.data = master.data
