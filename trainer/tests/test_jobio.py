@@ -274,8 +274,15 @@ def test_a_missing_s3_input_is_bad_input_naming_the_field(s3_env, tmp_path):
 
 SLOW_STEPS_SITECUSTOMIZE = '''
 """Test stand-in loaded by the trainer the runner starts: each optimizer step of the real trainer takes
-$STEP_DELAY_S seconds longer (as tests/slow_steps.py does), so the test can signal the runner mid-run."""
-import importlib.abc, importlib.util, os, sys, time
+$STEP_DELAY_S seconds longer (as tests/slow_steps.py does), and after step $PAUSE_AT_STEP it waits (up to two
+minutes) until SIGTERM has reached the trainer, so the test signals the runner mid-run however loaded the machine
+is (a SIGTERM during the last step would find no step left to stop before)."""
+import importlib.abc, importlib.util, os, signal, sys, time
+
+
+def _sigterm_seen():
+    handler = signal.getsignal(signal.SIGTERM)  # the trainer's PreemptionSignal._handle, once it is installed
+    return bool(getattr(getattr(handler, "__self__", None), "requested", False))
 
 
 class _SlowSteps(importlib.abc.MetaPathFinder):
@@ -290,9 +297,13 @@ class _SlowSteps(importlib.abc.MetaPathFinder):
             run_module(module)
             write_progress = module.write_progress
 
-            def write_progress_then_wait(*args, **kwargs):
-                write_progress(*args, **kwargs)
+            def write_progress_then_wait(workdir, state, *args, **kwargs):
+                write_progress(workdir, state, *args, **kwargs)
                 time.sleep(float(os.environ["STEP_DELAY_S"]))
+                if state.step == int(os.environ.get("PAUSE_AT_STEP", "-1")):
+                    deadline = time.monotonic() + 120
+                    while not _sigterm_seen() and time.monotonic() < deadline:
+                        time.sleep(0.05)
 
             module.write_progress = write_progress_then_wait
 
@@ -346,8 +357,8 @@ def write_train_envelope(store: ObjectStore, name: str, base_dir: Path, root: Pa
 
 
 def preempt_mid_training(command: list[str], scratch: Path, env: dict, store: ObjectStore, uris: dict) -> dict:
-    """Run the runner with slowed steps; SIGTERM it in the pause after an odd step >= 7, so the trainer owes an
-    emergency checkpoint (every_steps 2 wrote 2, 4, 6; keep_last 2 pruned 2 and 4). Meanwhile, watch what the
+    """Run the runner with slowed steps; SIGTERM it in the pause after step 7 (PAUSE_AT_STEP: the stand-in waits
+    there for the signal), an odd step, so the trainer owes an emergency checkpoint (every_steps 2 wrote 2, 4, 6; keep_last 2 pruned 2 and 4). Meanwhile, watch what the
     store holds."""
     seen = {"steps": set(), "progress": set()}
     with open(scratch.with_suffix(".out"), "w+") as out, open(scratch.with_suffix(".err"), "w+") as err:
@@ -390,7 +401,8 @@ def train_runs(s3_env, tiny_base_dir, tmp_path_factory) -> dict:
                "--scratch"]
 
     first = preempt_mid_training(command, root / "scratch-1", {
-        **env, "STEP_DELAY_S": "0.6", "PYTHONPATH": f"{slow}{os.pathsep}{env['PYTHONPATH']}"}, store, uris)
+        **env, "STEP_DELAY_S": "0.6", "PAUSE_AT_STEP": "7", "PYTHONPATH": f"{slow}{os.pathsep}{env['PYTHONPATH']}"},
+        store, uris)
 
     shutil.rmtree(root / "scratch-1")  # the second attempt: a new pod, nothing local
     done = subprocess.run([*command, str(root / "scratch-2")], capture_output=True, text=True, env=env,
