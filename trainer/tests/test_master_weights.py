@@ -14,7 +14,6 @@ import torch
 from safetensors.torch import load_file
 
 import hanzo_ml.lora as loop
-from hanzo_ml import memory
 from hanzo_ml.errors import InputError
 from hanzo_ml.master_weights import MasterWeights, wants_bf16_weights
 from helpers import demo_records, load_spec_dict, train_spec, write_jsonl
@@ -107,24 +106,6 @@ def test_auto_holds_full_fine_tuning_in_bf16_only_under_bf16_precision_in_one_pr
 def test_bf16_weights_where_they_cannot_apply_are_refused_naming_the_field(spec, precision, needle):
     with pytest.raises(InputError, match=f"job.json: hardware.weights: bf16 cannot run this job: {needle}"):
         wants_bf16_weights(spec, "job.json", precision)
-
-
-def test_the_memory_estimate_counts_bf16_weights_and_their_float32_masters():
-    def estimate(**hardware):
-        hw = {"precision": "auto", "weights": "auto", "processes": 1, "nodes": 1, "gpus_per_node": 1,
-              "device": "cuda", "strategy": "ddp", **hardware}
-        spec = SimpleNamespace(method="full", hardware=SimpleNamespace(**hw), data=SimpleNamespace(packing=True),
-                               hyperparameters=SimpleNamespace(max_seq_length=1024, batch_size=8, max_steps=1,
-                                                               gradient_accumulation_steps=1,
-                                                               gradient_checkpointing=False))
-        return memory.estimate(spec, shape=memory.KNOWN_SHAPES["zen-7b"])
-
-    n = memory.KNOWN_SHAPES["zen-7b"].params
-    bf16, fp32 = estimate(), estimate(weights="fp32")
-    assert (bf16.weights, bf16.gradients, bf16.optimizer) == (2 * n, 4 * n, 12 * n)
-    assert (fp32.weights, fp32.gradients, fp32.optimizer) == (4 * n, 4 * n, 8 * n)
-    sharded = estimate(processes=8, gpus_per_node=8, strategy="fsdp")
-    assert sharded.weights == 4 * n // 8  # across processes the weights stay float32
 
 
 # ---- the whole loop on the tiny model ----------------------------------------------------------------

@@ -92,12 +92,16 @@ def test_known_shapes_have_the_parameter_counts_their_names_promise():
 def test_full_fine_tuning_costs_several_times_the_weights_and_lora_little_more_than_them(tmp_path):
     shape = KNOWN_SHAPES["zen-7b"]
     full, lora = (estimate(spec_for(tmp_path, m), shape=shape) for m in ("full", "lora"))
+    autocast = estimate(spec_for(tmp_path, "full", weights="fp32"), shape=shape)
     assert lora.weights == shape.params * 2                           # the frozen base in bf16 on a GPU
-    assert full.weights == shape.params * 4                           # fp32 master weights under bf16 autocast
-    assert full.optimizer == shape.params * 8                         # two fp32 AdamW moments
+    assert full.weights == shape.params * 2                           # bf16 weights (hardware.weights auto) ...
+    assert full.optimizer == shape.params * 12                        # ... two fp32 AdamW moments, fp32 masters
+    assert autocast.weights == shape.params * 4                       # fp32 weights under bf16 autocast
+    assert autocast.optimizer == shape.params * 8
     assert lora.trainable_params < shape.params / 100
-    # 16 bytes per parameter (ZeRO): 4x the float32 model, spec 000's "3-4x model size"
-    assert full.weights + full.gradients + full.optimizer == 16 * shape.params
+    # 16 bytes per parameter (ZeRO): 4x the float32 model, spec 000's "3-4x model size"; bf16 weights add 2
+    assert autocast.weights + autocast.gradients + autocast.optimizer == 16 * shape.params
+    assert full.weights + full.gradients + full.optimizer == 18 * shape.params
     assert lora.gradients + lora.optimizer < lora.weights / 10
 
 
@@ -112,7 +116,7 @@ def test_qlora_stores_the_projections_in_about_4_and_an_eighth_bits(tmp_path):
 
 def test_sharding_divides_weights_gradients_and_optimizer_over_every_device(tmp_path):
     shape = KNOWN_SHAPES["zen-72b"]
-    one = estimate(spec_for(tmp_path, "full"), shape=shape)
+    one = estimate(spec_for(tmp_path, "full", weights="fp32"), shape=shape)  # across processes weights stay fp32
     sharded = estimate(spec_for(tmp_path, "full", nodes=4, gpus_per_node=8, strategy="fsdp"), shape=shape)
     assert sharded.devices == 32
     assert (sharded.weights, sharded.optimizer) == (int(one.weights / 32), int(shape.params * 8 / 32))
