@@ -1,6 +1,7 @@
 """Helpers shared by the tests: datasets, job specs, running the CLI, contract checks."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -39,6 +40,24 @@ def train_spec(tmp_path: Path, base_dir: Path, files: dict[str, Path], **overrid
     }
     spec.update(overrides)
     return spec
+
+
+@contextlib.contextmanager
+def recorded_losses(monkeypatch):
+    """The train/loss of every optimizer step the trainer takes inside the block, in order (as each step's
+    progress.json is written)."""
+    import hanzo_ml.lora as loop
+
+    losses: list[float] = []
+    original = loop.write_progress
+
+    def record(workdir, state, *args, **kwargs):
+        original(workdir, state, *args, **kwargs)
+        if state.step and len(losses) < state.step:
+            losses.append(state.metrics["train/loss"])
+    with monkeypatch.context() as patch:
+        patch.setattr(loop, "write_progress", record)
+        yield losses
 
 
 def write_spec(path: Path, spec: dict) -> Path:

@@ -16,7 +16,7 @@ from hanzo_ml.chat import IGNORE_INDEX, encode_dataset
 from hanzo_ml.errors import InputError
 from hanzo_ml.packing import collate_packed, pack
 
-from helpers import demo_records, load_spec_dict, train_spec, write_jsonl
+from helpers import demo_records, load_spec_dict, recorded_losses, train_spec, write_jsonl
 
 
 @pytest.fixture
@@ -167,17 +167,9 @@ def loss_curve(tmp_path, tiny_base_dir, files, method, packing, monkeypatch, ref
                hardware: dict | None = None, steps: int = 20) -> list[float]:
     import hanzo_ml.lora as loop
 
-    with monkeypatch.context() as patch:
+    with monkeypatch.context() as patch, recorded_losses(monkeypatch) as losses:
         if reference:  # today's path: the model's full logits, then cross-entropy
             patch.setattr(kernels, "fused_loss_head", lambda model: None)
-        losses = []
-        original = loop.write_progress
-
-        def record(workdir, state, *args, **kwargs):
-            original(workdir, state, *args, **kwargs)
-            if state.step and len(losses) < state.step:
-                losses.append(state.metrics["train/loss"])
-        patch.setattr(loop, "write_progress", record)
         work = tmp_path / ("reference" if reference else "fast") / ("compiled" if hardware else "eager")
         spec = train_spec(work, tiny_base_dir, files, method=method, data={"packing": packing},
                           hyperparameters={"max_steps": steps, "batch_size": 2, "gradient_accumulation_steps": 2,

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 import hanzo_ml.lora as loop
 from hanzo_ml.errors import InputError
 from hanzo_ml.master_weights import MasterWeights, wants_bf16_weights
-from helpers import demo_records, load_spec_dict, train_spec, write_jsonl
+from helpers import demo_records, load_spec_dict, recorded_losses, train_spec, write_jsonl
 
 
 class TiedModel(torch.nn.Module):
@@ -134,17 +134,8 @@ def test_twenty_steps_on_bf16_weights_follow_the_float32_weights_loss_curve_and_
         tmp_path, tiny_base_dir, files, monkeypatch, caplog):
     curves = {}
     for weights in ("fp32", "bf16"):
-        losses = []
-        original = loop.write_progress
-
-        def record(workdir, state, *args, **kwargs):
-            original(workdir, state, *args, **kwargs)
-            if state.step and len(losses) < state.step:
-                losses.append(state.metrics["train/loss"])
-        monkeypatch.setattr(loop, "write_progress", record)
-        with caplog.at_level(logging.INFO):
+        with recorded_losses(monkeypatch) as losses, caplog.at_level(logging.INFO):
             result = train(full_spec(tmp_path / weights, tiny_base_dir, files, weights, 20), tmp_path / weights)
-        monkeypatch.setattr(loop, "write_progress", original)
         curves[weights] = losses
     assert "bf16 weights, float32 masters" in caplog.text
 
