@@ -6,9 +6,11 @@ comes instead of peft's float32 copy (recipes.components.keep_adapter_inputs). E
 through a TorchDispatchMode: the bytes it reads (its tensor inputs) and writes (its outputs), the bytes of dtype
 casts among them, and how many operators ran (each a kernel on a GPU). These do not depend on the device, so a
 CPU measures what a GPU moves; time is not measured here (bench/trainer/gpu.py does that on a GPU). Also the
-bytes autograd keeps for the backward pass (each storage once).
+bytes autograd keeps for the backward pass (each storage once). QLoRA is left out: under autocast on a GPU
+peft's bitsandbytes layers already skip the float32 copy (they check autocast on CUDA only, so a CPU would show a
+saving a GPU never sees).
 
-    $(jq -r .python .bootstrap.json) bench/trainer/step_traffic.py [--layers 4] [--seq-len 512] [--rows 2]
+    $(jq -r .python .bootstrap.json) bench/trainer/step_traffic.py [--layers 4] [--seq-len 1024] [--rows 4]
 
 Writes bench/results/trainer-step-traffic.{json,md}. The model is made from a config: TinyLlama-1.1B's layer
 shape (hidden 2048, MLP 5632, 32 heads, 4 KV heads) with --layers layers, seeded random weights.
@@ -36,10 +38,8 @@ VARIANTS = {
     "full-bf16-weights": ("full", "full: bf16 weights, float32 masters (now; hardware.weights auto)"),
     "lora-cast": ("lora", "LoRA: peft casts each adapter's input to float32 (before)"),
     "lora": ("lora", "LoRA: adapters take their bf16 input (now)"),
-    "qlora-cast": ("qlora", "QLoRA: peft casts each adapter's input to float32 (before)"),
-    "qlora": ("qlora", "QLoRA: adapters take their bf16 input (now)"),
 }
-PAIRS = (("full-fp32-weights", "full-bf16-weights"), ("lora-cast", "lora"), ("qlora-cast", "qlora"))
+PAIRS = (("full-fp32-weights", "full-bf16-weights"), ("lora-cast", "lora"))
 
 
 def build(variant: str, model_dir: Path):
@@ -48,13 +48,13 @@ def build(variant: str, model_dir: Path):
     import torch
 
     from hanzo_ml.master_weights import MasterWeights
-    from hanzo_ml.recipes import components, full, lora, qlora
+    from hanzo_ml.recipes import components, full, lora
 
     method = VARIANTS[variant][0]
     cpu = torch.device("cpu")
     torch.manual_seed(0)
     spec = spec_for(model_dir, method)
-    model = {"full": full, "lora": lora, "qlora": qlora}[method].build_model(spec, Path("job.json"), cpu)
+    model = {"full": full, "lora": lora}[method].build_model(spec, Path("job.json"), cpu)
     model.config.use_cache = False
     keep = components.keep_adapter_inputs
     if variant.endswith("-cast"):

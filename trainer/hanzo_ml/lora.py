@@ -176,7 +176,7 @@ def run_training(spec, spec_path: Path, workdir: Path, preemption: PreemptionSig
                              f"{name} does not verify ({reason}); resuming from "
                              f"{latest.path.name if latest else 'the start'}") for name, reason in skipped]
     if latest is not None:
-        state = restore_training_state(latest.path, model, optimizer, scheduler, spec, engine)
+        state = restore_training_state(latest.path, model, optimizer, scheduler, spec, engine, masters)
         recovery.override_learning_rate(optimizer, scheduler, hp.learning_rate)
         resumed_from, last_checkpoint = state.step, latest.path.name
         log.info("resumed from %s (step %d, epoch %d, index %d)", latest.path.name, state.step, state.epoch,
@@ -381,16 +381,20 @@ def restore_weights(path: Path, model, spec) -> None:
     recipe.load_extra(model, path)
 
 
-def restore_training_state(path: Path, model, optimizer, scheduler, spec, engine=None) -> TrainingState:
-    """The rest of a checkpoint, once the optimizer over the (possibly sharded) parameters exists."""
+def restore_training_state(path: Path, model, optimizer, scheduler, spec, engine=None,
+                           masters: MasterWeights | None = None) -> TrainingState:
+    """The rest of a checkpoint, once the optimizer over the (possibly sharded) parameters, or over the float32
+    masters of bf16 weights, exists."""
     sidecar = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
     warn_on_changed_hyperparameters(sidecar.get("hyperparameters", {}), to_dict(spec.hyperparameters), path)
     if engine is not None or (path / distributed.DEEPSPEED_DIR).is_dir():
         saved_hardware = sidecar.get("config", {}).get("hardware", {})
         distributed.load_deepspeed_state(engine, path, saved_hardware, spec.hardware)
     else:
-        distributed.load_optimizer_state(model, optimizer, torch.load(path / "optimizer.pt", weights_only=True),
-                                         path)
+        saved = torch.load(path / "optimizer.pt", weights_only=True)
+        if masters is not None:  # an fsdp checkpoint keys its state by name: by index into the masters instead
+            saved = masters.optimizer_state_by_index(saved, path)
+        distributed.load_optimizer_state(model, optimizer, saved, path)
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
     rng = torch.load(path / "rng_state.pt", weights_only=True)
     set_rng_states(rng)

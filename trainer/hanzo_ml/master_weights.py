@@ -16,9 +16,12 @@ does), while what is trained stays float32:
       resumes bit-exactly (the bf16 weights are a pure function of the masters) and moves between weights
       settings.
 
-Memory per trained parameter: 2 (bf16 weight) + 4 (master) + 4 (master gradient) + 8 (moments) = 18 bytes,
-against 4 + 4 + 8 + 2 (the autocast copy each projection keeps for its backward) = 18 before; the activations
-are about half, since the residual stream is bf16.
+Memory per trained parameter: 2 (bf16 weight) + 4 (master) + 4 (master gradient) + 8 (moments) = 18 bytes, which
+hanzo_ml/memory.py counts, against 4 + 4 + 8 = 16 counted for float32 weights under autocast (which also hold the
+bf16 copy each projection keeps for its backward, 2 more, uncounted); the activations kept for the backward pass
+are fewer, since the residual stream is bf16 (bench/results/trainer-step-traffic.md). Weights a model asks to keep
+in float32 (transformers' _keep_in_fp32_modules, such as a mixture-of-experts router) stay float32 and are
+trained as they are, without a master.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import logging
 
 import torch
 
+from hanzo_ml.errors import InputError
 from hanzo_ml.kernels import resolve_choice
 
 log = logging.getLogger(__name__)
@@ -69,12 +73,19 @@ class MasterWeights:
         self.model = model
         # named_parameters lists a tied weight (embeddings and head) once: one master for both names
         trained = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        kept = kept_in_float32(model)
         self.names = [name for name, _ in trained]
-        self.working = [p for _, p in trained]
-        self.parameters = [torch.nn.Parameter(p.detach().float().clone()) for p in self.working]
-        for weight, master in zip(self.working, self.parameters):
+        # what the optimizer takes, in the model's parameter order (optimizer.pt keys by this index, as before)
+        self.parameters = [p if name in kept else torch.nn.Parameter(p.detach().float().clone())
+                           for name, p in trained]
+        self.working, self.masters = [], []  # the pairs a step copies between
+        for (name, weight), master in zip(trained, self.parameters):
+            if name in kept:
+                continue
             weight.data = weight.data.to(dtype)
             weight.register_post_accumulate_grad_hook(self._into_master(master))
+            self.working.append(weight)
+            self.masters.append(master)
 
     @staticmethod
     def _into_master(master: torch.nn.Parameter):
@@ -89,12 +100,12 @@ class MasterWeights:
     @torch.no_grad()
     def copy_to_model(self) -> None:
         """After an optimizer step: the updated masters, rounded to bf16, become the weights the model reads."""
-        torch._foreach_copy_(self.working, self.parameters)
+        torch._foreach_copy_(self.working, self.masters)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The model's state dict with the float32 masters in place of its bf16 weights (what checkpoints and the
         final model hold); buffers as they are. A tied weight appears under both its names, as in the model's."""
-        master_of = {id(w): m for w, m in zip(self.working, self.parameters)}
+        master_of = {id(w): m for w, m in zip(self.working, self.masters)}
         return {name: master_of.get(id(tensor), tensor).detach()
                 for name, tensor in self.model.state_dict(keep_vars=True).items()}
 
@@ -102,5 +113,27 @@ class MasterWeights:
     def release_to_model(self) -> None:
         """At the end of training: the masters themselves become the model's weights (no copy), so the final
         model is saved exactly as a float32 run saves it (float32 tensors, float32 in config.json)."""
-        for weight, master in zip(self.working, self.parameters):
+        for weight, master in zip(self.working, self.masters):
             weight.data = master.data
+
+    def optimizer_state_by_index(self, saved: dict, source) -> dict:
+        """An optimizer state keyed by parameter name (what an fsdp run checkpoints) keyed by index into
+        `parameters` instead, as optimizer.load_state_dict takes it: torch's name-keyed loader maps names to the
+        model's own parameters, which the masters are not. An index-keyed state is returned as it is."""
+        groups = saved.get("param_groups") or []
+        if not any(isinstance(p, str) for group in groups for p in group.get("params", [])):
+            return saved
+        index = {name: i for i, name in enumerate(self.names)}
+        unknown = sorted({p for group in groups for p in group["params"]} - set(index))
+        if unknown:
+            raise InputError(f"{source}: optimizer.pt names parameters this model does not train: {unknown[:3]}")
+        return {"state": {index[name]: value for name, value in saved.get("state", {}).items()},
+                "param_groups": [{**group, "params": [index[name] for name in group["params"]]}
+                                 for group in groups]}
+
+
+def kept_in_float32(model) -> set[str]:
+    """Names of the parameters in the modules the model's class keeps in float32 whatever the load dtype."""
+    modules = set(getattr(model, "_keep_in_fp32_modules", None) or []) | \
+        set(getattr(model, "_keep_in_fp32_modules_strict", None) or [])
+    return {name for name, _ in model.named_parameters() if any(f".{m}." in f".{name}." for m in modules)}

@@ -121,26 +121,32 @@ class Estimate:
 
 
 def weight_bytes_per_param(spec) -> float:
-    """Bytes of one base weight as the trainer holds it: bfloat16 on GPUs for the frozen base of an adapter method
-    (recipes.components.frozen_base_dtype) and for full fine-tuning on bf16 weights (bf16_weights_expected; its
-    float32 masters count with the optimizer), auto assuming a GPU with bf16; float32 otherwise: on CPU, with
-    precision fp32, and for full fine-tuning on float32 weights under autocast."""
-    bf16 = device_kind(spec) == "cuda" and getattr(spec.hardware, "precision", "auto") != "fp32"
-    return 2.0 if bf16 and (spec.method in ADAPTER_METHODS or bf16_weights_expected(spec)) else 4.0
+    """Bytes of one base weight as the trainer holds it: bfloat16 under bf16 precision for the frozen base of an
+    adapter method (recipes.components.frozen_base_dtype) and for full fine-tuning on bf16 weights
+    (bf16_weights_expected; its float32 masters count with the optimizer); float32 otherwise: with fp32 precision
+    (auto on a CPU) and for full fine-tuning on float32 weights under autocast."""
+    bf16 = spec.method in ADAPTER_METHODS or bf16_weights_expected(spec)
+    return 2.0 if bf16_expected(spec) and bf16 else 4.0
+
+
+def bf16_expected(spec) -> bool:
+    """The forward's precision (recipes.components.resolve_precision), predicted without torch: bf16 when asked
+    for, and for auto on a GPU (assumed to support bf16); float32 otherwise."""
+    precision = getattr(spec.hardware, "precision", "auto")
+    return precision == "bf16" or (precision == "auto" and device_kind(spec) == "cuda")
 
 
 def bf16_weights_expected(spec) -> bool:
     """The trainer's hardware.weights choice (hanzo_ml.master_weights), predicted without torch: bf16 weights with
-    float32 masters for full fine-tuning in one process on a GPU under bf16 precision, unless it says fp32."""
+    float32 masters for full fine-tuning in one process under bf16 precision, unless it says fp32."""
     hardware = spec.hardware
-    return (spec.method == "full" and getattr(hardware, "weights", "auto") != "fp32"
-            and device_kind(spec) == "cuda" and getattr(hardware, "precision", "auto") != "fp32"
+    return (spec.method == "full" and getattr(hardware, "weights", "auto") != "fp32" and bf16_expected(spec)
             and hardware.nodes * max(1, hardware.processes) == 1)
 
 
 def activation_bytes_per_value(spec) -> float:
-    """Activations follow the forward pass's precision: bf16 autocast on GPUs, float32 on CPU or with fp32."""
-    return 2.0 if device_kind(spec) == "cuda" and getattr(spec.hardware, "precision", "auto") != "fp32" else 4.0
+    """Activations follow the forward pass's precision: bf16 under bf16 autocast, float32 otherwise."""
+    return 2.0 if bf16_expected(spec) else 4.0
 
 
 def device_kind(spec) -> str:

@@ -77,6 +77,48 @@ def test_gradients_sum_into_float32_masters_which_alone_are_updated_and_saved():
     assert model.norm.data_ptr() == masters.parameters[masters.names.index("norm")].data_ptr()  # no copy
 
 
+def test_a_weight_the_model_keeps_in_float32_is_trained_as_it_is_without_a_master():
+    torch.manual_seed(0)
+    model = TiedModel()
+    model._keep_in_fp32_modules = ["norm"]  # as transformers' classes name a router or a norm
+    masters = MasterWeights(model)
+    norm = masters.names.index("norm")
+    assert model.norm.dtype == torch.float32 and masters.parameters[norm] is model.norm
+    assert model.embed.weight.dtype == torch.bfloat16
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # as the trainer runs it: float32 and bf16 weights meet
+        loss = model(torch.tensor([[1, 2, 3]]))
+    loss.backward()
+    assert model.norm.grad is not None and model.norm.grad.dtype == torch.float32  # its own gradient, kept
+    torch.optim.SGD(masters.parameters, lr=0.1).step()
+    masters.copy_to_model()
+    assert masters.state_dict()["norm"].data_ptr() == model.norm.data_ptr()
+
+
+def test_an_optimizer_state_keyed_by_name_loads_into_the_masters_by_index(tmp_path):
+    """An fsdp run checkpoints its optimizer by parameter name; resumed in one process on bf16 weights, the names
+    map to the masters (torch's name-keyed loader would look for the model's own parameters)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    torch.manual_seed(0)
+    plain = TiedModel()
+    optimizer = torch.optim.AdamW(plain.parameters(), lr=0.1)
+    plain(torch.tensor([[1, 2, 3]])).backward()
+    optimizer.step()
+    by_name = get_optimizer_state_dict(plain, optimizer, options=StateDictOptions(full_state_dict=True))
+    assert set(by_name["state"]) == {"embed.weight", "norm"}
+
+    model = TiedModel()
+    masters = MasterWeights(model)
+    resumed = torch.optim.AdamW(masters.parameters, lr=0.1)
+    resumed.load_state_dict(masters.optimizer_state_by_index(by_name, "ckpt"))
+    expected = optimizer.state_dict()["state"]
+    for index, state in resumed.state_dict()["state"].items():
+        assert all(torch.equal(state[k], expected[index][k]) for k in ("exp_avg", "exp_avg_sq", "step"))
+    assert masters.optimizer_state_by_index(optimizer.state_dict(), "ckpt") == optimizer.state_dict()  # by index
+    with pytest.raises(InputError, match="ckpt: optimizer.pt names parameters this model does not train"):
+        masters.optimizer_state_by_index({"state": {}, "param_groups": [{"params": ["lost.weight"]}]}, "ckpt")
+
+
 def plan_spec(method="full", weights="auto", processes=1):
     return SimpleNamespace(method=method, hardware=SimpleNamespace(weights=weights, processes=processes, nodes=1,
                                                                    strategy="ddp"))
@@ -106,6 +148,22 @@ def test_auto_holds_full_fine_tuning_in_bf16_only_under_bf16_precision_in_one_pr
 def test_bf16_weights_where_they_cannot_apply_are_refused_naming_the_field(spec, precision, needle):
     with pytest.raises(InputError, match=f"job.json: hardware.weights: bf16 cannot run this job: {needle}"):
         wants_bf16_weights(spec, "job.json", precision)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("precision", ["auto", "bf16", "fp32"])
+@pytest.mark.parametrize("method,weights,processes", [("full", "auto", 1), ("full", "fp32", 1), ("full", "auto", 2),
+                                                      ("lora", "auto", 1)])
+def test_the_memory_estimate_predicts_the_trainer_s_weights_choice(device, precision, method, weights, processes):
+    from hanzo_ml import memory
+
+    hardware = SimpleNamespace(device=device, gpus_per_node=1 if device == "cuda" else 0, precision=precision,
+                               weights=weights, processes=processes, nodes=1, strategy="ddp")
+    spec = SimpleNamespace(method=method, hardware=hardware)
+    # what recipes.components.resolve_precision answers there (a GPU with bf16)
+    resolved = torch.bfloat16 if precision == "bf16" or (precision == "auto" and device == "cuda") else None
+    assert memory.bf16_weights_expected(spec) == wants_bf16_weights(spec, "job.json", resolved)
+    assert memory.bf16_expected(spec) == (resolved is torch.bfloat16)
 
 
 # ---- the whole loop on the tiny model ----------------------------------------------------------------

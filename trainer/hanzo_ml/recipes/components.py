@@ -75,7 +75,8 @@ def keep_adapter_inputs(model) -> int:
     float32 first. Autocast casts every matmul's operands to its dtype whatever they were, so the float32 copy
     changes no value (bf16 -> float32 -> bf16 is exact, forward and backward) while costing, for each adapted
     projection, a float32 copy of its whole input and a cast back, forward and again backward: 12 bytes moved per
-    input value each way, where the low-rank matmul itself reads 2. Returns the layers changed."""
+    input value each way, where the low-rank matmul itself reads 2. (peft's bitsandbytes layers, QLoRA's, skip the
+    copy under autocast on CUDA already; on a CPU they make it too.) Returns the layers changed."""
     from peft.tuners.tuners_utils import BaseTunerLayer
 
     layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
